@@ -1,0 +1,15 @@
+//! The 2captcha-compatible wire format (PROTOCOL.md items 1-15), shared by the gateway's
+//! `/in.php` + `/res.php` and by the simulator, which speaks the same protocol as a provider.
+//!
+//! Owns: reading parameters from every request encoding ([`Params`]), turning `in.php` parameters
+//! into a [`SolveRequest`](crate::model::SolveRequest) ([`parse_submit`]), the error codes
+//! ([`codes`]) and the exact reply bodies ([`Reply`]). Does not own routing or authentication.
+
+pub mod codes;
+mod params;
+mod reply;
+mod submit;
+
+pub use params::Params;
+pub use reply::{Mode, Reply};
+pub use submit::parse_submit;

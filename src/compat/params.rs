@@ -1,0 +1,175 @@
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+/// The parameters of one compatible-API request, merged from the query string and the body in
+/// whatever encoding the client used: urlencoded, multipart, JSON, or no `Content-Type` at all
+/// (the puppeteer plugin sends a chunked urlencoded body without one). Body values win over query
+/// values of the same name.
+#[derive(Debug, Clone, Default)]
+pub struct Params {
+    values: HashMap<String, String>,
+    files: HashMap<String, Bytes>,
+}
+
+impl Params {
+    /// Reads parameters from a query string and a body. Never fails: a body that does not parse
+    /// as its declared encoding contributes nothing, and the missing parameters are reported by
+    /// whoever needs them, in the caller's protocol.
+    pub async fn read(query: Option<&str>, content_type: Option<&str>, body: Bytes) -> Params {
+        let mut params = Params::default();
+        if let Some(q) = query {
+            params.extend_urlencoded(q.as_bytes());
+        }
+        let ct = content_type.unwrap_or("").to_ascii_lowercase();
+        if ct.starts_with("multipart/form-data") {
+            params
+                .extend_multipart(content_type.unwrap_or(""), body)
+                .await;
+        } else if ct.starts_with("application/json") {
+            params.extend_json(&body);
+        } else if !body.is_empty() {
+            // urlencoded, text/plain and no Content-Type at all: all parsed as urlencoded.
+            params.extend_urlencoded(&body);
+        }
+        params
+    }
+
+    /// Builds parameters from name/value pairs (tests, the simulator's own client).
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Params {
+        let mut params = Params::default();
+        for (k, v) in pairs {
+            params.values.insert(k.to_owned(), v.to_owned());
+        }
+        params
+    }
+
+    pub fn insert_file(&mut self, name: &str, data: Bytes) {
+        self.files.insert(name.to_owned(), data);
+    }
+
+    /// The first non-empty value among `names` (aliases, in order of preference).
+    pub fn get(&self, names: &[&str]) -> Option<&str> {
+        names
+            .iter()
+            .filter_map(|n| self.values.get(*n))
+            .map(|v| v.trim())
+            .find(|v| !v.is_empty())
+    }
+
+    /// A flag sent as `1`/`0` (or `true`/`false`): clients send `enterprise=0` literally, so
+    /// presence alone never means on.
+    pub fn flag(&self, names: &[&str]) -> bool {
+        matches!(
+            self.get(names).map(|v| v.to_ascii_lowercase()).as_deref(),
+            Some("1" | "true" | "yes" | "on")
+        )
+    }
+
+    pub fn file(&self, name: &str) -> Option<&Bytes> {
+        self.files.get(name)
+    }
+
+    /// Whether `json=1` asked for JSON replies.
+    pub fn wants_json(&self) -> bool {
+        self.flag(&["json"])
+    }
+
+    fn extend_urlencoded(&mut self, raw: &[u8]) {
+        for (k, v) in form_urlencoded::parse(raw) {
+            self.values.insert(k.into_owned(), v.into_owned());
+        }
+    }
+
+    fn extend_json(&mut self, body: &[u8]) {
+        let Ok(serde_json::Value::Object(map)) = serde_json::from_slice(body) else {
+            return;
+        };
+        for (k, v) in map {
+            let text = match v {
+                serde_json::Value::String(s) => s,
+                serde_json::Value::Number(n) => n.to_string(),
+                serde_json::Value::Bool(b) => if b { "1" } else { "0" }.to_owned(),
+                serde_json::Value::Null => continue,
+                other => other.to_string(),
+            };
+            self.values.insert(k, text);
+        }
+    }
+
+    async fn extend_multipart(&mut self, content_type: &str, body: Bytes) {
+        let Ok(boundary) = multer::parse_boundary(content_type) else {
+            return;
+        };
+        let stream = futures::stream::once(async move { Ok::<_, std::io::Error>(body) });
+        let mut multipart = multer::Multipart::new(stream, boundary);
+        while let Ok(Some(field)) = multipart.next_field().await {
+            let Some(name) = field.name().map(str::to_owned) else {
+                continue;
+            };
+            let is_file = field.file_name().is_some();
+            let Ok(data) = field.bytes().await else {
+                return;
+            };
+            if is_file {
+                self.files.insert(name, data);
+            } else {
+                self.values
+                    .insert(name, String::from_utf8_lossy(&data).into_owned());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn merges_query_and_every_body_encoding() {
+        let p = Params::read(
+            Some("key=abc&json=1"),
+            Some("application/x-www-form-urlencoded"),
+            Bytes::from_static(b"method=userrecaptcha&googlekey=k"),
+        )
+        .await;
+        assert_eq!(p.get(&["key"]), Some("abc"));
+        assert_eq!(p.get(&["googlekey"]), Some("k"));
+        assert!(p.wants_json());
+
+        let p = Params::read(None, None, Bytes::from_static(b"method=post&enterprise=0")).await;
+        assert_eq!(p.get(&["method"]), Some("post"));
+        assert!(!p.flag(&["enterprise"]));
+
+        let p = Params::read(
+            None,
+            Some("application/json"),
+            Bytes::from_static(br#"{"json":1,"method":"base64","body":"aGk=","soft_id":4587}"#),
+        )
+        .await;
+        assert!(p.wants_json());
+        assert_eq!(p.get(&["soft_id"]), Some("4587"));
+
+        let body = "--XX\r\nContent-Disposition: form-data; name=\"method\"\r\n\r\npost\r\n--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"c.png\"\r\nContent-Type: image/png\r\n\r\nPNGDATA\r\n--XX--\r\n";
+        let p = Params::read(
+            Some("key=k"),
+            Some("multipart/form-data; boundary=XX"),
+            Bytes::from(body),
+        )
+        .await;
+        assert_eq!(p.get(&["method"]), Some("post"));
+        assert_eq!(p.file("file").map(|b| &b[..]), Some(&b"PNGDATA"[..]));
+    }
+
+    #[tokio::test]
+    async fn garbage_bodies_contribute_nothing() {
+        for ct in [
+            Some("application/json"),
+            Some("multipart/form-data; boundary=z"),
+            None,
+        ] {
+            let p = Params::read(Some("a=1"), ct, Bytes::from_static(b"\xff\x00{{--z")).await;
+            assert_eq!(p.get(&["a"]), Some("1"));
+        }
+    }
+}

@@ -1,0 +1,218 @@
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::codes;
+use crate::model::{Answer, Kind};
+
+/// Plain text unless the client sent `json=1` (PROTOCOL.md item 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Plain,
+    Json,
+}
+
+impl Mode {
+    pub fn from_json_flag(json: bool) -> Mode {
+        if json { Mode::Json } else { Mode::Plain }
+    }
+}
+
+/// One compatible-API reply. Always HTTP 200 (item 4) with `Access-Control-Allow-Origin: *`
+/// (item 15); the body shapes are exact because clients compare strings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    mode: Mode,
+    body: Body,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Body {
+    /// `OK|<payload>` / `{"status":1,"request":"<payload>"}`.
+    Ok(String),
+    /// A bare word: `CAPCHA_NOT_READY`, `OK_REPORT_RECORDED`, a balance / `status` 0 or 1.
+    Bare { text: String, status: u8 },
+    /// A solved answer with the extra fields some clients read.
+    Answer {
+        request: Value,
+        plain: String,
+        extra: serde_json::Map<String, Value>,
+    },
+    /// A JSON document answered as is in both modes (`threadsinfo`).
+    Document(Value),
+}
+
+impl Reply {
+    pub fn ok(mode: Mode, payload: impl Into<String>) -> Reply {
+        Reply {
+            mode,
+            body: Body::Ok(payload.into()),
+        }
+    }
+
+    pub fn error(mode: Mode, code: &str) -> Reply {
+        Reply {
+            mode,
+            body: Body::Bare {
+                text: code.to_owned(),
+                status: 0,
+            },
+        }
+    }
+
+    pub fn not_ready(mode: Mode) -> Reply {
+        Reply::error(mode, codes::NOT_READY)
+    }
+
+    /// A bare success word or number (`getbalance`, reports): no `OK|` prefix in plain mode.
+    pub fn bare(mode: Mode, text: impl Into<String>) -> Reply {
+        Reply {
+            mode,
+            body: Body::Bare {
+                text: text.into(),
+                status: 1,
+            },
+        }
+    }
+
+    pub fn document(value: Value) -> Reply {
+        Reply {
+            mode: Mode::Json,
+            body: Body::Document(value),
+        }
+    }
+
+    /// A solved answer: `request` always; `result` + `user_agent` too, which the captchaai SDK
+    /// reads for Enterprise and Cloudflare Challenge (item 10); GeeTest's `request` is an object
+    /// in JSON mode; `price` for `get2`.
+    pub fn answer(mode: Mode, kind: Kind, answer: &Answer, price: Option<&str>) -> Reply {
+        let request = match kind {
+            Kind::GeetestV3 => serde_json::from_str::<Value>(&answer.text)
+                .ok()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| Value::String(answer.text.clone())),
+            _ => Value::String(answer.text.clone()),
+        };
+        let mut extra = serde_json::Map::new();
+        extra.insert("result".into(), Value::String(answer.text.clone()));
+        if let Some(ua) = &answer.user_agent {
+            extra.insert("user_agent".into(), Value::String(ua.clone()));
+            extra.insert("useragent".into(), Value::String(ua.clone()));
+        }
+        if let Some(price) = price {
+            extra.insert("price".into(), Value::String(price.to_owned()));
+        }
+        Reply {
+            mode,
+            body: Body::Answer {
+                request,
+                plain: answer.text.clone(),
+                extra,
+            },
+        }
+    }
+
+    /// The `ids=` batch form: every part joined by `|` in request order.
+    pub fn batch(mode: Mode, parts: Vec<String>) -> Reply {
+        Reply::ok(mode, parts.join("|"))
+    }
+
+    pub fn body_text(&self) -> String {
+        match (&self.body, self.mode) {
+            (Body::Ok(p), Mode::Plain) => format!("OK|{p}"),
+            (Body::Ok(p), Mode::Json) => json!({"status": 1, "request": p}).to_string(),
+            (Body::Bare { text, .. }, Mode::Plain) => text.clone(),
+            (Body::Bare { text, status }, Mode::Json) => {
+                json!({"status": status, "request": text}).to_string()
+            }
+            (Body::Answer { plain, .. }, Mode::Plain) => format!("OK|{plain}"),
+            (Body::Answer { request, extra, .. }, Mode::Json) => {
+                let mut obj = serde_json::Map::new();
+                obj.insert("status".into(), json!(1));
+                obj.insert("request".into(), request.clone());
+                obj.extend(extra.clone());
+                Value::Object(obj).to_string()
+            }
+            (Body::Document(v), _) => v.to_string(),
+        }
+    }
+}
+
+impl IntoResponse for Reply {
+    fn into_response(self) -> Response {
+        let content_type = match self.mode {
+            Mode::Json => "application/json",
+            Mode::Plain => "text/plain; charset=utf-8",
+        };
+        let mut res = (StatusCode::OK, self.body_text()).into_response();
+        let headers = res.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        headers.insert(
+            header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            HeaderValue::from_static("*"),
+        );
+        res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(text: &str, ua: Option<&str>) -> Answer {
+        Answer {
+            text: text.into(),
+            user_agent: ua.map(Into::into),
+            solved_at: 0,
+            expires_at: 1,
+            upstream: None,
+        }
+    }
+
+    #[test]
+    fn exact_bodies() {
+        assert_eq!(Reply::ok(Mode::Plain, "123").body_text(), "OK|123");
+        assert_eq!(
+            Reply::ok(Mode::Json, "123").body_text(),
+            r#"{"request":"123","status":1}"#
+        );
+        assert_eq!(
+            Reply::not_ready(Mode::Plain).body_text(),
+            "CAPCHA_NOT_READY"
+        );
+        assert_eq!(
+            Reply::not_ready(Mode::Json).body_text(),
+            r#"{"request":"CAPCHA_NOT_READY","status":0}"#
+        );
+        assert_eq!(Reply::bare(Mode::Plain, "10.5").body_text(), "10.5");
+        assert_eq!(
+            Reply::error(Mode::Plain, codes::WRONG_CAPTCHA_ID).body_text(),
+            "ERROR_WRONG_CAPTCHA_ID"
+        );
+    }
+
+    #[test]
+    fn answers_carry_result_user_agent_and_geetest_objects() {
+        let a = answer("cf-cookie", Some("Mozilla/5.0"));
+        let v: Value = serde_json::from_str(
+            &Reply::answer(Mode::Json, Kind::CloudflareChallenge, &a, None).body_text(),
+        )
+        .unwrap();
+        assert_eq!(v["status"], 1);
+        assert_eq!(v["request"], "cf-cookie");
+        assert_eq!(v["result"], "cf-cookie");
+        assert_eq!(v["user_agent"], "Mozilla/5.0");
+        assert_eq!(
+            Reply::answer(Mode::Plain, Kind::CloudflareChallenge, &a, None).body_text(),
+            "OK|cf-cookie"
+        );
+
+        let g = answer(r#"{"geetest_challenge":"c","challenge":"c"}"#, None);
+        let v: Value = serde_json::from_str(
+            &Reply::answer(Mode::Json, Kind::GeetestV3, &g, Some("0.001")).body_text(),
+        )
+        .unwrap();
+        assert_eq!(v["request"]["geetest_challenge"], "c");
+        assert_eq!(v["price"], "0.001");
+    }
+}

@@ -1,0 +1,367 @@
+use base64::Engine as _;
+use bytes::Bytes;
+
+use super::{Params, codes};
+use crate::model::{
+    ImageOptions, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams, Validation,
+};
+
+/// Turns `in.php` parameters into a request, accepting every alias clients send
+/// (PROTOCOL.md items 7-8) and ignoring parameters it does not know.
+pub fn parse_submit(p: &Params) -> Result<SolveRequest, Validation> {
+    let method = p.get(&["method"]).map(str::to_ascii_lowercase);
+    let text = p.get(&["textcaptcha"]);
+    let params = match (method.as_deref(), text) {
+        // A text captcha comes with `method=post` (2captcha-python) or no method (unicaps, npm).
+        (None | Some("post" | "textcaptcha"), Some(text)) if p.file("file").is_none() => {
+            TaskParams::Text {
+                text: text.to_owned(),
+                lang: p.get(&["lang"]).map(str::to_owned),
+            }
+        }
+        (Some("userrecaptcha"), _) => recaptcha(p)?,
+        (Some("turnstile"), _) => TaskParams::Turnstile {
+            sitekey: required(
+                p,
+                &["sitekey", "googlekey"],
+                codes::BAD_PARAMETERS,
+                "sitekey",
+            )?,
+            pageurl: required(p, &["pageurl"], codes::PAGEURL, "pageurl")?,
+            action: opt(p, &["action"]),
+            data: opt(p, &["data"]),
+            pagedata: opt(p, &["pagedata"]),
+        },
+        (Some("cloudflare_challenge"), _) => TaskParams::CloudflareChallenge {
+            pageurl: required(p, &["pageurl"], codes::PAGEURL, "pageurl")?,
+            sitekey: opt(p, &["sitekey"]),
+        },
+        (Some("geetest"), _) => TaskParams::Geetest {
+            gt: required(p, &["gt"], codes::BAD_PARAMETERS, "gt")?,
+            challenge: required(p, &["challenge"], codes::BAD_PARAMETERS, "challenge")?,
+            pageurl: required(p, &["pageurl"], codes::PAGEURL, "pageurl")?,
+            api_server: opt(p, &["api_server", "apiServer"]),
+        },
+        (Some("base64"), _) => TaskParams::Image {
+            body: decode_base64_image(p.get(&["body"]))?,
+            options: image_options(p),
+        },
+        (Some("post"), _) => TaskParams::Image {
+            body: p
+                .file("file")
+                .cloned()
+                .filter(|b| !b.is_empty())
+                .ok_or_else(|| {
+                    Validation::new(
+                        codes::ZERO_CAPTCHA_FILESIZE,
+                        "multipart field `file` is empty or missing",
+                    )
+                })?,
+            options: image_options(p),
+        },
+        (None, _) => {
+            return Err(Validation::new(codes::BAD_PARAMETERS, "method is missing"));
+        }
+        (Some(other), _) => {
+            return Err(Validation::new(
+                codes::BAD_PARAMETERS,
+                format!("method `{}` is not supported", truncate(other, 40)),
+            ));
+        }
+    };
+    let mut req = SolveRequest::new(params);
+    req.proxy = proxy(p)?;
+    req.user_agent = opt(p, &["userAgent", "useragent", "user_agent"]);
+    req.cookies = opt(p, &["cookies"]);
+    req.validate()?;
+    Ok(req)
+}
+
+fn recaptcha(p: &Params) -> Result<TaskParams, Validation> {
+    let version = match p.get(&["version"]).map(str::to_ascii_lowercase).as_deref() {
+        Some("v3" | "3") => RecaptchaVersion::V3,
+        _ => RecaptchaVersion::V2,
+    };
+    Ok(TaskParams::Recaptcha {
+        sitekey: required(p, &["googlekey", "sitekey"], codes::GOOGLEKEY, "googlekey")?,
+        pageurl: required(p, &["pageurl"], codes::PAGEURL, "pageurl")?,
+        version,
+        enterprise: p.flag(&["enterprise"]),
+        invisible: p.flag(&["invisible"]),
+        action: opt(p, &["action"]),
+        min_score: match version {
+            RecaptchaVersion::V3 => opt(p, &["min_score"]),
+            RecaptchaVersion::V2 => None,
+        },
+        data_s: opt(p, &["data-s"]),
+        domain: opt(p, &["domain"]),
+    })
+}
+
+fn image_options(p: &Params) -> ImageOptions {
+    let num = |names: &[&str]| p.get(names).and_then(|v| v.parse::<u32>().ok());
+    ImageOptions {
+        phrase: p.flag(&["phrase"]),
+        case_sensitive: p.flag(&["regsense", "caseSensitive"]),
+        numeric: num(&["numeric"]).unwrap_or(0).min(4) as u8,
+        calc: p.flag(&["calc"]),
+        min_len: num(&["min_len", "minLen"]),
+        max_len: num(&["max_len", "maxLen"]),
+        language: num(&["language"]).map(|l| l.min(2) as u8),
+        lang: opt(p, &["lang"]),
+        instructions: opt(p, &["textinstructions", "instructions"]),
+    }
+}
+
+fn decode_base64_image(raw: Option<&str>) -> Result<Bytes, Validation> {
+    let raw = raw.ok_or_else(|| {
+        Validation::new(
+            codes::ZERO_CAPTCHA_FILESIZE,
+            "parameter `body` is empty or missing",
+        )
+    })?;
+    // Tolerate a data-URI prefix and the whitespace or `+`-as-space damage of form encoding.
+    let data = raw.rsplit_once("base64,").map(|(_, d)| d).unwrap_or(raw);
+    let cleaned: String = data
+        .chars()
+        .map(|c| if c == ' ' { '+' } else { c })
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(cleaned.trim_end_matches('='))
+        .or_else(|_| {
+            base64::engine::general_purpose::STANDARD_NO_PAD.decode(cleaned.trim_end_matches('='))
+        })
+        .or_else(|_| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cleaned.trim_end_matches('='))
+        })
+        .map(Bytes::from)
+        .map_err(|_| Validation::new(codes::UPLOAD, "parameter `body` is not valid base64"))
+}
+
+fn proxy(p: &Params) -> Result<Option<Proxy>, Validation> {
+    let Some(address) = p.get(&["proxy"]) else {
+        return Ok(None);
+    };
+    let kind = match p.get(&["proxytype"]) {
+        None => ProxyType::Http,
+        Some(t) => ProxyType::parse(t).ok_or_else(|| {
+            Validation::new(
+                codes::BAD_PROXY,
+                "proxytype must be HTTP, HTTPS, SOCKS4 or SOCKS5",
+            )
+        })?,
+    };
+    let host_port = address.rsplit_once('@').map(|(_, h)| h).unwrap_or(address);
+    let valid = host_port
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if !valid {
+        return Err(Validation::new(
+            codes::BAD_PROXY,
+            "proxy must be host:port or user:password@host:port",
+        ));
+    }
+    Ok(Some(Proxy {
+        kind,
+        address: address.to_owned(),
+    }))
+}
+
+fn required(
+    p: &Params,
+    names: &[&str],
+    code: &'static str,
+    what: &str,
+) -> Result<String, Validation> {
+    opt(p, names).ok_or_else(|| Validation::new(code, format!("parameter `{what}` is missing")))
+}
+
+fn opt(p: &Params, names: &[&str]) -> Option<String> {
+    p.get(names).map(str::to_owned)
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    s.chars().take(max).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Kind;
+    use proptest::prelude::*;
+
+    const PNG: &[u8] = b"\x89PNG\r\n\x1a\n0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789";
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<SolveRequest, Validation> {
+        parse_submit(&Params::from_pairs(pairs.iter().copied()))
+    }
+
+    #[test]
+    fn recaptcha_flags_are_explicit() {
+        let r = parse(&[
+            ("method", "userrecaptcha"),
+            ("googlekey", "6Le-k"),
+            ("pageurl", "https://a.example/x"),
+            ("enterprise", "0"),
+            ("invisible", "1"),
+            ("version", "v2"),
+            ("soft_id", "4580"),
+        ])
+        .unwrap();
+        assert_eq!(r.kind(), Kind::RecaptchaV2);
+        match r.params {
+            TaskParams::Recaptcha {
+                enterprise,
+                invisible,
+                ..
+            } => {
+                assert!(!enterprise);
+                assert!(invisible);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn missing_or_bad_parameters_get_their_codes() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (
+                &[
+                    ("method", "userrecaptcha"),
+                    ("pageurl", "https://a.example"),
+                ],
+                codes::GOOGLEKEY,
+            ),
+            (
+                &[("method", "userrecaptcha"), ("googlekey", "k")],
+                codes::PAGEURL,
+            ),
+            (
+                &[
+                    ("method", "userrecaptcha"),
+                    ("googlekey", "k"),
+                    ("pageurl", "not a url"),
+                ],
+                codes::PAGEURL,
+            ),
+            (
+                &[
+                    ("method", "userrecaptcha"),
+                    ("googlekey", "k"),
+                    ("pageurl", "https://a.example"),
+                    ("version", "v3"),
+                ],
+                codes::BAD_PARAMETERS,
+            ),
+            (
+                &[
+                    ("method", "cloudflare_challenge"),
+                    ("pageurl", "https://a.example"),
+                ],
+                codes::BAD_PROXY,
+            ),
+            (
+                &[
+                    ("method", "turnstile"),
+                    ("sitekey", "k"),
+                    ("pageurl", "https://a.example"),
+                    ("proxy", "nohostport"),
+                ],
+                codes::BAD_PROXY,
+            ),
+            (&[("method", "base64")], codes::ZERO_CAPTCHA_FILESIZE),
+            (
+                &[("method", "base64"), ("body", "!!!notbase64!!!")],
+                codes::UPLOAD,
+            ),
+            (
+                &[("method", "base64"), ("body", "aGVsbG8=")],
+                codes::ZERO_CAPTCHA_FILESIZE,
+            ),
+            (&[("method", "post")], codes::ZERO_CAPTCHA_FILESIZE),
+            (&[("method", "nonsense")], codes::BAD_PARAMETERS),
+            (&[("key", "x")], codes::BAD_PARAMETERS),
+        ];
+        for (pairs, code) in cases {
+            assert_eq!(parse(pairs).unwrap_err().code, *code, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn images_and_text_with_aliases() {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(PNG);
+        let r = parse(&[
+            ("method", "base64"),
+            ("body", &b64),
+            ("caseSensitive", "1"),
+            ("minLen", "4"),
+        ])
+        .unwrap();
+        match r.params {
+            TaskParams::Image { body, options } => {
+                assert_eq!(&body[..], PNG);
+                assert!(options.case_sensitive);
+                assert_eq!(options.min_len, Some(4));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let mut p = Params::from_pairs([("method", "post")]);
+        p.insert_file("file", Bytes::from_static(PNG));
+        assert_eq!(parse_submit(&p).unwrap().kind(), Kind::Image);
+        assert_eq!(
+            parse(&[("textcaptcha", "2+2?")]).unwrap().kind(),
+            Kind::Text
+        );
+        assert_eq!(
+            parse(&[("method", "post"), ("textcaptcha", "2+2?")])
+                .unwrap()
+                .kind(),
+            Kind::Text
+        );
+        let big = base64::engine::general_purpose::STANDARD
+            .encode([PNG, &vec![0u8; 1024 * 1024]].concat());
+        assert_eq!(
+            parse(&[("method", "base64"), ("body", &big)])
+                .unwrap_err()
+                .code,
+            codes::TOO_BIG_CAPTCHA_FILESIZE
+        );
+        let gif = base64::engine::general_purpose::STANDARD
+            .encode([b"XXXX".as_slice(), &[0u8; 200]].concat());
+        assert_eq!(
+            parse(&[("method", "base64"), ("body", &gif)])
+                .unwrap_err()
+                .code,
+            codes::IMAGE_TYPE_NOT_SUPPORTED
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn random_parameter_maps_never_panic(
+            pairs in proptest::collection::vec(
+                (prop_oneof![
+                    Just("method".to_owned()), Just("googlekey".to_owned()), Just("sitekey".to_owned()),
+                    Just("pageurl".to_owned()), Just("version".to_owned()), Just("body".to_owned()),
+                    Just("proxy".to_owned()), Just("proxytype".to_owned()), Just("textcaptcha".to_owned()),
+                    Just("gt".to_owned()), Just("challenge".to_owned()), Just("min_len".to_owned()),
+                    ".{0,12}"
+                ],
+                prop_oneof![
+                    Just("userrecaptcha".to_owned()), Just("turnstile".to_owned()), Just("geetest".to_owned()),
+                    Just("base64".to_owned()), Just("post".to_owned()), Just("cloudflare_challenge".to_owned()),
+                    Just("https://example.com/a".to_owned()), Just("v3".to_owned()), Just("u:p@h:1".to_owned()),
+                    ".{0,40}"
+                ]),
+                0..12,
+            )
+        ) {
+            let p = Params::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            match parse_submit(&p) {
+                Ok(req) => prop_assert!(req.validate().is_ok()),
+                Err(v) => prop_assert!(v.code.starts_with("ERROR_")),
+            }
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! The vocabulary of DESIGN.md section 4 as types: what a caller asks for ([`SolveRequest`]),
+//! which requests are interchangeable ([`Target`]), what a solve returns ([`Answer`]).
+//!
+//! Pure data and pure functions only: no I/O, no clock reads (time is passed in).
+
+mod answer;
+mod kind;
+mod request;
+mod target;
+
+pub use answer::{Answer, Source, UpstreamRef};
+pub use kind::{Kind, Reuse};
+pub use request::{
+    ImageOptions, MAX_IMAGE_BYTES, MIN_IMAGE_BYTES, Proxy, ProxyType, RecaptchaVersion,
+    SolveRequest, TaskParams, Validation, image_format,
+};
+pub use target::{Target, TargetPolicy};
+
+/// Milliseconds since the Unix epoch: the one clock unit stored and compared everywhere.
+pub type Millis = u64;
+
+/// The wall clock in [`Millis`]. Only callers at the edges (engine, simulator) read it.
+pub fn now_ms() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as Millis)
+        .unwrap_or(0)
+}

@@ -1,0 +1,328 @@
+use std::fmt;
+
+use bytes::Bytes;
+
+use super::Kind;
+
+/// Everything a caller asks for: one task's parameters plus the browser context the answer may be
+/// bound to. Built by the protocol parsers (compatible, native, seed worker API) and consumed by
+/// the engine and the provider encoder.
+#[derive(Clone, PartialEq)]
+pub struct SolveRequest {
+    pub params: TaskParams,
+    pub proxy: Option<Proxy>,
+    pub user_agent: Option<String>,
+    pub cookies: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecaptchaVersion {
+    V2,
+    V3,
+}
+
+/// The kind-specific part of a request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskParams {
+    Recaptcha {
+        sitekey: String,
+        pageurl: String,
+        version: RecaptchaVersion,
+        enterprise: bool,
+        invisible: bool,
+        /// v3 `action`; on v2 the `sa` value some clients send (kept, it changes the answer).
+        action: Option<String>,
+        /// v3 `min_score`, kept as sent ("0.3") so targets compare exactly.
+        min_score: Option<String>,
+        data_s: Option<String>,
+        /// `google.com` or `recaptcha.net`.
+        domain: Option<String>,
+    },
+    Turnstile {
+        sitekey: String,
+        pageurl: String,
+        action: Option<String>,
+        /// Turnstile `cData`.
+        data: Option<String>,
+        pagedata: Option<String>,
+    },
+    CloudflareChallenge {
+        pageurl: String,
+        sitekey: Option<String>,
+    },
+    Geetest {
+        gt: String,
+        challenge: String,
+        pageurl: String,
+        api_server: Option<String>,
+    },
+    Image {
+        /// The decoded image bytes.
+        body: Bytes,
+        options: ImageOptions,
+    },
+    Text {
+        text: String,
+        lang: Option<String>,
+    },
+}
+
+/// Hints that change an image answer; part of its coalescing key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct ImageOptions {
+    pub phrase: bool,
+    pub case_sensitive: bool,
+    /// 0 any, 1 digits, 2 letters, 3 either, 4 no digits.
+    pub numeric: u8,
+    pub calc: bool,
+    pub min_len: Option<u32>,
+    pub max_len: Option<u32>,
+    pub language: Option<u8>,
+    pub lang: Option<String>,
+    pub instructions: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProxyType {
+    Http,
+    Https,
+    Socks4,
+    Socks5,
+}
+
+impl ProxyType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProxyType::Http => "HTTP",
+            ProxyType::Https => "HTTPS",
+            ProxyType::Socks4 => "SOCKS4",
+            ProxyType::Socks5 => "SOCKS5",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_uppercase().as_str() {
+            "HTTP" => Some(ProxyType::Http),
+            "HTTPS" => Some(ProxyType::Https),
+            "SOCKS4" => Some(ProxyType::Socks4),
+            "SOCKS5" => Some(ProxyType::Socks5),
+            _ => None,
+        }
+    }
+}
+
+/// A proxy as the providers take it: `user:pass@host:port` or `host:port`.
+/// `Debug` and `Display` never show the credentials (DESIGN.md promise 8).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Proxy {
+    pub kind: ProxyType,
+    pub address: String,
+}
+
+impl Proxy {
+    /// `host:port` without the credentials: safe to log and to use in metric-free labels.
+    pub fn endpoint(&self) -> &str {
+        self.address
+            .rsplit_once('@')
+            .map(|(_, host)| host)
+            .unwrap_or(&self.address)
+    }
+}
+
+impl fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}", self.kind.as_str(), self.endpoint())
+    }
+}
+
+impl fmt::Debug for SolveRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Cookies can carry sessions: their presence is logged, never their value.
+        f.debug_struct("SolveRequest")
+            .field("params", &self.params)
+            .field("proxy", &self.proxy)
+            .field("user_agent", &self.user_agent)
+            .field("cookies", &self.cookies.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}
+
+/// A request that cannot be solved as given, with the compatible-API error code that says why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct Validation {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl Validation {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Images below this are not images (CaptchaAI: "image < 100 bytes").
+pub const MIN_IMAGE_BYTES: usize = 100;
+/// CaptchaAI's docs disagree (100 kB / 1024 kB); we accept the larger so no valid upload is refused
+/// here that the provider would take.
+pub const MAX_IMAGE_BYTES: usize = 1024 * 1024;
+
+impl SolveRequest {
+    pub fn new(params: TaskParams) -> Self {
+        Self {
+            params,
+            proxy: None,
+            user_agent: None,
+            cookies: None,
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        match &self.params {
+            TaskParams::Recaptcha { version, .. } => match version {
+                RecaptchaVersion::V2 => Kind::RecaptchaV2,
+                RecaptchaVersion::V3 => Kind::RecaptchaV3,
+            },
+            TaskParams::Turnstile { .. } => Kind::Turnstile,
+            TaskParams::CloudflareChallenge { .. } => Kind::CloudflareChallenge,
+            TaskParams::Geetest { .. } => Kind::GeetestV3,
+            TaskParams::Image { .. } => Kind::Image,
+            TaskParams::Text { .. } => Kind::Text,
+        }
+    }
+
+    /// Whether the provider answers this request with a `user_agent` the answer is bound to
+    /// (the captchaai SDK reads `result` + `user_agent` for these).
+    pub fn answer_has_user_agent(&self) -> bool {
+        matches!(
+            &self.params,
+            TaskParams::Recaptcha {
+                enterprise: true,
+                ..
+            } | TaskParams::CloudflareChallenge { .. }
+        )
+    }
+
+    /// The checks every entry point shares, so each protocol reports the same problems.
+    pub fn validate(&self) -> Result<(), Validation> {
+        fn page(url: &str) -> Result<(), Validation> {
+            match url::Url::parse(url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),
+                _ => Err(Validation::new(
+                    "ERROR_PAGEURL",
+                    "pageurl must be an absolute http(s) URL",
+                )),
+            }
+        }
+        fn sitekey(key: &str, code: &'static str) -> Result<(), Validation> {
+            let ok = !key.is_empty()
+                && key.len() <= 256
+                && key
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+            if ok {
+                Ok(())
+            } else {
+                Err(Validation::new(code, "sitekey is missing or malformed"))
+            }
+        }
+        match &self.params {
+            TaskParams::Recaptcha {
+                sitekey: key,
+                pageurl,
+                version,
+                action,
+                ..
+            } => {
+                sitekey(key, "ERROR_GOOGLEKEY")?;
+                page(pageurl)?;
+                if *version == RecaptchaVersion::V3 && action.as_deref().unwrap_or("").is_empty() {
+                    return Err(Validation::new(
+                        "ERROR_BAD_PARAMETERS",
+                        "reCAPTCHA v3 needs an action",
+                    ));
+                }
+            }
+            TaskParams::Turnstile {
+                sitekey: key,
+                pageurl,
+                ..
+            } => {
+                sitekey(key, "ERROR_BAD_PARAMETERS")?;
+                page(pageurl)?;
+            }
+            TaskParams::CloudflareChallenge { pageurl, .. } => {
+                page(pageurl)?;
+                if self.proxy.is_none() {
+                    return Err(Validation::new(
+                        "ERROR_BAD_PROXY",
+                        "cloudflare_challenge needs a proxy and proxytype",
+                    ));
+                }
+            }
+            TaskParams::Geetest {
+                gt,
+                challenge,
+                pageurl,
+                ..
+            } => {
+                if gt.is_empty() || challenge.is_empty() {
+                    return Err(Validation::new(
+                        "ERROR_BAD_PARAMETERS",
+                        "geetest needs gt and challenge",
+                    ));
+                }
+                page(pageurl)?;
+            }
+            TaskParams::Image { body, .. } => {
+                if body.len() < MIN_IMAGE_BYTES {
+                    return Err(Validation::new(
+                        "ERROR_ZERO_CAPTCHA_FILESIZE",
+                        format!("image is smaller than {MIN_IMAGE_BYTES} bytes"),
+                    ));
+                }
+                if body.len() > MAX_IMAGE_BYTES {
+                    return Err(Validation::new(
+                        "ERROR_TOO_BIG_CAPTCHA_FILESIZE",
+                        format!("image is larger than {MAX_IMAGE_BYTES} bytes"),
+                    ));
+                }
+                if image_format(body).is_none() {
+                    return Err(Validation::new(
+                        "ERROR_IMAGE_TYPE_NOT_SUPPORTED",
+                        "image must be JPEG, PNG, GIF, BMP or WebP",
+                    ));
+                }
+            }
+            TaskParams::Text { text, .. } => {
+                if text.trim().is_empty() {
+                    return Err(Validation::new(
+                        "ERROR_BAD_PARAMETERS",
+                        "textcaptcha is empty",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The image format by its magic bytes, or `None` when the bytes are not an image we pass on.
+pub fn image_format(body: &[u8]) -> Option<&'static str> {
+    if body.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some("jpeg")
+    } else if body.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("png")
+    } else if body.starts_with(b"GIF87a") || body.starts_with(b"GIF89a") {
+        Some("gif")
+    } else if body.starts_with(b"BM") {
+        Some("bmp")
+    } else if body.len() > 12 && &body[0..4] == b"RIFF" && &body[8..12] == b"WEBP" {
+        Some("webp")
+    } else {
+        None
+    }
+}

@@ -1,0 +1,232 @@
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+
+use super::{Kind, SolveRequest, TaskParams};
+
+/// How page URLs are normalized into target keys. Seed 000 advises keying on the page without its
+/// query string: tokens are bound to the sitekey and the page's origin, not to `?session=...`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TargetPolicy {
+    /// Drop the query string (default true). The fragment is always dropped: it never reaches a server.
+    pub drop_query: bool,
+}
+
+impl Default for TargetPolicy {
+    fn default() -> Self {
+        Self { drop_query: true }
+    }
+}
+
+/// What makes two requests interchangeable (DESIGN.md section 4): kind, sitekey, normalized page
+/// URL and every parameter that changes the answer. `id` is a digest of those so store keys stay
+/// short and never contain proxy credentials; `label` is a human-readable, secret-free name.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Target {
+    pub kind: Kind,
+    pub id: String,
+    pub label: String,
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({})", self.label, &self.id[..12.min(self.id.len())])
+    }
+}
+
+impl Target {
+    pub fn of(req: &SolveRequest, policy: TargetPolicy) -> Target {
+        let kind = req.kind();
+        let mut parts: Vec<String> = vec![kind.as_str().to_owned()];
+        let mut push = |name: &str, value: &str| parts.push(format!("{name}={value}"));
+        let label;
+        match &req.params {
+            TaskParams::Recaptcha {
+                sitekey,
+                pageurl,
+                enterprise,
+                invisible,
+                action,
+                min_score,
+                data_s,
+                domain,
+                ..
+            } => {
+                let page = normalize_url(pageurl, policy);
+                push("sitekey", sitekey);
+                push("page", &page);
+                push("enterprise", &enterprise.to_string());
+                push("invisible", &invisible.to_string());
+                push("action", action.as_deref().unwrap_or(""));
+                push("min_score", min_score.as_deref().unwrap_or(""));
+                push("data_s", data_s.as_deref().unwrap_or(""));
+                push("domain", domain.as_deref().unwrap_or(""));
+                label = format!("{kind}:{}", host_of(&page));
+            }
+            TaskParams::Turnstile {
+                sitekey,
+                pageurl,
+                action,
+                data,
+                pagedata,
+            } => {
+                let page = normalize_url(pageurl, policy);
+                push("sitekey", sitekey);
+                push("page", &page);
+                push("action", action.as_deref().unwrap_or(""));
+                push("data", data.as_deref().unwrap_or(""));
+                push("pagedata", pagedata.as_deref().unwrap_or(""));
+                label = format!("{kind}:{}", host_of(&page));
+            }
+            TaskParams::CloudflareChallenge { pageurl, .. } => {
+                // The clearance cookie is valid for the site's whole host, per proxy and UA.
+                let host = host_of(&normalize_url(pageurl, policy)).to_owned();
+                push("host", &host);
+                label = format!("{kind}:{host}");
+            }
+            TaskParams::Geetest {
+                gt,
+                challenge,
+                pageurl,
+                api_server,
+            } => {
+                // The challenge is fresh per page load, so it is part of the identity.
+                let page = normalize_url(pageurl, policy);
+                push("gt", gt);
+                push("challenge", challenge);
+                push("page", &page);
+                push("api_server", api_server.as_deref().unwrap_or(""));
+                label = format!("{kind}:{}", host_of(&page));
+            }
+            TaskParams::Image { body, options } => {
+                push("image", &hex::encode(Sha256::digest(body)));
+                push("options", &format!("{options:?}"));
+                label = kind.as_str().to_owned();
+            }
+            TaskParams::Text { text, lang } => {
+                push("text", text);
+                push("lang", lang.as_deref().unwrap_or(""));
+                label = kind.as_str().to_owned();
+            }
+        }
+        // An answer bound to a proxy or UA only works with that proxy and UA.
+        if req.proxy.is_some() || kind == Kind::CloudflareChallenge {
+            let proxy = req.proxy.as_ref();
+            push("proxy", proxy.map(|p| p.address.as_str()).unwrap_or(""));
+            push("proxytype", proxy.map(|p| p.kind.as_str()).unwrap_or(""));
+            push("ua", req.user_agent.as_deref().unwrap_or(""));
+        }
+        let mut hasher = Sha256::new();
+        for part in &parts {
+            // Length-prefixed so that no two part lists digest alike.
+            hasher.update((part.len() as u64).to_le_bytes());
+            hasher.update(part.as_bytes());
+        }
+        Target {
+            kind,
+            id: hex::encode(&hasher.finalize()[..16]),
+            label,
+        }
+    }
+}
+
+/// Lower-cases scheme and host (the `url` crate does), drops the fragment always and the query when
+/// the policy says so, and drops a trailing `/` on the path unless it is the root. Unparsable URLs
+/// are kept as given (validation rejects them before they get here).
+pub fn normalize_url(raw: &str, policy: TargetPolicy) -> String {
+    let Ok(mut url) = url::Url::parse(raw.trim()) else {
+        return raw.trim().to_owned();
+    };
+    url.set_fragment(None);
+    if policy.drop_query {
+        url.set_query(None);
+    }
+    let path = url.path().to_owned();
+    if path.len() > 1 && path.ends_with('/') {
+        url.set_path(path.trim_end_matches('/'));
+    }
+    url.to_string()
+}
+
+fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    rest.split(['/', '?', '#']).next().unwrap_or(rest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::RecaptchaVersion;
+    use proptest::prelude::*;
+
+    fn v2(page: &str) -> SolveRequest {
+        SolveRequest::new(TaskParams::Recaptcha {
+            sitekey: "6Le-key".into(),
+            pageurl: page.into(),
+            version: RecaptchaVersion::V2,
+            enterprise: false,
+            invisible: false,
+            action: None,
+            min_score: None,
+            data_s: None,
+            domain: None,
+        })
+    }
+
+    #[test]
+    fn fragment_query_and_case_do_not_split_a_target() {
+        let p = TargetPolicy::default();
+        let a = Target::of(&v2("https://Example.com/login?session=1#top"), p);
+        let b = Target::of(&v2("https://example.com/login/"), p);
+        assert_eq!(a, b);
+        assert_eq!(a.label, "recaptcha_v2:example.com");
+    }
+
+    #[test]
+    fn keeping_the_query_splits_targets_by_query() {
+        let p = TargetPolicy { drop_query: false };
+        let a = Target::of(&v2("https://example.com/login?x=1#frag"), p);
+        let b = Target::of(&v2("https://example.com/login?x=2"), p);
+        let c = Target::of(&v2("https://example.com/login?x=1"), p);
+        assert_ne!(a, b);
+        assert_eq!(a, c);
+    }
+
+    #[test]
+    fn label_and_debug_never_show_proxy_credentials() {
+        let mut req = v2("https://example.com/");
+        req.proxy = Some(crate::model::Proxy {
+            kind: crate::model::ProxyType::Http,
+            address: "bob:hunter2@10.0.0.1:3128".into(),
+        });
+        let t = Target::of(&req, TargetPolicy::default());
+        assert!(!format!("{t:?}{}{}", t.label, t.id).contains("hunter2"));
+        assert!(!format!("{req:?}").contains("hunter2"));
+        assert_ne!(
+            t,
+            Target::of(&v2("https://example.com/"), TargetPolicy::default())
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn normalization_is_idempotent(s in "https?://[a-zA-Z]{1,8}\\.[a-z]{2,3}(/[a-z0-9]{0,5}){0,3}/?(\\?[a-z=&]{0,8})?(#[a-z]{0,4})?") {
+            for drop_query in [true, false] {
+                let p = TargetPolicy { drop_query };
+                let once = normalize_url(&s, p);
+                prop_assert_eq!(normalize_url(&once, p), once.clone());
+                prop_assert!(!once.contains('#'));
+            }
+        }
+
+        #[test]
+        fn different_sitekeys_are_different_targets(a in "[a-zA-Z0-9_-]{1,20}", b in "[a-zA-Z0-9_-]{1,20}") {
+            let mk = |k: &str| {
+                let mut r = v2("https://example.com/");
+                if let TaskParams::Recaptcha { sitekey, .. } = &mut r.params { *sitekey = k.to_owned(); }
+                Target::of(&r, TargetPolicy::default())
+            };
+            prop_assert_eq!(a == b, mk(&a) == mk(&b));
+        }
+    }
+}
