@@ -11,5 +11,6 @@
 //! See `docs/ARCHITECTURE.md` for how the pieces fit and which promises each keeps.
 
 pub mod compat;
+pub mod engine;
 pub mod model;
 pub mod provider;

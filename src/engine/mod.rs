@@ -1,0 +1,19 @@
+//! The engine: solve orchestration and the promises of DESIGN.md section 5 (once, fresh, exact
+//! demand, coalesced). For each caller it decides pool / wait for an in-flight task / start a new
+//! one (through the [`Store`], atomically), starts upstream tasks through a [`Solver`], and routes
+//! every finished answer to exactly one waiter or to the pool.
+//!
+//! Does not own: wire protocols (http, compat), upstream retries and polling (provider).
+
+mod solve;
+pub mod store;
+mod tasks;
+mod types;
+
+pub use solve::{Engine, EngineSettings, Solution, Solver};
+pub use store::{MemoryStore, Store, StoreError, TargetFigures};
+pub use tasks::ReportOutcome;
+pub use types::{Delivery, Handout, SolveError, SolveFailure, TaskRecord, TaskState};
+
+#[cfg(test)]
+mod tests;

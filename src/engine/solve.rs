@@ -1,0 +1,341 @@
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
+
+use super::store::{Arrival, Finished, SharedArrival, Store, TaskOutcome, WaiterId};
+use super::{Delivery, Handout, SolveError, SolveFailure};
+use crate::model::{
+    Answer, Kind, Reuse, SolveRequest, Source, Target, TargetPolicy, UpstreamRef, now_ms,
+};
+
+/// What an upstream solve produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Solution {
+    pub text: String,
+    pub user_agent: Option<String>,
+    pub upstream: UpstreamRef,
+    /// When the provider reported it ready (ms since epoch).
+    pub solved_at: u64,
+}
+
+/// The engine's view of the providers: run one upstream task to its end, report an answer.
+/// Retries, thread caps and polling happen behind this seam.
+#[async_trait]
+pub trait Solver: Send + Sync + 'static {
+    async fn solve(&self, req: &SolveRequest, deadline: Instant) -> Result<Solution, SolveFailure>;
+    async fn report(&self, task: &UpstreamRef, good: bool) -> Result<(), SolveFailure>;
+}
+
+/// The engine's knobs; every default is in `impl Default` with its reason.
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    /// No answer is handed out with less than this left (promise 2).
+    pub min_remaining: Duration,
+    /// Answer lifetimes per kind, counted from the provider's ready time.
+    pub lifetimes: HashMap<Kind, Duration>,
+    pub target_policy: TargetPolicy,
+    /// How long one upstream task may run before we stop waiting for it.
+    pub task_timeout: Duration,
+    /// How long finished task records stay readable.
+    pub result_retention: Duration,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self {
+            // DESIGN.md promise 2's default: enough for a worker to put the token into a form.
+            min_remaining: Duration::from_secs(10),
+            lifetimes: Kind::ALL
+                .iter()
+                .map(|k| (*k, k.default_lifetime()))
+                .collect(),
+            target_policy: TargetPolicy::default(),
+            // The official CaptchaAI SDK's poll deadline; reCAPTCHA rarely takes longer.
+            task_timeout: Duration::from_secs(180),
+            // PROTOCOL.md item 14: pollable >= 15 minutes after completion (2captcha takes
+            // reports for 15 minutes); a little more so a report at minute 15 still finds it.
+            result_retention: Duration::from_secs(20 * 60),
+        }
+    }
+}
+
+/// The solve orchestration. Cheap to clone; every clone shares the store, solver and tasks.
+#[derive(Clone)]
+pub struct Engine {
+    pub(super) store: Arc<dyn Store>,
+    pub(super) solver: Arc<dyn Solver>,
+    pub(super) settings: Arc<EngineSettings>,
+    /// Upstream tasks outlive the callers that started them (a leaving caller's answer still goes
+    /// to the next caller or the pool), so they run here, where shutdown can wait for them.
+    pub(super) tracker: TaskTracker,
+    next_waiter: Arc<AtomicU64>,
+}
+
+impl Engine {
+    pub fn new(
+        store: Arc<dyn Store>,
+        solver: Arc<dyn Solver>,
+        settings: EngineSettings,
+        tracker: TaskTracker,
+    ) -> Self {
+        Self {
+            store,
+            solver,
+            settings: Arc::new(settings),
+            tracker,
+            next_waiter: Arc::new(AtomicU64::new(1)),
+        }
+    }
+
+    pub fn settings(&self) -> &EngineSettings {
+        &self.settings
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn target(&self, req: &SolveRequest) -> Target {
+        Target::of(req, self.settings.target_policy)
+    }
+
+    pub fn lifetime(&self, kind: Kind) -> Duration {
+        self.settings
+            .lifetimes
+            .get(&kind)
+            .copied()
+            .unwrap_or_else(|| kind.default_lifetime())
+    }
+
+    fn min_remaining_ms(&self) -> u64 {
+        self.settings.min_remaining.as_millis() as u64
+    }
+
+    /// Hands one answer to this caller, or says why not by `deadline`.
+    pub async fn solve(&self, req: SolveRequest, deadline: Instant) -> Result<Handout, SolveError> {
+        let kind = req.kind();
+        let target = self.target(&req);
+        match kind.reuse() {
+            Reuse::SingleUse { poolable } => self.single_use(target, req, deadline, poolable).await,
+            Reuse::Reusable => self.shared(target, req, deadline).await,
+        }
+    }
+
+    async fn single_use(
+        &self,
+        target: Target,
+        req: SolveRequest,
+        deadline: Instant,
+        poolable: bool,
+    ) -> Result<Handout, SolveError> {
+        let kind = target.kind;
+        let waiter = WaiterId(self.next_waiter.fetch_add(1, Ordering::Relaxed));
+        let arrival = self
+            .store
+            .arrive(&target, waiter, now_ms(), self.min_remaining_ms())
+            .await
+            .map_err(|_| SolveError::Unavailable)?;
+        let rx = match arrival {
+            Arrival::Pooled(answer) => {
+                return Ok(Handout {
+                    kind,
+                    answer,
+                    source: Source::Pool,
+                });
+            }
+            Arrival::Wait(rx) => rx,
+            Arrival::Start(rx) => {
+                self.start_single_use(target.clone(), req, poolable);
+                rx
+            }
+        };
+        let mut guard = WaitGuard {
+            engine: self.clone(),
+            target,
+            waiter,
+            rx: Some(rx),
+            poolable,
+        };
+        let delivery = guard.wait(deadline).await?;
+        delivery
+            .map(|answer| Handout {
+                kind,
+                answer,
+                source: Source::Solved,
+            })
+            .map_err(SolveError::Failed)
+    }
+
+    fn start_single_use(&self, target: Target, req: SolveRequest, poolable: bool) {
+        let engine = self.clone();
+        self.tracker.spawn(async move {
+            loop {
+                let outcome = engine.run_upstream(&req).await;
+                let outcome = match outcome {
+                    Ok(answer) if answer.fresh_at(now_ms(), engine.min_remaining_ms()) => TaskOutcome::Answer(answer),
+                    Ok(_) => TaskOutcome::Stale,
+                    Err(failure) => TaskOutcome::Failed(failure),
+                };
+                match engine.store.finish(&target, outcome, poolable, now_ms()).await {
+                    Ok(Finished::Restart) => continue,
+                    Ok(Finished::Done) => break,
+                    Err(e) => {
+                        tracing::warn!(target = ?target, error = %e, "could not record a finished task");
+                        break;
+                    }
+                }
+            }
+        });
+    }
+
+    /// One upstream task, its answer stamped with the kind's lifetime.
+    async fn run_upstream(&self, req: &SolveRequest) -> Result<Answer, SolveFailure> {
+        let deadline = Instant::now() + self.settings.task_timeout;
+        let solution = self.solver.solve(req, deadline).await?;
+        Ok(Answer {
+            text: solution.text,
+            user_agent: solution.user_agent,
+            solved_at: solution.solved_at,
+            expires_at: solution.solved_at + self.lifetime(req.kind()).as_millis() as u64,
+            upstream: Some(solution.upstream),
+        })
+    }
+
+    async fn shared(
+        &self,
+        target: Target,
+        req: SolveRequest,
+        deadline: Instant,
+    ) -> Result<Handout, SolveError> {
+        let kind = target.kind;
+        let arrival = self
+            .store
+            .shared_arrive(&target, now_ms(), self.min_remaining_ms())
+            .await
+            .map_err(|_| SolveError::Unavailable)?;
+        let (rx, source) = match arrival {
+            SharedArrival::Cached(answer) => {
+                return Ok(Handout {
+                    kind,
+                    answer,
+                    source: Source::Shared,
+                });
+            }
+            SharedArrival::Follow(rx) => (rx, Source::Shared),
+            SharedArrival::Lead(rx) => {
+                let engine = self.clone();
+                let target = target.clone();
+                self.tracker.spawn(async move {
+                    let outcome = engine.run_upstream(&req).await;
+                    if let Err(e) = engine.store.shared_finish(&target, outcome).await {
+                        tracing::warn!(target = ?target, error = %e, "could not record a shared answer");
+                    }
+                });
+                (rx, Source::Solved)
+            }
+        };
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(Ok(answer))) => Ok(Handout {
+                kind,
+                answer,
+                source,
+            }),
+            Ok(Ok(Err(failure))) => Err(SolveError::Failed(failure)),
+            Ok(Err(_closed)) => Err(SolveError::Unavailable),
+            Err(_elapsed) => Err(SolveError::Timeout),
+        }
+    }
+
+    /// Answers obtained elsewhere go to waiters or the pool of their target.
+    pub async fn import(&self, target: &Target, answer: Answer) -> Result<(), SolveError> {
+        self.store
+            .put(target, answer, now_ms())
+            .await
+            .map_err(|_| SolveError::Unavailable)
+    }
+
+    pub async fn report(&self, task: &UpstreamRef, good: bool) -> Result<(), SolveFailure> {
+        self.solver.report(task, good).await
+    }
+}
+
+/// A caller waiting for a delivery. If the caller leaves (deadline, or its HTTP request is dropped
+/// mid-wait), the guard takes whatever already reached the mailbox and passes it on, so a leaving
+/// caller never wastes an answer (promise 3).
+struct WaitGuard {
+    engine: Engine,
+    target: Target,
+    waiter: WaiterId,
+    rx: Option<oneshot::Receiver<Delivery>>,
+    poolable: bool,
+}
+
+impl WaitGuard {
+    async fn wait(&mut self, deadline: Instant) -> Result<Delivery, SolveError> {
+        let rx = self.rx.as_mut().expect("wait is called once, before drop");
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(delivery)) => {
+                self.rx = None;
+                Ok(delivery)
+            }
+            Ok(Err(_closed)) => {
+                self.rx = None;
+                Err(SolveError::Unavailable)
+            }
+            Err(_elapsed) => {
+                self.leave().await;
+                Err(SolveError::Timeout)
+            }
+        }
+    }
+
+    fn take_delivered(&mut self) -> Option<Option<Delivery>> {
+        let mut rx = self.rx.take()?;
+        // Closing first makes any later send fail, so the deliverer re-routes it instead.
+        rx.close();
+        Some(rx.try_recv().ok())
+    }
+
+    async fn leave(&mut self) {
+        if let Some(delivered) = self.take_delivered() {
+            let e = &self.engine;
+            if let Err(err) = e
+                .store
+                .abandon(
+                    &self.target,
+                    self.waiter,
+                    delivered,
+                    self.poolable,
+                    now_ms(),
+                )
+                .await
+            {
+                tracing::warn!(error = %err, "could not hand on a leaving caller's answer");
+            }
+        }
+    }
+}
+
+impl Drop for WaitGuard {
+    fn drop(&mut self) {
+        let Some(delivered) = self.take_delivered() else {
+            return;
+        };
+        let store = self.engine.store.clone();
+        let (target, waiter, poolable) = (self.target.clone(), self.waiter, self.poolable);
+        self.engine.tracker.spawn(async move {
+            if let Err(err) = store
+                .abandon(&target, waiter, delivered, poolable, now_ms())
+                .await
+            {
+                tracing::warn!(error = %err, "could not hand on a dropped caller's answer");
+            }
+        });
+    }
+}

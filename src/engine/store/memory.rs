@@ -1,0 +1,334 @@
+//! The embedded store: one process, one mutex-guarded map per concern. Keeps promises 1-4 inside
+//! the process. A `std::sync::Mutex` because no critical section awaits (mini-redis `db.rs`).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{Notify, oneshot};
+
+use super::{
+    Arrival, Finished, SharedArrival, Store, StoreError, TargetFigures, TaskOutcome, WaiterId,
+};
+use crate::engine::{Delivery, SolveFailure, TaskRecord, TaskState};
+use crate::model::{Answer, Millis, Target};
+
+#[derive(Default)]
+pub struct MemoryStore {
+    targets: Mutex<HashMap<String, TargetState>>,
+    shared: Mutex<HashMap<String, SharedState>>,
+    tasks: Mutex<HashMap<String, (TaskRecord, Arc<Notify>)>>,
+}
+
+#[derive(Default)]
+struct TargetState {
+    label: String,
+    /// Spare answers, any order; taken earliest-expiry-first so the fewest expire unused.
+    pool: Vec<Answer>,
+    in_flight: u64,
+    /// Oldest first (promise 3: an answer goes to the oldest waiter).
+    waiters: VecDeque<(WaiterId, oneshot::Sender<Delivery>)>,
+    figures: TargetFigures,
+}
+
+#[derive(Default)]
+struct SharedState {
+    cached: Option<Answer>,
+    /// Present while one task solves the target.
+    followers: Option<Vec<oneshot::Sender<Delivery>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves plain data behind, never a broken invariant
+    // that matters more than staying up; keep serving.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl TargetState {
+    fn drop_stale(&mut self, now: Millis, min_remaining_ms: u64) {
+        let before = self.pool.len();
+        self.pool.retain(|a| a.fresh_at(now, min_remaining_ms));
+        self.figures.expired_unused += (before - self.pool.len()) as u64;
+    }
+
+    fn take_fresh(&mut self, now: Millis, min_remaining_ms: u64) -> Option<Answer> {
+        self.drop_stale(now, min_remaining_ms);
+        let idx = (0..self.pool.len()).min_by_key(|&i| self.pool[i].expires_at)?;
+        Some(self.pool.swap_remove(idx))
+    }
+
+    /// Hands `delivery` to the oldest waiter still listening. Gives it back when nobody is.
+    fn hand_to_oldest(&mut self, mut delivery: Delivery) -> Option<Delivery> {
+        while let Some((_, tx)) = self.waiters.pop_front() {
+            match tx.send(delivery) {
+                Ok(()) => return None,
+                // That caller left between its last check and now: try the next one.
+                Err(back) => delivery = back,
+            }
+        }
+        Some(delivery)
+    }
+
+    /// An answer with no task attached (import, a leaving caller's answer): next waiter or pool.
+    fn place(&mut self, answer: Answer, poolable: bool) {
+        if let Some(Ok(answer)) = self.hand_to_oldest(Ok(answer)) {
+            if poolable {
+                self.pool.push(answer);
+            } else {
+                self.figures.expired_unused += 1;
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn arrive(
+        &self,
+        target: &Target,
+        waiter: WaiterId,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Result<Arrival, StoreError> {
+        let mut targets = lock(&self.targets);
+        let t = targets.entry(target.id.clone()).or_default();
+        if t.label.is_empty() {
+            t.label = target.label.clone();
+        }
+        if let Some(answer) = t.take_fresh(now, min_remaining_ms) {
+            t.figures.pool_hits += 1;
+            return Ok(Arrival::Pooled(answer));
+        }
+        let (tx, rx) = oneshot::channel();
+        // Waiters no longer listening would make us start too few tasks: forget them first.
+        t.waiters.retain(|(_, tx)| !tx.is_closed());
+        let covered = (t.waiters.len() as u64) < t.in_flight;
+        t.waiters.push_back((waiter, tx));
+        if covered {
+            t.figures.waits_served += 1;
+            Ok(Arrival::Wait(rx))
+        } else {
+            t.in_flight += 1;
+            t.figures.new_tasks += 1;
+            Ok(Arrival::Start(rx))
+        }
+    }
+
+    async fn finish(
+        &self,
+        target: &Target,
+        outcome: TaskOutcome,
+        poolable: bool,
+        _now: Millis,
+    ) -> Result<Finished, StoreError> {
+        let mut targets = lock(&self.targets);
+        let t = targets.entry(target.id.clone()).or_default();
+        t.in_flight = t.in_flight.saturating_sub(1);
+        t.waiters.retain(|(_, tx)| !tx.is_closed());
+        match outcome {
+            TaskOutcome::Answer(answer) => t.place(answer, poolable),
+            TaskOutcome::Failed(failure) => {
+                // Only a waiter that no remaining task covers loses out; the rest keep waiting.
+                if t.waiters.len() as u64 > t.in_flight {
+                    t.hand_to_oldest(Err(failure));
+                }
+            }
+            TaskOutcome::Stale => {
+                t.figures.expired_unused += 1;
+                if t.waiters.len() as u64 > t.in_flight {
+                    t.in_flight += 1;
+                    t.figures.new_tasks += 1;
+                    return Ok(Finished::Restart);
+                }
+            }
+        }
+        Ok(Finished::Done)
+    }
+
+    async fn abandon(
+        &self,
+        target: &Target,
+        waiter: WaiterId,
+        delivered: Option<Delivery>,
+        poolable: bool,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        let mut targets = lock(&self.targets);
+        let Some(t) = targets.get_mut(&target.id) else {
+            return Ok(());
+        };
+        t.waiters.retain(|(id, _)| *id != waiter);
+        if let Some(Ok(answer)) = delivered {
+            if answer.fresh_at(now, 0) {
+                t.place(answer, poolable);
+            }
+        }
+        Ok(())
+    }
+
+    async fn put(&self, target: &Target, answer: Answer, _now: Millis) -> Result<(), StoreError> {
+        let mut targets = lock(&self.targets);
+        let t = targets.entry(target.id.clone()).or_default();
+        if t.label.is_empty() {
+            t.label = target.label.clone();
+        }
+        t.place(answer, true);
+        Ok(())
+    }
+
+    async fn shared_arrive(
+        &self,
+        target: &Target,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Result<SharedArrival, StoreError> {
+        let mut shared = lock(&self.shared);
+        let s = shared.entry(target.id.clone()).or_default();
+        if let Some(answer) = &s.cached {
+            if answer.fresh_at(now, min_remaining_ms) {
+                return Ok(SharedArrival::Cached(answer.clone()));
+            }
+            s.cached = None;
+        }
+        let (tx, rx) = oneshot::channel();
+        match &mut s.followers {
+            Some(followers) => {
+                followers.push(tx);
+                Ok(SharedArrival::Follow(rx))
+            }
+            None => {
+                s.followers = Some(vec![tx]);
+                Ok(SharedArrival::Lead(rx))
+            }
+        }
+    }
+
+    async fn shared_finish(
+        &self,
+        target: &Target,
+        outcome: Result<Answer, SolveFailure>,
+    ) -> Result<(), StoreError> {
+        let mut shared = lock(&self.shared);
+        let s = shared.entry(target.id.clone()).or_default();
+        for tx in s.followers.take().unwrap_or_default() {
+            // A follower that left needs nothing.
+            let _ = tx.send(outcome.clone());
+        }
+        if let Ok(answer) = outcome {
+            s.cached = Some(answer);
+        }
+        Ok(())
+    }
+
+    async fn shared_evict(&self, target_id: &str) -> Result<(), StoreError> {
+        if let Some(s) = lock(&self.shared).get_mut(target_id) {
+            s.cached = None;
+        }
+        Ok(())
+    }
+
+    async fn create_task(&self, record: TaskRecord) -> Result<(), StoreError> {
+        lock(&self.tasks).insert(record.id.clone(), (record, Arc::new(Notify::new())));
+        Ok(())
+    }
+
+    async fn finish_task(&self, id: &str, state: TaskState, now: Millis) -> Result<(), StoreError> {
+        let mut tasks = lock(&self.tasks);
+        if let Some((record, notify)) = tasks.get_mut(id) {
+            // Written once (promise 6): a second finish keeps the first state.
+            if record.state == TaskState::Pending {
+                record.state = state;
+                record.finished_at = Some(now);
+                notify.notify_waiters();
+            }
+        }
+        Ok(())
+    }
+
+    async fn mark_reported(&self, id: &str) -> Result<bool, StoreError> {
+        let mut tasks = lock(&self.tasks);
+        Ok(match tasks.get_mut(id) {
+            Some((record, _)) if !record.reported => {
+                record.reported = true;
+                true
+            }
+            _ => false,
+        })
+    }
+
+    async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        Ok(lock(&self.tasks).get(id).map(|(r, _)| r.clone()))
+    }
+
+    async fn wait_task(&self, id: &str, wait: Duration) -> Result<Option<TaskRecord>, StoreError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let notify = {
+                let tasks = lock(&self.tasks);
+                match tasks.get(id) {
+                    None => return Ok(None),
+                    Some((r, _)) if r.state != TaskState::Pending => return Ok(Some(r.clone())),
+                    Some((_, n)) => n.clone(),
+                }
+            };
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            // Register before re-checking, so a finish between the check and the wait is not missed.
+            notified.as_mut().enable();
+            if let Some((r, _)) = lock(&self.tasks).get(id) {
+                if r.state != TaskState::Pending {
+                    return Ok(Some(r.clone()));
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Ok(lock(&self.tasks).get(id).map(|(r, _)| r.clone()));
+            }
+        }
+    }
+
+    async fn sweep(
+        &self,
+        now: Millis,
+        retention_ms: u64,
+        pending_limit_ms: u64,
+    ) -> Result<usize, StoreError> {
+        let mut tasks = lock(&self.tasks);
+        let before = tasks.len();
+        tasks.retain(|_, (r, _)| match r.finished_at {
+            Some(done) => now.saturating_sub(done) <= retention_ms,
+            None => now.saturating_sub(r.created_at) <= pending_limit_ms,
+        });
+        let removed = before - tasks.len();
+        drop(tasks);
+        for t in lock(&self.targets).values_mut() {
+            t.drop_stale(now, 0);
+        }
+        lock(&self.shared).retain(|_, s| {
+            s.followers.is_some() || s.cached.as_ref().is_some_and(|a| a.fresh_at(now, 0))
+        });
+        Ok(removed)
+    }
+
+    async fn figures(&self) -> Result<Vec<TargetFigures>, StoreError> {
+        let targets = lock(&self.targets);
+        let mut out: Vec<_> = targets
+            .values()
+            .map(|t| TargetFigures {
+                label: t.label.clone(),
+                pooled: t.pool.len() as u64,
+                in_flight: t.in_flight,
+                waiting: t.waiters.iter().filter(|(_, tx)| !tx.is_closed()).count() as u64,
+                ..t.figures.clone()
+            })
+            .collect();
+        out.sort_by(|a, b| a.label.cmp(&b.label));
+        Ok(out)
+    }
+}

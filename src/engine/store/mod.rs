@@ -1,0 +1,159 @@
+//! The store seam (DESIGN.md section 6): every decision that must be atomic across callers of one
+//! target lives behind [`Store`], so the engine does not know whether it runs alone (the embedded
+//! [`MemoryStore`]) or in a fleet sharing Redis (a later implementation keeping the same promises).
+//!
+//! Owns: pools, demand and in-flight accounting per target, the FIFO of waiters, the cache and
+//! coalescing of reusable answers, task records of the compatible and native APIs.
+//! Does not own: talking to providers, or deciding lifetimes (the engine passes times in).
+
+mod memory;
+
+pub use memory::MemoryStore;
+
+use async_trait::async_trait;
+use tokio::sync::oneshot;
+
+use crate::model::{Answer, Millis, Target};
+
+use super::{Delivery, SolveFailure, TaskRecord, TaskState};
+
+/// Identifies one waiting caller; unique per process lifetime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WaiterId(pub u64);
+
+/// The atomic decision for a caller of a single-use target (promise 3).
+#[derive(Debug)]
+pub enum Arrival {
+    /// A fresh pooled answer, now owned by this caller alone.
+    Pooled(Answer),
+    /// Wait: an in-flight task not yet spoken for will deliver to this caller (or to an older one).
+    Wait(oneshot::Receiver<Delivery>),
+    /// Wait, and start one new upstream task: demand exceeds pool plus in flight.
+    Start(oneshot::Receiver<Delivery>),
+}
+
+/// The atomic decision for a caller of a reusable target (promise 4).
+#[derive(Debug)]
+pub enum SharedArrival {
+    /// A cached answer still fresh enough.
+    Cached(Answer),
+    /// Another caller's task is solving it: wait for that.
+    Follow(oneshot::Receiver<Delivery>),
+    /// Nobody is solving it: this caller starts the one task, and waits like a follower.
+    Lead(oneshot::Receiver<Delivery>),
+}
+
+/// How an upstream task for a single-use target ended.
+#[derive(Debug, Clone)]
+pub enum TaskOutcome {
+    Answer(Answer),
+    Failed(SolveFailure),
+    /// The answer arrived with less than `min_remaining` of life: thrown away, not handed out.
+    Stale,
+}
+
+/// What the engine must do after [`Store::finish`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finished {
+    Done,
+    /// A waiter is left without a task to cover it: start one more.
+    Restart,
+}
+
+/// Per-target counters behind the hit-rate and waste figures.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TargetFigures {
+    pub label: String,
+    pub pooled: u64,
+    pub in_flight: u64,
+    pub waiting: u64,
+    pub pool_hits: u64,
+    pub waits_served: u64,
+    pub new_tasks: u64,
+    pub expired_unused: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Decides, in one atomic step, pool / wait for in-flight / start a new task. Pooled answers
+    /// with less than `min_remaining_ms` left at `now` are dropped as waste, never handed out.
+    async fn arrive(
+        &self,
+        target: &Target,
+        waiter: WaiterId,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Result<Arrival, StoreError>;
+
+    /// An upstream task for `target` ended: the answer goes to the oldest live waiter, else to the
+    /// pool (when `poolable`); a failure goes to the oldest waiter no task covers any more.
+    async fn finish(
+        &self,
+        target: &Target,
+        outcome: TaskOutcome,
+        poolable: bool,
+        now: Millis,
+    ) -> Result<Finished, StoreError>;
+
+    /// The caller gave up. `delivered` is what already reached its mailbox, if anything; it is
+    /// passed on to the next waiter or the pool so a caller that leaves wastes nothing.
+    async fn abandon(
+        &self,
+        target: &Target,
+        waiter: WaiterId,
+        delivered: Option<Delivery>,
+        poolable: bool,
+        now: Millis,
+    ) -> Result<(), StoreError>;
+
+    /// Adds answers obtained elsewhere (imports, refills) to a target's pool, or to its waiters.
+    async fn put(&self, target: &Target, answer: Answer, now: Millis) -> Result<(), StoreError>;
+
+    /// Cached reusable answer, or join/lead the one task solving it.
+    async fn shared_arrive(
+        &self,
+        target: &Target,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Result<SharedArrival, StoreError>;
+
+    /// The one task for a reusable target ended: every follower gets the outcome; an answer is
+    /// cached until it expires.
+    async fn shared_finish(
+        &self,
+        target: &Target,
+        outcome: Result<Answer, SolveFailure>,
+    ) -> Result<(), StoreError>;
+
+    /// Forgets a cached reusable answer (after `reportbad`).
+    async fn shared_evict(&self, target_id: &str) -> Result<(), StoreError>;
+
+    async fn create_task(&self, record: TaskRecord) -> Result<(), StoreError>;
+    async fn finish_task(&self, id: &str, state: TaskState, now: Millis) -> Result<(), StoreError>;
+    /// Marks a finished task as reported; false when it already was (one report per task).
+    async fn mark_reported(&self, id: &str) -> Result<bool, StoreError>;
+    async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, StoreError>;
+    /// The record once it is finished, or as it is when `wait` runs out.
+    async fn wait_task(
+        &self,
+        id: &str,
+        wait: std::time::Duration,
+    ) -> Result<Option<TaskRecord>, StoreError>;
+
+    /// Drops task records finished more than `retention_ms` ago and pending ones older than
+    /// `pending_limit_ms`, and expired pooled answers (counted as waste). Returns how many records went.
+    async fn sweep(
+        &self,
+        now: Millis,
+        retention_ms: u64,
+        pending_limit_ms: u64,
+    ) -> Result<usize, StoreError>;
+
+    async fn figures(&self) -> Result<Vec<TargetFigures>, StoreError>;
+}

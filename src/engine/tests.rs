@@ -1,0 +1,305 @@
+//! Engine promises against a scripted solver: the test decides when each upstream task ends.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
+
+use super::*;
+use crate::model::{
+    Answer, ImageOptions, Kind, RecaptchaVersion, SolveRequest, Source, TaskParams, UpstreamRef,
+    now_ms,
+};
+
+type Release = oneshot::Sender<Result<Solution, SolveFailure>>;
+
+/// Each `solve` parks until the test releases it, so nothing depends on timing.
+#[derive(Default)]
+struct ScriptedSolver {
+    parked: Mutex<Vec<Release>>,
+    started: Mutex<Option<watch::Sender<usize>>>,
+}
+
+impl ScriptedSolver {
+    fn new() -> (Arc<Self>, watch::Receiver<usize>) {
+        let (tx, rx) = watch::channel(0);
+        let s = Self {
+            parked: Mutex::default(),
+            started: Mutex::new(Some(tx)),
+        };
+        (Arc::new(s), rx)
+    }
+
+    /// Ends every parked task with a fresh distinct answer; returns how many.
+    fn release_all(&self, lifetime_left: Duration) -> usize {
+        let parked: Vec<_> = self.parked.lock().unwrap().drain(..).collect();
+        let n = parked.len();
+        for tx in parked {
+            let _ = tx.send(Ok(solution(lifetime_left)));
+        }
+        n
+    }
+
+    fn fail_one(&self, code: &str) {
+        let tx = self.parked.lock().unwrap().remove(0);
+        let _ = tx.send(Err(SolveFailure::new(code, "scripted")));
+    }
+}
+
+static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn solution(lifetime_left: Duration) -> Solution {
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // solved_at is placed so that exactly `lifetime_left` remains of the 120 s reCAPTCHA life.
+    let solved_at = now_ms() + lifetime_left.as_millis() as u64 - 120_000;
+    Solution {
+        text: format!("token-{n}"),
+        user_agent: None,
+        upstream: UpstreamRef {
+            account: "test".into(),
+            task_id: n.to_string(),
+        },
+        solved_at,
+    }
+}
+
+#[async_trait]
+impl Solver for ScriptedSolver {
+    async fn solve(
+        &self,
+        _req: &SolveRequest,
+        _deadline: Instant,
+    ) -> Result<Solution, SolveFailure> {
+        let (tx, rx) = oneshot::channel();
+        self.parked.lock().unwrap().push(tx);
+        if let Some(started) = self.started.lock().unwrap().as_ref() {
+            started.send_modify(|n| *n += 1);
+        }
+        rx.await
+            .unwrap_or_else(|_| Err(SolveFailure::new("ERROR_TEST", "dropped")))
+    }
+
+    async fn report(&self, _task: &UpstreamRef, _good: bool) -> Result<(), SolveFailure> {
+        Ok(())
+    }
+}
+
+fn engine(solver: Arc<ScriptedSolver>) -> Engine {
+    Engine::new(
+        Arc::new(MemoryStore::new()),
+        solver,
+        EngineSettings::default(),
+        TaskTracker::new(),
+    )
+}
+
+fn recaptcha() -> SolveRequest {
+    SolveRequest::new(TaskParams::Recaptcha {
+        sitekey: "6Le-test".into(),
+        pageurl: "https://example.com/login".into(),
+        version: RecaptchaVersion::V2,
+        enterprise: false,
+        invisible: false,
+        action: None,
+        min_score: None,
+        data_s: None,
+        domain: None,
+    })
+}
+
+fn far() -> Instant {
+    Instant::now() + Duration::from_secs(600)
+}
+
+async fn started_at_least(rx: &mut watch::Receiver<usize>, n: usize) {
+    rx.wait_for(|started| *started >= n).await.unwrap();
+}
+
+#[tokio::test]
+async fn forty_callers_cause_forty_tasks_and_get_forty_distinct_answers() {
+    let (solver, mut started) = ScriptedSolver::new();
+    let engine = engine(solver.clone());
+    let callers: Vec<_> = (0..40)
+        .map(|_| {
+            let e = engine.clone();
+            tokio::spawn(async move { e.solve(recaptcha(), far()).await })
+        })
+        .collect();
+    started_at_least(&mut started, 40).await;
+    assert_eq!(solver.release_all(Duration::from_secs(110)), 40);
+    let mut tokens = HashSet::new();
+    for c in callers {
+        let h = c.await.unwrap().unwrap();
+        assert_eq!(h.source, Source::Solved);
+        tokens.insert(h.answer.text);
+    }
+    assert_eq!(tokens.len(), 40, "every caller owns its own answer");
+    assert_eq!(
+        *started.borrow(),
+        40,
+        "exactly one upstream task per caller"
+    );
+}
+
+#[tokio::test]
+async fn pooled_answers_are_taken_once_and_never_stale() {
+    let (solver, started) = ScriptedSolver::new();
+    let engine = engine(solver.clone());
+    let target = engine.target(&recaptcha());
+    let now = now_ms();
+    let mk = |text: &str, left_ms: u64| Answer {
+        text: text.into(),
+        user_agent: None,
+        solved_at: now,
+        expires_at: now + left_ms,
+        upstream: None,
+    };
+    engine.import(&target, mk("stale", 5_000)).await.unwrap();
+    engine.import(&target, mk("fresh", 60_000)).await.unwrap();
+    let first = engine.solve(recaptcha(), far()).await.unwrap();
+    assert_eq!(
+        (first.answer.text.as_str(), first.source),
+        ("fresh", Source::Pool)
+    );
+    // The stale one must not be handed out: the next caller needs an upstream task.
+    let e = engine.clone();
+    let second = tokio::spawn(async move { e.solve(recaptcha(), far()).await });
+    let mut started = started;
+    started_at_least(&mut started, 1).await;
+    solver.release_all(Duration::from_secs(100));
+    assert_eq!(second.await.unwrap().unwrap().source, Source::Solved);
+    let figures = engine.store().figures().await.unwrap();
+    assert_eq!(figures[0].expired_unused, 1);
+    assert_eq!(figures[0].pool_hits, 1);
+}
+
+#[tokio::test]
+async fn a_leaving_callers_task_serves_the_next_caller_without_a_new_task() {
+    let (solver, mut started) = ScriptedSolver::new();
+    let engine = engine(solver.clone());
+    // Caller A gives up while its task runs.
+    let e = engine.clone();
+    let a = tokio::spawn(async move { e.solve(recaptcha(), far()).await });
+    started_at_least(&mut started, 1).await;
+    a.abort();
+    let _ = a.await;
+    // Caller B arrives: the in-flight task is not spoken for, so B waits for it.
+    let e = engine.clone();
+    let b = tokio::spawn(async move { e.solve(recaptcha(), far()).await });
+    // Let B register before the task ends; B's arrival is observable in the store.
+    loop {
+        let f = engine.store().figures().await.unwrap();
+        if f[0].waiting == 1 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    solver.release_all(Duration::from_secs(100));
+    let got = b.await.unwrap().unwrap();
+    assert_eq!(got.source, Source::Solved);
+    assert_eq!(*started.borrow(), 1, "B inherited A's task");
+}
+
+#[tokio::test]
+async fn an_answer_nobody_waits_for_goes_to_the_pool() {
+    let (solver, mut started) = ScriptedSolver::new();
+    let engine = engine(solver.clone());
+    let err = engine.solve(recaptcha(), Instant::now()).await.unwrap_err();
+    assert_eq!(err, SolveError::Timeout);
+    started_at_least(&mut started, 1).await;
+    solver.release_all(Duration::from_secs(100));
+    engine.tracker.close();
+    engine.tracker.wait().await;
+    let got = engine.solve(recaptcha(), far()).await.unwrap();
+    assert_eq!(got.source, Source::Pool);
+}
+
+#[tokio::test]
+async fn a_failed_task_fails_only_the_uncovered_waiter() {
+    let (solver, mut started) = ScriptedSolver::new();
+    let engine = engine(solver.clone());
+    let spawn = |e: Engine| tokio::spawn(async move { e.solve(recaptcha(), far()).await });
+    let first = spawn(engine.clone());
+    started_at_least(&mut started, 1).await;
+    let second = spawn(engine.clone());
+    started_at_least(&mut started, 2).await;
+    solver.fail_one("ERROR_CAPTCHA_UNSOLVABLE");
+    let failed = first.await.unwrap().unwrap_err();
+    assert_eq!(failed.code(), "ERROR_CAPTCHA_UNSOLVABLE");
+    solver.release_all(Duration::from_secs(100));
+    assert_eq!(second.await.unwrap().unwrap().source, Source::Solved);
+}
+
+#[tokio::test]
+async fn identical_image_requests_share_one_task() {
+    let (solver, mut started) = ScriptedSolver::new();
+    let engine = engine(solver.clone());
+    let mut body = b"\x89PNG\r\n\x1a\n".to_vec();
+    body.resize(200, 7);
+    let image = SolveRequest::new(TaskParams::Image {
+        body: body.into(),
+        options: ImageOptions::default(),
+    });
+    let callers: Vec<_> = (0..10)
+        .map(|_| {
+            let (e, r) = (engine.clone(), image.clone());
+            tokio::spawn(async move { e.solve(r, far()).await })
+        })
+        .collect();
+    started_at_least(&mut started, 1).await;
+    // Wait until all ten joined: the one leader plus nine followers.
+    solver.release_all(Duration::from_secs(100));
+    let mut texts = HashSet::new();
+    for c in callers {
+        let h = c.await.unwrap().unwrap();
+        assert_eq!(h.kind, Kind::Image);
+        texts.insert(h.answer.text);
+    }
+    assert_eq!(texts.len(), 1);
+    // Late callers get the cached answer without a task.
+    let late = engine.solve(image, far()).await.unwrap();
+    assert_eq!(late.source, Source::Shared);
+    assert_eq!(*started.borrow(), 1);
+}
+
+#[tokio::test]
+async fn async_tasks_are_tenant_scoped_and_reported_once() {
+    let (solver, mut started) = ScriptedSolver::new();
+    let engine = engine(solver.clone());
+    let id = engine
+        .submit("alice", recaptcha(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(id.bytes().all(|b| b.is_ascii_digit()));
+    assert!(
+        engine
+            .task("bob", &id, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    started_at_least(&mut started, 1).await;
+    solver.release_all(Duration::from_secs(100));
+    let done = engine
+        .task("alice", &id, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(done.state, TaskState::Ready(_)));
+    assert_eq!(
+        engine.report_task("alice", &id, false).await.unwrap(),
+        ReportOutcome::Recorded
+    );
+    assert_eq!(
+        engine.report_task("alice", &id, false).await.unwrap(),
+        ReportOutcome::Duplicate
+    );
+    assert_eq!(
+        engine.report_task("bob", &id, true).await.unwrap(),
+        ReportOutcome::UnknownTask
+    );
+}

@@ -1,0 +1,79 @@
+//! Values the engine hands across its seams: deliveries to waiters, handouts to callers, failures,
+//! task records.
+
+use crate::model::{Answer, Kind, Millis, Source};
+
+/// What reaches a waiting caller's mailbox.
+pub type Delivery = Result<Answer, SolveFailure>;
+
+/// A terminal failure for one caller, with the compatible-API code that tells it (e.g.
+/// `ERROR_CAPTCHA_UNSOLVABLE`). Never carries secrets: the message is ours, not the provider's body.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct SolveFailure {
+    pub code: String,
+    pub message: String,
+}
+
+impl SolveFailure {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// An answer handed to one caller.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Handout {
+    pub kind: Kind,
+    pub answer: Answer,
+    pub source: Source,
+}
+
+/// Why a solve did not hand out an answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SolveError {
+    #[error("no answer before the deadline")]
+    Timeout,
+    #[error("{0}")]
+    Failed(SolveFailure),
+    #[error("store unavailable")]
+    Unavailable,
+}
+
+impl SolveError {
+    /// The compatible-API code for this error.
+    pub fn code(&self) -> &str {
+        match self {
+            SolveError::Timeout => crate::compat::codes::CAPTCHA_UNSOLVABLE,
+            SolveError::Failed(f) => &f.code,
+            SolveError::Unavailable => crate::compat::codes::SERVER_ERROR,
+        }
+    }
+}
+
+/// A task of the compatible or native asynchronous API: created on submit, finished once.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TaskRecord {
+    /// Digit-only, as clients expect (PROTOCOL.md item 2).
+    pub id: String,
+    /// Only this tenant may read it (promise 8).
+    pub tenant: String,
+    pub kind: Kind,
+    pub target_id: String,
+    pub created_at: Millis,
+    pub state: TaskState,
+    pub finished_at: Option<Millis>,
+    /// Set once the tenant reported the answer, so a second report is refused.
+    pub reported: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum TaskState {
+    Pending,
+    Ready(Handout),
+    Failed(SolveFailure),
+}
