@@ -13,3 +13,4 @@
 pub mod compat;
 pub mod model;
 pub mod provider;
+pub mod sim;
