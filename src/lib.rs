@@ -14,3 +14,4 @@ pub mod compat;
 pub mod engine;
 pub mod model;
 pub mod provider;
+pub mod sim;

@@ -1,0 +1,244 @@
+//! The simulator's HTTP endpoints: `/in.php` and `/res.php` in the compatible protocol, `/verify`
+//! for site backends, `/stats` for tests and benchmarks.
+//!
+//! Owns turning HTTP into simulator calls and back. Parameters are read and replies rendered by
+//! [`compat`](crate::compat), the same code the gateway's own API uses, so the simulator cannot
+//! drift from the wire contract.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use serde::Serialize;
+use serde_json::json;
+
+use super::stats::Event;
+use super::tasks::{Poll, Report};
+use super::tokens::Verdict;
+use super::{Simulator, Submit, answers};
+use crate::compat::{Mode, Params, Reply, codes, parse_submit};
+use crate::model::{Kind, Millis};
+
+/// Largest request body read. Images are at most 1 MiB, about 1.4 MiB as base64; the rest is
+/// headroom for multipart framing and instructions, and a bound on what one request can cost.
+const MAX_BODY: usize = 8 * 1024 * 1024;
+
+/// Length of every API key clients accept (PROTOCOL.md item 11).
+const KEY_LEN: usize = 32;
+
+/// What an overloaded CaptchaAI front end sometimes sends instead of an API answer.
+const HTML_502: &str = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n\
+     <center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n";
+
+pub(super) fn routes(sim: Arc<Simulator>) -> Router {
+    Router::new()
+        .route("/in.php", any(in_php))
+        .route("/res.php", any(res_php))
+        .route("/verify", any(verify))
+        .route("/stats", get(stats))
+        .with_state(sim)
+}
+
+async fn in_php(State(sim): State<Arc<Simulator>>, req: Request) -> Response {
+    let params = match read_params(req).await {
+        Ok(p) => p,
+        Err(reply) => return reply.into_response(),
+    };
+    let mode = Mode::from_json_flag(params.wants_json());
+    if let Err(code) = check_key(&sim, &params) {
+        return Reply::error(mode, code).into_response();
+    }
+    let request = match parse_submit(&params) {
+        Ok(r) => r,
+        Err(invalid) => return Reply::error(mode, invalid.code).into_response(),
+    };
+    match sim.submit(&request) {
+        Submit::Accepted(id) => Reply::ok(mode, id.to_string()).into_response(),
+        Submit::NoCapacity => Reply::error(mode, &sim.settings.capacity_code).into_response(),
+        Submit::ServerError => Reply::error(mode, codes::SERVER_ERROR).into_response(),
+        Submit::HtmlError => (
+            StatusCode::BAD_GATEWAY,
+            [(header::CONTENT_TYPE, HeaderValue::from_static("text/html"))],
+            HTML_502,
+        )
+            .into_response(),
+    }
+}
+
+async fn res_php(State(sim): State<Arc<Simulator>>, req: Request) -> Response {
+    sim.count(Event::ResCall);
+    let params = match read_params(req).await {
+        Ok(p) => p,
+        Err(reply) => return reply.into_response(),
+    };
+    let mode = Mode::from_json_flag(params.wants_json());
+    if let Err(code) = check_key(&sim, &params) {
+        return Reply::error(mode, code).into_response();
+    }
+    let action = params.get(&["action"]).map(str::to_ascii_lowercase);
+    let reply = match action.as_deref() {
+        None => Reply::error(mode, codes::EMPTY_ACTION),
+        Some("get") => get_answers(&sim, &params, mode, false),
+        Some("get2") => get_answers(&sim, &params, mode, true),
+        Some("getbalance") => Reply::bare(mode, sim.settings.balance.clone()),
+        Some("reportbad") => report(&sim, &params, mode, false),
+        Some("reportgood") => report(&sim, &params, mode, true),
+        // The captchaai SDK reads top-level integers, so this is one document in both modes.
+        Some("threadsinfo") => Reply::document(json!({
+            "threads": sim.settings.threads,
+            "working_threads": sim.working_threads(),
+        })),
+        Some(_) => Reply::error(mode, codes::BAD_PARAMETERS),
+    };
+    reply.into_response()
+}
+
+/// `get`/`get2` with one `id`, or `get` with `ids=a,b,c` answered `|`-joined in order.
+fn get_answers(sim: &Simulator, params: &Params, mode: Mode, with_price: bool) -> Reply {
+    if let Some(list) = params.get(&["ids"]) {
+        let ids: Vec<&str> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        if ids.is_empty() {
+            return Reply::error(mode, codes::WRONG_ID_FORMAT);
+        }
+        let parsed: Vec<Result<Option<u64>, &str>> = ids.iter().map(|s| parse_id(s)).collect();
+        let known: Vec<Option<u64>> = parsed.iter().map(|p| p.ok().flatten()).collect();
+        let polls = sim.poll(&known);
+        let parts = parsed
+            .iter()
+            .zip(polls)
+            .map(|(parsed, poll)| match parsed {
+                Err(code) => (*code).to_owned(),
+                Ok(_) => match poll {
+                    Poll::Ready(_, answer) => answer.text,
+                    Poll::NotReady => codes::NOT_READY.to_owned(),
+                    Poll::Unsolvable => codes::CAPTCHA_UNSOLVABLE.to_owned(),
+                    Poll::Unknown => codes::WRONG_CAPTCHA_ID.to_owned(),
+                },
+            })
+            .collect();
+        return Reply::batch(mode, parts);
+    }
+    let id = match params.get(&["id"]).map(parse_id) {
+        None => return Reply::error(mode, codes::WRONG_ID_FORMAT),
+        Some(Err(code)) => return Reply::error(mode, code),
+        Some(Ok(id)) => id,
+    };
+    let poll = sim.poll(&[id]).pop().unwrap_or(Poll::Unknown);
+    match poll {
+        Poll::Ready(kind, answer) => {
+            let price = with_price.then(|| answers::price(kind));
+            Reply::answer(mode, kind, &answer, price)
+        }
+        Poll::NotReady => Reply::not_ready(mode),
+        Poll::Unsolvable => Reply::error(mode, codes::CAPTCHA_UNSOLVABLE),
+        Poll::Unknown => Reply::error(mode, codes::WRONG_CAPTCHA_ID),
+    }
+}
+
+fn report(sim: &Simulator, params: &Params, mode: Mode, good: bool) -> Reply {
+    let id = match params.get(&["id"]).map(parse_id) {
+        None => return Reply::error(mode, codes::WRONG_ID_FORMAT),
+        Some(Err(code)) => return Reply::error(mode, code),
+        Some(Ok(None)) => return Reply::error(mode, codes::WRONG_CAPTCHA_ID),
+        Some(Ok(Some(id))) => id,
+    };
+    match sim.report(id, good) {
+        Report::Recorded => Reply::bare(mode, codes::REPORT_RECORDED),
+        Report::Duplicate => Reply::error(mode, codes::DUPLICATE_REPORT),
+        Report::Unknown => Reply::error(mode, codes::WRONG_CAPTCHA_ID),
+    }
+}
+
+/// The body `/verify` answers, shaped like Google's siteverify.
+#[derive(Debug, Serialize)]
+struct Verification {
+    success: bool,
+    #[serde(rename = "error-codes")]
+    error_codes: Vec<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<Kind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    solved_at: Option<Millis>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    age_ms: Option<Millis>,
+}
+
+/// `GET /verify?token=...` (also `response=`, Google's name, and POST forms): whether a token is
+/// genuine, unused and unexpired. Using it consumes it.
+async fn verify(State(sim): State<Arc<Simulator>>, req: Request) -> Response {
+    let params = match read_params(req).await {
+        Ok(p) => p,
+        Err(reply) => return reply.into_response(),
+    };
+    let token = params.get(&["token", "response"]).unwrap_or("");
+    let (verdict, now) = sim.verify(token);
+    let (error, known) = match verdict {
+        Verdict::Ok { kind, solved_at } => (None, Some((kind, solved_at))),
+        Verdict::Duplicate { kind, solved_at } => (Some("duplicate"), Some((kind, solved_at))),
+        Verdict::Expired { kind, solved_at } => (Some("expired"), Some((kind, solved_at))),
+        Verdict::Invalid => (Some("invalid"), None),
+    };
+    Json(Verification {
+        success: error.is_none(),
+        error_codes: error.into_iter().collect(),
+        kind: known.map(|(kind, _)| kind),
+        solved_at: known.map(|(_, solved_at)| solved_at),
+        age_ms: known.map(|(_, solved_at)| now.saturating_sub(solved_at)),
+    })
+    .into_response()
+}
+
+async fn stats(State(sim): State<Arc<Simulator>>) -> Json<super::SimStats> {
+    Json(sim.stats())
+}
+
+/// Reads parameters from the query and a body of any encoding, or the reply for a body too big
+/// to read (in the mode the query asked for: the body's own `json` flag was never read).
+async fn read_params(req: Request) -> Result<Params, Reply> {
+    let (parts, body) = req.into_parts();
+    let query = parts.uri.query();
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(body) => Ok(Params::read(query, content_type, body).await),
+        Err(_) => {
+            let query_only = Params::read(query, None, Bytes::new()).await;
+            let mode = Mode::from_json_flag(query_only.wants_json());
+            Err(Reply::error(mode, codes::TOO_BIG_CAPTCHA_FILESIZE))
+        }
+    }
+}
+
+/// PROTOCOL.md item 11: bad length first, then membership of the configured keys.
+fn check_key(sim: &Simulator, params: &Params) -> Result<(), &'static str> {
+    let key = params.get(&["key"]).unwrap_or("");
+    if key.chars().count() != KEY_LEN {
+        return Err(codes::WRONG_USER_KEY);
+    }
+    let keys = &sim.settings.keys;
+    if !keys.is_empty() && !keys.iter().any(|k| k == key) {
+        return Err(codes::KEY_DOES_NOT_EXIST);
+    }
+    Ok(())
+}
+
+/// A task id as sent: digits only, else `ERROR_WRONG_ID_FORMAT`. `Ok(None)` is a well-formed id
+/// too large to be one of ours.
+fn parse_id(raw: &str) -> Result<Option<u64>, &'static str> {
+    let raw = raw.trim();
+    if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(codes::WRONG_ID_FORMAT);
+    }
+    Ok(raw.parse().ok())
+}

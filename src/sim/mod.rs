@@ -1,0 +1,282 @@
+//! The provider simulator (DESIGN.md section 6, "simulator"): a fake CAPTCHA provider that speaks
+//! the compatible protocol at `/in.php` and `/res.php` exactly like CaptchaAI or 2captcha, with
+//! realistic latency, a plan thread limit, injected failures and tokens a site backend can check
+//! at `/verify`. Users rehearse pipelines and size plans against it without spending money; our
+//! tests and benchmarks run against it.
+//!
+//! # Layout
+//!
+//! - [`SimSettings`] (`settings.rs`): the knobs and their CLI text forms.
+//! - `tasks.rs`: the task table (thread limit, readiness, retention, concurrency figures).
+//! - `answers.rs`: what each kind's answer looks like.
+//! - `tokens.rs`: minting and verifying single-use tokens.
+//! - [`SimStats`] (`stats.rs`): what is counted.
+//! - `handlers.rs`: the HTTP endpoints, on top of [`compat`](crate::compat) for parsing and
+//!   reply bodies.
+//!
+//! Owns: the simulated provider's state and its clock. Does not own the wire format (compat) or
+//! the process around it (the CLI's `simulate` command calls [`serve`]).
+
+mod answers;
+mod handlers;
+mod settings;
+mod stats;
+mod tasks;
+mod tokens;
+
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+pub use answers::DEFAULT_USER_AGENT;
+pub use settings::{
+    KindLatency, KindLifetime, LatencyRange, SettingsError, SimSettings, parse_duration,
+};
+pub use stats::SimStats;
+
+use crate::model::{Millis, SolveRequest};
+use stats::{Counters, Event};
+use tasks::{NewTask, Outcome, Poll, Report, TaskTable};
+use tokens::{TokenMint, UsedTokens, Verdict};
+
+/// Where the simulator reads the time. The system clock in production; a manual clock in tests,
+/// which move time by hand instead of sleeping.
+#[derive(Debug, Clone)]
+pub struct Clock {
+    manual: Option<Arc<AtomicU64>>,
+}
+
+impl Clock {
+    /// The wall clock.
+    pub fn system() -> Clock {
+        Clock { manual: None }
+    }
+
+    /// A clock that stands at `start` until [`advance`](Clock::advance)d.
+    pub fn manual(start: Millis) -> Clock {
+        Clock {
+            manual: Some(Arc::new(AtomicU64::new(start))),
+        }
+    }
+
+    /// The current time in milliseconds since the Unix epoch.
+    pub fn now(&self) -> Millis {
+        match &self.manual {
+            Some(t) => t.load(Ordering::SeqCst),
+            None => crate::model::now_ms(),
+        }
+    }
+
+    /// Moves a manual clock forward; the system clock moves by itself, so there it does nothing.
+    pub fn advance(&self, by: Duration) {
+        if let Some(t) = &self.manual {
+            t.fetch_add(by.as_millis() as Millis, Ordering::SeqCst);
+        }
+    }
+}
+
+/// One simulated provider account pool: its settings, tasks, tokens and counters.
+#[derive(Debug)]
+pub struct Simulator {
+    settings: SimSettings,
+    clock: Clock,
+    rng: Mutex<StdRng>,
+    tasks: Mutex<TaskTable>,
+    mint: TokenMint,
+    used_tokens: Mutex<UsedTokens>,
+    counters: Counters,
+}
+
+/// What `in.php` does with an acceptable request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Submit {
+    Accepted(u64),
+    /// Every thread is busy: answer the configured capacity code.
+    NoCapacity,
+    ServerError,
+    HtmlError,
+}
+
+impl Simulator {
+    /// A simulator on the system clock. Rates outside 0..=1 are clamped; call
+    /// [`SimSettings::validate`] first to report them instead.
+    pub fn new(settings: SimSettings) -> Arc<Simulator> {
+        Simulator::with_clock(settings, Clock::system())
+    }
+
+    /// A simulator reading time from `clock` (tests pass [`Clock::manual`]).
+    pub fn with_clock(mut settings: SimSettings, clock: Clock) -> Arc<Simulator> {
+        for rate in [
+            &mut settings.unsolvable_rate,
+            &mut settings.server_error_rate,
+            &mut settings.html_error_rate,
+        ] {
+            *rate = if rate.is_nan() {
+                0.0
+            } else {
+                rate.clamp(0.0, 1.0)
+            };
+        }
+        let mut rng = match settings.seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => StdRng::from_os_rng(),
+        };
+        // Ten or eleven digits, like real providers' ids; counting up from a random start keeps
+        // them unique while two simulators rarely share ids.
+        let first_id = rng.random_range(10_000_000_000..50_000_000_000u64);
+        Arc::new(Simulator {
+            settings,
+            clock,
+            rng: Mutex::new(rng),
+            tasks: Mutex::new(TaskTable::new(first_id)),
+            // The secret is random even with a seed: a seed makes runs repeatable, it must not
+            // make tokens forgeable by anyone who knows it.
+            mint: TokenMint::new(rand::random()),
+            used_tokens: Mutex::new(UsedTokens::default()),
+            counters: Counters::default(),
+        })
+    }
+
+    /// Everything counted so far, with the concurrency figures as of now.
+    pub fn stats(&self) -> SimStats {
+        let now = self.clock.now();
+        let tasks = lock(&self.tasks).counts(now);
+        self.counters.snapshot(tasks)
+    }
+
+    /// The settings in effect (rates already clamped).
+    pub fn settings(&self) -> &SimSettings {
+        &self.settings
+    }
+
+    /// The clock the simulator reads; tests advance it.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// Decides a submit: injected error, no capacity, or a new task whose answer is ready after
+    /// a latency drawn from the kind's range.
+    pub(crate) fn submit(&self, req: &SolveRequest) -> Submit {
+        let kind = req.kind();
+        let range = self.settings.latency_for(kind);
+        let (error_draw, latency, unsolvable, nonce) = {
+            let mut rng = lock(&self.rng);
+            let min = range.min.as_millis() as Millis;
+            let max = range.max.as_millis() as Millis;
+            let error_draw: f64 = rng.random();
+            let latency = rng.random_range(min..=max.max(min));
+            let unsolvable = rng.random_bool(self.settings.unsolvable_rate);
+            (error_draw, latency, unsolvable, rng.random::<u64>())
+        };
+        // One draw decides both injected errors, so their rates add up exactly.
+        if error_draw < self.settings.server_error_rate {
+            self.counters.count(Event::InjectedError);
+            return Submit::ServerError;
+        }
+        if error_draw < self.settings.server_error_rate + self.settings.html_error_rate {
+            self.counters.count(Event::InjectedError);
+            return Submit::HtmlError;
+        }
+        let now = self.clock.now();
+        let ready_at = now.saturating_add(latency);
+        let outcome = if unsolvable {
+            Outcome::Unsolvable
+        } else {
+            let lifetime = self.settings.lifetime_for(kind);
+            Outcome::Solved(answers::build(req, ready_at, lifetime, nonce, &self.mint))
+        };
+        let task = NewTask {
+            kind,
+            ready_at,
+            outcome,
+        };
+        match lock(&self.tasks).admit(now, self.settings.threads, task) {
+            Some(id) => {
+                self.counters.count(Event::Submit);
+                Submit::Accepted(id)
+            }
+            None => {
+                self.counters.count(Event::CapacityRejection);
+                Submit::NoCapacity
+            }
+        }
+    }
+
+    /// The state of each task in `ids` (`None`: an id too large to be ours), in order, read
+    /// under one lock so a batch sees one moment.
+    pub(crate) fn poll(&self, ids: &[Option<u64>]) -> Vec<Poll> {
+        self.counters.add(Event::IdPolled, ids.len() as u64);
+        let now = self.clock.now();
+        let mut tasks = lock(&self.tasks);
+        ids.iter()
+            .map(|id| id.map_or(Poll::Unknown, |id| tasks.poll(now, id)))
+            .collect()
+    }
+
+    /// Records a `reportbad` (`good == false`) or `reportgood` about task `id`.
+    pub(crate) fn report(&self, id: u64, good: bool) -> Report {
+        let report = lock(&self.tasks).report(self.clock.now(), id);
+        if report == Report::Recorded {
+            self.counters.count(if good {
+                Event::ReportGood
+            } else {
+                Event::ReportBad
+            });
+        }
+        report
+    }
+
+    /// Tasks holding a thread right now.
+    pub(crate) fn working_threads(&self) -> u64 {
+        lock(&self.tasks).working(self.clock.now())
+    }
+
+    pub(crate) fn count(&self, event: Event) {
+        self.counters.count(event);
+    }
+
+    /// Checks a token presented to `/verify` and counts the outcome.
+    pub(crate) fn verify(&self, token: &str) -> (Verdict, Millis) {
+        let now = self.clock.now();
+        let verdict = lock(&self.used_tokens)
+            .verify(&self.mint, token, now, |k| self.settings.lifetime_for(k));
+        self.counters.count(match verdict {
+            Verdict::Ok { .. } => Event::VerifyOk,
+            Verdict::Duplicate { .. } => Event::VerifyDuplicate,
+            Verdict::Expired { .. } => Event::VerifyExpired,
+            Verdict::Invalid => Event::VerifyInvalid,
+        });
+        (verdict, now)
+    }
+}
+
+/// The simulator's HTTP routes: `/in.php`, `/res.php`, `/verify`, `/stats`.
+pub fn router(sim: Arc<Simulator>) -> axum::Router {
+    handlers::routes(sim)
+}
+
+/// Serves the simulator on `listener` until `shutdown` completes, then lets in-flight requests
+/// finish.
+pub async fn serve(
+    sim: Arc<Simulator>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(sim))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Locks a simulator mutex. A poisoned lock is taken over rather than propagated: every critical
+/// section leaves its table consistent before anything in it could panic, and a simulator that
+/// stops answering would hide the bug it is meant to expose.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
