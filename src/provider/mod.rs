@@ -13,18 +13,27 @@
 //! - `parse`: lenient reading of upstream replies and batch answers.
 //! - `encode`: a request as `in.php` parameters.
 //! - `inres`: [`InResProvider`], the `in.php`/`res.php` client.
+//! - `account`: [`Account`], the thread cap and submit retries of one account.
+//! - `poller`: the batched poller behind each account.
 
+mod account;
 mod classify;
 mod encode;
 mod error;
 mod inres;
 mod parse;
+mod poller;
 
+#[cfg(test)]
+mod testing;
+
+pub use account::{Account, AccountSettings, AccountStats, SHUTDOWN, Solved, TIMEOUT};
 pub use classify::{classify, code_error, retry_after};
 pub use encode::submit_params;
 pub use error::{ErrorClass, ProviderError};
 pub use inres::{Family, InResProvider};
 pub use parse::{BAD_RESPONSE, Extras, UpstreamReply, parse_reply, split_batch};
+pub use poller::PollSettings;
 
 use async_trait::async_trait;
 

@@ -1,0 +1,3 @@
+//! Test doubles for this module: a scripted in-memory provider for virtual-time tests.
+
+pub mod fake;
