@@ -26,6 +26,8 @@ mod poller;
 
 #[cfg(test)]
 mod testing;
+#[cfg(test)]
+mod upstream_tests;
 
 pub use account::{Account, AccountSettings, AccountStats, SHUTDOWN, Solved, TIMEOUT};
 pub use classify::{classify, code_error, retry_after};
