@@ -85,7 +85,7 @@ impl fmt::Debug for InResProvider {
 impl InResProvider {
     /// An account at `base_url` (`/in.php` and `/res.php` are resolved under it). `name` is what
     /// logs and metrics call it; `http` should come from [`InResProvider::http_client`] or carry
-    /// its own connect timeout (every request here sets [`REQUEST_TIMEOUT`] itself).
+    /// its own connect timeout (every request here sets the 30 s request timeout itself).
     pub fn new(
         family: Family,
         base_url: Url,

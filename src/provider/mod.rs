@@ -33,7 +33,7 @@ pub use account::{Account, AccountSettings, AccountStats, SHUTDOWN, Solved, TIME
 pub use classify::{classify, code_error, retry_after};
 pub use encode::submit_params;
 pub use error::{ErrorClass, ProviderError};
-pub use inres::{Family, InResProvider};
+pub use inres::{CONNECT_TIMEOUT, Family, InResProvider, REQUEST_TIMEOUT};
 pub use parse::{BAD_RESPONSE, Extras, UpstreamReply, parse_reply, split_batch};
 pub use poller::PollSettings;
 

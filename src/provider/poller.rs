@@ -37,7 +37,9 @@ pub struct PollSettings {
     pub max_polls_per_task: u32,
     /// Ids per `ids=` request.
     pub batch_size: usize,
-    /// `res.php` requests per second for the whole account.
+    /// `poll` calls per second for the whole account. One call is one request, except a batch
+    /// whose answer does not parse: the provider then checks its ids one by one, which it does
+    /// at most a few times before it stops batching (see `InResProvider`).
     pub max_requests_per_second: f64,
     /// A check may run up to this much early so tasks due at nearly the same time share one
     /// request; without it, tasks submitted a few milliseconds apart would each cost a request.
