@@ -5,10 +5,37 @@
 //! with its retry policy ([`ProviderError`], [`ErrorClass`]), the per-account thread cap and
 //! capacity retries ([`Account`]), and the batched poller (one loop per account).
 //! Does not own: which caller gets an answer (the engine), or pools.
+//!
+//! # Layout
+//!
+//! - `error`: [`ProviderError`] and [`ErrorClass`].
+//! - `classify`: the table of provider codes -> class and suggested wait.
+//! - `parse`: lenient reading of upstream replies and batch answers.
+//! - `encode`: a request as `in.php` parameters.
+//! - `inres`: [`InResProvider`], the `in.php`/`res.php` client.
+//! - `account`: [`Account`], the thread cap and submit retries of one account.
+//! - `poller`: the batched poller behind each account.
 
+mod account;
+mod classify;
+mod encode;
 mod error;
+mod inres;
+mod parse;
+mod poller;
 
+#[cfg(test)]
+mod testing;
+#[cfg(test)]
+mod upstream_tests;
+
+pub use account::{Account, AccountSettings, AccountStats, SHUTDOWN, Solved, TIMEOUT};
+pub use classify::{classify, code_error, retry_after};
+pub use encode::submit_params;
 pub use error::{ErrorClass, ProviderError};
+pub use inres::{CONNECT_TIMEOUT, Family, InResProvider, REQUEST_TIMEOUT};
+pub use parse::{BAD_RESPONSE, Extras, UpstreamReply, parse_reply, split_batch};
+pub use poller::PollSettings;
 
 use async_trait::async_trait;
 
@@ -18,11 +45,13 @@ use crate::model::SolveRequest;
 #[derive(Debug, Clone, PartialEq)]
 pub enum PollOutcome {
     NotReady,
+    /// Solved: the answer, the user agent it is bound to and the price, where reported.
     Ready {
         text: String,
         user_agent: Option<String>,
         price: Option<String>,
     },
+    /// The task ended without an answer, or (for a non-permanent class) this check failed.
     Failed(ProviderError),
 }
 
@@ -34,7 +63,8 @@ pub struct ThreadsInfo {
 }
 
 /// One account at one provider, speaking its protocol. Implementations do one HTTP exchange per
-/// call and no retries: retry policy lives in [`Account`], where it is data.
+/// call (except a batch poll whose answer does not parse, which falls back to one per id) and no
+/// retries: retry policy lives in [`Account`] and the poller, where it is data.
 #[async_trait]
 pub trait Provider: Send + Sync + 'static {
     /// A name safe for logs and metric labels (never the key).
@@ -44,6 +74,9 @@ pub trait Provider: Send + Sync + 'static {
     /// Checks several tasks in one request where the protocol allows (`action=get&ids=`); the
     /// result has one outcome per id, in order. `with_extras` asks for the single-id JSON form
     /// that carries `user_agent` (Enterprise, Cloudflare Challenge) and GeeTest objects.
+    /// `Err` means the whole request failed and says nothing about the tasks; a
+    /// [`PollOutcome::Failed`] with a permanent or account class ends its task, any other class
+    /// means "check again later".
     async fn poll(
         &self,
         ids: &[String],
@@ -52,4 +85,9 @@ pub trait Provider: Send + Sync + 'static {
     async fn report(&self, task_id: &str, good: bool) -> Result<(), ProviderError>;
     async fn balance(&self) -> Result<String, ProviderError>;
     async fn threads_info(&self) -> Result<ThreadsInfo, ProviderError>;
+    /// Whether several ids may share one `poll` call. The poller asks before every batch, so an
+    /// implementation can stop batching once it learns the provider does not support it.
+    fn supports_batch(&self) -> bool {
+        true
+    }
 }

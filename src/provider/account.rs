@@ -1,0 +1,404 @@
+//! One provider account: its thread cap, submit retries and the road from request to answer
+//! (DESIGN.md promise 5, "Capped"; PROTOCOL.md "Retry classes").
+//!
+//! Owns: the account's slots (upstream tasks in flight never exceed `threads`), retrying capacity
+//! errors with jittered backoff for as long as the caller's deadline allows and transient errors
+//! a bounded number of times, handing submitted tasks to the account's poller, and the counters
+//! the metrics module reads. Does not own: choosing an account (the engine) or fleet-wide slot
+//! leases (the store).
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rand::Rng as _;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::time::{Instant, sleep, sleep_until, timeout_at};
+use tokio_util::sync::CancellationToken;
+
+use super::error::{ErrorClass, ProviderError};
+use super::poller::{self, PollSettings, Registration};
+use super::{PollOutcome, Provider, ThreadsInfo};
+use crate::model::{Kind, Millis, SolveRequest, now_ms};
+
+/// The code of the error a solve ends with when its deadline passes.
+pub const TIMEOUT: &str = "TIMEOUT";
+/// The code of the error a solve ends with when the gateway shuts down under it.
+pub const SHUTDOWN: &str = "SHUTDOWN";
+
+/// How one account behaves. Each default says why it is that value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccountSettings {
+    /// Safe for logs and metric labels; never the key.
+    pub name: String,
+    /// Upstream tasks in flight at once. The plan's thread count (`threadsinfo`); 0 pauses the
+    /// account (every solve waits for its deadline).
+    pub threads: u32,
+    /// First capacity backoff ceiling; doubles per attempt (full jitter: a random wait up to it).
+    pub capacity_backoff_base: Duration,
+    /// The ceiling the doubling stops at.
+    pub capacity_backoff_max: Duration,
+    /// Retries of a submit after transient failures (server errors, HTML, timeouts).
+    pub transient_retries: u32,
+    /// Wait before each transient retry (plus up to a fifth of it as jitter).
+    pub transient_backoff: Duration,
+    /// How the account's poller paces its checks.
+    pub poll: PollSettings,
+}
+
+impl Default for AccountSettings {
+    fn default() -> Self {
+        Self {
+            name: "default".to_owned(),
+            // The smallest plan commonly sold; a real deployment sets the plan's figure.
+            threads: 5,
+            // Threads free up within seconds as solves finish: start retrying quickly...
+            capacity_backoff_base: Duration::from_secs(1),
+            // ...but never wait so long that a freed thread idles (solves take 10-20 s).
+            capacity_backoff_max: Duration::from_secs(10),
+            // Unknown bodies and 5xx are rare and short; three tries ride out a blip without
+            // hammering a server that is really down (the captchaai SDK retries 5 times).
+            transient_retries: 3,
+            // CaptchaAI: "if you received anything that doesn't look like the answer or error
+            // code - make a 5 seconds timeout and then retry".
+            transient_backoff: Duration::from_secs(5),
+            poll: PollSettings::default(),
+        }
+    }
+}
+
+/// A solved upstream task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Solved {
+    pub task_id: String,
+    pub text: String,
+    pub user_agent: Option<String>,
+    pub price: Option<String>,
+    /// When we learned it was ready: answer lifetimes count from here (promise 2).
+    pub solved_at: Millis,
+}
+
+/// A snapshot of an account's counters (monotonic since start).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AccountStats {
+    /// `in.php` requests sent, retries included.
+    pub submits: u64,
+    pub submit_errors_capacity: u64,
+    pub submit_errors_transient: u64,
+    pub submit_errors_permanent: u64,
+    pub submit_errors_account: u64,
+    pub capacity_retries: u64,
+    pub transient_retries: u64,
+    /// `poll` calls made by the poller (one per batch or single id).
+    pub poll_requests: u64,
+    /// Task ids across those calls.
+    pub ids_polled: u64,
+    /// Solves that returned an answer.
+    pub solved: u64,
+    /// Solves that ended with an error other than their deadline.
+    pub failed: u64,
+    /// Solves that ended at their deadline.
+    pub timeouts: u64,
+}
+
+/// The live counters behind [`AccountStats`], shared with the poller.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    submits: AtomicU64,
+    submit_errors: [AtomicU64; 4],
+    capacity_retries: AtomicU64,
+    transient_retries: AtomicU64,
+    pub(crate) poll_requests: AtomicU64,
+    pub(crate) ids_polled: AtomicU64,
+    solved: AtomicU64,
+    failed: AtomicU64,
+    timeouts: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// One account at one provider.
+pub struct Account {
+    provider: Arc<dyn Provider>,
+    settings: AccountSettings,
+    slots: Arc<Semaphore>,
+    counters: Arc<Counters>,
+    poller: mpsc::UnboundedSender<Registration>,
+    shutdown: CancellationToken,
+}
+
+impl fmt::Debug for Account {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Account")
+            .field("name", &self.settings.name)
+            .field("threads", &self.settings.threads)
+            .field("in_flight", &self.in_flight())
+            .finish()
+    }
+}
+
+impl Account {
+    /// Starts the account and its poller task (which stops on `shutdown`).
+    pub fn start(
+        provider: Arc<dyn Provider>,
+        settings: AccountSettings,
+        shutdown: CancellationToken,
+    ) -> Arc<Account> {
+        let counters = Arc::new(Counters::default());
+        let poller = poller::spawn(
+            provider.clone(),
+            settings.poll.clone(),
+            counters.clone(),
+            shutdown.clone(),
+        );
+        Arc::new(Account {
+            provider,
+            slots: Arc::new(Semaphore::new(settings.threads as usize)),
+            settings,
+            counters,
+            poller,
+            shutdown,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.settings.name
+    }
+
+    pub fn threads(&self) -> u32 {
+        self.settings.threads
+    }
+
+    /// Slots taken: tasks waiting on submit or on their answer, plus slots still held for tasks
+    /// whose callers left before the provider finished them.
+    pub fn in_flight(&self) -> u32 {
+        let free = u32::try_from(self.slots.available_permits()).unwrap_or(u32::MAX);
+        self.settings.threads.saturating_sub(free)
+    }
+
+    /// Solves `req` at this account, or fails with the provider's error, or with a transient
+    /// `TIMEOUT` once `deadline` passes. Capacity errors never surface while time remains.
+    pub async fn solve(
+        &self,
+        req: &SolveRequest,
+        deadline: Instant,
+    ) -> Result<Solved, ProviderError> {
+        let result = self.solve_inner(req, deadline).await;
+        match &result {
+            Ok(_) => bump(&self.counters.solved),
+            Err(e) if e.code == TIMEOUT => bump(&self.counters.timeouts),
+            Err(_) => bump(&self.counters.failed),
+        }
+        result
+    }
+
+    async fn solve_inner(
+        &self,
+        req: &SolveRequest,
+        deadline: Instant,
+    ) -> Result<Solved, ProviderError> {
+        let permit = self
+            .idle(deadline, self.slots.clone().acquire_owned())
+            .await?
+            .map_err(|_| shutting_down())?;
+        let mut slot = Slot {
+            permit: Some(permit),
+            hold_until: None,
+        };
+        let task_id = self.submit(req, deadline, &mut slot).await?;
+        let (tx, rx) = oneshot::channel();
+        let registration = Registration {
+            id: task_id.clone(),
+            kind: req.kind(),
+            extras: req.answer_has_user_agent() || req.kind() == Kind::GeetestV3,
+            reply: tx,
+        };
+        self.poller
+            .send(registration)
+            .map_err(|_| shutting_down())?;
+        // On a timeout or shutdown here, `slot` stays armed: the provider is still working on
+        // the task, so its thread stays taken until the task's poll horizon.
+        let outcome = self
+            .idle(deadline, rx)
+            .await?
+            .map_err(|_| shutting_down())?;
+        slot.hold_until = None;
+        match outcome {
+            PollOutcome::Ready {
+                text,
+                user_agent,
+                price,
+            } => Ok(Solved {
+                task_id,
+                text,
+                user_agent,
+                price,
+                solved_at: now_ms(),
+            }),
+            PollOutcome::Failed(e) => Err(e),
+            PollOutcome::NotReady => Err(ProviderError::new(
+                ErrorClass::Transient,
+                "BAD_RESPONSE",
+                "poller ended a task without an outcome",
+            )),
+        }
+    }
+
+    /// `in.php` with the retry policy of the error classes.
+    async fn submit(
+        &self,
+        req: &SolveRequest,
+        deadline: Instant,
+        slot: &mut Slot,
+    ) -> Result<String, ProviderError> {
+        let mut capacity_attempts = 0u32;
+        let mut transient_left = self.settings.transient_retries;
+        loop {
+            // From here an upstream task may exist, even if we never see its id.
+            slot.hold_until = Some(Instant::now() + self.settings.poll.horizon(req.kind()));
+            bump(&self.counters.submits);
+            let err = match timeout_at(deadline, self.provider.submit(req)).await {
+                Ok(Ok(id)) => return Ok(id),
+                Ok(Err(e)) => e,
+                Err(_) => return Err(timed_out("deadline passed during submit")),
+            };
+            // The provider said no (or was unreachable): no task holds a thread.
+            slot.hold_until = None;
+            bump(&self.counters.submit_errors[class_index(err.class)]);
+            let wait = match err.class {
+                ErrorClass::Capacity => {
+                    let wait = self.capacity_backoff(capacity_attempts);
+                    capacity_attempts = capacity_attempts.saturating_add(1);
+                    wait.max(err.retry_after.unwrap_or_default())
+                }
+                ErrorClass::Transient if transient_left > 0 => {
+                    transient_left -= 1;
+                    err.retry_after.unwrap_or_else(|| self.transient_backoff())
+                }
+                _ => return Err(err),
+            };
+            if Instant::now() + wait >= deadline {
+                // No retry fits before the deadline. Capacity is not the caller's problem, so it
+                // ends as a timeout; a transient error keeps its own code.
+                return Err(match err.class {
+                    ErrorClass::Capacity => timed_out(&format!("no capacity: {}", err.code)),
+                    _ => err,
+                });
+            }
+            match err.class {
+                ErrorClass::Capacity => bump(&self.counters.capacity_retries),
+                _ => bump(&self.counters.transient_retries),
+            }
+            tracing::debug!(account = %self.settings.name, error = %err, ?wait, "retrying submit");
+            self.idle(deadline, sleep(wait)).await?;
+        }
+    }
+
+    /// Full jitter: a uniform wait up to `base * 2^attempt`, capped at the maximum, so many
+    /// callers hitting a full plan at once spread their retries.
+    fn capacity_backoff(&self, attempt: u32) -> Duration {
+        let ceiling = self
+            .settings
+            .capacity_backoff_base
+            .saturating_mul(1u32 << attempt.min(20))
+            .min(self.settings.capacity_backoff_max);
+        let ceiling_ms = u64::try_from(ceiling.as_millis()).unwrap_or(u64::MAX);
+        Duration::from_millis(rand::rng().random_range(0..=ceiling_ms))
+    }
+
+    fn transient_backoff(&self) -> Duration {
+        let base = self.settings.transient_backoff;
+        let jitter_ms = u64::try_from(base.as_millis() / 5).unwrap_or(0);
+        base + Duration::from_millis(rand::rng().random_range(0..=jitter_ms))
+    }
+
+    /// Waits for `fut` unless the deadline passes or the gateway shuts down first.
+    async fn idle<F: Future>(&self, deadline: Instant, fut: F) -> Result<F::Output, ProviderError> {
+        tokio::select! {
+            out = fut => Ok(out),
+            _ = sleep_until(deadline) => Err(timed_out("deadline passed")),
+            _ = self.shutdown.cancelled() => Err(shutting_down()),
+        }
+    }
+
+    pub async fn report(&self, task_id: &str, good: bool) -> Result<(), ProviderError> {
+        self.provider.report(task_id, good).await
+    }
+
+    pub async fn balance(&self) -> Result<String, ProviderError> {
+        self.provider.balance().await
+    }
+
+    pub async fn threads_info(&self) -> Result<ThreadsInfo, ProviderError> {
+        self.provider.threads_info().await
+    }
+
+    pub fn stats(&self) -> AccountStats {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        AccountStats {
+            submits: get(&c.submits),
+            submit_errors_capacity: get(&c.submit_errors[class_index(ErrorClass::Capacity)]),
+            submit_errors_transient: get(&c.submit_errors[class_index(ErrorClass::Transient)]),
+            submit_errors_permanent: get(&c.submit_errors[class_index(ErrorClass::Permanent)]),
+            submit_errors_account: get(&c.submit_errors[class_index(ErrorClass::Account)]),
+            capacity_retries: get(&c.capacity_retries),
+            transient_retries: get(&c.transient_retries),
+            poll_requests: get(&c.poll_requests),
+            ids_polled: get(&c.ids_polled),
+            solved: get(&c.solved),
+            failed: get(&c.failed),
+            timeouts: get(&c.timeouts),
+        }
+    }
+}
+
+fn class_index(class: ErrorClass) -> usize {
+    match class {
+        ErrorClass::Capacity => 0,
+        ErrorClass::Transient => 1,
+        ErrorClass::Permanent => 2,
+        ErrorClass::Account => 3,
+    }
+}
+
+fn timed_out(detail: &str) -> ProviderError {
+    ProviderError::new(ErrorClass::Transient, TIMEOUT, detail)
+}
+
+fn shutting_down() -> ProviderError {
+    ProviderError::new(ErrorClass::Transient, SHUTDOWN, "gateway shutting down")
+}
+
+/// One thread of the account. Dropped while armed (`hold_until` set: an upstream task may still
+/// be running, its caller gone), it keeps the thread taken until `hold_until`, when the poller
+/// would have given the task up anyway; otherwise it frees the thread at once.
+struct Slot {
+    permit: Option<OwnedSemaphorePermit>,
+    hold_until: Option<Instant>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let (Some(permit), Some(until)) = (self.permit.take(), self.hold_until) else {
+            return;
+        };
+        if until <= Instant::now() {
+            return;
+        }
+        // Without a runtime (process teardown) nothing will submit again: just let it go.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                sleep_until(until).await;
+                drop(permit);
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "account_tests.rs"]
+mod tests;

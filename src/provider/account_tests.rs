@@ -1,0 +1,212 @@
+//! Account behaviour against the scripted in-memory provider, in virtual time.
+
+use std::time::Duration;
+
+use futures::future::join_all;
+
+use super::*;
+use crate::model::{RecaptchaVersion, TaskParams};
+use crate::provider::testing::fake::FakeProvider;
+use crate::provider::{Family, code_error};
+
+fn turnstile() -> SolveRequest {
+    SolveRequest::new(TaskParams::Turnstile {
+        sitekey: "0x4AAA".into(),
+        pageurl: "https://a.example/login".into(),
+        action: None,
+        data: None,
+        pagedata: None,
+    })
+}
+
+fn enterprise() -> SolveRequest {
+    SolveRequest::new(TaskParams::Recaptcha {
+        sitekey: "6Le".into(),
+        pageurl: "https://a.example/".into(),
+        version: RecaptchaVersion::V2,
+        enterprise: true,
+        invisible: false,
+        action: None,
+        min_score: None,
+        data_s: None,
+        domain: None,
+    })
+}
+
+fn settings(threads: u32) -> AccountSettings {
+    AccountSettings {
+        name: "test".into(),
+        threads,
+        ..AccountSettings::default()
+    }
+}
+
+fn start(fake: FakeProvider, settings: AccountSettings) -> (Arc<FakeProvider>, Arc<Account>) {
+    let fake = Arc::new(fake);
+    let account = Account::start(fake.clone(), settings, CancellationToken::new());
+    (fake, account)
+}
+
+fn in_secs(s: u64) -> Instant {
+    Instant::now() + Duration::from_secs(s)
+}
+
+fn err(code: &str, family: Family) -> ProviderError {
+    code_error(code, family, "")
+}
+
+#[tokio::test(start_paused = true)]
+async fn capacity_errors_are_retried_after_the_providers_wait() {
+    let no_slot = err("ERROR_NO_SLOT_AVAILABLE", Family::TwoCaptcha);
+    let fake = FakeProvider::new().submit_errors(vec![no_slot; 3]);
+    let (fake, account) = start(fake, settings(2));
+    let solved = account.solve(&turnstile(), in_secs(120)).await.unwrap();
+    assert!(solved.text.starts_with("answer-"));
+    let times = fake.submit_times();
+    assert_eq!(times.len(), 4);
+    for pair in times.windows(2) {
+        assert!(pair[1] - pair[0] >= Duration::from_secs(5), "{times:?}");
+    }
+    let stats = account.stats();
+    assert_eq!(
+        (
+            stats.submits,
+            stats.submit_errors_capacity,
+            stats.capacity_retries,
+            stats.solved
+        ),
+        (4, 3, 3, 1)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn capacity_is_never_surfaced_while_time_remains() {
+    // CaptchaAI's "no free threads" carries no provider wait: only the backoff paces retries.
+    let busy = err("ERROR_ZERO_BALANCE", Family::CaptchaAi);
+    let (fake, account) = start(FakeProvider::new().submit_error_forever(busy), settings(1));
+    let deadline = in_secs(60);
+    let e = account.solve(&turnstile(), deadline).await.unwrap_err();
+    assert_eq!((e.code.as_str(), e.class), (TIMEOUT, ErrorClass::Transient));
+    assert!(e.detail.contains("ERROR_ZERO_BALANCE"), "{e}");
+    assert!(Instant::now() <= deadline);
+    // Waits are at most 10 s, so a retry fits until at least 50 s in: 6 tries or more.
+    assert!(
+        fake.submit_times().len() >= 6,
+        "{}",
+        fake.submit_times().len()
+    );
+    assert_eq!(account.stats().timeouts, 1);
+    assert_eq!(account.in_flight(), 0, "a refused submit holds no thread");
+}
+
+#[tokio::test(start_paused = true)]
+async fn transient_errors_are_retried_a_bounded_number_of_times() {
+    let html = err("BAD_RESPONSE", Family::CaptchaAi);
+    let (fake, account) = start(FakeProvider::new().submit_error_forever(html), settings(1));
+    let e = account.solve(&turnstile(), in_secs(300)).await.unwrap_err();
+    assert_eq!(e.code, "BAD_RESPONSE");
+    assert_eq!(fake.submit_times().len(), 4);
+    let stats = account.stats();
+    assert_eq!((stats.transient_retries, stats.failed), (3, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn transient_then_success() {
+    let fake = FakeProvider::new().submit_errors(vec![err("HTTP_502", Family::CaptchaAi)]);
+    let (fake, account) = start(fake, settings(1));
+    account.solve(&turnstile(), in_secs(120)).await.unwrap();
+    let times = fake.submit_times();
+    assert_eq!(times.len(), 2);
+    assert!(
+        times[1] - times[0] >= Duration::from_secs(5),
+        "CaptchaAI asks for ~5 s"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn permanent_and_account_errors_are_not_retried() {
+    for (code, family) in [
+        ("ERROR_GOOGLEKEY", Family::TwoCaptcha),
+        ("ERROR_WRONG_USER_KEY", Family::CaptchaAi),
+        ("ERROR_ZERO_BALANCE", Family::TwoCaptcha),
+    ] {
+        let (fake, account) = start(
+            FakeProvider::new().submit_error_forever(err(code, family)),
+            settings(1),
+        );
+        let e = account.solve(&turnstile(), in_secs(120)).await.unwrap_err();
+        assert_eq!(e.code, code);
+        assert_eq!(fake.submit_times().len(), 1, "{code}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_flight_never_exceeds_threads() {
+    let (fake, account) = start(FakeProvider::new().ready_after(2), settings(3));
+    let req = turnstile();
+    let solves = (0..10).map(|_| account.solve(&req, in_secs(600)));
+    let results = join_all(solves).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(fake.max_in_flight(), 3);
+    assert_eq!(account.in_flight(), 0);
+    assert_eq!(account.stats().solved, 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_task_keeps_its_thread_until_its_poll_horizon() {
+    let (fake, account) = start(FakeProvider::new().never_ready(), settings(1));
+    let e = account.solve(&turnstile(), in_secs(20)).await.unwrap_err();
+    assert_eq!(e.code, TIMEOUT);
+    // The provider is still working on it: the thread stays taken...
+    assert_eq!(account.in_flight(), 1);
+    let polls = fake.polls().len();
+    assert!(polls >= 1);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    // ...but nobody waits for the answer, so it is not checked any more...
+    assert_eq!(fake.polls().len(), polls);
+    assert_eq!(account.in_flight(), 1);
+    // ...and the thread comes back once the poller would have given the task up.
+    let horizon = account.settings.poll.horizon(Kind::Turnstile);
+    tokio::time::sleep(horizon).await;
+    assert_eq!(account.in_flight(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn answers_bound_to_a_browser_keep_their_user_agent() {
+    let (fake, account) = start(FakeProvider::new(), settings(2));
+    let solved = account.solve(&enterprise(), in_secs(120)).await.unwrap();
+    assert_eq!(solved.user_agent.as_deref(), Some("UA/1"));
+    assert!(
+        fake.polls()
+            .iter()
+            .all(|(_, ids, extras)| *extras && ids.len() == 1)
+    );
+    let solved = account.solve(&turnstile(), in_secs(120)).await.unwrap();
+    assert_eq!(solved.user_agent, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_ends_waiting_solves() {
+    let fake = Arc::new(FakeProvider::new().never_ready());
+    let token = CancellationToken::new();
+    let account = Account::start(fake, settings(1), token.clone());
+    let solving = tokio::spawn({
+        let account = account.clone();
+        async move { account.solve(&turnstile(), in_secs(600)).await }
+    });
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(!solving.is_finished());
+    token.cancel();
+    let e = solving.await.unwrap().unwrap_err();
+    assert_eq!(e.code, SHUTDOWN);
+}
+
+#[tokio::test(start_paused = true)]
+async fn account_calls_pass_through() {
+    let (_fake, account) = start(FakeProvider::new(), settings(4));
+    assert_eq!(account.balance().await.unwrap(), "1.5");
+    assert_eq!(account.threads_info().await.unwrap().threads, 5);
+    account.report("1001", true).await.unwrap();
+    assert_eq!((account.name(), account.threads()), ("test", 4));
+    assert!(!format!("{account:?}").is_empty());
+}

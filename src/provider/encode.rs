@@ -1,0 +1,350 @@
+//! The `in.php` encoder: a [`SolveRequest`] as the parameters providers of the `in.php` family
+//! take (research/protocol.md 1.2 and 2.1). It is the inverse of
+//! [`compat::parse_submit`](crate::compat::parse_submit), which a property test checks.
+//!
+//! Owns: parameter names and value spellings. Does not own: the key, `json=1` or transport
+//! (`inres`).
+
+use base64::Engine as _;
+
+use crate::model::{ImageOptions, RecaptchaVersion, SolveRequest, TaskParams};
+
+/// The `in.php` parameters for `req`, without `key` and `json`. Flags are sent only when on
+/// (providers read a missing flag as off); optional values only when present.
+pub fn submit_params(req: &SolveRequest) -> Vec<(&'static str, String)> {
+    let mut out: Vec<(&'static str, String)> = Vec::new();
+    let mut put = |name: &'static str, value: &str| out.push((name, value.to_owned()));
+    match &req.params {
+        TaskParams::Recaptcha {
+            sitekey,
+            pageurl,
+            version,
+            enterprise,
+            invisible,
+            action,
+            min_score,
+            data_s,
+            domain,
+        } => {
+            put("method", "userrecaptcha");
+            put("googlekey", sitekey);
+            put("pageurl", pageurl);
+            if *version == RecaptchaVersion::V3 {
+                put("version", "v3");
+                if let Some(score) = min_score {
+                    put("min_score", score);
+                }
+            }
+            if *enterprise {
+                put("enterprise", "1");
+            }
+            if *invisible {
+                put("invisible", "1");
+            }
+            if let Some(action) = action {
+                put("action", action);
+            }
+            if let Some(data_s) = data_s {
+                put("data-s", data_s);
+            }
+            if let Some(domain) = domain {
+                put("domain", domain);
+            }
+        }
+        TaskParams::Turnstile {
+            sitekey,
+            pageurl,
+            action,
+            data,
+            pagedata,
+        } => {
+            put("method", "turnstile");
+            put("sitekey", sitekey);
+            put("pageurl", pageurl);
+            for (name, value) in [("action", action), ("data", data), ("pagedata", pagedata)] {
+                if let Some(v) = value {
+                    put(name, v);
+                }
+            }
+        }
+        TaskParams::CloudflareChallenge { pageurl, sitekey } => {
+            // The proxy is mandatory here; `validate` guarantees it and it is added below.
+            put("method", "cloudflare_challenge");
+            put("pageurl", pageurl);
+            if let Some(sitekey) = sitekey {
+                put("sitekey", sitekey);
+            }
+        }
+        TaskParams::Geetest {
+            gt,
+            challenge,
+            pageurl,
+            api_server,
+        } => {
+            put("method", "geetest");
+            put("gt", gt);
+            put("challenge", challenge);
+            put("pageurl", pageurl);
+            if let Some(server) = api_server {
+                put("api_server", server);
+            }
+        }
+        TaskParams::Image { body, options } => {
+            put("method", "base64");
+            put(
+                "body",
+                &base64::engine::general_purpose::STANDARD.encode(body),
+            );
+            image_options(options, &mut put);
+        }
+        TaskParams::Text { text, lang } => {
+            // 2captcha-python, the provider's own client, sends text captchas with `method=post`.
+            put("method", "post");
+            put("textcaptcha", text);
+            if let Some(lang) = lang {
+                put("lang", lang);
+            }
+        }
+    }
+    if let Some(proxy) = &req.proxy {
+        put("proxy", &proxy.address);
+        put("proxytype", proxy.kind.as_str());
+    }
+    if let Some(ua) = &req.user_agent {
+        put("userAgent", ua);
+    }
+    if let Some(cookies) = &req.cookies {
+        put("cookies", cookies);
+    }
+    out
+}
+
+fn image_options(o: &ImageOptions, put: &mut impl FnMut(&'static str, &str)) {
+    if o.phrase {
+        put("phrase", "1");
+    }
+    if o.case_sensitive {
+        // 2captcha and CaptchaAI's docs say `regsense`; the official captchaai SDK sends
+        // `caseSensitive`. Both are cheap and the other is ignored.
+        put("regsense", "1");
+        put("caseSensitive", "1");
+    }
+    if o.numeric != 0 {
+        put("numeric", &o.numeric.to_string());
+    }
+    if o.calc {
+        put("calc", "1");
+    }
+    if let Some(n) = o.min_len {
+        put("min_len", &n.to_string());
+    }
+    if let Some(n) = o.max_len {
+        put("max_len", &n.to_string());
+    }
+    if let Some(language) = o.language {
+        put("language", &language.to_string());
+    }
+    if let Some(lang) = &o.lang {
+        put("lang", lang);
+    }
+    if let Some(instructions) = &o.instructions {
+        put("textinstructions", instructions);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::compat::{Params, parse_submit};
+    use crate::model::{Proxy, ProxyType};
+
+    /// Values as clients send them: trimmed, non-empty (the parser treats blank as absent).
+    fn word() -> impl Strategy<Value = String> {
+        "[A-Za-z0-9_.:;=/ -]{0,30}[A-Za-z0-9_]"
+            .prop_map(|s| s.trim().to_owned())
+            .prop_filter("non-empty", |s| !s.is_empty())
+    }
+
+    fn sitekey() -> impl Strategy<Value = String> {
+        "[A-Za-z0-9_-]{1,40}"
+    }
+
+    fn page() -> impl Strategy<Value = String> {
+        "https?://[a-z]{1,10}\\.example(/[a-z0-9]{0,8})?(\\?q=[a-z0-9]{1,5})?"
+    }
+
+    fn params() -> impl Strategy<Value = TaskParams> {
+        let recaptcha = (
+            sitekey(),
+            page(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            proptest::option::of(word()),
+            proptest::option::of("0\\.[1-9]"),
+            proptest::option::of(word()),
+            proptest::option::of(prop_oneof![
+                Just("google.com".to_owned()),
+                Just("recaptcha.net".to_owned())
+            ]),
+        )
+            .prop_map(
+                |(sitekey, pageurl, v3, enterprise, invisible, action, score, data_s, domain)| {
+                    let version = if v3 {
+                        RecaptchaVersion::V3
+                    } else {
+                        RecaptchaVersion::V2
+                    };
+                    TaskParams::Recaptcha {
+                        sitekey,
+                        pageurl,
+                        version,
+                        enterprise,
+                        invisible,
+                        // v3 needs an action; v2 carries no score (the parser drops it there).
+                        action: if v3 {
+                            Some(action.unwrap_or_else(|| "login".into()))
+                        } else {
+                            action
+                        },
+                        min_score: if v3 { score } else { None },
+                        data_s,
+                        domain,
+                    }
+                },
+            );
+        let turnstile = (
+            sitekey(),
+            page(),
+            proptest::option::of(word()),
+            proptest::option::of(word()),
+            proptest::option::of(word()),
+        )
+            .prop_map(
+                |(sitekey, pageurl, action, data, pagedata)| TaskParams::Turnstile {
+                    sitekey,
+                    pageurl,
+                    action,
+                    data,
+                    pagedata,
+                },
+            );
+        let challenge = (page(), proptest::option::of(sitekey()))
+            .prop_map(|(pageurl, sitekey)| TaskParams::CloudflareChallenge { pageurl, sitekey });
+        let geetest = (sitekey(), sitekey(), page(), proptest::option::of(word())).prop_map(
+            |(gt, challenge, pageurl, api_server)| TaskParams::Geetest {
+                gt,
+                challenge,
+                pageurl,
+                api_server,
+            },
+        );
+        let image = (
+            proptest::collection::vec(any::<u8>(), 100..400),
+            any::<(bool, bool, bool)>(),
+            0u8..=4,
+            proptest::option::of(0u32..50),
+            proptest::option::of(0u32..50),
+            proptest::option::of(0u8..=2),
+            proptest::option::of("[a-z]{2}"),
+            proptest::option::of(word()),
+        )
+            .prop_map(
+                |(
+                    tail,
+                    (phrase, case_sensitive, calc),
+                    numeric,
+                    min_len,
+                    max_len,
+                    language,
+                    lang,
+                    instructions,
+                )| {
+                    // A PNG signature makes the bytes an image the validator accepts.
+                    let body = Bytes::from([b"\x89PNG\r\n\x1a\n".as_slice(), &tail].concat());
+                    let options = ImageOptions {
+                        phrase,
+                        case_sensitive,
+                        numeric,
+                        calc,
+                        min_len,
+                        max_len,
+                        language,
+                        lang,
+                        instructions,
+                    };
+                    TaskParams::Image { body, options }
+                },
+            );
+        let text = (word(), proptest::option::of("[a-z]{2}"))
+            .prop_map(|(text, lang)| TaskParams::Text { text, lang });
+        prop_oneof![recaptcha, turnstile, challenge, geetest, image, text]
+    }
+
+    fn request() -> impl Strategy<Value = SolveRequest> {
+        let proxy = (
+            prop_oneof![
+                Just(ProxyType::Http),
+                Just(ProxyType::Https),
+                Just(ProxyType::Socks4),
+                Just(ProxyType::Socks5)
+            ],
+            "([a-z]{1,6}:[a-z0-9]{1,6}@)?[a-z0-9.]{1,12}:[1-9][0-9]{0,3}",
+        )
+            .prop_map(|(kind, address)| Proxy { kind, address });
+        (
+            params(),
+            proptest::option::of(proxy),
+            proptest::option::of(word()),
+            proptest::option::of(word()),
+        )
+            .prop_map(|(params, proxy, user_agent, cookies)| {
+                let mut req = SolveRequest::new(params);
+                req.proxy = proxy;
+                req.user_agent = user_agent;
+                req.cookies = cookies;
+                req
+            })
+            .prop_filter("valid requests only", |r| r.validate().is_ok())
+    }
+
+    proptest! {
+        #[test]
+        fn parse_submit_inverts_the_encoder(req in request()) {
+            let pairs = submit_params(&req);
+            let parsed = parse_submit(&Params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))));
+            prop_assert_eq!(parsed, Ok(req));
+        }
+    }
+
+    #[test]
+    fn flags_and_names_as_providers_spell_them() {
+        let req = SolveRequest::new(TaskParams::Recaptcha {
+            sitekey: "6Le".into(),
+            pageurl: "https://a.example/".into(),
+            version: RecaptchaVersion::V3,
+            enterprise: true,
+            invisible: false,
+            action: Some("login".into()),
+            min_score: Some("0.3".into()),
+            data_s: None,
+            domain: None,
+        });
+        let pairs = submit_params(&req);
+        let get = |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get("method"), Some("userrecaptcha"));
+        assert_eq!(get("version"), Some("v3"));
+        assert_eq!(get("enterprise"), Some("1"));
+        assert_eq!(get("invisible"), None);
+        assert_eq!(get("min_score"), Some("0.3"));
+        assert_eq!(get("key"), None);
+    }
+}
