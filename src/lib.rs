@@ -7,11 +7,24 @@
 //!   gateway's API and the simulator.
 //! - [`provider`]: upstream protocol clients, error taxonomy and retry policy, per-account
 //!   thread cap, batched poller.
+//! - [`engine`]: solve orchestration and the promises (once, fresh, exact demand, coalesced),
+//!   over the [`engine::Store`] seam with its embedded implementation.
+//! - [`upstream`]: the engine's view of the provider accounts.
+//! - [`http`]: the compatible, native, seed-worker and operations endpoints.
+//! - [`sim`]: the provider simulator (a product feature; tests and benchmarks run against it).
+//! - [`telemetry`]: metrics and logs. [`config`], [`cli`], [`serve`], [`shutdown`]: the process.
 //!
 //! See `docs/ARCHITECTURE.md` for how the pieces fit and which promises each keeps.
 
+pub mod cli;
 pub mod compat;
+pub mod config;
 pub mod engine;
+pub mod http;
 pub mod model;
 pub mod provider;
+pub mod serve;
+pub mod shutdown;
 pub mod sim;
+pub mod telemetry;
+pub mod upstream;

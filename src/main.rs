@@ -1,1 +1,66 @@
-fn main() {}
+//! The `captcha-gateway` binary: parse flags, load settings, run a subcommand.
+//!
+//! Exit codes: 0 after a clean shutdown, 1 when a running server fails, 2 for bad
+//! configuration or usage (one line naming the setting and the fix).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use captcha_gateway::cli::{Cli, Command};
+use captcha_gateway::serve::{self, StartError};
+use captcha_gateway::{config, shutdown::Shutdown, telemetry};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> ExitCode {
+    let shutdown = Shutdown::new();
+    tokio::spawn(shutdown.clone().on_signal());
+    let result = match cli.command {
+        Command::Serve(args) => {
+            let env = |name: &str| std::env::var(name).ok();
+            let settings = match config::load_serve(&args, &env) {
+                Ok(s) => s,
+                Err(e) => return config_error(&e),
+            };
+            telemetry::init_logs(settings.log_json);
+            serve::run(settings, shutdown).await
+        }
+        Command::Simulate(args) => {
+            let settings = match config::load_simulate(&args, None) {
+                Ok(s) => s,
+                Err(e) => return config_error(&e),
+            };
+            telemetry::init_logs(false);
+            serve::run_simulator(
+                settings,
+                args.listen.unwrap_or_else(|| ([127, 0, 0, 1], 8081).into()),
+                shutdown,
+            )
+            .await
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(StartError::Config(e)) => config_error(&e),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn config_error(e: &config::ConfigError) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::from(2)
+}

@@ -44,6 +44,11 @@ impl Params {
         params
     }
 
+    /// Sets one value, replacing what the client sent under that name.
+    pub fn set(&mut self, name: &str, value: impl Into<String>) {
+        self.values.insert(name.to_owned(), value.into());
+    }
+
     pub fn insert_file(&mut self, name: &str, data: Bytes) {
         self.files.insert(name.to_owned(), data);
     }

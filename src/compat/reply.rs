@@ -117,6 +117,14 @@ impl Reply {
         Reply::ok(mode, parts.join("|"))
     }
 
+    /// `ok`, or the code an error or status reply carries: a bounded set, safe as a metric label.
+    pub fn outcome(&self) -> &str {
+        match &self.body {
+            Body::Bare { text, status: 0 } => text,
+            _ => "ok",
+        }
+    }
+
     pub fn body_text(&self) -> String {
         match (&self.body, self.mode) {
             (Body::Ok(p), Mode::Plain) => format!("OK|{p}"),

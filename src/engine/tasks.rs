@@ -21,12 +21,14 @@ pub enum ReportOutcome {
 
 impl Engine {
     /// Accepts a request for asynchronous solving and returns its digit-only id at once; the solve
-    /// runs in the background until it ends or `timeout` passes.
+    /// runs in the background until it ends or `timeout` passes. `hold` is kept alive exactly
+    /// as long as the task runs (an admission permit, say).
     pub async fn submit(
         &self,
         tenant: &str,
         req: SolveRequest,
         timeout: Duration,
+        hold: impl Send + 'static,
     ) -> Result<String, SolveError> {
         let target = self.target(&req);
         let id = self.fresh_task_id().await?;
@@ -47,6 +49,7 @@ impl Engine {
         let engine = self.clone();
         let task_id = id.clone();
         self.tracker.spawn(async move {
+            let _hold = hold;
             let state = match engine.solve(req, Instant::now() + timeout).await {
                 Ok(handout) => TaskState::Ready(handout),
                 Err(SolveError::Failed(f)) => TaskState::Failed(f),

@@ -271,7 +271,7 @@ async fn async_tasks_are_tenant_scoped_and_reported_once() {
     let (solver, mut started) = ScriptedSolver::new();
     let engine = engine(solver.clone());
     let id = engine
-        .submit("alice", recaptcha(), Duration::from_secs(60))
+        .submit("alice", recaptcha(), Duration::from_secs(60), ())
         .await
         .unwrap();
     assert!(id.bytes().all(|b| b.is_ascii_digit()));

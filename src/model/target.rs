@@ -39,8 +39,7 @@ impl Target {
         let kind = req.kind();
         let mut parts: Vec<String> = vec![kind.as_str().to_owned()];
         let mut push = |name: &str, value: &str| parts.push(format!("{name}={value}"));
-        let label;
-        match &req.params {
+        let label = match &req.params {
             TaskParams::Recaptcha {
                 sitekey,
                 pageurl,
@@ -61,7 +60,7 @@ impl Target {
                 push("min_score", min_score.as_deref().unwrap_or(""));
                 push("data_s", data_s.as_deref().unwrap_or(""));
                 push("domain", domain.as_deref().unwrap_or(""));
-                label = format!("{kind}:{}", host_of(&page));
+                format!("{kind}:{}", host_of(&page))
             }
             TaskParams::Turnstile {
                 sitekey,
@@ -76,13 +75,13 @@ impl Target {
                 push("action", action.as_deref().unwrap_or(""));
                 push("data", data.as_deref().unwrap_or(""));
                 push("pagedata", pagedata.as_deref().unwrap_or(""));
-                label = format!("{kind}:{}", host_of(&page));
+                format!("{kind}:{}", host_of(&page))
             }
             TaskParams::CloudflareChallenge { pageurl, .. } => {
                 // The clearance cookie is valid for the site's whole host, per proxy and UA.
                 let host = host_of(&normalize_url(pageurl, policy)).to_owned();
                 push("host", &host);
-                label = format!("{kind}:{host}");
+                format!("{kind}:{host}")
             }
             TaskParams::Geetest {
                 gt,
@@ -96,19 +95,19 @@ impl Target {
                 push("challenge", challenge);
                 push("page", &page);
                 push("api_server", api_server.as_deref().unwrap_or(""));
-                label = format!("{kind}:{}", host_of(&page));
+                format!("{kind}:{}", host_of(&page))
             }
             TaskParams::Image { body, options } => {
                 push("image", &hex::encode(Sha256::digest(body)));
                 push("options", &format!("{options:?}"));
-                label = kind.as_str().to_owned();
+                kind.as_str().to_owned()
             }
             TaskParams::Text { text, lang } => {
                 push("text", text);
                 push("lang", lang.as_deref().unwrap_or(""));
-                label = kind.as_str().to_owned();
+                kind.as_str().to_owned()
             }
-        }
+        };
         // An answer bound to a proxy or UA only works with that proxy and UA.
         if req.proxy.is_some() || kind == Kind::CloudflareChallenge {
             let proxy = req.proxy.as_ref();

@@ -1,1 +1,11 @@
-//! Integration tests: one binary (see CONVENTIONS.md).
+//! Integration tests: one binary (CONVENTIONS.md), modules by capability. Every test starts
+//! its own gateway and simulator on free loopback ports; nothing is shared between tests.
+
+mod support;
+
+mod burst;
+mod cli;
+mod clients;
+mod compat_api;
+mod native_api;
+mod upstream;

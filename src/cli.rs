@@ -1,0 +1,119 @@
+//! The command line (clap). Operators and scripts rely on these names: keep them.
+//! Flags also read their environment variable; a `--config` TOML file sets anything a flag does,
+//! and a flag or variable wins over the file.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "captcha-gateway",
+    version,
+    about = "A broker between automation fleets and CAPTCHA-solving providers"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gateway.
+    Serve(ServeArgs),
+    /// Run the provider simulator as its own server.
+    Simulate(SimulateArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderName {
+    /// CaptchaAI (in.php/res.php at https://ocr.captchaai.com).
+    Captchaai,
+    /// 2captcha (in.php/res.php at https://2captcha.com).
+    #[value(name = "2captcha")]
+    #[serde(rename = "2captcha")]
+    TwoCaptcha,
+    /// The built-in simulator, in process: no account, no money.
+    Sim,
+}
+
+#[derive(Debug, Default, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "CAPTCHA_GATEWAY_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// TOML file with any of these settings (see docs/CONFIGURATION.md).
+    #[arg(long, env = "CAPTCHA_GATEWAY_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Which provider to solve with.
+    #[arg(long, value_enum)]
+    pub provider: Option<ProviderName>,
+    /// Base URL override for the provider (e.g. a simulator started with `simulate`).
+    #[arg(long)]
+    pub provider_url: Option<String>,
+    /// File holding the provider API key (instead of CAPTCHAAI_API_KEY).
+    #[arg(long)]
+    pub provider_key_file: Option<PathBuf>,
+    /// The account's plan threads: upstream tasks in flight never exceed it.
+    #[arg(long)]
+    pub threads: Option<u32>,
+    /// A 32-character key clients must send (repeatable; env: comma-separated).
+    #[arg(
+        long = "gateway-key",
+        env = "CAPTCHA_GATEWAY_KEYS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub gateway_keys: Vec<String>,
+    /// Solves this process holds at once before answering 503 / ERROR_NO_SLOT_AVAILABLE.
+    #[arg(long, env = "MAX_CONCURRENT")]
+    pub max_concurrent: Option<u64>,
+    /// Redis for a fleet of gateways (not available yet).
+    #[arg(long, env = "REDIS_URL", hide_env_values = true)]
+    pub redis_url: Option<String>,
+    /// Seconds of life an answer must have left to be handed out.
+    #[arg(long)]
+    pub min_remaining_s: Option<f64>,
+    /// Keep the page URL's query string in target keys (default: dropped).
+    #[arg(long)]
+    pub keep_query: bool,
+    /// Log as JSON lines.
+    #[arg(long)]
+    pub log_json: bool,
+}
+
+#[derive(Debug, Default, Args)]
+pub struct SimulateArgs {
+    /// Address to listen on (default 127.0.0.1:8081).
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Plan threads: tasks being solved at once before the capacity error.
+    #[arg(long)]
+    pub threads: Option<u32>,
+    /// Solve time per kind, e.g. `recaptcha_v2=2s..5s` (repeatable).
+    #[arg(long = "latency")]
+    pub latencies: Vec<String>,
+    /// Token lifetime per kind, e.g. `turnstile=300s` (repeatable).
+    #[arg(long = "lifetime")]
+    pub lifetimes: Vec<String>,
+    /// Share of tasks that end ERROR_CAPTCHA_UNSOLVABLE (0..1).
+    #[arg(long)]
+    pub unsolvable_rate: Option<f64>,
+    /// Share of submits answered ERROR_SERVER_ERROR (0..1).
+    #[arg(long)]
+    pub server_error_rate: Option<f64>,
+    /// Share of submits answered with an HTML 502 page (0..1).
+    #[arg(long)]
+    pub html_error_rate: Option<f64>,
+    /// What a submit beyond the thread limit gets (ERROR_NO_SLOT_AVAILABLE or ERROR_ZERO_BALANCE).
+    #[arg(long)]
+    pub capacity_code: Option<String>,
+    /// Accepted API keys (repeatable); none means any 32-character key.
+    #[arg(long = "key", hide_env_values = true)]
+    pub keys: Vec<String>,
+    /// Seed for reproducible latencies and errors.
+    #[arg(long)]
+    pub seed: Option<u64>,
+}

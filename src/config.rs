@@ -1,0 +1,469 @@
+//! One typed [`Settings`], loaded once from the TOML file, the environment and the flags (a flag
+//! or variable wins over the file), validated once, then handed down in pieces. Nothing below
+//! `main` reads environment variables: `main` passes a lookup function in.
+//!
+//! Every problem is a [`ConfigError`]: one line naming the setting and the fix (exit code 2).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::cli::{ProviderName, ServeArgs, SimulateArgs};
+use crate::engine::EngineSettings;
+use crate::http::Limits;
+use crate::model::{Kind, TargetPolicy};
+use crate::provider::{AccountSettings, PollSettings};
+use crate::sim::{KindLatency, KindLifetime, SettingsError, SimSettings};
+
+/// A configuration problem: which setting, what is wrong, how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub setting: String,
+    pub problem: String,
+    pub fix: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}; {}", self.setting, self.problem, self.fix)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn bad(setting: &str, problem: impl Into<String>, fix: impl Into<String>) -> ConfigError {
+    ConfigError {
+        setting: setting.to_owned(),
+        problem: problem.into(),
+        fix: fix.into(),
+    }
+}
+
+/// A provider key. `Debug` never shows it (promise 8).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Everything `serve` needs, validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub provider: ProviderName,
+    /// Base URL of the provider; `None` with `sim` (the simulator picks its own loopback port).
+    pub provider_url: Option<url::Url>,
+    pub provider_key: Option<Secret>,
+    /// The plan's threads; `None` means ask the provider (`threadsinfo`) at startup.
+    pub threads: Option<u32>,
+    pub gateway_keys: Vec<Secret>,
+    pub max_concurrent: u64,
+    pub engine: EngineSettings,
+    pub limits: Limits,
+    pub poll: PollSettings,
+    /// Retry policy of the account (name, threads and poll are filled in at startup).
+    pub account: AccountSettings,
+    pub sim: SimSettings,
+    pub log_json: bool,
+}
+
+/// The TOML file: every flag, plus the knobs that have no flag.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<SocketAddr>,
+    provider: Option<ProviderName>,
+    provider_url: Option<String>,
+    provider_key_file: Option<PathBuf>,
+    threads: Option<u32>,
+    #[serde(default)]
+    gateway_keys: Vec<String>,
+    max_concurrent: Option<u64>,
+    redis_url: Option<String>,
+    min_remaining_s: Option<f64>,
+    keep_query: Option<bool>,
+    task_timeout_s: Option<f64>,
+    compat_task_timeout_s: Option<f64>,
+    default_solve_timeout_s: Option<f64>,
+    result_retention_s: Option<f64>,
+    log_json: Option<bool>,
+    /// Seconds per kind.
+    #[serde(default)]
+    lifetimes: HashMap<String, f64>,
+    #[serde(default)]
+    poll: PollFile,
+    #[serde(default)]
+    sim: SimFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PollFile {
+    first_check_s: Option<f64>,
+    interval_s: Option<f64>,
+    max_polls_per_task: Option<u32>,
+    batch_size: Option<usize>,
+    max_requests_per_second: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SimFile {
+    threads: Option<u32>,
+    /// `kind = "2s..5s"`.
+    #[serde(default)]
+    latency: HashMap<String, String>,
+    /// `kind = seconds`.
+    #[serde(default)]
+    lifetime: HashMap<String, f64>,
+    unsolvable_rate: Option<f64>,
+    server_error_rate: Option<f64>,
+    html_error_rate: Option<f64>,
+    capacity_code: Option<String>,
+    #[serde(default)]
+    keys: Vec<String>,
+    seed: Option<u64>,
+}
+
+/// Loads and validates `serve`'s settings. `env` looks up environment variables (main passes
+/// `std::env::var`; tests pass a map).
+pub fn load_serve(
+    args: &ServeArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Settings, ConfigError> {
+    let file = match &args.config {
+        Some(path) => read_file(path)?,
+        None => FileConfig::default(),
+    };
+    let provider = args
+        .provider
+        .or(file.provider)
+        .unwrap_or(ProviderName::Captchaai);
+    let listen = args
+        .listen
+        .or(file.listen)
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
+
+    if args.redis_url.is_some() || file.redis_url.is_some() {
+        return Err(bad(
+            "--redis-url",
+            "the Redis store is not available in this version",
+            "remove --redis-url / REDIS_URL to run with the embedded store",
+        ));
+    }
+
+    let provider_url = match args.provider_url.clone().or(file.provider_url.clone()) {
+        None => None,
+        Some(raw) => Some(
+            url::Url::parse(&raw)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https"))
+                .ok_or_else(|| {
+                    bad(
+                        "--provider-url",
+                        format!("`{raw}` is not an http(s) URL"),
+                        "pass a base URL such as http://127.0.0.1:8081",
+                    )
+                })?,
+        ),
+    };
+
+    let key_file = args
+        .provider_key_file
+        .clone()
+        .or(file.provider_key_file.clone());
+    let provider_key = match key_file {
+        Some(path) => {
+            let key = std::fs::read_to_string(&path).map_err(|e| {
+                bad(
+                    "--provider-key-file",
+                    format!("cannot read {}: {e}", path.display()),
+                    "point it at a readable file holding the key",
+                )
+            })?;
+            Some(Secret(key.trim().to_owned()))
+        }
+        None => env("CAPTCHAAI_API_KEY")
+            .or_else(|| env("CAPTCHAAI_KEY"))
+            .map(|k| Secret(k.trim().to_owned())),
+    }
+    .filter(|k| !k.0.is_empty());
+    if provider != ProviderName::Sim && provider_key.is_none() {
+        return Err(bad(
+            "CAPTCHAAI_API_KEY",
+            "no provider key is set",
+            "export CAPTCHAAI_API_KEY=<your key>, pass --provider-key-file FILE, or use --provider sim",
+        ));
+    }
+
+    let threads = args.threads.or(file.threads);
+    if threads == Some(0) {
+        return Err(bad(
+            "--threads",
+            "must be at least 1",
+            "set it to your plan's thread count, e.g. --threads 15",
+        ));
+    }
+
+    let keys: Vec<String> = if args.gateway_keys.is_empty() {
+        file.gateway_keys.clone()
+    } else {
+        args.gateway_keys.clone()
+    };
+    let keys: Vec<String> = keys
+        .into_iter()
+        .map(|k| k.trim().to_owned())
+        .filter(|k| !k.is_empty())
+        .collect();
+    if let Some(k) = keys
+        .iter()
+        .find(|k| k.chars().count() != crate::http::KEY_LEN)
+    {
+        return Err(bad(
+            "--gateway-key",
+            format!(
+                "a key of {} characters was given; clients such as the captchaai SDK only send 32",
+                k.chars().count()
+            ),
+            "use 32-character keys, e.g. `openssl rand -hex 16`",
+        ));
+    }
+    if keys.is_empty() && !listen.ip().is_loopback() {
+        return Err(bad(
+            "--gateway-key",
+            format!("no gateway key is set while listening on {listen}, which is not loopback"),
+            "set --gateway-key / CAPTCHA_GATEWAY_KEYS, or listen on 127.0.0.1",
+        ));
+    }
+
+    let max_concurrent = args
+        .max_concurrent
+        .or(file.max_concurrent)
+        .unwrap_or(10_000);
+    if max_concurrent == 0 {
+        return Err(bad(
+            "--max-concurrent",
+            "must be at least 1",
+            "set the number of solves one process may hold, e.g. 10000",
+        ));
+    }
+
+    let mut engine = EngineSettings::default();
+    if let Some(s) = args.min_remaining_s.or(file.min_remaining_s) {
+        engine.min_remaining = secs("--min-remaining-s", s)?;
+    }
+    engine.target_policy = TargetPolicy {
+        drop_query: !(args.keep_query || file.keep_query.unwrap_or(false)),
+    };
+    if let Some(s) = file.task_timeout_s {
+        engine.task_timeout = secs("task_timeout_s", s)?;
+    }
+    if let Some(s) = file.result_retention_s {
+        engine.result_retention = secs("result_retention_s", s)?.max(Duration::from_secs(15 * 60));
+    }
+    for (name, s) in &file.lifetimes {
+        let kind = kind("lifetimes", name)?;
+        engine
+            .lifetimes
+            .insert(kind, secs(&format!("lifetimes.{name}"), *s)?);
+    }
+    for (kind, life) in &engine.lifetimes {
+        if *life <= engine.min_remaining {
+            return Err(bad(
+                &format!("lifetimes.{kind}"),
+                format!(
+                    "{}s is not longer than min_remaining ({}s), so no answer could ever be handed out",
+                    life.as_secs_f64(),
+                    engine.min_remaining.as_secs_f64()
+                ),
+                "raise the lifetime or lower min_remaining_s",
+            ));
+        }
+    }
+
+    let mut limits = Limits::default();
+    if let Some(s) = file.compat_task_timeout_s {
+        limits.compat_task_timeout = secs("compat_task_timeout_s", s)?;
+    }
+    if let Some(s) = file.default_solve_timeout_s {
+        limits.default_solve_timeout = secs("default_solve_timeout_s", s)?;
+    }
+
+    let mut poll = if provider == ProviderName::Sim {
+        sim_poll_defaults()
+    } else {
+        PollSettings::default()
+    };
+    if let Some(s) = file.poll.first_check_s {
+        poll.first_check = Some(secs("poll.first_check_s", s)?);
+    }
+    if let Some(s) = file.poll.interval_s {
+        poll.interval = secs("poll.interval_s", s)?;
+    }
+    if let Some(n) = file.poll.max_polls_per_task {
+        poll.max_polls_per_task = n.max(1);
+    }
+    if let Some(n) = file.poll.batch_size {
+        poll.batch_size = n.clamp(1, 100);
+    }
+    if let Some(r) = file.poll.max_requests_per_second {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(bad(
+                "poll.max_requests_per_second",
+                "must be a positive number",
+                "e.g. 10",
+            ));
+        }
+        poll.max_requests_per_second = r;
+    }
+
+    let sim = sim_settings(&file.sim, &SimulateArgs::default())?;
+
+    Ok(Settings {
+        listen,
+        provider,
+        provider_url,
+        provider_key,
+        threads,
+        gateway_keys: keys.into_iter().map(Secret).collect(),
+        max_concurrent,
+        engine,
+        limits,
+        poll,
+        account: AccountSettings::default(),
+        sim,
+        log_json: args.log_json || file.log_json.unwrap_or(false),
+    })
+}
+
+/// The simulator answers in a second or two, so the gateway polls it sooner and more often than
+/// a real provider, which asks for 5 s between polls.
+fn sim_poll_defaults() -> PollSettings {
+    PollSettings {
+        first_check: Some(Duration::from_millis(500)),
+        interval: Duration::from_millis(250),
+        ..PollSettings::default()
+    }
+}
+
+/// The simulator's settings from a `[sim]` table and `simulate` flags (flags win).
+pub(crate) fn sim_settings(
+    file: &SimFile,
+    args: &SimulateArgs,
+) -> Result<SimSettings, ConfigError> {
+    let mut sim = SimSettings::default();
+    if let Some(t) = args.threads.or(file.threads) {
+        if t == 0 {
+            return Err(bad(
+                "--threads",
+                "must be at least 1",
+                "set the simulated plan's threads, e.g. --threads 15",
+            ));
+        }
+        sim.threads = t;
+    }
+    let fix_latency = "write KIND=RANGE, e.g. --latency recaptcha_v2=2s..5s";
+    let file_latencies = file.latency.iter().map(|(k, v)| format!("{k}={v}"));
+    for pair in file_latencies.chain(args.latencies.iter().cloned()) {
+        let l: KindLatency = pair
+            .parse()
+            .map_err(|e: SettingsError| bad("--latency", e.to_string(), fix_latency))?;
+        sim.latency.insert(l.kind, l.range);
+    }
+    let fix_lifetime = "write KIND=DURATION, e.g. --lifetime turnstile=300s";
+    let file_lifetimes = file.lifetime.iter().map(|(k, v)| format!("{k}={v}s"));
+    for pair in file_lifetimes.chain(args.lifetimes.iter().cloned()) {
+        let l: KindLifetime = pair
+            .parse()
+            .map_err(|e: SettingsError| bad("--lifetime", e.to_string(), fix_lifetime))?;
+        sim.lifetimes.insert(l.kind, l.lifetime);
+    }
+    if let Some(v) = args.unsolvable_rate.or(file.unsolvable_rate) {
+        sim.unsolvable_rate = v;
+    }
+    if let Some(v) = args.server_error_rate.or(file.server_error_rate) {
+        sim.server_error_rate = v;
+    }
+    if let Some(v) = args.html_error_rate.or(file.html_error_rate) {
+        sim.html_error_rate = v;
+    }
+    if let Some(code) = args.capacity_code.clone().or(file.capacity_code.clone()) {
+        sim.capacity_code = code;
+    }
+    let keys = if args.keys.is_empty() {
+        file.keys.clone()
+    } else {
+        args.keys.clone()
+    };
+    if !keys.is_empty() {
+        sim.keys = keys;
+    }
+    sim.seed = args.seed.or(file.seed);
+    sim.validate().map_err(|e| {
+        bad(
+            "simulator",
+            e.to_string(),
+            "fix the flag or the [sim] table of --config",
+        )
+    })?;
+    Ok(sim)
+}
+
+/// `simulate`'s settings: flags over an optional `[sim]` table of `--config`.
+pub fn load_simulate(
+    args: &SimulateArgs,
+    config: Option<&Path>,
+) -> Result<SimSettings, ConfigError> {
+    let file = match config {
+        Some(path) => read_file(path)?.sim,
+        None => SimFile::default(),
+    };
+    sim_settings(&file, args)
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        bad(
+            "--config",
+            format!("cannot read {}: {e}", path.display()),
+            "point --config / CAPTCHA_GATEWAY_CONFIG at a readable TOML file",
+        )
+    })?;
+    toml::from_str(&text).map_err(|e| {
+        let first_line = e
+            .message()
+            .lines()
+            .next()
+            .unwrap_or("invalid TOML")
+            .to_owned();
+        bad(
+            &format!("--config {}", path.display()),
+            first_line,
+            "fix the file; docs/CONFIGURATION.md lists every setting",
+        )
+    })
+}
+
+fn secs(setting: &str, s: f64) -> Result<Duration, ConfigError> {
+    if (0.0..1e9).contains(&s) {
+        Ok(Duration::from_secs_f64(s))
+    } else {
+        Err(bad(
+            setting,
+            format!("{s} is not a number of seconds"),
+            "give a non-negative number of seconds",
+        ))
+    }
+}
+
+fn kind(setting: &str, name: &str) -> Result<Kind, ConfigError> {
+    name.parse()
+        .map_err(|e: String| bad(setting, e, "use one of the kind names above"))
+}

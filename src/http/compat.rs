@@ -1,0 +1,191 @@
+//! `/in.php` and `/res.php`, exactly as clients of 2captcha and CaptchaAI expect them
+//! (PROTOCOL.md items 1-15): HTTP 200 for every API-level error, plain or JSON per `json=1`.
+
+use std::time::Duration;
+
+use axum::body::{Body, to_bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Uri, header};
+use serde_json::json;
+
+use super::AppState;
+use crate::compat::{Mode, Params, Reply, codes, parse_submit};
+use crate::engine::{ReportOutcome, TaskRecord, TaskState};
+
+/// Most ids one `ids=` request may name, as 2captcha's batch form is used with.
+const MAX_BATCH_IDS: usize = 100;
+
+async fn read_params(
+    state: &AppState,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Params, Reply> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    match to_bytes(body, state.limits.max_body_bytes).await {
+        Ok(bytes) => Ok(Params::read(uri.query(), content_type, bytes).await),
+        Err(_) => {
+            // The body is lost; the query still says which reply mode the client reads.
+            let query = Params::read(uri.query(), None, Default::default()).await;
+            Err(Reply::error(
+                Mode::from_json_flag(query.wants_json()),
+                codes::TOO_BIG_CAPTCHA_FILESIZE,
+            ))
+        }
+    }
+}
+
+pub async fn submit(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Reply {
+    let params = match read_params(&state, &uri, &headers, body).await {
+        Ok(p) => p,
+        Err(reply) => return reply,
+    };
+    let mode = Mode::from_json_flag(params.wants_json());
+    let reply = submit_task(&state, &params, mode).await;
+    state.metrics.compat_request("in", &reply);
+    reply
+}
+
+async fn submit_task(state: &AppState, params: &Params, mode: Mode) -> Reply {
+    let tenant = match state.auth.tenant(params.get(&["key"])) {
+        Ok(t) => t,
+        Err(e) => return Reply::error(mode, e.code()),
+    };
+    let req = match parse_submit(params) {
+        Ok(r) => r,
+        Err(v) => return Reply::error(mode, v.code),
+    };
+    // Clients never retry a refusal by themselves (item 12), so we only refuse when this process
+    // holds as many tasks as it is allowed to; `threadsinfo` reports the same figures.
+    let Some(permit) = state.admission.try_admit() else {
+        return Reply::error(mode, codes::NO_SLOT_AVAILABLE);
+    };
+    match state
+        .engine
+        .submit(&tenant.0, req, state.limits.compat_task_timeout, permit)
+        .await
+    {
+        Ok(id) => Reply::ok(mode, id),
+        Err(e) => Reply::error(mode, e.code()),
+    }
+}
+
+pub async fn result(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Reply {
+    let params = match read_params(&state, &uri, &headers, body).await {
+        Ok(p) => p,
+        Err(reply) => return reply,
+    };
+    let mode = Mode::from_json_flag(params.wants_json());
+    let reply = result_action(&state, &params, mode).await;
+    state.metrics.compat_request("res", &reply);
+    reply
+}
+
+async fn result_action(state: &AppState, params: &Params, mode: Mode) -> Reply {
+    let tenant = match state.auth.tenant(params.get(&["key"])) {
+        Ok(t) => t.0,
+        Err(e) => return Reply::error(mode, e.code()),
+    };
+    let action = params.get(&["action"]).map(str::to_ascii_lowercase);
+    match action.as_deref() {
+        None => Reply::error(mode, codes::EMPTY_ACTION),
+        Some("get" | "get2") if params.get(&["ids"]).is_some() => {
+            batch(state, &tenant, params.get(&["ids"]).unwrap_or(""), mode).await
+        }
+        Some(a @ ("get" | "get2")) => {
+            let price = (a == "get2").then_some("0");
+            match task(state, &tenant, params.get(&["id"])).await {
+                Ok(record) => match record.state {
+                    TaskState::Pending => Reply::not_ready(mode),
+                    TaskState::Ready(h) => Reply::answer(mode, h.kind, &h.answer, price),
+                    TaskState::Failed(f) => Reply::error(mode, &f.code),
+                },
+                Err(code) => Reply::error(mode, code),
+            }
+        }
+        Some(a @ ("reportbad" | "reportgood")) => {
+            let id = match task(state, &tenant, params.get(&["id"])).await {
+                Ok(record) => record.id,
+                Err(code) => return Reply::error(mode, code),
+            };
+            match state
+                .engine
+                .report_task(&tenant, &id, a == "reportgood")
+                .await
+            {
+                Ok(ReportOutcome::Recorded) => Reply::bare(mode, codes::REPORT_RECORDED),
+                Ok(ReportOutcome::Duplicate) => Reply::error(mode, codes::DUPLICATE_REPORT),
+                Ok(ReportOutcome::UnknownTask) => Reply::error(mode, codes::WRONG_CAPTCHA_ID),
+                Err(e) => Reply::error(mode, e.code()),
+            }
+        }
+        Some("getbalance") => match state.upstream.balance().await {
+            Ok(balance) => Reply::bare(mode, balance),
+            Err(f) => Reply::error(mode, &f.code),
+        },
+        // The gateway's own capacity, the figures consistent with the only capacity error it
+        // sends (item 12): `ERROR_NO_SLOT_AVAILABLE` exactly when working_threads reaches threads.
+        Some("threadsinfo") => Reply::document(json!({
+            "status": 1,
+            "threads": state.admission.max(),
+            "working_threads": state.admission.active(),
+        })),
+        Some(_) => Reply::error(mode, codes::BAD_PARAMETERS),
+    }
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit())
+}
+
+async fn task(
+    state: &AppState,
+    tenant: &str,
+    id: Option<&str>,
+) -> Result<TaskRecord, &'static str> {
+    let id = id.ok_or(codes::WRONG_CAPTCHA_ID)?;
+    if !valid_id(id) {
+        return Err(codes::WRONG_ID_FORMAT);
+    }
+    match state.engine.task(tenant, id, Duration::ZERO).await {
+        Ok(Some(record)) => Ok(record),
+        Ok(None) => Err(codes::WRONG_CAPTCHA_ID),
+        Err(_) => Err(codes::SERVER_ERROR),
+    }
+}
+
+/// `ids=a,b,c`: one part per id, `|`-joined in request order (2captcha's batch form).
+async fn batch(state: &AppState, tenant: &str, ids: &str, mode: Mode) -> Reply {
+    let ids: Vec<&str> = ids
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if ids.is_empty() || ids.len() > MAX_BATCH_IDS {
+        return Reply::error(mode, codes::WRONG_ID_FORMAT);
+    }
+    let mut parts = Vec::with_capacity(ids.len());
+    for id in ids {
+        parts.push(match task(state, tenant, Some(id)).await {
+            Ok(record) => match record.state {
+                TaskState::Pending => codes::NOT_READY.to_owned(),
+                TaskState::Ready(h) => h.answer.text,
+                TaskState::Failed(f) => f.code,
+            },
+            Err(code) => code.to_owned(),
+        });
+    }
+    Reply::batch(mode, parts)
+}

@@ -1,0 +1,39 @@
+//! The HTTP API (DESIGN.md section 6): the 2captcha-compatible endpoints, the native JSON API,
+//! the seed 002 worker API and the operations endpoints, on one axum router.
+//!
+//! Owns: routing, authentication of gateway keys, admission (load shedding), turning engine
+//! results into each protocol's replies. Does not own: solving (engine) or wire parsing that the
+//! simulator shares (compat).
+
+mod admission;
+mod auth;
+mod compat;
+mod error;
+mod native;
+mod ops;
+mod state;
+mod worker;
+
+pub use admission::Admission;
+pub use auth::{Auth, AuthError, KEY_LEN, Tenant};
+pub use state::{AppState, Limits};
+
+use axum::Router;
+use axum::routing::{any, get, post};
+
+/// Every route of the gateway.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/in.php", any(compat::submit))
+        .route("/res.php", any(compat::result))
+        .route("/v1/solve", post(native::solve))
+        .route("/v1/tasks", post(native::create_task))
+        .route("/v1/tasks/{id}", get(native::get_task))
+        .route("/solve", post(worker::solve))
+        .route("/health", get(worker::health))
+        .route("/livez", get(ops::livez))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
+        .route("/", get(ops::index))
+        .with_state(state)
+}

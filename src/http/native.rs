@@ -1,0 +1,209 @@
+//! The native JSON API: `POST /v1/solve` (synchronous), `POST /v1/tasks` and
+//! `GET /v1/tasks/{id}?wait=SECONDS` (asynchronous, long-poll). Keys come as
+//! `Authorization: Bearer <key>`; errors are `{"error": {"code", "message"}}` with a 4xx/5xx.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::error::ApiError;
+use super::{AppState, Tenant};
+use crate::compat::{Params, parse_submit};
+use crate::engine::{Handout, TaskRecord, TaskState};
+use crate::model::{Kind, SolveRequest};
+
+pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))
+}
+
+pub(super) fn tenant(state: &AppState, headers: &HeaderMap) -> Result<Tenant, ApiError> {
+    state.auth.tenant(bearer(headers)).map_err(|e| {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            e.code(),
+            "send a valid gateway key as `Authorization: Bearer <key>`",
+        )
+    })
+}
+
+/// A native request body: `kind` plus the kind's parameters under their compatible-API names
+/// (`sitekey`, `pageurl`, `action`, `min_score`, `enterprise`, `invisible`, `gt`, `challenge`,
+/// `body` (base64 image), `text`, `proxy`, `proxytype`, `user_agent`, `cookies`), and `timeout_s`.
+pub(super) struct NativeRequest {
+    pub req: SolveRequest,
+    pub timeout: Option<Duration>,
+}
+
+pub(super) async fn parse_native(body: Bytes) -> Result<NativeRequest, ApiError> {
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request("bad_json", format!("the body is not JSON: {e}")))?;
+    let obj = value
+        .as_object()
+        .ok_or_else(|| ApiError::bad_request("bad_json", "the body must be a JSON object"))?;
+    let kind: Kind = obj
+        .get("kind")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::bad_request("bad_kind", "`kind` is missing"))?
+        .parse()
+        .map_err(|e: String| ApiError::bad_request("bad_kind", e))?;
+    let timeout = match obj.get("timeout_s") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_f64()
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(Duration::from_secs_f64)
+                .ok_or_else(|| {
+                    ApiError::bad_request("bad_timeout", "`timeout_s` must be a positive number")
+                })?,
+        ),
+    };
+    let mut params = Params::read(None, Some("application/json"), body).await;
+    let (method, version) = match kind {
+        Kind::RecaptchaV2 => ("userrecaptcha", Some("v2")),
+        Kind::RecaptchaV3 => ("userrecaptcha", Some("v3")),
+        Kind::Turnstile => ("turnstile", None),
+        Kind::CloudflareChallenge => ("cloudflare_challenge", None),
+        Kind::GeetestV3 => ("geetest", None),
+        Kind::Image => ("base64", None),
+        Kind::Text => ("textcaptcha", None),
+    };
+    params.set("method", method);
+    if let Some(v) = version {
+        params.set("version", v);
+    }
+    if kind == Kind::Text {
+        if let Some(text) = params.get(&["text", "textcaptcha"]).map(str::to_owned) {
+            params.set("textcaptcha", text);
+        }
+    }
+    let req = parse_submit(&params).map_err(|v| ApiError::bad_request(v.code, v.message))?;
+    Ok(NativeRequest { req, timeout })
+}
+
+fn expires_iso(ms: u64) -> String {
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+pub(super) fn handout_json(h: &Handout) -> Value {
+    let token = match h.kind {
+        Kind::GeetestV3 => {
+            serde_json::from_str(&h.answer.text).unwrap_or_else(|_| json!(h.answer.text))
+        }
+        _ => json!(h.answer.text),
+    };
+    json!({
+        "token": token,
+        "kind": h.kind,
+        "source": h.source,
+        "solved_at": expires_iso(h.answer.solved_at),
+        "expires_at": expires_iso(h.answer.expires_at),
+        "user_agent": h.answer.user_agent,
+        "task_id": h.answer.upstream.as_ref().map(|u| u.task_id.clone()),
+    })
+}
+
+fn clamp(state: &AppState, asked: Option<Duration>) -> Duration {
+    asked
+        .unwrap_or(state.limits.default_solve_timeout)
+        .min(state.limits.max_solve_timeout)
+}
+
+pub async fn solve(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let _tenant = tenant(&state, &headers)?;
+    let native = parse_native(body).await?;
+    let _permit = state
+        .admission
+        .try_admit()
+        .ok_or_else(ApiError::overloaded)?;
+    let started = Instant::now();
+    let kind = native.req.kind();
+    let result = state
+        .engine
+        .solve(native.req, started + clamp(&state, native.timeout))
+        .await;
+    state
+        .metrics
+        .solve_finished(kind, &result, started.elapsed());
+    Ok(Json(handout_json(&result?)))
+}
+
+pub async fn create_task(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let tenant = tenant(&state, &headers)?;
+    let native = parse_native(body).await?;
+    let permit = state
+        .admission
+        .try_admit()
+        .ok_or_else(ApiError::overloaded)?;
+    let timeout = clamp(&state, native.timeout);
+    let id = state
+        .engine
+        .submit(&tenant.0, native.req, timeout, permit)
+        .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"task_id": id, "status": "pending"})),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+pub struct WaitQuery {
+    wait: Option<f64>,
+}
+
+pub async fn get_task(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(q): Query<WaitQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let tenant = tenant(&state, &headers)?;
+    let wait = q
+        .wait
+        .filter(|w| w.is_finite() && *w > 0.0)
+        .map(Duration::from_secs_f64)
+        .unwrap_or_default()
+        .min(state.limits.max_solve_timeout);
+    let record = state
+        .engine
+        .task(&tenant.0, &id, wait)
+        .await?
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "unknown_task",
+                "no such task for this key (results are kept 20 minutes)",
+            )
+        })?;
+    Ok(Json(task_json(&record)))
+}
+
+fn task_json(r: &TaskRecord) -> Value {
+    match &r.state {
+        TaskState::Pending => json!({"task_id": r.id, "status": "pending", "kind": r.kind}),
+        TaskState::Ready(h) => {
+            json!({"task_id": r.id, "status": "ready", "kind": r.kind, "result": handout_json(h)})
+        }
+        TaskState::Failed(f) => {
+            json!({"task_id": r.id, "status": "failed", "kind": r.kind, "error": {"code": f.code, "message": f.message}})
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! Operations endpoints: liveness, readiness, Prometheus metrics, and a small status page.
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+
+use super::AppState;
+
+pub async fn livez() -> &'static str {
+    "ok"
+}
+
+/// Ready while the upstream account can take work; an account taken out of rotation (bad key,
+/// no money) makes the instance unready so a load balancer stops sending it callers.
+pub async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
+    if state.upstream.usable() {
+        (StatusCode::OK, "ready")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "upstream account unusable")
+    }
+}
+
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let figures = state.engine.store().figures().await.unwrap_or_default();
+    let text = state
+        .metrics
+        .render(&state.admission, &state.upstream, &figures);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+pub async fn index(State(state): State<AppState>) -> Html<String> {
+    let figures = state.engine.store().figures().await.unwrap_or_default();
+    let rows: String = figures
+        .iter()
+        .map(|f| {
+            format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                html_escape(&f.label), f.pooled, f.in_flight, f.waiting, f.pool_hits, f.new_tasks, f.expired_unused
+            )
+        })
+        .collect();
+    Html(format!(
+        "<!doctype html><meta charset=utf-8><title>captcha-gateway</title>\
+         <h1>captcha-gateway</h1><p>{} active of {} &middot; upstream {} of {} threads in use</p>\
+         <table><tr><th>target</th><th>pooled</th><th>in flight</th><th>waiting</th><th>pool hits</th><th>new tasks</th><th>expired unused</th></tr>{rows}</table>\
+         <p><a href=/metrics>/metrics</a> &middot; <a href=/health>/health</a></p>",
+        state.admission.active(),
+        state.admission.max(),
+        state.upstream.in_flight(),
+        state.upstream.threads(),
+    ))
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}

@@ -1,0 +1,47 @@
+//! What every handler shares.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Admission, Auth};
+use crate::engine::Engine;
+use crate::telemetry::Metrics;
+use crate::upstream::Upstream;
+
+/// Request-facing limits; every default in `impl Default` with its reason.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// How long a compatible-API task keeps trying before it ends `ERROR_CAPTCHA_UNSOLVABLE`.
+    pub compat_task_timeout: Duration,
+    /// `/v1/solve` and `/solve` without a `timeout_s`.
+    pub default_solve_timeout: Duration,
+    /// The longest `timeout_s` or `wait` a caller may ask for.
+    pub max_solve_timeout: Duration,
+    /// The largest request body read; larger images get `ERROR_TOO_BIG_CAPTCHA_FILESIZE`.
+    pub max_body_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            // The official CaptchaAI SDK polls for 180 s before giving up.
+            compat_task_timeout: Duration::from_secs(180),
+            // unicaps' reCAPTCHA v2 timeout is 300 s, 2captcha-python's 120 s default: the middle.
+            default_solve_timeout: Duration::from_secs(180),
+            // 2captcha-python's recaptchaTimeout.
+            max_solve_timeout: Duration::from_secs(600),
+            // A 1 MiB image is 1.4 MB as base64, plus multipart overhead.
+            max_body_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct AppState {
+    pub engine: Engine,
+    pub auth: Arc<Auth>,
+    pub admission: Arc<Admission>,
+    pub upstream: Arc<Upstream>,
+    pub metrics: Arc<Metrics>,
+    pub limits: Arc<Limits>,
+}

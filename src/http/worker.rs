@@ -1,0 +1,78 @@
+//! Seed 002's worker API, so its client-side least-connections balancer and NGINX configs work
+//! unchanged: `POST /solve` and `GET /health` with `load_pct`.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::AppState;
+use super::native::bearer;
+use crate::compat::{Params, parse_submit};
+
+/// At or above this load `/health` says `overloaded` with a 503 (seed 002).
+const OVERLOAD: f64 = 0.9;
+
+fn error(status: StatusCode, code: &str) -> Response {
+    (status, Json(json!({"error": code}))).into_response()
+}
+
+/// `{sitekey, pageurl, method, proxy, proxytype}` -> `{solution, captcha_id}` or `{error}`.
+/// As in the seed, solving errors come with HTTP 200 and only capacity is a 503.
+pub async fn solve(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let mut params = Params::read(None, Some("application/json"), body).await;
+    if let Err(e) = state.auth.tenant(bearer(&headers).or(params.get(&["key"]))) {
+        return error(StatusCode::UNAUTHORIZED, e.code());
+    }
+    if params.get(&["method"]).is_none() {
+        params.set("method", "userrecaptcha");
+    }
+    let req = match parse_submit(&params) {
+        Ok(r) => r,
+        Err(v) => return error(StatusCode::OK, v.code),
+    };
+    let Some(_permit) = state.admission.try_admit() else {
+        let mut res = error(StatusCode::SERVICE_UNAVAILABLE, "WORKER_AT_CAPACITY");
+        res.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return res;
+    };
+    let started = Instant::now();
+    let kind = req.kind();
+    let result = state
+        .engine
+        .solve(req, started + state.limits.default_solve_timeout)
+        .await;
+    state
+        .metrics
+        .solve_finished(kind, &result, started.elapsed());
+    match result {
+        Ok(h) => Json(json!({
+            "solution": h.answer.text,
+            "captcha_id": h.answer.upstream.map(|u| u.task_id),
+            "user_agent": h.answer.user_agent,
+        }))
+        .into_response(),
+        Err(e) => error(StatusCode::OK, e.code()),
+    }
+}
+
+pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+    let load = state.admission.load();
+    let overloaded = load >= OVERLOAD;
+    let body = json!({
+        "status": if overloaded { "overloaded" } else { "healthy" },
+        "active_tasks": state.admission.active(),
+        "max_concurrent": state.admission.max(),
+        "load_pct": (load * 1000.0).round() / 10.0,
+    });
+    let status = if overloaded {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    (status, Json(body))
+}

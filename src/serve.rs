@@ -1,0 +1,252 @@
+//! Wiring: builds the parts from [`Settings`] and runs them until shutdown. The one place that
+//! knows every component; each component only knows its own settings.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::cli::ProviderName;
+use crate::config::{ConfigError, Settings};
+use crate::engine::{Engine, MemoryStore};
+use crate::http::{self, Admission, AppState, Auth};
+use crate::provider::{Account, AccountSettings, Family, InResProvider, Provider};
+use crate::shutdown::Shutdown;
+use crate::sim::{self, SimSettings, Simulator};
+use crate::telemetry::Metrics;
+use crate::upstream::Upstream;
+
+/// How long in-flight work may take to finish after a shutdown signal.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How often expired task records and pooled answers are swept.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Config(ConfigError),
+    #[error("the provider could not be reached at startup: {0}")]
+    Provider(String),
+    #[error("server failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A running gateway: where it listens, and its in-process simulator when `--provider sim`.
+pub struct Gateway {
+    pub addr: SocketAddr,
+    pub simulator: Option<(Arc<Simulator>, SocketAddr)>,
+    pub shutdown: Shutdown,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Gateway {
+    /// Binds, builds every part and starts serving; returns once the gateway accepts requests.
+    pub async fn start(settings: Settings, shutdown: Shutdown) -> Result<Gateway, StartError> {
+        let listener = TcpListener::bind(settings.listen).await.map_err(|e| {
+            StartError::Config(ConfigError {
+                setting: "--listen".into(),
+                problem: format!("cannot listen on {}: {e}", settings.listen),
+                fix: "pick a free address, e.g. --listen 127.0.0.1:8080".into(),
+            })
+        })?;
+        let addr = listener.local_addr()?;
+
+        let (simulator, base_url, key) = match settings.provider {
+            ProviderName::Sim => {
+                let (sim, sim_addr) = start_simulator(settings.sim.clone(), &shutdown).await?;
+                let url = url::Url::parse(&format!("http://{sim_addr}"))
+                    .expect("a socket address makes a valid URL");
+                (Some((sim, sim_addr)), url, sim_key())
+            }
+            other => {
+                let family = if other == ProviderName::TwoCaptcha {
+                    Family::TwoCaptcha
+                } else {
+                    Family::CaptchaAi
+                };
+                let url = settings
+                    .provider_url
+                    .clone()
+                    .unwrap_or_else(|| family.default_base_url());
+                let key = settings
+                    .provider_key
+                    .clone()
+                    .map(|k| k.0)
+                    .unwrap_or_default();
+                (None, url, key)
+            }
+        };
+        let family = if settings.provider == ProviderName::TwoCaptcha {
+            Family::TwoCaptcha
+        } else {
+            Family::CaptchaAi
+        };
+        let name = match settings.provider {
+            ProviderName::Sim => "sim",
+            ProviderName::Captchaai => "captchaai",
+            ProviderName::TwoCaptcha => "2captcha",
+        };
+        let http_client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| StartError::Provider(e.without_url().to_string()))?;
+        let provider: Arc<dyn Provider> = Arc::new(InResProvider::new(
+            family,
+            base_url,
+            key,
+            name.to_owned(),
+            http_client,
+        ));
+
+        let threads = match (settings.threads, &simulator) {
+            (Some(t), _) => t,
+            (None, Some((sim, _))) => sim.settings().threads,
+            (None, None) => provider
+                .threads_info()
+                .await
+                .map_err(|e| StartError::Provider(e.to_string()))?
+                .threads
+                .max(1),
+        };
+        let account = Account::start(
+            provider,
+            AccountSettings {
+                name: name.to_owned(),
+                threads,
+                poll: settings.poll.clone(),
+                ..settings.account.clone()
+            },
+            shutdown.token.clone(),
+        );
+        let upstream = Arc::new(Upstream::new(account));
+        let store = Arc::new(MemoryStore::new());
+        let engine = Engine::new(
+            store,
+            upstream.clone(),
+            settings.engine.clone(),
+            shutdown.tracker.clone(),
+        );
+        spawn_sweeper(engine.clone(), &shutdown);
+
+        let state = AppState {
+            engine,
+            auth: Arc::new(Auth::new(
+                settings.gateway_keys.iter().map(|k| k.0.as_str()),
+            )),
+            admission: Admission::new(settings.max_concurrent),
+            upstream,
+            metrics: Arc::new(Metrics::new()),
+            limits: Arc::new(settings.limits.clone()),
+        };
+        let mut router = http::router(state);
+        if let Some((sim, _)) = &simulator {
+            // One port for the quick start: the simulator's /verify and /stats under /sim.
+            router = router.nest("/sim", sim::router(sim.clone()));
+        }
+        let token = shutdown.token.clone();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(token.cancelled_owned())
+                .await
+        });
+        tracing::info!(%addr, provider = name, threads, "gateway listening");
+        Ok(Gateway {
+            addr,
+            simulator,
+            shutdown,
+            server,
+        })
+    }
+
+    /// Serves until the shutdown token fires, then drains in-flight work.
+    pub async fn wait(self) -> Result<(), StartError> {
+        let served = self
+            .server
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        self.shutdown.token.cancel();
+        self.shutdown.drain(SHUTDOWN_GRACE).await;
+        served.map_err(StartError::Io)
+    }
+}
+
+/// `serve`: start, announce the address on stdout (scripts and tests read it), serve.
+pub async fn run(settings: Settings, shutdown: Shutdown) -> Result<(), StartError> {
+    let gateway = Gateway::start(settings, shutdown).await?;
+    println!("captcha-gateway listening on http://{}", gateway.addr);
+    if let Some((_, sim_addr)) = &gateway.simulator {
+        println!(
+            "simulator listening on http://{sim_addr} (also under http://{}/sim)",
+            gateway.addr
+        );
+    }
+    gateway.wait().await
+}
+
+/// `simulate`: the simulator as its own server.
+pub async fn run_simulator(
+    settings: SimSettings,
+    listen: SocketAddr,
+    shutdown: Shutdown,
+) -> Result<(), StartError> {
+    let listener = TcpListener::bind(listen).await.map_err(|e| {
+        StartError::Config(ConfigError {
+            setting: "--listen".into(),
+            problem: format!("cannot listen on {listen}: {e}"),
+            fix: "pick a free address, e.g. --listen 127.0.0.1:8081".into(),
+        })
+    })?;
+    println!("simulator listening on http://{}", listener.local_addr()?);
+    let sim = Simulator::new(settings);
+    sim::serve(sim, listener, shutdown.token.cancelled_owned()).await?;
+    Ok(())
+}
+
+async fn start_simulator(
+    settings: SimSettings,
+    shutdown: &Shutdown,
+) -> Result<(Arc<Simulator>, SocketAddr), StartError> {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+    let addr = listener.local_addr()?;
+    let sim = Simulator::new(settings);
+    let token = shutdown.token.clone();
+    let serving = sim.clone();
+    tokio::spawn(async move {
+        if let Err(e) = sim::serve(serving, listener, token.cancelled_owned()).await {
+            tracing::error!(error = %e, "simulator stopped");
+        }
+    });
+    Ok((sim, addr))
+}
+
+/// The in-process simulator accepts any 32-character key; a fresh one per run.
+fn sim_key() -> String {
+    use rand::Rng;
+    let bytes: [u8; 16] = rand::rng().random();
+    hex::encode(bytes)
+}
+
+fn spawn_sweeper(engine: Engine, shutdown: &Shutdown) {
+    let token = shutdown.token.clone();
+    tokio::spawn(async move {
+        let retention = engine.settings().result_retention.as_millis() as u64;
+        let pending_limit = (engine.settings().task_timeout * 4).as_millis() as u64;
+        loop {
+            tokio::select! {
+                _ = token.cancelled() => return,
+                _ = tokio::time::sleep(SWEEP_EVERY) => {}
+            }
+            match engine
+                .store()
+                .sweep(crate::model::now_ms(), retention, pending_limit)
+                .await
+            {
+                Ok(n) if n > 0 => tracing::debug!(removed = n, "swept old task records"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "sweep failed"),
+            }
+        }
+    });
+}

@@ -1,0 +1,8 @@
+//! Telemetry: Prometheus metrics and log setup. Labels are kinds, sources, outcome codes,
+//! account names and target labels; never keys, proxies or tokens (promise 8).
+
+mod logs;
+pub(crate) mod metrics;
+
+pub use logs::init_logs;
+pub use metrics::Metrics;

@@ -1,0 +1,136 @@
+//! The real `captchaai` and `2captcha-python` packages from PyPI, pointed at the gateway with
+//! only host and key changed, against `--provider sim`. Every token they receive must verify at
+//! the simulator: valid, never used twice, never expired.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::support::{KEY, TestGateway};
+
+/// The virtualenv's Python that `scripts/test` prepares with tests/python/requirements.txt.
+fn python() -> PathBuf {
+    if let Ok(p) = std::env::var("CAPTCHA_GATEWAY_TEST_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/venv/bin/python");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/test, which installs the client libraries",
+        p.display()
+    );
+    p
+}
+
+async fn run_client(gw: &TestGateway, client: &str) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/clients.py");
+    let out = tokio::process::Command::new(python())
+        .arg(script)
+        .arg(client)
+        .arg(gw.url(""))
+        .arg(KEY)
+        .output()
+        .await
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{client} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the script prints JSON")
+}
+
+/// The single-use credential inside an answer: the token itself, or GeeTest's `validate`.
+fn credential(r: &Value) -> Option<String> {
+    match r["kind"].as_str()? {
+        "image" | "text" => None,
+        "geetest_v3" => {
+            let a = &r["answer"];
+            assert_eq!(
+                a["geetest_challenge"], a["challenge"],
+                "both key flavours present: {a}"
+            );
+            a["validate"].as_str().map(str::to_owned)
+        }
+        _ => r["answer"].as_str().map(str::to_owned),
+    }
+}
+
+async fn assert_all_verify(gw: &TestGateway, results: &[Value]) {
+    let mut seen = HashSet::new();
+    for r in results {
+        if let Some(token) = credential(r) {
+            assert!(seen.insert(token.clone()), "token handed out twice: {r}");
+            gw.verify(&token)
+                .await
+                .unwrap_or_else(|e| panic!("{} did not verify ({e}): {r}", r["case"]));
+        }
+    }
+    assert!(!seen.is_empty());
+    assert_eq!(gw.stat("verify_duplicate").await, 0);
+    assert_eq!(gw.stat("verify_expired").await, 0);
+}
+
+#[tokio::test]
+async fn the_official_captchaai_client_solves_every_kind() {
+    let gw = TestGateway::start().await;
+    let out = run_client(&gw, "captchaai").await;
+    let results = out["results"].as_array().unwrap();
+    assert_eq!(results.len(), 8, "{out}");
+    for r in results {
+        let case = r["case"].as_str().unwrap();
+        let bound = matches!(case, "recaptcha_v2_enterprise" | "cloudflare_challenge");
+        assert_eq!(
+            r["user_agent"].is_string(),
+            bound,
+            "user_agent only where the answer is bound: {r}"
+        );
+        assert!(
+            r["task_id"]
+                .as_str()
+                .unwrap()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        );
+    }
+    let image = results.iter().find(|r| r["case"] == "image").unwrap();
+    assert!(
+        image["answer"]
+            .as_str()
+            .unwrap()
+            .bytes()
+            .all(|b| b.is_ascii_digit()),
+        "numeric=1 is honoured: {image}"
+    );
+    assert!(out["extras"]["threads"]["threads"].as_u64().unwrap() > 0);
+    assert_all_verify(&gw, results).await;
+}
+
+#[tokio::test]
+async fn the_2captcha_python_client_solves_every_kind_and_reports() {
+    let gw = TestGateway::start().await;
+    let out = run_client(&gw, "twocaptcha").await;
+    let results = out["results"].as_array().unwrap();
+    assert_eq!(results.len(), 7, "{out}");
+    let image = |case: &str| results.iter().find(|r| r["case"] == case).unwrap().clone();
+    assert_eq!(
+        image("image")["answer"],
+        image("image_again")["answer"],
+        "identical images, one answer"
+    );
+    assert_ne!(
+        image("image")["task_id"],
+        image("image_again")["task_id"],
+        "but each call is its own task"
+    );
+    assert_eq!(out["extras"]["report_bad"], "OK_REPORT_RECORDED");
+    assert!(out["extras"]["balance"].as_f64().is_some(), "{out}");
+    assert_eq!(
+        gw.stat("reports_bad").await,
+        1,
+        "the report reached the upstream task"
+    );
+    assert_all_verify(&gw, results).await;
+}

@@ -1,0 +1,231 @@
+//! The native JSON API, the seed 002 worker API and the operations endpoints.
+
+use std::time::Duration;
+
+use captcha_gateway::model::Kind;
+use captcha_gateway::sim::LatencyRange;
+use serde_json::{Value, json};
+
+use crate::support::{KEY, TestGateway, fast_settings};
+
+#[tokio::test]
+async fn v1_solve_answers_with_token_source_and_expiry() {
+    let gw = TestGateway::start().await;
+    let res = gw
+        .http
+        .post(gw.url("/v1/solve"))
+        .bearer_auth(KEY)
+        .json(&json!({"kind": "recaptcha_v2", "sitekey": "6Le-native", "pageurl": "https://example.com/a", "timeout_s": 30}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(v["kind"], "recaptcha_v2");
+    assert_eq!(v["source"], "solved");
+    assert!(v["expires_at"].as_str().unwrap().ends_with('Z'), "{v}");
+    assert!(v["task_id"].is_string());
+    gw.verify(v["token"].as_str().unwrap()).await.unwrap();
+
+    let res = gw
+        .http
+        .post(gw.url("/v1/solve"))
+        .json(&json!({"kind": "cloudflare_challenge", "pageurl": "https://example.com/", "proxy": "u:p@127.0.0.1:3128", "user_agent": "UA/1"}))
+        .send()
+        .await
+        .unwrap();
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(
+        v["user_agent"], "UA/1",
+        "the clearance is bound to the caller's UA: {v}"
+    );
+}
+
+#[tokio::test]
+async fn v1_errors_are_4xx_with_a_code_and_message() {
+    let mut settings = fast_settings();
+    settings.gateway_keys = vec![captcha_gateway::config::Secret(KEY.to_owned())];
+    let gw = TestGateway::with(settings).await;
+    let post = |body: String, key: Option<&str>| {
+        let mut req = gw
+            .http
+            .post(gw.url("/v1/solve"))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        req.send()
+    };
+    let cases = [
+        (
+            r#"{"kind":"recaptcha_v2","sitekey":"k","pageurl":"https://e.com"}"#,
+            None,
+            401,
+            "ERROR_WRONG_USER_KEY",
+        ),
+        ("{oops", Some(KEY), 400, "bad_json"),
+        (r#"[1,2]"#, Some(KEY), 400, "bad_json"),
+        (r#"{"kind":"hcaptcha"}"#, Some(KEY), 400, "bad_kind"),
+        (r#"{"sitekey":"k"}"#, Some(KEY), 400, "bad_kind"),
+        (
+            r#"{"kind":"recaptcha_v2","pageurl":"https://e.com"}"#,
+            Some(KEY),
+            400,
+            "ERROR_GOOGLEKEY",
+        ),
+        (
+            r#"{"kind":"recaptcha_v2","sitekey":"k","pageurl":"https://e.com","timeout_s":-1}"#,
+            Some(KEY),
+            400,
+            "bad_timeout",
+        ),
+        (
+            r#"{"kind":"image","body":"aGk="}"#,
+            Some(KEY),
+            400,
+            "ERROR_ZERO_CAPTCHA_FILESIZE",
+        ),
+    ];
+    for (body, key, status, code) in cases {
+        let res = post(body.to_owned(), key).await.unwrap();
+        assert_eq!(res.status().as_u16(), status, "{body}");
+        let v: Value = res.json().await.unwrap();
+        assert_eq!(v["error"]["code"], code, "{body}: {v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty())
+        );
+    }
+    let res = gw
+        .http
+        .get(gw.url("/v1/tasks/123"))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404);
+}
+
+#[tokio::test]
+async fn v1_tasks_long_poll_until_ready() {
+    let gw = TestGateway::start().await;
+    let res = gw
+        .http
+        .post(gw.url("/v1/tasks"))
+        .bearer_auth(KEY)
+        .json(&json!({"kind": "turnstile", "sitekey": "0x4AAA-native", "pageurl": "https://example.com/"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let v: Value = res.json().await.unwrap();
+    let id = v["task_id"].as_str().unwrap();
+    let done = gw.wait_task(id).await;
+    assert_eq!(done["status"], "ready");
+    assert_eq!(done["result"]["kind"], "turnstile");
+    gw.verify(done["result"]["token"].as_str().unwrap())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn seed_worker_api_solves_and_sheds_load_at_max_concurrent() {
+    let mut settings = fast_settings();
+    settings.max_concurrent = 1;
+    // Turnstile solves take long here, so the first caller holds the only slot while we look.
+    settings.sim.latency.insert(
+        Kind::Turnstile,
+        LatencyRange::fixed(Duration::from_secs(60)),
+    );
+    let gw = TestGateway::with(settings).await;
+
+    let v: Value = gw
+        .http
+        .post(gw.url("/solve"))
+        .json(&json!({"sitekey": "6Le-seed", "pageurl": "https://example.com/"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    gw.verify(v["solution"].as_str().unwrap()).await.unwrap();
+    assert!(v["captcha_id"].is_string(), "{v}");
+
+    let http = gw.http.clone();
+    let slow_url = gw.url("/solve");
+    let slow = tokio::spawn(async move {
+        http.post(slow_url).json(&json!({"method": "turnstile", "sitekey": "0x4", "pageurl": "https://example.com/"})).send().await
+    });
+    // Wait until the slow caller holds the slot, as /health reports it.
+    loop {
+        let res = gw.http.get(gw.url("/health")).send().await.unwrap();
+        let status = res.status();
+        let h: Value = res.json().await.unwrap();
+        if h["active_tasks"] == 1 {
+            assert_eq!(status, 503);
+            assert_eq!(h["status"], "overloaded");
+            assert_eq!(h["load_pct"], 100.0);
+            break;
+        }
+        assert_eq!(h["status"], "healthy");
+    }
+    let res = gw
+        .http
+        .post(gw.url("/solve"))
+        .json(&json!({"sitekey": "6Le-seed", "pageurl": "https://example.com/"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 503);
+    assert_eq!(res.headers()["retry-after"], "1");
+    assert_eq!(
+        res.json::<Value>().await.unwrap()["error"],
+        "WORKER_AT_CAPACITY"
+    );
+    slow.abort();
+
+    let v: Value = gw
+        .http
+        .post(gw.url("/solve"))
+        .json(&json!({"pageurl": "https://example.com/"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        v["error"], "ERROR_GOOGLEKEY",
+        "seed errors come as {{error}}"
+    );
+}
+
+#[tokio::test]
+async fn operations_endpoints_answer() {
+    let gw = TestGateway::start().await;
+    gw.solve_compat(&[
+        ("method", "userrecaptcha"),
+        ("googlekey", "6Le-ops"),
+        ("pageurl", "https://example.com/"),
+    ])
+    .await;
+    assert_eq!(gw.get_text("/livez").await, (200, "ok".to_owned()));
+    assert_eq!(gw.get_text("/readyz").await.0, 200);
+    let (status, metrics) = gw.get_text("/metrics").await;
+    assert_eq!(status, 200);
+    for needle in [
+        "gateway_compat_requests_total{endpoint=\"in\",outcome=\"ok\"} 1",
+        "gateway_new_tasks_total{target=\"recaptcha_v2:example.com\"} 1",
+        "upstream_submits_total{account=\"sim\"} 1",
+        "# EOF",
+    ] {
+        assert!(metrics.contains(needle), "missing {needle} in:\n{metrics}");
+    }
+    assert!(!metrics.contains(KEY));
+    let (status, page) = gw.get_text("/").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("recaptcha_v2:example.com"));
+}
