@@ -19,7 +19,9 @@ pub use auth::{Auth, AuthError, KEY_LEN, Tenant};
 pub use state::{AppState, Limits};
 
 use axum::Router;
+use axum::extract::Request;
 use axum::routing::{any, get, post};
+use tower_http::trace::TraceLayer;
 
 /// Every route of the gateway.
 pub fn router(state: AppState) -> Router {
@@ -35,5 +37,9 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
         .route("/", get(ops::index))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+            // The path only: compatible clients send their key in the query string.
+            tracing::debug_span!("request", method = %req.method(), path = %req.uri().path())
+        }))
         .with_state(state)
 }
