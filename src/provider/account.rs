@@ -18,9 +18,9 @@ use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
 
 use super::error::{ErrorClass, ProviderError};
-use super::poller::{self, PollSettings, Registration};
+use super::poller::{self, PollSettings, Registration, Settled};
 use super::{PollOutcome, Provider, ThreadsInfo};
-use crate::model::{Kind, Millis, SolveRequest, now_ms};
+use crate::model::{Kind, Millis, SolveRequest};
 
 /// The code of the error a solve ends with when its deadline passes.
 pub const TIMEOUT: &str = "TIMEOUT";
@@ -221,7 +221,10 @@ impl Account {
             .map_err(|_| shutting_down())?;
         // On a timeout or shutdown here, `slot` stays armed: the provider is still working on
         // the task, so its thread stays taken until the task's poll horizon.
-        let outcome = self
+        let Settled {
+            outcome,
+            ready_after,
+        } = self
             .idle(deadline, rx)
             .await?
             .map_err(|_| shutting_down())?;
@@ -236,7 +239,7 @@ impl Account {
                 text,
                 user_agent,
                 price,
-                solved_at: now_ms(),
+                solved_at: ready_after,
             }),
             PollOutcome::Failed(e) => Err(e),
             PollOutcome::NotReady => Err(ProviderError::new(

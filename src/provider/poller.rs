@@ -21,7 +21,7 @@ use super::account::Counters;
 use super::error::{ErrorClass, ProviderError};
 use super::{PollOutcome, Provider};
 use crate::compat::codes;
-use crate::model::Kind;
+use crate::model::{Kind, Millis, now_ms};
 
 /// The longest interval the slow-down past half the budget may reach.
 const MAX_SLOW_INTERVAL: Duration = Duration::from_secs(30);
@@ -119,7 +119,16 @@ pub(crate) struct Registration {
     /// Its answer carries a user agent or a JSON object: checked alone, never in a batch.
     pub extras: bool,
     /// Receives the final outcome: `Ready` or `Failed`, never `NotReady`.
-    pub reply: oneshot::Sender<PollOutcome>,
+    pub reply: oneshot::Sender<Settled>,
+}
+
+/// How a task ended, and the latest moment it was known not to be ready. The provider finished
+/// it somewhere between that moment and our check, so lifetimes count from there: counting
+/// from our check could overstate a token's remaining life by a whole poll interval (promise 2).
+#[derive(Debug)]
+pub(crate) struct Settled {
+    pub outcome: PollOutcome,
+    pub ready_after: Millis,
 }
 
 /// Starts the poller loop of one account; it ends on `shutdown` or when the account and every
@@ -153,7 +162,10 @@ struct Task {
     polls: u32,
     /// A request about this task is out; it is not checked again until that returns.
     busy: bool,
-    reply: oneshot::Sender<PollOutcome>,
+    /// When the last check that found it not ready was sent (at first: registration, just
+    /// after the submit was accepted).
+    ready_after: Millis,
+    reply: oneshot::Sender<Settled>,
 }
 
 type RequestResult = Result<Vec<PollOutcome>, ProviderError>;
@@ -167,7 +179,7 @@ struct Poller {
     requests: JoinSet<RequestResult>,
     /// Which tasks each running request is about, by tokio task id (so a panicking provider
     /// still gives its tasks back).
-    in_request: HashMap<tokio::task::Id, Vec<u64>>,
+    in_request: HashMap<tokio::task::Id, (Vec<u64>, Millis)>,
     next_request_at: Instant,
     paused_until: Instant,
 }
@@ -199,8 +211,8 @@ impl Poller {
                         Ok((id, result)) => (id, result),
                         Err(e) => (e.id(), Err(ProviderError::transport("poll request panicked"))),
                     };
-                    let keys = self.in_request.remove(&id).unwrap_or_default();
-                    self.apply(keys, result);
+                    let (keys, asked_at) = self.in_request.remove(&id).unwrap_or_default();
+                    self.apply(keys, asked_at, result);
                 }
                 _ = sleep_until(wake.unwrap_or(now)), if wake.is_some() => {}
             }
@@ -219,6 +231,7 @@ impl Poller {
                 due,
                 polls: 0,
                 busy: false,
+                ready_after: now_ms(),
                 reply: reg.reply,
             },
         );
@@ -288,10 +301,10 @@ impl Poller {
         let handle = self
             .requests
             .spawn(async move { provider.poll(&ids, extras).await });
-        self.in_request.insert(handle.id(), keys);
+        self.in_request.insert(handle.id(), (keys, now_ms()));
     }
 
-    fn apply(&mut self, keys: Vec<u64>, result: RequestResult) {
+    fn apply(&mut self, keys: Vec<u64>, asked_at: Millis, result: RequestResult) {
         let outcomes = match result {
             Ok(outcomes) if outcomes.len() == keys.len() => outcomes,
             Ok(_) => {
@@ -304,18 +317,21 @@ impl Poller {
             }
         };
         for (key, outcome) in keys.into_iter().zip(outcomes) {
-            self.settle(key, outcome);
+            self.settle(key, asked_at, outcome);
         }
     }
 
-    fn settle(&mut self, key: u64, outcome: PollOutcome) {
+    fn settle(&mut self, key: u64, asked_at: Millis, outcome: PollOutcome) {
         let Some(task) = self.tasks.get_mut(&key) else {
             return; // its solve was cancelled while the request was out
         };
         task.busy = false;
         task.polls += 1;
         let retry = match outcome {
-            PollOutcome::NotReady => None,
+            PollOutcome::NotReady => {
+                task.ready_after = asked_at;
+                None
+            }
             PollOutcome::Ready { .. } => return self.finish(key, outcome),
             PollOutcome::Failed(e) => match e.class {
                 ErrorClass::Permanent | ErrorClass::Account => {
@@ -347,7 +363,11 @@ impl Poller {
     fn finish(&mut self, key: u64, outcome: PollOutcome) {
         if let Some(task) = self.tasks.remove(&key) {
             // The receiver may be gone already; then nobody is waiting and that is fine.
-            let _ = task.reply.send(outcome);
+            let ready_after = task.ready_after;
+            let _ = task.reply.send(Settled {
+                outcome,
+                ready_after,
+            });
         }
     }
 }

@@ -30,7 +30,7 @@ fn rig(fake: FakeProvider, settings: PollSettings) -> Rig {
 
 impl Rig {
     /// Submits a task at the fake and hands it to the poller.
-    async fn task(&self, kind: Kind, extras: bool) -> (String, oneshot::Receiver<PollOutcome>) {
+    async fn task(&self, kind: Kind, extras: bool) -> (String, oneshot::Receiver<Settled>) {
         let req = SolveRequest::new(TaskParams::Text {
             text: "2+2".into(),
             lang: None,
@@ -71,7 +71,8 @@ async fn due_tasks_share_batches_of_at_most_batch_size() {
     for _ in 0..250 {
         receivers.push(r.task(Kind::Image, false).await.1);
     }
-    for outcome in join_all(receivers).await {
+    for settled in join_all(receivers).await {
+        let outcome = settled.map(|s| s.outcome);
         assert!(
             matches!(outcome, Ok(PollOutcome::Ready { .. })),
             "{outcome:?}"
@@ -145,7 +146,7 @@ async fn first_check_follows_the_kind_then_the_interval() {
 async fn a_task_that_never_finishes_fails_after_its_budget_slowing_down_past_half() {
     let r = rig(FakeProvider::new().never_ready(), settings());
     let (_, rx) = r.task(Kind::Turnstile, false).await;
-    let Ok(PollOutcome::Failed(e)) = rx.await else {
+    let Ok(PollOutcome::Failed(e)) = rx.await.map(|s| s.outcome) else {
         panic!("expected a failure")
     };
     assert_eq!(
@@ -173,7 +174,10 @@ async fn a_failed_check_does_not_fail_the_task() {
     ];
     let r = rig(FakeProvider::new().poll_errors(errors), settings());
     let (_, rx) = r.task(Kind::Image, false).await;
-    assert!(matches!(rx.await, Ok(PollOutcome::Ready { .. })));
+    assert!(matches!(
+        rx.await.map(|s| s.outcome),
+        Ok(PollOutcome::Ready { .. })
+    ));
     assert_eq!(r.fake.polls().len(), 3);
 }
 
@@ -193,7 +197,9 @@ async fn account_errors_end_tasks() {
     let bad_key = code_error("ERROR_WRONG_USER_KEY", Family::CaptchaAi, "");
     let r = rig(FakeProvider::new().poll_errors(vec![bad_key]), settings());
     let (_, rx) = r.task(Kind::Image, false).await;
-    assert!(matches!(rx.await, Ok(PollOutcome::Failed(e)) if e.class == ErrorClass::Account));
+    assert!(
+        matches!(rx.await.map(|s| s.outcome), Ok(PollOutcome::Failed(e)) if e.class == ErrorClass::Account)
+    );
 }
 
 #[tokio::test(start_paused = true)]

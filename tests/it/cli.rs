@@ -1,7 +1,7 @@
 //! The binary as operators run it: bad configuration is one line naming the setting and the fix,
 //! with exit code 2; `serve --provider sim` starts and says where it listens.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_captcha-gateway");
@@ -80,41 +80,37 @@ fn bad_configuration_exits_2_with_one_line() {
     assert_eq!(code, 2, "clap usage errors exit 2 too: {stderr}");
 }
 
-#[test]
-fn serve_with_the_simulator_starts_and_announces_its_address() {
+#[tokio::test]
+async fn serve_with_the_simulator_starts_and_announces_its_address() {
+    use tokio::io::AsyncBufReadExt;
     let mut file = tempfile::NamedTempFile::new().unwrap();
     writeln!(
         file,
         "provider = \"sim\"\nlisten = \"127.0.0.1:0\"\n[sim]\nthreads = 7"
     )
     .unwrap();
-    let mut child = Command::new(BIN)
+    let mut child = tokio::process::Command::new(BIN)
         .args(["serve", "--config", file.path().to_str().unwrap()])
         .env_clear()
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
+        .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines.next_line().await.unwrap().unwrap_or_default();
+    let base = line
         .trim()
-        .strip_prefix("captcha-gateway listening on http://")
-        .unwrap_or_else(|| panic!("{line}"))
+        .strip_prefix("captcha-gateway listening on ")
+        .unwrap_or_else(|| panic!("first line: {line:?}"))
         .to_owned();
-    let body = std::thread::spawn(move || {
-        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
-        write!(stream, "GET /sim/res.php?key=0123456789abcdef0123456789abcdef&action=threadsinfo HTTP/1.0\r\n\r\n").unwrap();
-        let mut out = String::new();
-        std::io::Read::read_to_string(&mut stream, &mut out).unwrap();
-        out
-    })
-    .join()
+    let res = reqwest::get(format!(
+        "{base}/sim/res.php?key=0123456789abcdef0123456789abcdef&action=threadsinfo"
+    ))
+    .await
     .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    let body = res.text().await.unwrap();
+    let _ = child.kill().await;
     assert!(
         body.contains("\"threads\":7"),
         "the [sim] table of the config file applies: {body}"

@@ -25,7 +25,21 @@ async fn v1_solve_answers_with_token_source_and_expiry() {
     assert_eq!(v["source"], "solved");
     assert!(v["expires_at"].as_str().unwrap().ends_with('Z'), "{v}");
     assert!(v["task_id"].is_string());
-    gw.verify(v["token"].as_str().unwrap()).await.unwrap();
+    let verdict = gw.verify_json(v["token"].as_str().unwrap()).await;
+    assert_eq!(verdict["success"], true, "{verdict}");
+    // Lifetimes count from the provider's ready time: the gateway may think the answer older
+    // than it is (it only knows "ready since the last not-ready check"), never younger.
+    let ms = |field: &str| {
+        let t = humantime::parse_rfc3339(v[field].as_str().unwrap()).unwrap();
+        t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+    };
+    let provider_ready = verdict["solved_at"].as_u64().unwrap();
+    assert!(
+        ms("solved_at") <= provider_ready,
+        "gateway solved_at {} after the provider's {provider_ready}",
+        ms("solved_at")
+    );
+    assert_eq!(ms("expires_at") - ms("solved_at"), 120_000);
 
     let res = gw
         .http

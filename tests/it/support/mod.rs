@@ -119,16 +119,7 @@ impl TestGateway {
 
     /// The simulator's verdict on a token: `Ok(())` when valid now and never used before.
     pub async fn verify(&self, token: &str) -> Result<(), String> {
-        let v: Value = self
-            .http
-            .get(self.sim_url("/verify"))
-            .query(&[("token", token)])
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v = self.verify_json(token).await;
         if v["success"] == Value::Bool(true) {
             Ok(())
         } else {
@@ -136,7 +127,20 @@ impl TestGateway {
         }
     }
 
-    /// Submits through `in.php` (JSON mode) and polls `res.php` until a terminal answer.
+    /// The simulator's whole `/verify` answer (kind, solved_at, age_ms).
+    pub async fn verify_json(&self, token: &str) -> Value {
+        self.http
+            .get(self.sim_url("/verify"))
+            .query(&[("token", token)])
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// Submits through `in.php` (JSON mode), waits for the task to end, reads `res.php`.
     pub async fn solve_compat(&self, form: &[(&str, &str)]) -> Value {
         let mut form = form.to_vec();
         form.push(("json", "1"));
