@@ -134,48 +134,41 @@ impl Upstream {
             "Submit errors by class",
             &by_class,
         );
-        counter(
-            out,
-            "upstream_capacity_retries",
-            "Submits retried after a capacity error",
-            &one(s.capacity_retries),
-        );
-        counter(
-            out,
-            "upstream_transient_retries",
-            "Submits retried after a transient error",
-            &one(s.transient_retries),
-        );
-        counter(
-            out,
-            "upstream_poll_requests",
-            "res.php requests (one may ask for many ids)",
-            &one(s.poll_requests),
-        );
-        counter(
-            out,
-            "upstream_ids_polled",
-            "Task ids asked about",
-            &one(s.ids_polled),
-        );
-        counter(
-            out,
-            "upstream_solved",
-            "Upstream tasks that ended with an answer",
-            &one(s.solved),
-        );
-        counter(
-            out,
-            "upstream_failed",
-            "Upstream tasks that ended with an error",
-            &one(s.failed),
-        );
-        counter(
-            out,
-            "upstream_timeouts",
-            "Upstream tasks given up at their deadline",
-            &one(s.timeouts),
-        );
+        for (name, help, value) in [
+            (
+                "upstream_capacity_retries",
+                "Submits retried after a capacity error",
+                s.capacity_retries,
+            ),
+            (
+                "upstream_transient_retries",
+                "Submits retried after a transient error",
+                s.transient_retries,
+            ),
+            (
+                "upstream_poll_requests",
+                "res.php requests (one may ask for many ids)",
+                s.poll_requests,
+            ),
+            ("upstream_ids_polled", "Task ids asked about", s.ids_polled),
+            (
+                "upstream_solved",
+                "Upstream tasks that ended with an answer",
+                s.solved,
+            ),
+            (
+                "upstream_failed",
+                "Upstream tasks that ended with an error",
+                s.failed,
+            ),
+            (
+                "upstream_timeouts",
+                "Upstream tasks given up at their deadline",
+                s.timeouts,
+            ),
+        ] {
+            counter(out, name, help, &one(value));
+        }
     }
 }
 

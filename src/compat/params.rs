@@ -1,6 +1,10 @@
 use std::collections::HashMap;
 
+use axum::extract::Request;
+use axum::http::header;
 use bytes::Bytes;
+
+use super::{Mode, Reply, codes};
 
 /// The parameters of one compatible-API request, merged from the query string and the body in
 /// whatever encoding the client used: urlencoded, multipart, JSON, or no `Content-Type` at all
@@ -33,6 +37,26 @@ impl Params {
             params.extend_urlencoded(&body);
         }
         params
+    }
+
+    /// Reads an HTTP request's parameters, or the reply for a body over `max_body` bytes: that
+    /// one is answered `ERROR_TOO_BIG_CAPTCHA_FILESIZE` in the mode the query asked for (the
+    /// body's own `json` flag was never read).
+    pub async fn from_request(req: Request, max_body: usize) -> Result<Params, Reply> {
+        let (parts, body) = req.into_parts();
+        let query = parts.uri.query();
+        let content_type = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        match axum::body::to_bytes(body, max_body).await {
+            Ok(body) => Ok(Params::read(query, content_type, body).await),
+            Err(_) => {
+                let query_only = Params::read(query, None, Bytes::new()).await;
+                let mode = Mode::from_json_flag(query_only.wants_json());
+                Err(Reply::error(mode, codes::TOO_BIG_CAPTCHA_FILESIZE))
+            }
+        }
     }
 
     /// Builds parameters from name/value pairs (tests, the simulator's own client).

@@ -3,9 +3,7 @@
 
 use std::time::Duration;
 
-use axum::body::{Body, to_bytes};
-use axum::extract::State;
-use axum::http::{HeaderMap, Uri, header};
+use axum::extract::{Request, State};
 use serde_json::json;
 
 use super::AppState;
@@ -15,45 +13,26 @@ use crate::engine::{ReportOutcome, TaskRecord, TaskState};
 /// Most ids one `ids=` request may name, as 2captcha's batch form is used with.
 const MAX_BATCH_IDS: usize = 100;
 
-async fn read_params(
-    state: &AppState,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<Params, Reply> {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok());
-    match to_bytes(body, state.limits.max_body_bytes).await {
-        Ok(bytes) => Ok(Params::read(uri.query(), content_type, bytes).await),
-        Err(_) => {
-            // The body is lost; the query still says which reply mode the client reads.
-            let query = Params::read(uri.query(), None, Default::default()).await;
-            Err(Reply::error(
-                Mode::from_json_flag(query.wants_json()),
-                codes::TOO_BIG_CAPTCHA_FILESIZE,
-            ))
-        }
-    }
-}
-
-pub async fn submit(
-    State(state): State<AppState>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Reply {
-    let params = match read_params(&state, &uri, &headers, body).await {
-        Ok(p) => p,
-        Err(reply) => return reply,
+pub async fn submit(State(state): State<AppState>, req: Request) -> Reply {
+    let reply = match Params::from_request(req, state.limits.max_body_bytes).await {
+        Ok(params) => submit_task(&state, &params).await,
+        Err(reply) => reply,
     };
-    let mode = Mode::from_json_flag(params.wants_json());
-    let reply = submit_task(&state, &params, mode).await;
     state.metrics.compat_request("in", &reply);
     reply
 }
 
-async fn submit_task(state: &AppState, params: &Params, mode: Mode) -> Reply {
+pub async fn result(State(state): State<AppState>, req: Request) -> Reply {
+    let reply = match Params::from_request(req, state.limits.max_body_bytes).await {
+        Ok(params) => result_action(&state, &params).await,
+        Err(reply) => reply,
+    };
+    state.metrics.compat_request("res", &reply);
+    reply
+}
+
+async fn submit_task(state: &AppState, params: &Params) -> Reply {
+    let mode = Mode::from_json_flag(params.wants_json());
     let tenant = match state.auth.tenant(params.get(&["key"])) {
         Ok(t) => t,
         Err(e) => return Reply::error(mode, e.code()),
@@ -77,23 +56,8 @@ async fn submit_task(state: &AppState, params: &Params, mode: Mode) -> Reply {
     }
 }
 
-pub async fn result(
-    State(state): State<AppState>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Reply {
-    let params = match read_params(&state, &uri, &headers, body).await {
-        Ok(p) => p,
-        Err(reply) => return reply,
-    };
+async fn result_action(state: &AppState, params: &Params) -> Reply {
     let mode = Mode::from_json_flag(params.wants_json());
-    let reply = result_action(&state, &params, mode).await;
-    state.metrics.compat_request("res", &reply);
-    reply
-}
-
-async fn result_action(state: &AppState, params: &Params, mode: Mode) -> Reply {
     let tenant = match state.auth.tenant(params.get(&["key"])) {
         Ok(t) => t.0,
         Err(e) => return Reply::error(mode, e.code()),

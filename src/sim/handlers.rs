@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -201,23 +200,8 @@ async fn stats(State(sim): State<Arc<Simulator>>) -> Json<super::SimStats> {
     Json(sim.stats())
 }
 
-/// Reads parameters from the query and a body of any encoding, or the reply for a body too big
-/// to read (in the mode the query asked for: the body's own `json` flag was never read).
 async fn read_params(req: Request) -> Result<Params, Reply> {
-    let (parts, body) = req.into_parts();
-    let query = parts.uri.query();
-    let content_type = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok());
-    match axum::body::to_bytes(body, MAX_BODY).await {
-        Ok(body) => Ok(Params::read(query, content_type, body).await),
-        Err(_) => {
-            let query_only = Params::read(query, None, Bytes::new()).await;
-            let mode = Mode::from_json_flag(query_only.wants_json());
-            Err(Reply::error(mode, codes::TOO_BIG_CAPTCHA_FILESIZE))
-        }
-    }
+    Params::from_request(req, MAX_BODY).await
 }
 
 /// PROTOCOL.md item 11: bad length first, then membership of the configured keys.
