@@ -190,16 +190,18 @@ pub fn load_serve(
             })?;
             Some(Secret(key.trim().to_owned()))
         }
-        None => env("CAPTCHAAI_API_KEY")
-            .or_else(|| env("CAPTCHAAI_KEY"))
-            .map(|k| Secret(k.trim().to_owned())),
+        None => match provider {
+            ProviderName::TwoCaptcha => env("TWOCAPTCHA_API_KEY"),
+            _ => env("CAPTCHAAI_API_KEY").or_else(|| env("CAPTCHAAI_KEY")),
+        }
+        .map(|k| Secret(k.trim().to_owned())),
     }
     .filter(|k| !k.0.is_empty());
     if provider != ProviderName::Sim && provider_key.is_none() {
         return Err(bad(
             "CAPTCHAAI_API_KEY",
             "no provider key is set",
-            "export CAPTCHAAI_API_KEY=<your key>, pass --provider-key-file FILE, or use --provider sim",
+            "export CAPTCHAAI_API_KEY=<your key> (TWOCAPTCHA_API_KEY for 2captcha), pass --provider-key-file FILE, or use --provider sim",
         ));
     }
 

@@ -19,6 +19,8 @@ use crate::upstream::Upstream;
 
 /// How long in-flight work may take to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// Upstream concurrency for 2captcha when `--threads` is not given.
+const TWOCAPTCHA_THREADS: u32 = 50;
 /// How often expired task records and pooled answers are swept.
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
@@ -103,6 +105,9 @@ impl Gateway {
         let threads = match (settings.threads, &simulator) {
             (Some(t), _) => t,
             (None, Some((sim, _))) => sim.settings().threads,
+            // 2captcha sells no thread plans and has no `threadsinfo`: a concurrency that its
+            // queue takes comfortably; its ERROR_NO_SLOT_AVAILABLE is retried as backpressure.
+            (None, None) if settings.provider == ProviderName::TwoCaptcha => TWOCAPTCHA_THREADS,
             (None, None) => provider
                 .threads_info()
                 .await
