@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use crate::compat::codes;
-use crate::engine::{Solution, SolveFailure, Solver};
+use crate::engine::{Priority, Solution, SolveFailure, Solver};
 use crate::model::{Millis, SolveRequest, UpstreamRef, now_ms};
 use crate::provider::{Account, ErrorClass, ProviderError};
 use crate::telemetry::metrics::{counter, escape, gauge};
@@ -174,7 +174,12 @@ impl Upstream {
 
 #[async_trait]
 impl Solver for Upstream {
-    async fn solve(&self, req: &SolveRequest, deadline: Instant) -> Result<Solution, SolveFailure> {
+    async fn solve(
+        &self,
+        req: &SolveRequest,
+        deadline: Instant,
+        _priority: Priority,
+    ) -> Result<Solution, SolveFailure> {
         let solved = self
             .account
             .solve(req, deadline)

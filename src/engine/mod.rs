@@ -10,8 +10,8 @@ pub mod store;
 mod tasks;
 mod types;
 
-pub use solve::{Engine, EngineSettings, Solution, Solver};
-pub use store::{MemoryStore, Store, StoreError, TargetFigures};
+pub use solve::{Engine, EngineSettings, Priority, Solution, Solver};
+pub use store::{MemoryStore, Store, StoreError, TargetCounts, TargetFigures};
 pub use tasks::ReportOutcome;
 pub use types::{Delivery, Handout, SolveError, SolveFailure, TaskRecord, TaskState};
 

@@ -8,7 +8,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
-use super::store::{Arrival, Finished, SharedArrival, Store, TaskOutcome, WaiterId};
+use super::store::{Arrival, ClaimId, Finished, SharedArrival, Store, TaskOutcome, WaiterId};
 use super::{Delivery, Handout, SolveError, SolveFailure};
 use crate::model::{
     Answer, Kind, Reuse, SolveRequest, Source, Target, TargetPolicy, UpstreamRef, now_ms,
@@ -24,11 +24,23 @@ pub struct Solution {
     pub solved_at: u64,
 }
 
+/// Who an upstream task is for: callers waiting now go before pool refills (promise 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Priority {
+    Interactive,
+    Refill,
+}
+
 /// The engine's view of the providers: run one upstream task to its end, report an answer.
 /// Retries, thread caps and polling happen behind this seam.
 #[async_trait]
 pub trait Solver: Send + Sync + 'static {
-    async fn solve(&self, req: &SolveRequest, deadline: Instant) -> Result<Solution, SolveFailure>;
+    async fn solve(
+        &self,
+        req: &SolveRequest,
+        deadline: Instant,
+        priority: Priority,
+    ) -> Result<Solution, SolveFailure>;
     async fn report(&self, task: &UpstreamRef, good: bool) -> Result<(), SolveFailure>;
 }
 
@@ -74,6 +86,8 @@ pub struct Engine {
     /// Upstream tasks outlive the callers that started them (a leaving caller's answer still goes
     /// to the next caller or the pool), so they run here, where shutdown can wait for them.
     pub(super) tracker: TaskTracker,
+    /// This process's name in waiter and claim ids shared with other instances.
+    instance: Arc<str>,
     next_waiter: Arc<AtomicU64>,
 }
 
@@ -89,8 +103,15 @@ impl Engine {
             solver,
             settings: Arc::new(settings),
             tracker,
+            instance: instance_id().into(),
             next_waiter: Arc::new(AtomicU64::new(1)),
         }
+    }
+
+    /// This process's random boot id: never reused, so a restarted instance cannot mistake
+    /// a dead predecessor's waiters for its own.
+    pub fn instance(&self) -> &str {
+        &self.instance
     }
 
     pub fn settings(&self) -> &EngineSettings {
@@ -135,10 +156,11 @@ impl Engine {
         poolable: bool,
     ) -> Result<Handout, SolveError> {
         let kind = target.kind;
-        let waiter = WaiterId(self.next_waiter.fetch_add(1, Ordering::Relaxed));
+        let seq = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+        let waiter = WaiterId(format!("{}:{seq}", self.instance));
         let arrival = self
             .store
-            .arrive(&target, waiter, now_ms(), self.min_remaining_ms())
+            .arrive(&target, &waiter, now_ms(), self.min_remaining_ms())
             .await
             .map_err(|_| SolveError::Unavailable)?;
         let rx = match arrival {
@@ -150,8 +172,8 @@ impl Engine {
                 });
             }
             Arrival::Wait(rx) => rx,
-            Arrival::Start(rx) => {
-                self.start_single_use(target.clone(), req, poolable);
+            Arrival::Start(rx, claim) => {
+                self.start_single_use(target.clone(), req, poolable, claim, Priority::Interactive);
                 rx
             }
         };
@@ -172,18 +194,41 @@ impl Engine {
             .map_err(SolveError::Failed)
     }
 
-    fn start_single_use(&self, target: Target, req: SolveRequest, poolable: bool) {
+    /// Starts one upstream task that fills `target`'s pool (or serves its next caller).
+    pub async fn refill(&self, req: SolveRequest) -> Result<(), SolveError> {
+        let target = self.target(&req);
+        let claim = self
+            .store
+            .reserve(&target, now_ms())
+            .await
+            .map_err(|_| SolveError::Unavailable)?;
+        self.start_single_use(target, req, true, claim, Priority::Refill);
+        Ok(())
+    }
+
+    fn start_single_use(
+        &self,
+        target: Target,
+        req: SolveRequest,
+        poolable: bool,
+        mut claim: ClaimId,
+        priority: Priority,
+    ) {
         let engine = self.clone();
         self.tracker.spawn(async move {
             loop {
-                let outcome = engine.run_upstream(&req).await;
+                let outcome = engine.run_upstream(&req, priority).await;
                 let outcome = match outcome {
                     Ok(answer) if answer.fresh_at(now_ms(), engine.min_remaining_ms()) => TaskOutcome::Answer(answer),
                     Ok(_) => TaskOutcome::Stale,
                     Err(failure) => TaskOutcome::Failed(failure),
                 };
-                match engine.store.finish(&target, outcome, poolable, now_ms()).await {
-                    Ok(Finished::Restart) => continue,
+                match engine
+                    .store
+                    .finish(&target, &claim, outcome, poolable, now_ms())
+                    .await
+                {
+                    Ok(Finished::Restart(next)) => claim = next,
                     Ok(Finished::Done) => break,
                     Err(e) => {
                         tracing::warn!(target = ?target, error = %e, "could not record a finished task");
@@ -195,9 +240,13 @@ impl Engine {
     }
 
     /// One upstream task, its answer stamped with the kind's lifetime.
-    async fn run_upstream(&self, req: &SolveRequest) -> Result<Answer, SolveFailure> {
+    async fn run_upstream(
+        &self,
+        req: &SolveRequest,
+        priority: Priority,
+    ) -> Result<Answer, SolveFailure> {
         let deadline = Instant::now() + self.settings.task_timeout;
-        let solution = self.solver.solve(req, deadline).await?;
+        let solution = self.solver.solve(req, deadline, priority).await?;
         Ok(Answer {
             text: solution.text,
             user_agent: solution.user_agent,
@@ -228,12 +277,13 @@ impl Engine {
                 });
             }
             SharedArrival::Follow(rx) => (rx, Source::Shared),
-            SharedArrival::Lead(rx) => {
+            SharedArrival::Lead(rx, lead) => {
                 let engine = self.clone();
                 let target = target.clone();
                 self.tracker.spawn(async move {
-                    let outcome = engine.run_upstream(&req).await;
-                    if let Err(e) = engine.store.shared_finish(&target, outcome).await {
+                    let outcome = engine.run_upstream(&req, Priority::Interactive).await;
+                    let stored = engine.store.shared_finish(&target, lead, outcome, now_ms()).await;
+                    if let Err(e) = stored {
                         tracing::warn!(target = ?target, error = %e, "could not record a shared answer");
                     }
                 });
@@ -309,7 +359,7 @@ impl WaitGuard {
                 .store
                 .abandon(
                     &self.target,
-                    self.waiter,
+                    &self.waiter,
                     delivered,
                     self.poolable,
                     now_ms(),
@@ -328,14 +378,19 @@ impl Drop for WaitGuard {
             return;
         };
         let store = self.engine.store.clone();
-        let (target, waiter, poolable) = (self.target.clone(), self.waiter, self.poolable);
+        let (target, waiter, poolable) = (self.target.clone(), self.waiter.clone(), self.poolable);
         self.engine.tracker.spawn(async move {
             if let Err(err) = store
-                .abandon(&target, waiter, delivered, poolable, now_ms())
+                .abandon(&target, &waiter, delivered, poolable, now_ms())
                 .await
             {
                 tracing::warn!(error = %err, "could not hand on a dropped caller's answer");
             }
         });
     }
+}
+
+fn instance_id() -> String {
+    use rand::Rng;
+    format!("{:016x}", rand::rng().random::<u64>())
 }

@@ -73,6 +73,7 @@ impl Solver for ScriptedSolver {
         &self,
         _req: &SolveRequest,
         _deadline: Instant,
+        _priority: Priority,
     ) -> Result<Solution, SolveFailure> {
         let (tx, rx) = oneshot::channel();
         self.parked.lock().unwrap().push(tx);

@@ -1,7 +1,8 @@
 //! The embedded store: one process, one mutex-guarded map per concern. Keeps promises 1-4 inside
 //! the process. A `std::sync::Mutex` because no critical section awaits (mini-redis `db.rs`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -9,7 +10,8 @@ use async_trait::async_trait;
 use tokio::sync::{Notify, oneshot};
 
 use super::{
-    Arrival, Finished, SharedArrival, Store, StoreError, TargetFigures, TaskOutcome, WaiterId,
+    Arrival, ClaimId, Finished, SharedArrival, Store, StoreError, TargetCounts, TargetFigures,
+    TaskOutcome, WaiterId,
 };
 use crate::engine::{Delivery, SolveFailure, TaskRecord, TaskState};
 use crate::model::{Answer, Millis, Target};
@@ -19,6 +21,8 @@ pub struct MemoryStore {
     targets: Mutex<HashMap<String, TargetState>>,
     shared: Mutex<HashMap<String, SharedState>>,
     tasks: Mutex<HashMap<String, (TaskRecord, Arc<Notify>)>>,
+    next_claim: AtomicU64,
+    next_lead: AtomicU64,
 }
 
 #[derive(Default)]
@@ -26,7 +30,7 @@ struct TargetState {
     label: String,
     /// Spare answers, any order; taken earliest-expiry-first so the fewest expire unused.
     pool: Vec<Answer>,
-    in_flight: u64,
+    in_flight: HashSet<ClaimId>,
     /// Oldest first (promise 3: an answer goes to the oldest waiter).
     waiters: VecDeque<(WaiterId, oneshot::Sender<Delivery>)>,
     figures: TargetFigures,
@@ -37,6 +41,8 @@ struct SharedState {
     cached: Option<Answer>,
     /// Present while one task solves the target.
     followers: Option<Vec<oneshot::Sender<Delivery>>>,
+    /// Fencing token of the current leader.
+    lead: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -48,6 +54,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl MemoryStore {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    fn claim(&self) -> ClaimId {
+        ClaimId(format!(
+            "local:{}",
+            self.next_claim.fetch_add(1, Ordering::Relaxed)
+        ))
     }
 }
 
@@ -93,7 +106,7 @@ impl Store for MemoryStore {
     async fn arrive(
         &self,
         target: &Target,
-        waiter: WaiterId,
+        waiter: &WaiterId,
         now: Millis,
         min_remaining_ms: u64,
     ) -> Result<Arrival, StoreError> {
@@ -109,43 +122,46 @@ impl Store for MemoryStore {
         let (tx, rx) = oneshot::channel();
         // Waiters no longer listening would make us start too few tasks: forget them first.
         t.waiters.retain(|(_, tx)| !tx.is_closed());
-        let covered = (t.waiters.len() as u64) < t.in_flight;
-        t.waiters.push_back((waiter, tx));
+        let covered = t.waiters.len() < t.in_flight.len();
+        t.waiters.push_back((waiter.clone(), tx));
         if covered {
             t.figures.waits_served += 1;
             Ok(Arrival::Wait(rx))
         } else {
-            t.in_flight += 1;
+            let claim = self.claim();
+            t.in_flight.insert(claim.clone());
             t.figures.new_tasks += 1;
-            Ok(Arrival::Start(rx))
+            Ok(Arrival::Start(rx, claim))
         }
     }
 
     async fn finish(
         &self,
         target: &Target,
+        claim: &ClaimId,
         outcome: TaskOutcome,
         poolable: bool,
         _now: Millis,
     ) -> Result<Finished, StoreError> {
         let mut targets = lock(&self.targets);
         let t = targets.entry(target.id.clone()).or_default();
-        t.in_flight = t.in_flight.saturating_sub(1);
+        t.in_flight.remove(claim);
         t.waiters.retain(|(_, tx)| !tx.is_closed());
         match outcome {
             TaskOutcome::Answer(answer) => t.place(answer, poolable),
             TaskOutcome::Failed(failure) => {
                 // Only a waiter that no remaining task covers loses out; the rest keep waiting.
-                if t.waiters.len() as u64 > t.in_flight {
+                if t.waiters.len() > t.in_flight.len() {
                     t.hand_to_oldest(Err(failure));
                 }
             }
             TaskOutcome::Stale => {
                 t.figures.expired_unused += 1;
-                if t.waiters.len() as u64 > t.in_flight {
-                    t.in_flight += 1;
+                if t.waiters.len() > t.in_flight.len() {
+                    let claim = self.claim();
+                    t.in_flight.insert(claim.clone());
                     t.figures.new_tasks += 1;
-                    return Ok(Finished::Restart);
+                    return Ok(Finished::Restart(claim));
                 }
             }
         }
@@ -155,7 +171,7 @@ impl Store for MemoryStore {
     async fn abandon(
         &self,
         target: &Target,
-        waiter: WaiterId,
+        waiter: &WaiterId,
         delivered: Option<Delivery>,
         poolable: bool,
         now: Millis,
@@ -164,7 +180,7 @@ impl Store for MemoryStore {
         let Some(t) = targets.get_mut(&target.id) else {
             return Ok(());
         };
-        t.waiters.retain(|(id, _)| *id != waiter);
+        t.waiters.retain(|(id, _)| id != waiter);
         if let Some(Ok(answer)) = delivered {
             if answer.fresh_at(now, 0) {
                 t.place(answer, poolable);
@@ -181,6 +197,38 @@ impl Store for MemoryStore {
         }
         t.place(answer, true);
         Ok(())
+    }
+
+    async fn reserve(&self, target: &Target, _now: Millis) -> Result<ClaimId, StoreError> {
+        let mut targets = lock(&self.targets);
+        let t = targets.entry(target.id.clone()).or_default();
+        if t.label.is_empty() {
+            t.label = target.label.clone();
+        }
+        let claim = self.claim();
+        t.in_flight.insert(claim.clone());
+        t.figures.new_tasks += 1;
+        t.figures.refills += 1;
+        Ok(claim)
+    }
+
+    async fn counts(
+        &self,
+        target: &Target,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Result<TargetCounts, StoreError> {
+        let mut targets = lock(&self.targets);
+        let Some(t) = targets.get_mut(&target.id) else {
+            return Ok(TargetCounts::default());
+        };
+        t.drop_stale(now, min_remaining_ms);
+        t.waiters.retain(|(_, tx)| !tx.is_closed());
+        Ok(TargetCounts {
+            pooled: t.pool.len() as u64,
+            in_flight: t.in_flight.len() as u64,
+            waiting: t.waiters.len() as u64,
+        })
     }
 
     async fn shared_arrive(
@@ -205,7 +253,8 @@ impl Store for MemoryStore {
             }
             None => {
                 s.followers = Some(vec![tx]);
-                Ok(SharedArrival::Lead(rx))
+                s.lead = self.next_lead.fetch_add(1, Ordering::Relaxed) + 1;
+                Ok(SharedArrival::Lead(rx, s.lead))
             }
         }
     }
@@ -213,10 +262,16 @@ impl Store for MemoryStore {
     async fn shared_finish(
         &self,
         target: &Target,
+        lead: u64,
         outcome: Result<Answer, SolveFailure>,
+        _now: Millis,
     ) -> Result<(), StoreError> {
         let mut shared = lock(&self.shared);
         let s = shared.entry(target.id.clone()).or_default();
+        if s.lead != lead {
+            // A newer leader took over; its task will answer the followers.
+            return Ok(());
+        }
         for tx in s.followers.take().unwrap_or_default() {
             // A follower that left needs nothing.
             let _ = tx.send(outcome.clone());
@@ -319,11 +374,12 @@ impl Store for MemoryStore {
     async fn figures(&self) -> Result<Vec<TargetFigures>, StoreError> {
         let targets = lock(&self.targets);
         let mut out: Vec<_> = targets
-            .values()
-            .map(|t| TargetFigures {
+            .iter()
+            .map(|(id, t)| TargetFigures {
+                id: id.clone(),
                 label: t.label.clone(),
                 pooled: t.pool.len() as u64,
-                in_flight: t.in_flight,
+                in_flight: t.in_flight.len() as u64,
                 waiting: t.waiters.iter().filter(|(_, tx)| !tx.is_closed()).count() as u64,
                 ..t.figures.clone()
             })

@@ -17,9 +17,13 @@ use crate::model::{Answer, Millis, Target};
 
 use super::{Delivery, SolveFailure, TaskRecord, TaskState};
 
-/// Identifies one waiting caller; unique per process lifetime.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct WaiterId(pub u64);
+/// Identifies one waiting caller across every process sharing a store: `<instance>:<seq>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WaiterId(pub String);
+
+/// Identifies one upstream task's claim on a target's in-flight count, fleet-wide.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClaimId(pub String);
 
 /// The atomic decision for a caller of a single-use target (promise 3).
 #[derive(Debug)]
@@ -28,8 +32,19 @@ pub enum Arrival {
     Pooled(Answer),
     /// Wait: an in-flight task not yet spoken for will deliver to this caller (or to an older one).
     Wait(oneshot::Receiver<Delivery>),
-    /// Wait, and start one new upstream task: demand exceeds pool plus in flight.
-    Start(oneshot::Receiver<Delivery>),
+    /// Wait, and start one new upstream task under `ClaimId`: demand exceeds pool plus in flight.
+    Start(oneshot::Receiver<Delivery>, ClaimId),
+}
+
+/// A target's figures at one moment, for refill decisions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TargetCounts {
+    /// Fresh answers ready in the pool.
+    pub pooled: u64,
+    /// Upstream tasks running for the target.
+    pub in_flight: u64,
+    /// Callers waiting for an answer.
+    pub waiting: u64,
 }
 
 /// The atomic decision for a caller of a reusable target (promise 4).
@@ -39,8 +54,9 @@ pub enum SharedArrival {
     Cached(Answer),
     /// Another caller's task is solving it: wait for that.
     Follow(oneshot::Receiver<Delivery>),
-    /// Nobody is solving it: this caller starts the one task, and waits like a follower.
-    Lead(oneshot::Receiver<Delivery>),
+    /// Nobody is solving it: this caller starts the one task under the fencing token, and
+    /// waits like a follower.
+    Lead(oneshot::Receiver<Delivery>, u64),
 }
 
 /// How an upstream task for a single-use target ended.
@@ -53,16 +69,17 @@ pub enum TaskOutcome {
 }
 
 /// What the engine must do after [`Store::finish`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Finished {
     Done,
-    /// A waiter is left without a task to cover it: start one more.
-    Restart,
+    /// A waiter is left without a task to cover it: start one more, under this claim.
+    Restart(ClaimId),
 }
 
 /// Per-target counters behind the hit-rate and waste figures.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TargetFigures {
+    pub id: String,
     pub label: String,
     pub pooled: u64,
     pub in_flight: u64,
@@ -70,6 +87,8 @@ pub struct TargetFigures {
     pub pool_hits: u64,
     pub waits_served: u64,
     pub new_tasks: u64,
+    /// Of `new_tasks`, those started to fill the pool rather than for a waiting caller.
+    pub refills: u64,
     pub expired_unused: u64,
 }
 
@@ -86,7 +105,7 @@ pub trait Store: Send + Sync + 'static {
     async fn arrive(
         &self,
         target: &Target,
-        waiter: WaiterId,
+        waiter: &WaiterId,
         now: Millis,
         min_remaining_ms: u64,
     ) -> Result<Arrival, StoreError>;
@@ -96,6 +115,7 @@ pub trait Store: Send + Sync + 'static {
     async fn finish(
         &self,
         target: &Target,
+        claim: &ClaimId,
         outcome: TaskOutcome,
         poolable: bool,
         now: Millis,
@@ -106,7 +126,7 @@ pub trait Store: Send + Sync + 'static {
     async fn abandon(
         &self,
         target: &Target,
-        waiter: WaiterId,
+        waiter: &WaiterId,
         delivered: Option<Delivery>,
         poolable: bool,
         now: Millis,
@@ -114,6 +134,19 @@ pub trait Store: Send + Sync + 'static {
 
     /// Adds answers obtained elsewhere (imports, refills) to a target's pool, or to its waiters.
     async fn put(&self, target: &Target, answer: Answer, now: Millis) -> Result<(), StoreError>;
+
+    /// Claims one in-flight slot for a task no caller asked for (a pool refill); its answer
+    /// goes to the oldest waiter or the pool like any other (finish it with [`Store::finish`]).
+    async fn reserve(&self, target: &Target, now: Millis) -> Result<ClaimId, StoreError>;
+
+    /// Pool, in-flight and waiting counts now; answers with less than `min_remaining_ms` left
+    /// are not counted as pooled.
+    async fn counts(
+        &self,
+        target: &Target,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Result<TargetCounts, StoreError>;
 
     /// Cached reusable answer, or join/lead the one task solving it.
     async fn shared_arrive(
@@ -124,11 +157,14 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<SharedArrival, StoreError>;
 
     /// The one task for a reusable target ended: every follower gets the outcome; an answer is
-    /// cached until it expires.
+    /// cached until it expires. `lead` is the fencing token from [`SharedArrival::Lead`]: a
+    /// leader whose lease ran out must not release a newer leader's lock.
     async fn shared_finish(
         &self,
         target: &Target,
+        lead: u64,
         outcome: Result<Answer, SolveFailure>,
+        now: Millis,
     ) -> Result<(), StoreError>;
 
     /// Forgets a cached reusable answer (after `reportbad`).
