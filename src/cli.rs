@@ -70,9 +70,16 @@ pub struct ServeArgs {
     /// Solves this process holds at once before answering 503 / ERROR_NO_SLOT_AVAILABLE.
     #[arg(long, env = "MAX_CONCURRENT")]
     pub max_concurrent: Option<u64>,
-    /// Redis for a fleet of gateways (not available yet).
+    /// Redis shared by a fleet of gateways (`redis://host:6379/0`); several comma-separated
+    /// URLs, or --redis-cluster, for a Redis Cluster. Without it: the embedded store.
     #[arg(long, env = "REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<String>,
+    /// The Redis URLs are nodes of a Redis Cluster.
+    #[arg(long)]
+    pub redis_cluster: bool,
+    /// Refuse to solve while Redis is unreachable (default: keep solving without the pool).
+    #[arg(long)]
+    pub redis_required: bool,
     /// Seconds of life an answer must have left to be handed out.
     #[arg(long)]
     pub min_remaining_s: Option<f64>,

@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 use crate::cli::{ProviderName, ServeArgs, SimulateArgs};
 use crate::engine::EngineSettings;
+use crate::engine::store::redis::RedisSettings;
 use crate::http::Limits;
 use crate::model::{Kind, TargetPolicy};
 use crate::provider::{AccountSettings, PollSettings};
@@ -65,6 +66,8 @@ pub struct Settings {
     pub threads: Option<u32>,
     pub gateway_keys: Vec<Secret>,
     pub max_concurrent: u64,
+    /// The shared store of a fleet; `None` runs the embedded store.
+    pub redis: Option<RedisSettings>,
     pub engine: EngineSettings,
     pub limits: Limits,
     pub poll: PollSettings,
@@ -87,6 +90,10 @@ struct FileConfig {
     gateway_keys: Vec<String>,
     max_concurrent: Option<u64>,
     redis_url: Option<String>,
+    redis_cluster: Option<bool>,
+    redis_required: Option<bool>,
+    /// Seconds a crashed instance's waiters and tasks stay counted (default 15).
+    redis_lease_s: Option<f64>,
     min_remaining_s: Option<f64>,
     keep_query: Option<bool>,
     task_timeout_s: Option<f64>,
@@ -151,13 +158,7 @@ pub fn load_serve(
         .or(file.listen)
         .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
 
-    if args.redis_url.is_some() || file.redis_url.is_some() {
-        return Err(bad(
-            "--redis-url",
-            "the Redis store is not available in this version",
-            "remove --redis-url / REDIS_URL to run with the embedded store",
-        ));
-    }
+    let redis = redis_settings(args, &file)?;
 
     let provider_url = match args.provider_url.clone().or(file.provider_url.clone()) {
         None => None,
@@ -257,7 +258,10 @@ pub fn load_serve(
         ));
     }
 
-    let mut engine = EngineSettings::default();
+    let mut engine = EngineSettings {
+        store_required: args.redis_required || file.redis_required.unwrap_or(false),
+        ..EngineSettings::default()
+    };
     if let Some(s) = args.min_remaining_s.or(file.min_remaining_s) {
         engine.min_remaining = secs("--min-remaining-s", s)?;
     }
@@ -336,6 +340,7 @@ pub fn load_serve(
         threads,
         gateway_keys: keys.into_iter().map(Secret).collect(),
         max_concurrent,
+        redis,
         engine,
         limits,
         poll,
@@ -343,6 +348,54 @@ pub fn load_serve(
         sim,
         log_json: args.log_json || file.log_json.unwrap_or(false),
     })
+}
+
+/// `--redis-url` (one URL, or a comma-separated list of Cluster nodes) into store settings.
+fn redis_settings(
+    args: &ServeArgs,
+    file: &FileConfig,
+) -> Result<Option<RedisSettings>, ConfigError> {
+    let Some(raw) = args.redis_url.clone().or(file.redis_url.clone()) else {
+        if args.redis_required || file.redis_required.unwrap_or(false) {
+            return Err(bad(
+                "--redis-required",
+                "is set but no Redis is configured",
+                "set --redis-url / REDIS_URL, or drop --redis-required",
+            ));
+        }
+        return Ok(None);
+    };
+    let urls: Vec<String> = raw
+        .split(',')
+        .map(|u| u.trim().to_owned())
+        .filter(|u| !u.is_empty())
+        .collect();
+    for u in &urls {
+        let valid = url::Url::parse(u)
+            .is_ok_and(|p| matches!(p.scheme(), "redis" | "rediss") && p.host().is_some());
+        if !valid {
+            // Only the scheme is echoed: the URL may carry a password.
+            let scheme = u.split("://").next().unwrap_or("");
+            return Err(bad(
+                "--redis-url",
+                format!("a URL with scheme `{scheme}` is not a Redis URL"),
+                "write redis://host:6379/0 (rediss:// for TLS); several comma-separated for a Cluster",
+            ));
+        }
+    }
+    if urls.is_empty() {
+        return Err(bad(
+            "--redis-url",
+            "is empty",
+            "write redis://host:6379/0, or unset it for the embedded store",
+        ));
+    }
+    let cluster = args.redis_cluster || file.redis_cluster.unwrap_or(false) || urls.len() > 1;
+    let mut settings = RedisSettings::new(urls, cluster);
+    if let Some(s) = file.redis_lease_s {
+        settings.lease = secs("redis_lease_s", s)?.max(Duration::from_millis(300));
+    }
+    Ok(Some(settings))
 }
 
 /// The simulator answers in a second or two, so the gateway polls it sooner and more often than

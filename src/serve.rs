@@ -9,7 +9,8 @@ use tokio::net::TcpListener;
 
 use crate::cli::ProviderName;
 use crate::config::{ConfigError, Settings};
-use crate::engine::{Engine, MemoryStore};
+use crate::engine::store::redis::RedisStore;
+use crate::engine::{Engine, MemoryStore, Store};
 use crate::http::{self, Admission, AppState, Auth};
 use crate::provider::{Account, AccountSettings, Family, InResProvider, Provider};
 use crate::shutdown::Shutdown;
@@ -28,6 +29,8 @@ const SWEEP_EVERY: Duration = Duration::from_secs(30);
 pub enum StartError {
     #[error("{0}")]
     Config(ConfigError),
+    #[error("the store could not be opened: {0}")]
+    Store(String),
     #[error("the provider could not be reached at startup: {0}")]
     Provider(String),
     #[error("server failed: {0}")]
@@ -126,7 +129,7 @@ impl Gateway {
             shutdown.token.clone(),
         );
         let upstream = Arc::new(Upstream::new(account));
-        let store = Arc::new(MemoryStore::new());
+        let store = open_store(&settings, &shutdown).await?;
         let engine = Engine::new(
             store,
             upstream.clone(),
@@ -134,6 +137,9 @@ impl Gateway {
             shutdown.tracker.clone(),
         );
         spawn_sweeper(engine.clone(), &shutdown);
+        if let Some(redis) = &settings.redis {
+            spawn_coverer(engine.clone(), redis.lease / 3, &shutdown);
+        }
 
         let state = AppState {
             engine,
@@ -231,6 +237,48 @@ fn sim_key() -> String {
     use rand::Rng;
     let bytes: [u8; 16] = rand::rng().random();
     hex::encode(bytes)
+}
+
+/// The embedded store, or Redis when configured. With `--redis-required` Redis must answer now.
+async fn open_store(
+    settings: &Settings,
+    shutdown: &Shutdown,
+) -> Result<Arc<dyn Store>, StartError> {
+    let Some(redis) = &settings.redis else {
+        return Ok(Arc::new(MemoryStore::new()));
+    };
+    let mut redis = redis.clone();
+    redis.lock_ttl = settings.engine.task_timeout + Duration::from_secs(30);
+    redis.retention = settings.engine.result_retention;
+    redis.pending_ttl = (settings.engine.task_timeout + settings.limits.compat_task_timeout) * 2;
+    let store = RedisStore::connect(redis, shutdown.token.clone())
+        .await
+        .map_err(|e| StartError::Store(e.to_string()))?;
+    if !store.ping().await {
+        if settings.engine.store_required {
+            return Err(StartError::Store(
+                "Redis does not answer and --redis-required is set".into(),
+            ));
+        }
+        tracing::warn!(
+            "Redis does not answer: starting degraded (solving without the pool); reconnecting in the background"
+        );
+    }
+    Ok(Arc::new(store))
+}
+
+/// Re-covers demand whose tasks died with another instance, every third of a lease.
+fn spawn_coverer(engine: Engine, every: Duration, shutdown: &Shutdown) {
+    let token = shutdown.token.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = token.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            engine.cover_waiting().await;
+        }
+    });
 }
 
 fn spawn_sweeper(engine: Engine, shutdown: &Shutdown) {

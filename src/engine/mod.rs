@@ -5,6 +5,7 @@
 //!
 //! Does not own: wire protocols (http, compat), upstream retries and polling (provider).
 
+mod active;
 mod solve;
 pub mod store;
 mod tasks;

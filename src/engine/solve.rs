@@ -56,6 +56,8 @@ pub struct EngineSettings {
     pub task_timeout: Duration,
     /// How long finished task records stay readable.
     pub result_retention: Duration,
+    /// Refuse to solve while the store is unreachable, instead of solving without the pool.
+    pub store_required: bool,
 }
 
 impl Default for EngineSettings {
@@ -73,6 +75,8 @@ impl Default for EngineSettings {
             // PROTOCOL.md item 14: pollable >= 15 minutes after completion (2captcha takes
             // reports for 15 minutes); a little more so a report at minute 15 still finds it.
             result_retention: Duration::from_secs(20 * 60),
+            // Degrade rather than fail: callers still get answers, only pooling is lost.
+            store_required: false,
         }
     }
 }
@@ -88,6 +92,8 @@ pub struct Engine {
     pub(super) tracker: TaskTracker,
     /// This process's name in waiter and claim ids shared with other instances.
     instance: Arc<str>,
+    /// Targets this process has callers waiting on, with a request to start tasks for them.
+    active: Arc<super::active::Active>,
     next_waiter: Arc<AtomicU64>,
 }
 
@@ -98,18 +104,20 @@ impl Engine {
         settings: EngineSettings,
         tracker: TaskTracker,
     ) -> Self {
+        let store_instance = store.instance().to_owned();
         Self {
             store,
             solver,
             settings: Arc::new(settings),
             tracker,
-            instance: instance_id().into(),
+            instance: store_instance.into(),
+            active: Arc::default(),
             next_waiter: Arc::new(AtomicU64::new(1)),
         }
     }
 
-    /// This process's random boot id: never reused, so a restarted instance cannot mistake
-    /// a dead predecessor's waiters for its own.
+    /// This process's id in the store (random per boot, never reused, so a restarted instance
+    /// cannot mistake a dead predecessor's waiters for its own).
     pub fn instance(&self) -> &str {
         &self.instance
     }
@@ -158,11 +166,15 @@ impl Engine {
         let kind = target.kind;
         let seq = self.next_waiter.fetch_add(1, Ordering::Relaxed);
         let waiter = WaiterId(format!("{}:{seq}", self.instance));
-        let arrival = self
+        let arrival = match self
             .store
             .arrive(&target, &waiter, now_ms(), self.min_remaining_ms())
             .await
-            .map_err(|_| SolveError::Unavailable)?;
+        {
+            Ok(a) => a,
+            Err(_) => return self.degraded(req, deadline).await,
+        };
+        let _active = self.active.enter(&target, &req);
         let rx = match arrival {
             Arrival::Pooled(answer) => {
                 return Ok(Handout {
@@ -263,11 +275,14 @@ impl Engine {
         deadline: Instant,
     ) -> Result<Handout, SolveError> {
         let kind = target.kind;
-        let arrival = self
+        let arrival = match self
             .store
             .shared_arrive(&target, now_ms(), self.min_remaining_ms())
             .await
-            .map_err(|_| SolveError::Unavailable)?;
+        {
+            Ok(a) => a,
+            Err(_) => return self.degraded(req, deadline).await,
+        };
         let (rx, source) = match arrival {
             SharedArrival::Cached(answer) => {
                 return Ok(Handout {
@@ -299,6 +314,48 @@ impl Engine {
             Ok(Ok(Err(failure))) => Err(SolveError::Failed(failure)),
             Ok(Err(_closed)) => Err(SolveError::Unavailable),
             Err(_elapsed) => Err(SolveError::Timeout),
+        }
+    }
+
+    /// The store cannot be reached: unless it is required, solve for this caller alone, without
+    /// pool, demand matching or coalescing (promise 7). The answer is this caller's; if it
+    /// leaves first, the answer is lost, which is the price of degrading.
+    async fn degraded(&self, req: SolveRequest, deadline: Instant) -> Result<Handout, SolveError> {
+        if self.settings.store_required {
+            return Err(SolveError::Unavailable);
+        }
+        let kind = req.kind();
+        match tokio::time::timeout_at(deadline, self.run_upstream(&req, Priority::Interactive))
+            .await
+        {
+            Ok(Ok(answer)) => Ok(Handout {
+                kind,
+                answer,
+                source: Source::Solved,
+            }),
+            Ok(Err(failure)) => Err(SolveError::Failed(failure)),
+            Err(_elapsed) => Err(SolveError::Timeout),
+        }
+    }
+
+    /// Starts the tasks a dead instance's waiting demand lacks, for every target this instance
+    /// has callers waiting on (the store claims at most what is missing, fleet-wide).
+    pub async fn cover_waiting(&self) {
+        for (target, req) in self.active.snapshot() {
+            let claims = match self.store.cover(&target, now_ms()).await {
+                Ok(c) => c,
+                Err(_) => continue,
+            };
+            for claim in claims {
+                tracing::info!(target = ?target, "starting a task for demand a lost instance held");
+                self.start_single_use(
+                    target.clone(),
+                    req.clone(),
+                    true,
+                    claim,
+                    Priority::Interactive,
+                );
+            }
         }
     }
 
@@ -388,9 +445,4 @@ impl Drop for WaitGuard {
             }
         });
     }
-}
-
-fn instance_id() -> String {
-    use rand::Rng;
-    format!("{:016x}", rand::rng().random::<u64>())
 }

@@ -11,13 +11,19 @@ pub async fn livez() -> &'static str {
 }
 
 /// Ready while the upstream account can take work; an account taken out of rotation (bad key,
-/// no money) makes the instance unready so a load balancer stops sending it callers.
+/// no money) makes the instance unready so a load balancer stops sending it callers. An
+/// unreachable store makes it unready only when the store is required (else it serves degraded).
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
-    if state.upstream.usable() {
-        (StatusCode::OK, "ready")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "upstream account unusable")
+    if !state.upstream.usable() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "upstream account unusable");
     }
+    if state.engine.store().degraded() && state.engine.settings().store_required {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store unreachable and required",
+        );
+    }
+    (StatusCode::OK, "ready")
 }
 
 pub async fn metrics(State(state): State<AppState>) -> Response {

@@ -63,8 +63,15 @@ pub async fn solve(State(state): State<AppState>, headers: HeaderMap, body: Byte
 pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     let load = state.admission.load();
     let overloaded = load >= OVERLOAD;
+    // Degraded still serves (without the pool), so it is no reason to send callers elsewhere.
+    let degraded = state.engine.store().degraded();
+    let status = match (overloaded, degraded) {
+        (true, _) => "overloaded",
+        (false, true) => "degraded",
+        (false, false) => "healthy",
+    };
     let body = json!({
-        "status": if overloaded { "overloaded" } else { "healthy" },
+        "status": status,
         "active_tasks": state.admission.active(),
         "max_concurrent": state.admission.max(),
         "load_pct": (load * 1000.0).round() / 10.0,

@@ -103,6 +103,15 @@ impl TargetState {
 
 #[async_trait]
 impl Store for MemoryStore {
+    fn instance(&self) -> &str {
+        "local"
+    }
+
+    /// One process: every waiter is always covered by a task, nothing to re-cover.
+    async fn cover(&self, _target: &Target, _now: Millis) -> Result<Vec<ClaimId>, StoreError> {
+        Ok(Vec::new())
+    }
+
     async fn arrive(
         &self,
         target: &Target,

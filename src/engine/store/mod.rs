@@ -7,6 +7,7 @@
 //! Does not own: talking to providers, or deciding lifetimes (the engine passes times in).
 
 mod memory;
+pub mod redis;
 
 pub use memory::MemoryStore;
 
@@ -100,6 +101,14 @@ pub enum StoreError {
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
+    /// This process's id in waiter and claim ids (random per boot, never reused).
+    fn instance(&self) -> &str;
+
+    /// True while the shared backend cannot be reached (solving continues without the pool).
+    fn degraded(&self) -> bool {
+        false
+    }
+
     /// Decides, in one atomic step, pool / wait for in-flight / start a new task. Pooled answers
     /// with less than `min_remaining_ms` left at `now` are dropped as waste, never handed out.
     async fn arrive(
@@ -138,6 +147,11 @@ pub trait Store: Send + Sync + 'static {
     /// Claims one in-flight slot for a task no caller asked for (a pool refill); its answer
     /// goes to the oldest waiter or the pool like any other (finish it with [`Store::finish`]).
     async fn reserve(&self, target: &Target, now: Millis) -> Result<ClaimId, StoreError>;
+
+    /// After another instance died, waiters may outnumber running tasks once its claims expire:
+    /// claims the missing tasks (at most as many as this instance has waiters on `target`).
+    /// The engine starts one upstream task per returned claim.
+    async fn cover(&self, target: &Target, now: Millis) -> Result<Vec<ClaimId>, StoreError>;
 
     /// Pool, in-flight and waiting counts now; answers with less than `min_remaining_ms` left
     /// are not counted as pooled.

@@ -175,3 +175,4 @@ impl TestGateway {
         v
     }
 }
+pub mod redis;

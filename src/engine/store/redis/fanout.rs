@@ -1,0 +1,104 @@
+//! Waking waiters fleet-wide. A script that delivers mail names the waiters it chose; each waiter
+//! id starts with its instance's id. Mail for this instance's waiters is taken and handed over at
+//! once; mail for another instance's waiters is announced on that instance's inbox list, which
+//! one blocking reader per instance drains and fans out locally. No waiter polls Redis: a
+//! periodic sweep of this instance's mailboxes only catches an announcement lost in a crash.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use tokio::sync::oneshot;
+
+use crate::engine::Delivery;
+use crate::model::Target;
+
+/// A caller of this instance waiting on a target.
+pub(super) struct LocalWaiter {
+    pub target: Target,
+    pub tx: oneshot::Sender<Delivery>,
+    /// Whether an answer it cannot take may go to the target's pool.
+    pub poolable: bool,
+}
+
+/// This instance's waiters and running tasks, by id.
+#[derive(Default)]
+pub(super) struct Local {
+    waiters: Mutex<HashMap<String, LocalWaiter>>,
+    claims: Mutex<HashMap<String, Target>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Local {
+    pub fn add_waiter(&self, id: &str, waiter: LocalWaiter) {
+        lock(&self.waiters).insert(id.to_owned(), waiter);
+    }
+
+    pub fn take_waiter(&self, id: &str) -> Option<LocalWaiter> {
+        lock(&self.waiters).remove(id)
+    }
+
+    pub fn add_claim(&self, id: &str, target: &Target) {
+        lock(&self.claims).insert(id.to_owned(), target.clone());
+    }
+
+    pub fn remove_claim(&self, id: &str) {
+        lock(&self.claims).remove(id);
+    }
+
+    /// The oldest-registered live waiter of `target_id` (used when Redis cannot route).
+    pub fn take_any_waiter(&self, target_id: &str) -> Option<LocalWaiter> {
+        let mut waiters = lock(&self.waiters);
+        waiters.retain(|_, w| !w.tx.is_closed());
+        let id = waiters
+            .iter()
+            .filter(|(_, w)| w.target.id == target_id)
+            .map(|(id, _)| id.clone())
+            .min_by_key(|id| seq_of(id))?;
+        waiters.remove(&id)
+    }
+
+    pub fn waiting_on(&self, target_id: &str) -> usize {
+        lock(&self.waiters)
+            .values()
+            .filter(|w| w.target.id == target_id && !w.tx.is_closed())
+            .count()
+    }
+
+    /// Live waiter ids and claim ids, grouped by target, for lease renewal.
+    pub fn by_target(&self) -> HashMap<String, (Target, Vec<String>, Vec<String>)> {
+        let mut out: HashMap<String, (Target, Vec<String>, Vec<String>)> = HashMap::new();
+        let mut waiters = lock(&self.waiters);
+        // A waiter whose caller is gone without an abandon (a dropped future) stops being renewed
+        // and its lease runs out: the queue forgets it within one lease.
+        waiters.retain(|_, w| !w.tx.is_closed());
+        for (id, w) in waiters.iter() {
+            out.entry(w.target.id.clone())
+                .or_insert_with(|| (w.target.clone(), Vec::new(), Vec::new()))
+                .1
+                .push(id.clone());
+        }
+        drop(waiters);
+        for (id, target) in lock(&self.claims).iter() {
+            out.entry(target.id.clone())
+                .or_insert_with(|| (target.clone(), Vec::new(), Vec::new()))
+                .2
+                .push(id.clone());
+        }
+        out
+    }
+}
+
+/// The instance part of a waiter id (`<instance>:<seq>`).
+pub(super) fn instance_of(waiter: &str) -> &str {
+    waiter.split_once(':').map(|(i, _)| i).unwrap_or(waiter)
+}
+
+fn seq_of(waiter: &str) -> u64 {
+    waiter
+        .rsplit_once(':')
+        .and_then(|(_, s)| s.trim_start_matches('s').parse().ok())
+        .unwrap_or(u64::MAX)
+}

@@ -1,0 +1,112 @@
+//! Every Redis key name, one function per key. Each target's keys share the literal hash tag
+//! `{t:<target id>}` so one script's keys live in one Cluster slot; a task record and an
+//! instance inbox carry their own tags. Nothing else builds a key, and no script does.
+
+/// The seven keys of a single-use target, in the order the target scripts' prelude expects.
+pub fn target_keys(target_id: &str) -> [String; 7] {
+    [
+        format!("cg:{{t:{target_id}}}:pool"),
+        format!("cg:{{t:{target_id}}}:waiters"),
+        format!("cg:{{t:{target_id}}}:wlease"),
+        format!("cg:{{t:{target_id}}}:inflight"),
+        mbox(target_id),
+        mlease(target_id),
+        stats(target_id),
+    ]
+}
+
+pub fn mbox(target_id: &str) -> String {
+    format!("cg:{{t:{target_id}}}:mbox")
+}
+
+pub fn mlease(target_id: &str) -> String {
+    format!("cg:{{t:{target_id}}}:mlease")
+}
+
+pub fn stats(target_id: &str) -> String {
+    format!("cg:{{t:{target_id}}}:stats")
+}
+
+pub fn wlease(target_id: &str) -> String {
+    format!("cg:{{t:{target_id}}}:wlease")
+}
+
+pub fn inflight(target_id: &str) -> String {
+    format!("cg:{{t:{target_id}}}:inflight")
+}
+
+pub fn pool(target_id: &str) -> String {
+    format!("cg:{{t:{target_id}}}:pool")
+}
+
+pub fn waiters(target_id: &str) -> String {
+    format!("cg:{{t:{target_id}}}:waiters")
+}
+
+/// The cached answer of a reusable target.
+pub fn shared(target_id: &str) -> String {
+    format!("cg:{{t:{target_id}}}:shared")
+}
+
+/// The lock of the one task solving a reusable target.
+pub fn lead(target_id: &str) -> String {
+    format!("cg:{{t:{target_id}}}:lead")
+}
+
+/// The fencing counter of a reusable target's lock.
+pub fn fence(target_id: &str) -> String {
+    format!("cg:{{t:{target_id}}}:fence")
+}
+
+/// Waiters following a reusable target's task.
+pub fn followers(target_id: &str) -> String {
+    format!("cg:{{t:{target_id}}}:followers")
+}
+
+/// Where other instances tell this one that mail arrived for its waiters.
+pub fn inbox(instance: &str) -> String {
+    format!("cg:{{i:{instance}}}:inbox")
+}
+
+/// One task record of the compatible or native asynchronous API.
+pub fn task(id: &str) -> String {
+    format!("cg:{{k:{id}}}:task")
+}
+
+/// Every target id seen, for figures and sweeps (read with plain commands, never in a script).
+pub fn targets() -> &'static str {
+    "cg:targets"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The part Redis Cluster hashes: the text between the first `{` and the next `}`.
+    fn tag(key: &str) -> &str {
+        let open = key.find('{').unwrap();
+        let close = key[open..].find('}').unwrap() + open;
+        &key[open + 1..close]
+    }
+
+    #[test]
+    fn every_key_of_a_target_shares_one_slot() {
+        let id = "0123abcd";
+        let mut all: Vec<String> = target_keys(id).to_vec();
+        all.extend([
+            shared(id),
+            lead(id),
+            fence(id),
+            followers(id),
+            wlease(id),
+            inflight(id),
+            pool(id),
+            waiters(id),
+        ]);
+        for key in &all {
+            assert_eq!(tag(key), "t:0123abcd", "{key}");
+        }
+        assert_eq!(tag(&inbox("abc")), "i:abc");
+        assert_eq!(tag(&task("123")), "k:123");
+    }
+}

@@ -1,0 +1,868 @@
+//! The Redis store: the same promises as the embedded store, fleet-wide. Every multi-step
+//! operation is one Lua script (`lua/`, contract header on top); every key name comes from
+//! [`keys`]; every script's keys share one hash tag, so Redis Cluster works.
+//!
+//! When Redis cannot be reached, operations fail with [`StoreError::Unavailable`]; the engine
+//! then solves directly (degraded, no pool), finished answers still reach this instance's own
+//! waiters, and task records live in a local fallback until Redis returns.
+
+mod conn;
+mod fanout;
+mod keys;
+mod mail;
+mod scripts;
+mod tasks;
+
+pub use conn::RedisTarget;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::{AsyncCommands, Value};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use self::conn::Conn;
+use self::fanout::{Local, LocalWaiter, instance_of};
+use super::{
+    Arrival, ClaimId, Finished, SharedArrival, Store, StoreError, TargetCounts, TargetFigures,
+    TaskOutcome, WaiterId,
+};
+use crate::engine::{Delivery, SolveFailure, TaskRecord, TaskState};
+use crate::model::{Answer, Millis, Reuse, Target, now_ms};
+
+/// How the Redis store behaves; every default in `impl Default` with its reason.
+#[derive(Debug, Clone)]
+pub struct RedisSettings {
+    pub target: RedisTarget,
+    /// How long a waiter or a running task stays counted without its instance renewing it: a
+    /// crashed instance's claims expire within this (renewed every third of it).
+    pub lease: Duration,
+    /// How long delivered mail waits for its instance to take it before it is passed on.
+    pub mail_ttl: Duration,
+    /// How long a reusable target's leader may hold its lock.
+    pub lock_ttl: Duration,
+    /// Block time of the inbox reader's `BLPOP`.
+    pub block: Duration,
+    /// How long finished task records stay readable.
+    pub retention: Duration,
+    /// How long a pending task record may live (its solve always ends well before).
+    pub pending_ttl: Duration,
+}
+
+impl RedisSettings {
+    pub fn new(urls: Vec<String>, cluster: bool) -> Self {
+        Self {
+            target: RedisTarget {
+                urls,
+                cluster,
+                // Loopback or one network hop: a second means it is down.
+                connect_timeout: Duration::from_secs(1),
+                // Every script is O(waiters of one target); two seconds means trouble.
+                response_timeout: Duration::from_secs(2),
+            },
+            // Short enough that a crashed instance's demand is re-covered quickly, long enough
+            // that renewing every 5 s survives a missed beat.
+            lease: Duration::from_secs(15),
+            mail_ttl: Duration::from_secs(30),
+            // The engine's task timeout (180 s) plus slack.
+            lock_ttl: Duration::from_secs(210),
+            block: Duration::from_secs(5),
+            retention: Duration::from_secs(20 * 60),
+            pending_ttl: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: Conn,
+    settings: RedisSettings,
+    instance: String,
+    local: Local,
+    tasks: tasks::Tasks,
+    healthy: AtomicBool,
+    /// Targets already registered in `cg:targets` by this process.
+    known: Mutex<HashSet<String>>,
+    next_id: AtomicU64,
+}
+
+fn unavailable(e: redis::RedisError) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+fn poolable(target: &Target) -> &'static str {
+    match target.kind.reuse() {
+        Reuse::SingleUse { poolable: true } => "1",
+        _ => "0",
+    }
+}
+
+/// A script reply: its leading integer, then its strings.
+fn split_reply(values: Vec<Value>) -> (i64, Vec<String>) {
+    let mut iter = values.into_iter();
+    let head = match iter.next() {
+        Some(Value::Int(n)) => n,
+        _ => 0,
+    };
+    (
+        head,
+        iter.filter_map(|v| redis::from_redis_value::<String>(v).ok())
+            .collect(),
+    )
+}
+
+impl RedisStore {
+    /// Connects and starts this instance's inbox reader and lease renewer, which stop with
+    /// `shutdown`. A single server may be down at this point (the store starts degraded).
+    pub async fn connect(
+        settings: RedisSettings,
+        shutdown: CancellationToken,
+    ) -> Result<RedisStore, StoreError> {
+        let conn = Conn::open(&settings.target, settings.target.response_timeout)
+            .await
+            .map_err(unavailable)?;
+        // The blocking reader gets its own connection, patient for longer than it blocks.
+        let blocking = Conn::open(&settings.target, settings.block + Duration::from_secs(2))
+            .await
+            .map_err(unavailable)?;
+        let instance = {
+            use rand::Rng;
+            format!("{:016x}", rand::rng().random::<u64>())
+        };
+        let inner = Arc::new(Inner {
+            conn,
+            tasks: tasks::Tasks::new(settings.retention, settings.pending_ttl),
+            settings,
+            instance,
+            local: Local::default(),
+            healthy: AtomicBool::new(true),
+            known: Mutex::default(),
+            next_id: AtomicU64::new(1),
+        });
+        tokio::spawn(inbox_reader(inner.clone(), blocking, shutdown.clone()));
+        tokio::spawn(renewer(inner.clone(), shutdown));
+        Ok(RedisStore { inner })
+    }
+
+    /// Whether Redis answers a `PING` now.
+    pub async fn ping(&self) -> bool {
+        let mut conn = self.inner.conn.clone();
+        let ok = redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .is_ok();
+        self.inner.healthy.store(ok, Ordering::Relaxed);
+        ok
+    }
+}
+
+impl Inner {
+    fn conn(&self) -> Conn {
+        self.conn.clone()
+    }
+
+    fn new_claim(&self) -> String {
+        format!(
+            "{}:c{}",
+            self.instance,
+            self.next_id.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    fn lease_end(&self, now: Millis) -> Millis {
+        now + ms(self.settings.lease)
+    }
+
+    fn mail_ttl(&self) -> u64 {
+        ms(self.settings.mail_ttl)
+    }
+
+    /// Records the outcome of a Redis call in the health flag.
+    fn seen<T>(&self, r: redis::RedisResult<T>) -> Result<T, StoreError> {
+        self.healthy.store(r.is_ok(), Ordering::Relaxed);
+        if let Err(e) = &r {
+            tracing::debug!(error = %e, "redis call failed");
+        }
+        r.map_err(unavailable)
+    }
+
+    /// Registers a target for figures and sweeps, once per process.
+    async fn note_target(&self, target: &Target) {
+        if self
+            .known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&target.id)
+        {
+            return;
+        }
+        let mut conn = self.conn();
+        let added: redis::RedisResult<()> = async {
+            conn.sadd::<_, _, ()>(keys::targets(), &target.id).await?;
+            conn.hset::<_, _, _, ()>(keys::stats(&target.id), "label", &target.label)
+                .await
+        }
+        .await;
+        if added.is_ok() {
+            self.known
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(target.id.clone());
+        }
+    }
+
+    async fn run_target(
+        &self,
+        script: &redis::Script,
+        target_id: &str,
+        args: &[String],
+    ) -> Result<Vec<Value>, StoreError> {
+        let mut inv = script.prepare_invoke();
+        for key in keys::target_keys(target_id) {
+            inv.key(key);
+        }
+        for a in args {
+            inv.arg(a);
+        }
+        let mut conn = self.conn();
+        let r = inv.invoke_async::<Vec<Value>>(&mut conn).await;
+        self.seen(r)
+    }
+
+    /// Tells the instances of `woken` waiters that mail is waiting; takes this instance's own.
+    async fn notify(&self, target_id: &str, woken: Vec<String>) {
+        let mut queue: Vec<(String, String)> = woken
+            .into_iter()
+            .map(|w| (target_id.to_owned(), w))
+            .collect();
+        while let Some((target_id, waiter)) = queue.pop() {
+            let instance = instance_of(&waiter);
+            if instance == self.instance {
+                queue.extend(self.deliver_local(&target_id, &waiter).await);
+                continue;
+            }
+            let inbox = keys::inbox(instance);
+            let mut conn = self.conn();
+            let pushed: redis::RedisResult<()> = async {
+                conn.rpush::<_, _, ()>(&inbox, format!("{target_id} {waiter}"))
+                    .await?;
+                // A dead instance's inbox does not outlive the mail it announces.
+                conn.pexpire::<_, ()>(&inbox, (ms(self.settings.mail_ttl) * 2) as i64)
+                    .await
+            }
+            .await;
+            if let Err(e) = pushed {
+                // The mail stays in Redis; its deadline passes it on if nobody takes it.
+                tracing::warn!(error = %e, "could not announce mail to another instance");
+            }
+        }
+    }
+
+    /// Takes `waiter`'s mail and hands it over; mail nobody here can take is passed on.
+    /// Returns further waiters to tell.
+    async fn deliver_local(&self, target_id: &str, waiter: &str) -> Vec<(String, String)> {
+        let mut conn = self.conn();
+        let taken = scripts::TAKE
+            .key(keys::mbox(target_id))
+            .key(keys::mlease(target_id))
+            .arg(waiter)
+            .invoke_async::<Option<String>>(&mut conn)
+            .await;
+        let Ok(Some(mail_text)) = self.seen(taken) else {
+            return Vec::new();
+        };
+        let Some(delivery) = mail::decode(&mail_text) else {
+            tracing::warn!("unreadable mail dropped");
+            return Vec::new();
+        };
+        let local = self.local.take_waiter(waiter);
+        let poolable = local.as_ref().map(|w| w.poolable).unwrap_or(true);
+        let back = match local {
+            Some(w) => match w.tx.send(delivery) {
+                Ok(()) => return Vec::new(),
+                Err(back) => back,
+            },
+            None => delivery,
+        };
+        // The caller left between delivery and now: pass the answer on.
+        let args = [
+            now_ms().to_string(),
+            waiter.to_owned(),
+            if back.is_ok() {
+                mail::encode(&back)
+            } else {
+                String::new()
+            },
+            if poolable { "1" } else { "0" }.to_owned(),
+            self.mail_ttl().to_string(),
+        ];
+        match self.run_target(&scripts::ABANDON, target_id, &args).await {
+            Ok(values) => split_reply_all(values)
+                .into_iter()
+                .map(|w| (target_id.to_owned(), w))
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+/// Every element of a reply as a string (replies that are only waiter lists).
+fn split_reply_all(values: Vec<Value>) -> Vec<String> {
+    values
+        .into_iter()
+        .filter_map(|v| redis::from_redis_value::<String>(v).ok())
+        .collect()
+}
+
+/// Drains this instance's inbox: announcements of mail for its waiters from other instances.
+async fn inbox_reader(inner: Arc<Inner>, mut blocking: Conn, shutdown: CancellationToken) {
+    let inbox = keys::inbox(&inner.instance);
+    let block_secs = inner.settings.block.as_secs_f64();
+    loop {
+        let popped = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            r = blocking.blpop::<_, Option<(String, String)>>(&inbox, block_secs) => r,
+        };
+        match popped {
+            Ok(Some((_, message))) => {
+                if let Some((target_id, waiter)) = message.split_once(' ') {
+                    let more = inner.deliver_local(target_id, waiter).await;
+                    for (t, w) in more {
+                        inner.notify(&t, vec![w]).await;
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                inner.healthy.store(false, Ordering::Relaxed);
+                tracing::debug!(error = %e, "inbox read failed; retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Renews this instance's leases every third of a lease, checks Redis is back after an outage,
+/// and collects mail whose announcement was lost.
+async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
+    let every = inner.settings.lease / 3;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        let mut conn = inner.conn();
+        let pong = redis::cmd("PING").query_async::<String>(&mut conn).await;
+        if inner.seen(pong).is_err() {
+            continue;
+        }
+        let lease = inner.lease_end(now_ms()).to_string();
+        for (target_id, (_, waiters, claims)) in inner.local.by_target() {
+            let mut inv = scripts::RENEW.prepare_invoke();
+            inv.key(keys::wlease(&target_id))
+                .key(keys::inflight(&target_id));
+            inv.arg(&lease).arg(waiters.len());
+            for id in waiters.iter().chain(claims.iter()) {
+                inv.arg(id);
+            }
+            let renewed = inv.invoke_async::<(u64, u64)>(&mut conn).await;
+            match inner.seen(renewed) {
+                Ok((w, c)) if (w as usize) < waiters.len() || (c as usize) < claims.len() => {
+                    tracing::debug!(
+                        target_id,
+                        "some leases were gone at renewal (served, finished, or lost in a pause)"
+                    );
+                }
+                _ => {}
+            }
+            if waiters.is_empty() {
+                continue;
+            }
+            // Mail delivered to our waiters whose announcement never arrived.
+            let pending: redis::RedisResult<Vec<Option<String>>> = redis::cmd("HMGET")
+                .arg(keys::mbox(&target_id))
+                .arg(&waiters)
+                .query_async(&mut conn)
+                .await;
+            if let Ok(pending) = pending {
+                let with_mail: Vec<String> = waiters
+                    .iter()
+                    .zip(pending)
+                    .filter(|(_, m)| m.is_some())
+                    .map(|(w, _)| w.clone())
+                    .collect();
+                if !with_mail.is_empty() {
+                    inner.notify(&target_id, with_mail).await;
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    fn instance(&self) -> &str {
+        &self.inner.instance
+    }
+
+    fn degraded(&self) -> bool {
+        !self.inner.healthy.load(Ordering::Relaxed)
+    }
+
+    async fn arrive(
+        &self,
+        target: &Target,
+        waiter: &WaiterId,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Result<Arrival, StoreError> {
+        let inner = &self.inner;
+        inner.note_target(target).await;
+        let (tx, rx) = oneshot::channel();
+        // Registered before the script runs, so a delivery racing the reply finds it.
+        inner.local.add_waiter(
+            &waiter.0,
+            LocalWaiter {
+                target: target.clone(),
+                tx,
+                poolable: poolable(target) == "1",
+            },
+        );
+        let claim = inner.new_claim();
+        let lease = inner.lease_end(now).to_string();
+        let args = [
+            now.to_string(),
+            (now + min_remaining_ms).to_string(),
+            waiter.0.clone(),
+            lease.clone(),
+            claim.clone(),
+            lease,
+            poolable(target).to_owned(),
+            inner.mail_ttl().to_string(),
+        ];
+        let reply = match inner.run_target(&scripts::ARRIVE, &target.id, &args).await {
+            Ok(v) => v,
+            Err(e) => {
+                inner.local.take_waiter(&waiter.0);
+                return Err(e);
+            }
+        };
+        let (code, mut rest) = split_reply(reply);
+        let arrival = match code {
+            1 => {
+                inner.local.take_waiter(&waiter.0);
+                let json = if rest.is_empty() {
+                    String::new()
+                } else {
+                    rest.remove(0)
+                };
+                let answer: Answer = serde_json::from_str(&json).map_err(|e| {
+                    StoreError::Unavailable(format!("unreadable pooled answer: {e}"))
+                })?;
+                Arrival::Pooled(answer)
+            }
+            2 => Arrival::Wait(rx),
+            _ => {
+                inner.local.add_claim(&claim, target);
+                Arrival::Start(rx, ClaimId(claim))
+            }
+        };
+        inner.notify(&target.id, rest).await;
+        Ok(arrival)
+    }
+
+    async fn finish(
+        &self,
+        target: &Target,
+        claim: &ClaimId,
+        outcome: TaskOutcome,
+        poolable: bool,
+        now: Millis,
+    ) -> Result<Finished, StoreError> {
+        let inner = &self.inner;
+        inner.local.remove_claim(&claim.0);
+        let (code, mail_text) = match &outcome {
+            TaskOutcome::Answer(a) => ("A", mail::answer_mail(a)),
+            TaskOutcome::Failed(f) => ("F", mail::encode(&Err(f.clone()))),
+            TaskOutcome::Stale => ("S", String::new()),
+        };
+        let restart = inner.new_claim();
+        let args = [
+            now.to_string(),
+            claim.0.clone(),
+            code.to_owned(),
+            mail_text,
+            if poolable { "1" } else { "0" }.to_owned(),
+            restart.clone(),
+            inner.lease_end(now).to_string(),
+            inner.mail_ttl().to_string(),
+        ];
+        match inner.run_target(&scripts::FINISH, &target.id, &args).await {
+            Ok(values) => {
+                let (again, woken) = split_reply(values);
+                inner.notify(&target.id, woken).await;
+                if again == 1 {
+                    inner.local.add_claim(&restart, target);
+                    return Ok(Finished::Restart(ClaimId(restart)));
+                }
+                Ok(Finished::Done)
+            }
+            Err(e) => {
+                // Redis is away: this instance's own waiters still get what they wait for.
+                let delivery: Option<Delivery> = match outcome {
+                    TaskOutcome::Answer(a) => Some(Ok(a)),
+                    TaskOutcome::Failed(f) => Some(Err(f)),
+                    TaskOutcome::Stale => None,
+                };
+                if let Some(d) = delivery {
+                    if let Some(w) = inner.local.take_any_waiter(&target.id) {
+                        let _ = w.tx.send(d);
+                        return Ok(Finished::Done);
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn abandon(
+        &self,
+        target: &Target,
+        waiter: &WaiterId,
+        delivered: Option<Delivery>,
+        poolable: bool,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        inner.local.take_waiter(&waiter.0);
+        let mail_text = match &delivered {
+            Some(Ok(a)) => mail::answer_mail(a),
+            _ => String::new(),
+        };
+        let args = [
+            now.to_string(),
+            waiter.0.clone(),
+            mail_text,
+            if poolable { "1" } else { "0" }.to_owned(),
+            inner.mail_ttl().to_string(),
+        ];
+        let woken = split_reply_all(
+            inner
+                .run_target(&scripts::ABANDON, &target.id, &args)
+                .await?,
+        );
+        inner.notify(&target.id, woken).await;
+        Ok(())
+    }
+
+    async fn put(&self, target: &Target, answer: Answer, now: Millis) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        inner.note_target(target).await;
+        let args = [
+            now.to_string(),
+            mail::answer_mail(&answer),
+            inner.mail_ttl().to_string(),
+        ];
+        let woken = split_reply_all(inner.run_target(&scripts::PUT, &target.id, &args).await?);
+        inner.notify(&target.id, woken).await;
+        Ok(())
+    }
+
+    async fn reserve(&self, target: &Target, now: Millis) -> Result<ClaimId, StoreError> {
+        let inner = &self.inner;
+        inner.note_target(target).await;
+        let claim = inner.new_claim();
+        inner
+            .run_target(
+                &scripts::RESERVE,
+                &target.id,
+                &[claim.clone(), inner.lease_end(now).to_string()],
+            )
+            .await?;
+        inner.local.add_claim(&claim, target);
+        Ok(ClaimId(claim))
+    }
+
+    async fn counts(
+        &self,
+        target: &Target,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Result<TargetCounts, StoreError> {
+        let inner = &self.inner;
+        let args = [
+            now.to_string(),
+            (now + min_remaining_ms).to_string(),
+            poolable(target).to_owned(),
+            inner.mail_ttl().to_string(),
+        ];
+        let values = inner
+            .run_target(&scripts::COUNTS, &target.id, &args)
+            .await?;
+        let mut nums = values.iter().take(3).map(|v| match v {
+            Value::Int(n) => *n as u64,
+            _ => 0,
+        });
+        let counts = TargetCounts {
+            pooled: nums.next().unwrap_or(0),
+            in_flight: nums.next().unwrap_or(0),
+            waiting: nums.next().unwrap_or(0),
+        };
+        inner
+            .notify(
+                &target.id,
+                split_reply_all(values.into_iter().skip(3).collect()),
+            )
+            .await;
+        Ok(counts)
+    }
+
+    async fn cover(&self, target: &Target, now: Millis) -> Result<Vec<ClaimId>, StoreError> {
+        let inner = &self.inner;
+        let mine = inner.local.waiting_on(&target.id);
+        if mine == 0 {
+            return Ok(Vec::new());
+        }
+        let candidates: Vec<String> = (0..mine).map(|_| inner.new_claim()).collect();
+        let mut args = vec![
+            now.to_string(),
+            inner.lease_end(now).to_string(),
+            poolable(target).to_owned(),
+            inner.mail_ttl().to_string(),
+        ];
+        args.extend(candidates.iter().cloned());
+        let (n, woken) = split_reply(inner.run_target(&scripts::COVER, &target.id, &args).await?);
+        inner.notify(&target.id, woken).await;
+        let started: Vec<ClaimId> = candidates
+            .into_iter()
+            .take(n.max(0) as usize)
+            .map(ClaimId)
+            .collect();
+        for c in &started {
+            inner.local.add_claim(&c.0, target);
+        }
+        Ok(started)
+    }
+
+    async fn shared_arrive(
+        &self,
+        target: &Target,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Result<SharedArrival, StoreError> {
+        let inner = &self.inner;
+        inner.note_target(target).await;
+        let waiter = format!(
+            "{}:s{}",
+            inner.instance,
+            inner.next_id.fetch_add(1, Ordering::Relaxed)
+        );
+        let (tx, rx) = oneshot::channel();
+        inner.local.add_waiter(
+            &waiter,
+            LocalWaiter {
+                target: target.clone(),
+                tx,
+                poolable: false,
+            },
+        );
+        let mut conn = inner.conn();
+        let r = scripts::SHARED_ARRIVE
+            .key(keys::shared(&target.id))
+            .key(keys::lead(&target.id))
+            .key(keys::fence(&target.id))
+            .key(keys::followers(&target.id))
+            .arg(now + min_remaining_ms)
+            .arg(&waiter)
+            .arg(ms(inner.settings.lock_ttl))
+            .invoke_async::<Vec<Value>>(&mut conn)
+            .await;
+        let values = match inner.seen(r) {
+            Ok(v) => v,
+            Err(e) => {
+                inner.local.take_waiter(&waiter);
+                return Err(e);
+            }
+        };
+        let mut iter = values.into_iter();
+        let code = match iter.next() {
+            Some(Value::Int(n)) => n,
+            _ => 0,
+        };
+        match code {
+            1 => {
+                inner.local.take_waiter(&waiter);
+                let json: String = iter
+                    .next()
+                    .and_then(|v| redis::from_redis_value(v).ok())
+                    .unwrap_or_default();
+                let answer = serde_json::from_str(&json).map_err(|e| {
+                    StoreError::Unavailable(format!("unreadable cached answer: {e}"))
+                })?;
+                Ok(SharedArrival::Cached(answer))
+            }
+            2 => Ok(SharedArrival::Follow(rx)),
+            _ => {
+                let token = match iter.next() {
+                    Some(Value::Int(n)) => n as u64,
+                    _ => 0,
+                };
+                Ok(SharedArrival::Lead(rx, token))
+            }
+        }
+    }
+
+    async fn shared_finish(
+        &self,
+        target: &Target,
+        lead: u64,
+        outcome: Result<Answer, SolveFailure>,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let mut conn = inner.conn();
+        let r = scripts::SHARED_FINISH
+            .key(keys::shared(&target.id))
+            .key(keys::lead(&target.id))
+            .key(keys::followers(&target.id))
+            .key(keys::mbox(&target.id))
+            .key(keys::mlease(&target.id))
+            .arg(now)
+            .arg(lead)
+            .arg(mail::encode(&outcome))
+            .arg(inner.mail_ttl())
+            .invoke_async::<Vec<String>>(&mut conn)
+            .await;
+        match inner.seen(r) {
+            Ok(followers) => {
+                inner.notify(&target.id, followers).await;
+                Ok(())
+            }
+            Err(e) => {
+                // Redis is away: this instance's followers still get the answer.
+                while let Some(w) = inner.local.take_any_waiter(&target.id) {
+                    let _ = w.tx.send(outcome.clone());
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn shared_evict(&self, target_id: &str) -> Result<(), StoreError> {
+        let mut conn = self.inner.conn();
+        let r = conn.del::<_, ()>(keys::shared(target_id)).await;
+        self.inner.seen(r)
+    }
+
+    async fn create_task(&self, record: TaskRecord) -> Result<(), StoreError> {
+        self.inner
+            .tasks
+            .create(&self.inner.conn(), &self.inner.healthy, record)
+            .await
+    }
+
+    async fn finish_task(&self, id: &str, state: TaskState, now: Millis) -> Result<(), StoreError> {
+        self.inner
+            .tasks
+            .finish(&self.inner.conn(), &self.inner.healthy, id, state, now)
+            .await
+    }
+
+    async fn mark_reported(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner
+            .tasks
+            .mark_reported(&self.inner.conn(), &self.inner.healthy, id)
+            .await
+    }
+
+    async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner
+            .tasks
+            .get(&self.inner.conn(), &self.inner.healthy, id)
+            .await
+    }
+
+    async fn wait_task(&self, id: &str, wait: Duration) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner
+            .tasks
+            .wait(&self.inner.conn(), &self.inner.healthy, id, wait)
+            .await
+    }
+
+    async fn sweep(
+        &self,
+        now: Millis,
+        retention_ms: u64,
+        pending_limit_ms: u64,
+    ) -> Result<usize, StoreError> {
+        let removed = self
+            .inner
+            .tasks
+            .sweep_fallback(now, retention_ms, pending_limit_ms)
+            .await;
+        let mut conn = self.inner.conn();
+        let r = conn.smembers::<_, Vec<String>>(keys::targets()).await;
+        for target_id in self.inner.seen(r)? {
+            let args = [
+                now.to_string(),
+                now.to_string(),
+                "1".to_owned(),
+                self.inner.mail_ttl().to_string(),
+            ];
+            let values = self
+                .inner
+                .run_target(&scripts::COUNTS, &target_id, &args)
+                .await?;
+            self.inner
+                .notify(
+                    &target_id,
+                    split_reply_all(values.into_iter().skip(3).collect()),
+                )
+                .await;
+        }
+        Ok(removed)
+    }
+
+    async fn figures(&self) -> Result<Vec<TargetFigures>, StoreError> {
+        let mut conn = self.inner.conn();
+        let r = conn.smembers::<_, Vec<String>>(keys::targets()).await;
+        let mut out = Vec::new();
+        for id in self.inner.seen(r)? {
+            let stats: std::collections::HashMap<String, String> =
+                self.inner.seen(conn.hgetall(keys::stats(&id)).await)?;
+            let card = |key: String| {
+                let mut c = conn.clone();
+                async move { c.zcard::<_, u64>(key).await.unwrap_or(0) }
+            };
+            let num = |f: &str| stats.get(f).and_then(|v| v.parse().ok()).unwrap_or(0);
+            out.push(TargetFigures {
+                id: id.clone(),
+                label: stats.get("label").cloned().unwrap_or_default(),
+                pooled: card(keys::pool(&id)).await,
+                in_flight: card(keys::inflight(&id)).await,
+                waiting: card(keys::waiters(&id)).await,
+                pool_hits: num("pool_hits"),
+                waits_served: num("waits_served"),
+                new_tasks: num("new_tasks"),
+                refills: num("refills"),
+                expired_unused: num("expired_unused"),
+            });
+        }
+        out.sort_by(|a, b| a.label.cmp(&b.label).then(a.id.cmp(&b.id)));
+        Ok(out)
+    }
+}

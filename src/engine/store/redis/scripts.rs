@@ -1,0 +1,38 @@
+//! The Lua scripts, loaded once each. Target scripts get the shared prelude prepended at build
+//! time, so each stays a single EVAL with its own contract header.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+macro_rules! target_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../../../../lua/lib/target.lua"),
+                "\n",
+                include_str!(concat!("../../../../lua/", $file))
+            ))
+        })
+    };
+}
+
+macro_rules! script {
+    ($file:literal) => {
+        LazyLock::new(|| Script::new(include_str!(concat!("../../../../lua/", $file))))
+    };
+}
+
+pub static ARRIVE: LazyLock<Script> = target_script!("arrive.lua");
+pub static FINISH: LazyLock<Script> = target_script!("finish.lua");
+pub static ABANDON: LazyLock<Script> = target_script!("abandon.lua");
+pub static PUT: LazyLock<Script> = target_script!("put.lua");
+pub static RESERVE: LazyLock<Script> = target_script!("reserve.lua");
+pub static COUNTS: LazyLock<Script> = target_script!("counts.lua");
+pub static COVER: LazyLock<Script> = target_script!("cover.lua");
+pub static TAKE: LazyLock<Script> = script!("take.lua");
+pub static RENEW: LazyLock<Script> = script!("renew.lua");
+pub static SHARED_ARRIVE: LazyLock<Script> = script!("shared_arrive.lua");
+pub static SHARED_FINISH: LazyLock<Script> = script!("shared_finish.lua");
+pub static TASK_FINISH: LazyLock<Script> = script!("task_finish.lua");
+pub static TASK_REPORT: LazyLock<Script> = script!("task_report.lua");

@@ -1,0 +1,205 @@
+//! Task records in Redis: one hash per task (`record` json, `state` json or `pending`,
+//! `finished_at`, `reported`) with a TTL, readable by every instance. Records created while Redis
+//! is away live in a local fallback, so `in.php` keeps working degraded on this instance.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use tokio::sync::Notify;
+
+use super::conn::Conn;
+use super::{keys, scripts, unavailable};
+use crate::engine::store::{MemoryStore, Store, StoreError};
+use crate::engine::{TaskRecord, TaskState};
+use crate::model::Millis;
+
+/// How often a long-poll for a task finished by another instance looks again. Tasks finished by
+/// this instance wake their long-polls at once.
+const CROSS_INSTANCE_CHECK: Duration = Duration::from_millis(250);
+
+pub(super) struct Tasks {
+    retention: Duration,
+    pending_ttl: Duration,
+    fallback: MemoryStore,
+    notify: Mutex<HashMap<String, Arc<Notify>>>,
+}
+
+fn seen<T>(healthy: &AtomicBool, r: redis::RedisResult<T>) -> Result<T, StoreError> {
+    healthy.store(r.is_ok(), Ordering::Relaxed);
+    r.map_err(unavailable)
+}
+
+impl Tasks {
+    pub fn new(retention: Duration, pending_ttl: Duration) -> Self {
+        Self {
+            retention,
+            pending_ttl,
+            fallback: MemoryStore::new(),
+            notify: Mutex::default(),
+        }
+    }
+
+    fn notifier(&self, id: &str) -> Arc<Notify> {
+        self.notify
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(id.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    pub async fn create(
+        &self,
+        conn: &Conn,
+        healthy: &AtomicBool,
+        record: TaskRecord,
+    ) -> Result<(), StoreError> {
+        let json =
+            serde_json::to_string(&record).map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let key = keys::task(&record.id);
+        let mut c = conn.clone();
+        let r: redis::RedisResult<()> = redis::pipe()
+            .atomic()
+            .hset_multiple(
+                &key,
+                &[
+                    ("record", json.as_str()),
+                    ("state", "pending"),
+                    ("reported", "0"),
+                ],
+            )
+            .ignore()
+            .pexpire(&key, self.pending_ttl.as_millis() as i64)
+            .ignore()
+            .query_async(&mut c)
+            .await;
+        match seen(healthy, r) {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                tracing::warn!("redis unavailable: task record kept on this instance only");
+                self.fallback.create_task(record).await
+            }
+        }
+    }
+
+    pub async fn finish(
+        &self,
+        conn: &Conn,
+        healthy: &AtomicBool,
+        id: &str,
+        state: TaskState,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        if self.fallback.get_task(id).await?.is_some() {
+            self.fallback.finish_task(id, state, now).await?;
+        } else {
+            let json = serde_json::to_string(&state)
+                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            let mut c = conn.clone();
+            let r = scripts::TASK_FINISH
+                .key(keys::task(id))
+                .arg(json)
+                .arg(now)
+                .arg(self.retention.as_millis() as u64)
+                .invoke_async::<i64>(&mut c)
+                .await;
+            seen(healthy, r)?;
+        }
+        if let Some(n) = self
+            .notify
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id)
+        {
+            n.notify_waiters();
+        }
+        Ok(())
+    }
+
+    pub async fn mark_reported(
+        &self,
+        conn: &Conn,
+        healthy: &AtomicBool,
+        id: &str,
+    ) -> Result<bool, StoreError> {
+        if self.fallback.get_task(id).await?.is_some() {
+            return self.fallback.mark_reported(id).await;
+        }
+        let mut c = conn.clone();
+        let r = scripts::TASK_REPORT
+            .key(keys::task(id))
+            .invoke_async::<i64>(&mut c)
+            .await;
+        Ok(seen(healthy, r)? == 1)
+    }
+
+    pub async fn get(
+        &self,
+        conn: &Conn,
+        healthy: &AtomicBool,
+        id: &str,
+    ) -> Result<Option<TaskRecord>, StoreError> {
+        if let Some(r) = self.fallback.get_task(id).await? {
+            return Ok(Some(r));
+        }
+        let mut c = conn.clone();
+        let fields: HashMap<String, String> = seen(healthy, c.hgetall(keys::task(id)).await)?;
+        let Some(mut record) = fields
+            .get("record")
+            .and_then(|j| serde_json::from_str::<TaskRecord>(j).ok())
+        else {
+            return Ok(None);
+        };
+        if let Some(state) = fields.get("state").filter(|s| *s != "pending") {
+            record.state = serde_json::from_str(state)
+                .map_err(|e| StoreError::Unavailable(format!("unreadable task state: {e}")))?;
+        }
+        record.finished_at = fields.get("finished_at").and_then(|v| v.parse().ok());
+        record.reported = fields.get("reported").is_some_and(|v| v == "1");
+        Ok(Some(record))
+    }
+
+    pub async fn wait(
+        &self,
+        conn: &Conn,
+        healthy: &AtomicBool,
+        id: &str,
+        wait: Duration,
+    ) -> Result<Option<TaskRecord>, StoreError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let notify = self.notifier(id);
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let record = self.get(conn, healthy, id).await?;
+            let done = record
+                .as_ref()
+                .is_none_or(|r| r.state != TaskState::Pending);
+            if done || tokio::time::Instant::now() >= deadline {
+                return Ok(record);
+            }
+            let next = (tokio::time::Instant::now() + CROSS_INSTANCE_CHECK).min(deadline);
+            let _ = tokio::time::timeout_at(next, notified).await;
+        }
+    }
+
+    pub async fn sweep_fallback(
+        &self,
+        now: Millis,
+        retention_ms: u64,
+        pending_limit_ms: u64,
+    ) -> usize {
+        self.notify
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, n| Arc::strong_count(n) > 1);
+        self.fallback
+            .sweep(now, retention_ms, pending_limit_ms)
+            .await
+            .unwrap_or(0)
+    }
+}
