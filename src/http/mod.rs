@@ -21,7 +21,8 @@ pub use state::{AppState, Limits};
 use axum::Router;
 use axum::extract::Request;
 use axum::routing::{any, get, post};
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
+use tracing::Level;
 
 /// Every route of the gateway.
 pub fn router(state: AppState) -> Router {
@@ -40,6 +41,8 @@ pub fn router(state: AppState) -> Router {
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             // The path only: compatible clients send their key in the query string.
             tracing::debug_span!("request", method = %req.method(), path = %req.uri().path())
-        }))
+        })
+        // A 503 or 504 is an answer to a caller (shed load, deadline), not a server fault.
+        .on_failure(DefaultOnFailure::new().level(Level::DEBUG)))
         .with_state(state)
 }

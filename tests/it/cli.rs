@@ -45,9 +45,15 @@ fn bad_configuration_exits_2_with_one_line() {
     assert_config_error(&with(&["--max-concurrent", "0"]), &[], "--max-concurrent");
     assert_config_error(&with(&["--gateway-key", "short"]), &[], "--gateway-key");
     assert_config_error(
-        &with(&["--redis-url", "redis://127.0.0.1:1"]),
+        &with(&["--redis-url", "http://u:hunter2@127.0.0.1:1"]),
         &[],
         "--redis-url",
+    );
+    assert_config_error(&with(&["--redis-required"]), &[], "--redis-required");
+    let (_, stderr) = run(&with(&["--redis-url", "http://u:hunter2@127.0.0.1:1"]), &[]);
+    assert!(
+        !stderr.contains("hunter2"),
+        "a password in a URL is never echoed: {stderr}"
     );
     assert_config_error(&with(&["--provider-url", "ftp://x"]), &[], "--provider-url");
     assert_config_error(

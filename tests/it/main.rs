@@ -7,6 +7,7 @@ mod burst;
 mod cli;
 mod clients;
 mod compat_api;
+mod fleet;
 mod native_api;
 mod redis_store;
 mod upstream;

@@ -175,4 +175,5 @@ impl TestGateway {
         v
     }
 }
+pub mod fleet;
 pub mod redis;

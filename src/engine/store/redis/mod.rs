@@ -190,7 +190,12 @@ impl Inner {
 
     /// Records the outcome of a Redis call in the health flag.
     fn seen<T>(&self, r: redis::RedisResult<T>) -> Result<T, StoreError> {
-        self.healthy.store(r.is_ok(), Ordering::Relaxed);
+        let was_healthy = self.healthy.swap(r.is_ok(), Ordering::Relaxed);
+        if r.is_ok() && !was_healthy {
+            // Redis may have come back empty: register targets again as they are used.
+            self.known.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            tracing::info!("redis reachable again");
+        }
         if let Err(e) = &r {
             tracing::debug!(error = %e, "redis call failed");
         }

@@ -1,0 +1,270 @@
+//! Several gateway processes on one Redis: the promises hold fleet-wide, a killed instance's
+//! claims expire within a lease, and a Redis outage degrades without stopping anyone.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use captcha_gateway::model::now_ms;
+use captcha_gateway::sim::LatencyRange;
+use futures::future::join_all;
+use serde_json::{Value, json};
+
+use crate::support::KEY;
+use crate::support::fleet::{GatewayProcess, SimServer, client};
+use crate::support::redis::RedisServer;
+
+const MIN_REMAINING_MS: u64 = 10_000;
+
+async fn solve(http: &reqwest::Client, base: &str, body: Value) -> (u16, Value) {
+    let res = http
+        .post(format!("{base}/v1/solve"))
+        .bearer_auth(KEY)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+async fn verify(http: &reqwest::Client, sim: &SimServer, token: &str) -> Value {
+    http.get(format!("http://{}/verify", sim.addr))
+        .query(&[("token", token)])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Sum of one metric over its label sets, from a gateway's `/metrics`.
+async fn metric_sum(http: &reqwest::Client, base: &str, name: &str) -> u64 {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| {
+            l.starts_with(name)
+                && (l[name.len()..].starts_with('{') || l[name.len()..].starts_with(' '))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+fn target(i: usize) -> Value {
+    match i % 5 {
+        t @ 0..=2 => {
+            json!({"kind": "recaptcha_v2", "sitekey": format!("6Le-fleet-{t}"), "pageurl": "https://example.com/login"})
+        }
+        t => {
+            json!({"kind": "turnstile", "sitekey": format!("0x4-fleet-{t}"), "pageurl": "https://example.com/checkout"})
+        }
+    }
+}
+
+#[tokio::test]
+async fn three_gateways_serve_a_thousand_callers_once_fresh_and_exactly() {
+    let redis = RedisServer::start();
+    let sim = SimServer::start(
+        LatencyRange {
+            min: Duration::from_millis(200),
+            max: Duration::from_millis(400),
+        },
+        5000,
+    )
+    .await;
+    let mut gateways = Vec::new();
+    for _ in 0..3 {
+        gateways.push(GatewayProcess::start(&sim, &redis.url(), "", 0.05).await);
+    }
+    let http = client();
+    let calls = (0..1000).map(|i| {
+        let (http, base) = (&http, &gateways[i % 3].base);
+        async move {
+            let (status, v) = solve(http, base, target(i)).await;
+            (status, v, now_ms())
+        }
+    });
+    let results = join_all(calls).await;
+
+    let mut tokens = HashSet::new();
+    for (status, v, received_at) in &results {
+        assert_eq!(*status, 200, "every caller is served: {v}");
+        let token = v["token"].as_str().unwrap();
+        assert!(
+            tokens.insert(token.to_owned()),
+            "a token was handed out twice"
+        );
+        let verdict = verify(&http, &sim, token).await;
+        assert_eq!(verdict["success"], true, "{verdict}");
+        let lifetime = if v["kind"] == "turnstile" {
+            300_000
+        } else {
+            120_000
+        };
+        let left = verdict["solved_at"].as_u64().unwrap() + lifetime - received_at;
+        assert!(left >= MIN_REMAINING_MS, "handed out with {left} ms left");
+    }
+    let pool_hits = metric_sum(&http, &gateways[0].base, "gateway_pool_hits_total").await;
+    let stats = sim.sim.stats();
+    assert_eq!(
+        stats.submits,
+        1000 - pool_hits,
+        "upstream tasks = callers - pool hits"
+    );
+    assert_eq!(
+        (
+            stats.verify_ok,
+            stats.verify_duplicate,
+            stats.verify_expired
+        ),
+        (1000, 0, 0)
+    );
+}
+
+#[tokio::test]
+async fn a_killed_gateways_claims_expire_and_its_waiting_demand_gets_new_tasks() {
+    let redis = RedisServer::start();
+    // Slow solves: the killed gateway's tasks must still be running when it dies.
+    let sim = SimServer::start(LatencyRange::fixed(Duration::from_secs(5)), 100).await;
+    let lease = "redis_lease_s = 2";
+    let mut a = GatewayProcess::start(&sim, &redis.url(), lease, 0.5).await;
+    let b = GatewayProcess::start(&sim, &redis.url(), lease, 0.5).await;
+    let http = client();
+    let body = |timeout: f64| json!({"kind": "recaptcha_v2", "sitekey": "6Le-crash", "pageurl": "https://example.com/", "timeout_s": timeout});
+
+    // Five callers on A give up quickly; their five tasks keep running, claimed by A.
+    let early = join_all((0..5).map(|_| solve(&http, &a.base, body(0.2)))).await;
+    assert!(early.iter().all(|(s, _)| *s == 504), "{early:?}");
+    assert_eq!(sim.sim.stats().submits, 5);
+
+    // Five callers on B are covered by A's running tasks: they wait, no new task starts.
+    let waiting: Vec<_> = (0..5)
+        .map(|_| {
+            let (http, base, body) = (http.clone(), b.base.clone(), body(60.0));
+            tokio::spawn(async move { solve(&http, &base, body).await })
+        })
+        .collect();
+    while metric_sum(&http, &b.base, "gateway_target_waiting").await < 5 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(sim.sim.stats().submits, 5, "B's callers wait for A's tasks");
+
+    a.kill().await;
+    // Within a lease A's claims expire and B starts tasks for its waiting callers.
+    for w in waiting {
+        let (status, v) = w.await.unwrap();
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(
+            verify(&http, &sim, v["token"].as_str().unwrap()).await["success"],
+            true
+        );
+    }
+    assert_eq!(
+        sim.sim.stats().submits,
+        10,
+        "exactly the five missing tasks started"
+    );
+}
+
+#[tokio::test]
+async fn a_redis_outage_degrades_and_recovers_without_a_restart() {
+    let mut redis = RedisServer::start();
+    let sim = SimServer::start(
+        LatencyRange {
+            min: Duration::from_millis(50),
+            max: Duration::from_millis(100),
+        },
+        100,
+    )
+    .await;
+    let gw = GatewayProcess::start(&sim, &redis.url(), "redis_lease_s = 1.5", 0.05).await;
+    let http = client();
+    let body = |sitekey: &str, timeout: f64| json!({"kind": "recaptcha_v2", "sitekey": sitekey, "pageurl": "https://example.com/", "timeout_s": timeout});
+    let health = || async {
+        http.get(format!("{}/health", gw.base))
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()["status"]
+            .clone()
+    };
+
+    assert_eq!(
+        solve(&http, &gw.base, body("6Le-outage", 30.0)).await.0,
+        200
+    );
+    redis.kill();
+    while health().await != "degraded" {
+        tokio::task::yield_now().await;
+    }
+    // Solving continues without Redis, through both APIs.
+    let (status, v) = solve(&http, &gw.base, body("6Le-outage", 30.0)).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        verify(&http, &sim, v["token"].as_str().unwrap()).await["success"],
+        true
+    );
+    let submitted = http
+        .get(format!(
+            "{}/in.php?key={KEY}&method=turnstile&sitekey=0x4&pageurl=https://example.com/",
+            gw.base
+        ))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let id = submitted
+        .strip_prefix("OK|")
+        .unwrap_or_else(|| panic!("in.php while degraded: {submitted}"));
+    let done: Value = http
+        .get(format!("{}/v1/tasks/{id}?wait=30", gw.base))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(done["status"], "ready", "{done}");
+    assert_eq!(
+        http.get(format!("{}/readyz", gw.base))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200,
+        "not required: stays ready"
+    );
+
+    redis.restart();
+    while health().await != "healthy" {
+        tokio::task::yield_now().await;
+    }
+    // The pool works again: an answer whose caller gave up is pooled and taken by the next.
+    let (status, _) = solve(&http, &gw.base, body("6Le-after", 0.01)).await;
+    assert_eq!(status, 504);
+    while metric_sum(&http, &gw.base, "gateway_pool_size").await < 1 {
+        tokio::task::yield_now().await;
+    }
+    let (status, v) = solve(&http, &gw.base, body("6Le-after", 30.0)).await;
+    assert_eq!((status, v["source"].as_str()), (200, Some("pool")), "{v}");
+    assert_eq!(
+        http.get(format!("{}/livez", gw.base))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+}

@@ -1,0 +1,106 @@
+//! Gateway processes (the real binary) in front of one simulator, sharing a Redis: what a fleet
+//! looks like on one machine.
+
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use captcha_gateway::model::Kind;
+use captcha_gateway::sim::{LatencyRange, SimSettings, Simulator};
+use tokio::io::AsyncBufReadExt;
+use tokio::process::{Child, Command};
+
+use super::KEY;
+
+/// A simulator served on a loopback port by this test process.
+pub struct SimServer {
+    pub sim: Arc<Simulator>,
+    pub addr: SocketAddr,
+}
+
+impl SimServer {
+    pub async fn start(latency: LatencyRange, threads: u32) -> SimServer {
+        let mut settings = SimSettings {
+            threads,
+            ..SimSettings::default()
+        };
+        for kind in Kind::ALL {
+            settings.latency.insert(kind, latency);
+        }
+        let sim = Simulator::new(settings);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(captcha_gateway::sim::serve(
+            sim.clone(),
+            listener,
+            std::future::pending(),
+        ));
+        SimServer { sim, addr }
+    }
+}
+
+/// One `captcha-gateway serve` process.
+pub struct GatewayProcess {
+    child: Child,
+    pub base: String,
+    _config: tempfile::NamedTempFile,
+}
+
+impl GatewayProcess {
+    /// Starts a gateway on the simulator and `redis_url`, with extra top-level TOML lines and
+    /// the poller's interval (its 20-check budget must cover the simulator's solve time).
+    pub async fn start(
+        sim: &SimServer,
+        redis_url: &str,
+        extra_toml: &str,
+        poll_interval_s: f64,
+    ) -> GatewayProcess {
+        use std::io::Write;
+        let mut config = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            config,
+            "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:0\"\nthreads = 2000\n\
+             max_concurrent = 20000\nredis_url = \"{redis_url}\"\n{extra_toml}\n\
+             [poll]\nfirst_check_s = 0.05\ninterval_s = {poll_interval_s}\nmax_requests_per_second = 2000\n",
+            sim.addr
+        )
+        .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+            .args(["serve", "--config", config.path().to_str().unwrap()])
+            .env_clear()
+            .env("CAPTCHAAI_API_KEY", KEY)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the gateway binary starts");
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = lines.next_line().await.unwrap().unwrap_or_default();
+        let base = line
+            .trim()
+            .strip_prefix("captcha-gateway listening on ")
+            .unwrap_or_else(|| panic!("gateway did not start: {line:?}"))
+            .to_owned();
+        GatewayProcess {
+            child,
+            base,
+            _config: config,
+        }
+    }
+
+    /// `kill -9`.
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// An HTTP client that keeps up with a thousand concurrent callers.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(2000)
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap()
+}
