@@ -376,3 +376,76 @@ fn random_sequences_match_the_model_on_a_cluster() {
     let cluster = RedisCluster::start();
     check_against_model(cluster.urls(), true);
 }
+
+#[tokio::test]
+async fn reusable_answers_are_solved_once_fleet_wide_under_a_fenced_lock() {
+    use captcha_gateway::engine::store::SharedArrival;
+    use captcha_gateway::model::ImageOptions;
+    let server = RedisServer::start();
+    // A lock shorter than the test, so a second leader can take over from a slow first one.
+    let short_lock = |s: &mut RedisSettings| s.lock_ttl = std::time::Duration::from_millis(300);
+    let (a, b) = (
+        store_with(server.url(), false, short_lock).await,
+        store_with(server.url(), false, short_lock).await,
+    );
+    let mut body = b"\x89PNG\r\n\x1a\n".to_vec();
+    body.resize(300, NEXT.fetch_add(1, Ordering::Relaxed) as u8);
+    let req = SolveRequest::new(TaskParams::Image {
+        body: body.into(),
+        options: ImageOptions::default(),
+    });
+    let t = Target::of(&req, TargetPolicy::default());
+    let now = captcha_gateway::model::now_ms();
+
+    let SharedArrival::Lead(rx_a, first) = a.shared_arrive(&t, now, MIN_REMAINING).await.unwrap()
+    else {
+        panic!("first caller leads")
+    };
+    let SharedArrival::Follow(rx_b) = b.shared_arrive(&t, now, MIN_REMAINING).await.unwrap() else {
+        panic!("second caller follows")
+    };
+    // The first leader's lock runs out; a new caller leads with a newer fencing token.
+    let lock_gone = async {
+        let client = redis::Client::open(server.url()).unwrap();
+        let mut c = client.get_multiplexed_async_connection().await.unwrap();
+        loop {
+            let exists: bool =
+                redis::AsyncCommands::exists(&mut c, format!("cg:{{t:{}}}:lead", t.id))
+                    .await
+                    .unwrap();
+            if !exists {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    lock_gone.await;
+    let SharedArrival::Lead(rx_c, second) = b.shared_arrive(&t, now, MIN_REMAINING).await.unwrap()
+    else {
+        panic!("a new leader after the lock expired")
+    };
+    assert!(second > first, "fencing tokens increase");
+
+    // The stale leader finishes first: everyone waiting gets its answer, but it must not release
+    // the new leader's lock.
+    let text = answer("OCR1".into(), now, 3_600_000);
+    a.shared_finish(&t, first, Ok(text), now).await.unwrap();
+    for rx in [rx_a, rx_b, rx_c] {
+        assert_eq!(rx.await.unwrap().unwrap().text, "OCR1");
+    }
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let lock: Option<String> = redis::AsyncCommands::get(&mut c, format!("cg:{{t:{}}}:lead", t.id))
+        .await
+        .unwrap();
+    assert_eq!(
+        lock,
+        Some(second.to_string()),
+        "the stale leader left the new lock alone"
+    );
+    // Later callers share the cached answer without a task.
+    match a.shared_arrive(&t, now, MIN_REMAINING).await.unwrap() {
+        SharedArrival::Cached(ans) => assert_eq!(ans.text, "OCR1"),
+        other => panic!("expected the cached answer, got {other:?}"),
+    }
+}

@@ -96,6 +96,13 @@ pub(super) fn instance_of(waiter: &str) -> &str {
     waiter.split_once(':').map(|(i, _)| i).unwrap_or(waiter)
 }
 
+/// Followers of a reusable target's task have ids `<instance>:s<seq>`.
+pub(super) fn is_follower(waiter: &str) -> bool {
+    waiter
+        .split_once(':')
+        .is_some_and(|(_, seq)| seq.starts_with('s'))
+}
+
 fn seq_of(waiter: &str) -> u64 {
     waiter
         .rsplit_once(':')

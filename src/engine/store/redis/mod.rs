@@ -300,6 +300,10 @@ impl Inner {
             },
             None => delivery,
         };
+        if fanout::is_follower(waiter) {
+            // A reusable answer is cached for everyone; a follower that left needs nothing.
+            return Vec::new();
+        }
         // The caller left between delivery and now: pass the answer on.
         let args = [
             now_ms().to_string(),
