@@ -11,6 +11,7 @@ use crate::cli::ProviderName;
 use crate::config::{ConfigError, Settings};
 use crate::engine::{Engine, MemoryStore};
 use crate::http::{self, Admission, AppState, Auth};
+use crate::pools::{self, Pools, RefillSettings};
 use crate::provider::{Account, AccountSettings, Family, InResProvider, Provider};
 use crate::shutdown::Shutdown;
 use crate::sim::{self, SimSettings, Simulator};
@@ -134,6 +135,8 @@ impl Gateway {
             shutdown.tracker.clone(),
         );
         spawn_sweeper(engine.clone(), &shutdown);
+        let pools = Pools::new(&engine, settings.pools.clone(), RefillSettings::default());
+        pools::spawn_refiller(engine.clone(), pools.clone(), &shutdown);
 
         let state = AppState {
             engine,
@@ -144,6 +147,7 @@ impl Gateway {
             upstream,
             metrics: Arc::new(Metrics::new()),
             limits: Arc::new(settings.limits.clone()),
+            pools,
         };
         let mut router = http::router(state);
         if let Some((sim, _)) = &simulator {
