@@ -8,4 +8,5 @@ mod cli;
 mod clients;
 mod compat_api;
 mod native_api;
+mod pools;
 mod upstream;
