@@ -60,6 +60,7 @@ pub async fn import(
     let lifetime = u64::try_from(engine.lifetime(kind).as_millis()).unwrap_or(u64::MAX);
     let min_remaining_ms =
         u64::try_from(engine.settings().min_remaining.as_millis()).unwrap_or(u64::MAX);
+    pools.prune_imports(now_ms());
     let mut outcome = ImportOutcome::default();
     for (index, entry) in offered.into_iter().enumerate() {
         let now = now_ms();
@@ -81,7 +82,7 @@ pub async fn import(
             }
         };
         let digest = digest(&answer.text);
-        if !pools.first_import(digest, answer.expires_at, now) {
+        if !pools.first_import(digest, answer.expires_at) {
             outcome
                 .rejected
                 .push((index, "this token was already imported".to_owned()));

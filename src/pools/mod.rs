@@ -1,9 +1,10 @@
 //! Warm pools (DESIGN.md sections 3 and 6, issue 3 items 2-4): configured targets kept stocked
 //! with ready answers, answers imported from elsewhere, and the hit-rate and waste figures.
 //!
-//! Owns: the `[[pools]]` settings ([`spec`]), auto sizing from demand and solve time
-//! ([`sizing`]), the refiller loop that tops pools up with as many concurrent refills as they
-//! lack ([`refiller`]), token import rules ([`import`]) and the per-target report ([`view`]).
+//! Owns: the `[[pools]]` settings ([`PoolSpec`]), auto sizing from demand and solve time
+//! ([`AutoSizer`]), the refiller loop that tops pools up with as many concurrent refills as they
+//! lack ([`spawn_refiller`]), token import rules ([`import()`]) and the per-target report
+//! ([`PoolView`]).
 //! Does not own: where answers go or the once/fresh promises (the engine and its store: a
 //! refill's answer goes to the oldest waiter or the pool like any other), nor thread priority
 //! (the provider account lets refills use spare threads only).
@@ -13,7 +14,7 @@
 //! - [`Pools`] (here): the configured pools and their live sizing state, shared by the refiller
 //!   and the HTTP API.
 //! - `spec`: `[[pools]]` tables to [`PoolSpec`]s. `sizing`: [`AutoSizer`].
-//! - `refiller`: the loop. `import`: [`import`] of outside answers. `view`: [`PoolView`].
+//! - `refiller`: the loop. `import`: [`import()`] of outside answers. `view`: [`PoolView`].
 
 mod import;
 mod refiller;
@@ -141,11 +142,15 @@ impl Pools {
             .or_default() += n;
     }
 
-    /// Records `digest` as imported until `expires_at`; false if it already was (and is alive).
-    pub(crate) fn first_import(&self, digest: [u8; 16], expires_at: Millis, now: Millis) -> bool {
-        let mut seen = lock(&self.seen);
-        seen.retain(|_, until| *until > now);
-        match seen.entry(digest) {
+    /// Forgets imported tokens that have expired by `now` (once per import request, so a big
+    /// batch does not rescan the set per token).
+    pub(crate) fn prune_imports(&self, now: Millis) {
+        lock(&self.seen).retain(|_, until| *until > now);
+    }
+
+    /// Records `digest` as imported until `expires_at`; false if it already was.
+    pub(crate) fn first_import(&self, digest: [u8; 16], expires_at: Millis) -> bool {
+        match lock(&self.seen).entry(digest) {
             std::collections::hash_map::Entry::Occupied(_) => false,
             std::collections::hash_map::Entry::Vacant(slot) => {
                 slot.insert(expires_at);
