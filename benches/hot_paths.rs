@@ -6,14 +6,15 @@ use std::hint::black_box;
 
 use bytes::Bytes;
 use captcha_gateway::compat::{Params, parse_submit};
-use captcha_gateway::model::{RecaptchaVersion, SolveRequest, TaskParams, Target, TargetPolicy};
+use captcha_gateway::model::{RecaptchaVersion, SolveRequest, Target, TargetPolicy, TaskParams};
 use captcha_gateway::provider::{Family, parse_reply, split_batch};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn recaptcha() -> SolveRequest {
     SolveRequest::new(TaskParams::Recaptcha {
         sitekey: "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI".into(),
-        pageurl: "https://Shop.Example.com/checkout/step-2/?session=8f3a9c&utm_source=mail#pay".into(),
+        pageurl: "https://Shop.Example.com/checkout/step-2/?session=8f3a9c&utm_source=mail#pay"
+            .into(),
         version: RecaptchaVersion::V2,
         enterprise: false,
         invisible: true,
@@ -26,18 +27,26 @@ fn recaptcha() -> SolveRequest {
 
 fn target_keys(c: &mut Criterion) {
     let req = recaptcha();
-    c.bench_function("target_of_recaptcha", |b| b.iter(|| Target::of(black_box(&req), TargetPolicy::default())));
+    c.bench_function("target_of_recaptcha", |b| {
+        b.iter(|| Target::of(black_box(&req), TargetPolicy::default()))
+    });
 }
 
 fn compat_parsing(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     let body = Bytes::from_static(
         b"key=0123456789abcdef0123456789abcdef&method=userrecaptcha&googlekey=6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI\
           &pageurl=https%3A%2F%2Fshop.example.com%2Fcheckout&invisible=1&enterprise=0&version=v2&soft_id=4580&json=1",
     );
     c.bench_function("compat_params_and_submit", |b| {
         b.iter(|| {
-            let params = rt.block_on(Params::read(None, Some("application/x-www-form-urlencoded"), body.clone()));
+            let params = rt.block_on(Params::read(
+                None,
+                Some("application/x-www-form-urlencoded"),
+                body.clone(),
+            ));
             parse_submit(black_box(&params)).unwrap()
         })
     });
@@ -46,13 +55,31 @@ fn compat_parsing(c: &mut Criterion) {
 fn upstream_parsing(c: &mut Criterion) {
     let token = format!("03AGdBq2{}", "x".repeat(480));
     let json = format!(r#"{{"status":1,"request":"{token}"}}"#);
-    c.bench_function("parse_reply_json_token", |b| b.iter(|| parse_reply(Family::CaptchaAi, 200, black_box(&json))));
-    c.bench_function("parse_reply_html_502", |b| {
-        b.iter(|| parse_reply(Family::CaptchaAi, 502, black_box("<html><body><h1>502 Bad Gateway</h1></body></html>")))
+    c.bench_function("parse_reply_json_token", |b| {
+        b.iter(|| parse_reply(Family::CaptchaAi, 200, black_box(&json)))
     });
-    let batch: Vec<String> = (0..100).map(|i| if i % 3 == 0 { "CAPCHA_NOT_READY".to_owned() } else { token.clone() }).collect();
+    c.bench_function("parse_reply_html_502", |b| {
+        b.iter(|| {
+            parse_reply(
+                Family::CaptchaAi,
+                502,
+                black_box("<html><body><h1>502 Bad Gateway</h1></body></html>"),
+            )
+        })
+    });
+    let batch: Vec<String> = (0..100)
+        .map(|i| {
+            if i % 3 == 0 {
+                "CAPCHA_NOT_READY".to_owned()
+            } else {
+                token.clone()
+            }
+        })
+        .collect();
     let batch = batch.join("|");
-    c.bench_function("split_batch_100_ids", |b| b.iter(|| split_batch(black_box(&batch), 100, Family::CaptchaAi)));
+    c.bench_function("split_batch_100_ids", |b| {
+        b.iter(|| split_batch(black_box(&batch), 100, Family::CaptchaAi))
+    });
 }
 
 criterion_group!(benches, target_keys, compat_parsing, upstream_parsing);

@@ -17,6 +17,7 @@ use crate::engine::EngineSettings;
 use crate::engine::store::redis::RedisSettings;
 use crate::http::Limits;
 use crate::model::{Kind, TargetPolicy};
+use crate::pools::{PoolSpec, PoolTable};
 use crate::provider::{AccountSettings, PollSettings};
 use crate::sim::{KindLatency, KindLifetime, SettingsError, SimSettings};
 
@@ -75,6 +76,8 @@ pub struct Settings {
     pub account: AccountSettings,
     pub sim: SimSettings,
     pub log_json: bool,
+    /// Targets kept stocked with ready answers (`[[pools]]`).
+    pub pools: Vec<PoolSpec>,
 }
 
 /// The TOML file: every flag, plus the knobs that have no flag.
@@ -108,6 +111,8 @@ struct FileConfig {
     poll: PollFile,
     #[serde(default)]
     sim: SimFile,
+    #[serde(default)]
+    pools: Vec<PoolTable>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -331,6 +336,7 @@ pub fn load_serve(
     }
 
     let sim = sim_settings(&file.sim, &SimulateArgs::default())?;
+    let pools = crate::pools::specs(&file.pools, engine.target_policy)?;
 
     Ok(Settings {
         listen,
@@ -347,6 +353,7 @@ pub fn load_serve(
         account: AccountSettings::default(),
         sim,
         log_json: args.log_json || file.log_json.unwrap_or(false),
+        pools,
     })
 }
 

@@ -9,6 +9,8 @@
 //!   thread cap, batched poller.
 //! - [`engine`]: solve orchestration and the promises (once, fresh, exact demand, coalesced),
 //!   over the [`engine::Store`] seam with its embedded implementation.
+//! - [`pools`]: warm pools (configured, auto-sized, refilled on spare threads), token import,
+//!   hit-rate and waste figures.
 //! - [`upstream`]: the engine's view of the provider accounts.
 //! - [`http`]: the compatible, native, seed-worker and operations endpoints.
 //! - [`sim`]: the provider simulator (a product feature; tests and benchmarks run against it).
@@ -22,6 +24,7 @@ pub mod config;
 pub mod engine;
 pub mod http;
 pub mod model;
+pub mod pools;
 pub mod provider;
 pub mod serve;
 pub mod shutdown;

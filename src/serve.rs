@@ -12,6 +12,7 @@ use crate::config::{ConfigError, Settings};
 use crate::engine::store::redis::RedisStore;
 use crate::engine::{Engine, MemoryStore, Store};
 use crate::http::{self, Admission, AppState, Auth};
+use crate::pools::{self, Pools, RefillSettings};
 use crate::provider::{Account, AccountSettings, Family, InResProvider, Provider};
 use crate::shutdown::Shutdown;
 use crate::sim::{self, SimSettings, Simulator};
@@ -140,6 +141,8 @@ impl Gateway {
         if let Some(redis) = &settings.redis {
             spawn_coverer(engine.clone(), redis.lease / 3, &shutdown);
         }
+        let pools = Pools::new(&engine, settings.pools.clone(), RefillSettings::default());
+        pools::spawn_refiller(engine.clone(), pools.clone(), &shutdown);
 
         let state = AppState {
             engine,
@@ -150,6 +153,7 @@ impl Gateway {
             upstream,
             metrics: Arc::new(Metrics::new()),
             limits: Arc::new(settings.limits.clone()),
+            pools,
         };
         let mut router = http::router(state);
         if let Some((sim, _)) = &simulator {

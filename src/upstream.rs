@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::compat::codes;
 use crate::engine::{Priority, Solution, SolveFailure, Solver};
 use crate::model::{Millis, SolveRequest, UpstreamRef, now_ms};
-use crate::provider::{Account, ErrorClass, ProviderError};
+use crate::provider::{self, Account, ErrorClass, ProviderError};
 use crate::telemetry::metrics::{counter, escape, gauge};
 
 /// How long an account stays out of rotation after an account error without a provider hint.
@@ -178,11 +178,16 @@ impl Solver for Upstream {
         &self,
         req: &SolveRequest,
         deadline: Instant,
-        _priority: Priority,
+        priority: Priority,
     ) -> Result<Solution, SolveFailure> {
+        // Refills take only the threads no caller is waiting for (promise 5).
+        let priority = match priority {
+            Priority::Interactive => provider::Priority::Interactive,
+            Priority::Refill => provider::Priority::Refill,
+        };
         let solved = self
             .account
-            .solve(req, deadline)
+            .solve(req, deadline, priority)
             .await
             .map_err(|e| self.failure(e))?;
         Ok(Solution {

@@ -14,7 +14,7 @@ mod types;
 pub use solve::{Engine, EngineSettings, Priority, Solution, Solver};
 pub use store::{MemoryStore, Store, StoreError, TargetCounts, TargetFigures};
 pub use tasks::ReportOutcome;
-pub use types::{Delivery, Handout, SolveError, SolveFailure, TaskRecord, TaskState};
+pub use types::{Delivery, Handout, RefillDone, SolveError, SolveFailure, TaskRecord, TaskState};
 
 #[cfg(test)]
 mod tests;

@@ -4,12 +4,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use super::store::{Arrival, ClaimId, Finished, SharedArrival, Store, TaskOutcome, WaiterId};
-use super::{Delivery, Handout, SolveError, SolveFailure};
+use super::{Delivery, Handout, RefillDone, SolveError, SolveFailure};
 use crate::model::{
     Answer, Kind, Reuse, SolveRequest, Source, Target, TargetPolicy, UpstreamRef, now_ms,
 };
@@ -95,6 +95,9 @@ pub struct Engine {
     /// Targets this process has callers waiting on, with a request to start tasks for them.
     active: Arc<super::active::Active>,
     next_waiter: Arc<AtomicU64>,
+    /// Woken after a caller takes a pooled answer, so a pool refiller can top up at once
+    /// instead of at its next tick.
+    pool_taken: Arc<Notify>,
 }
 
 impl Engine {
@@ -113,6 +116,7 @@ impl Engine {
             instance: store_instance.into(),
             active: Arc::default(),
             next_waiter: Arc::new(AtomicU64::new(1)),
+            pool_taken: Arc::new(Notify::new()),
         }
     }
 
@@ -128,6 +132,12 @@ impl Engine {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// Notified (one stored wake-up, like [`Notify::notify_one`]) whenever a caller takes a
+    /// pooled answer of any target.
+    pub fn pool_taken(&self) -> &Notify {
+        &self.pool_taken
     }
 
     pub fn target(&self, req: &SolveRequest) -> Target {
@@ -177,6 +187,7 @@ impl Engine {
         let _active = self.active.enter(&target, &req);
         let rx = match arrival {
             Arrival::Pooled(answer) => {
+                self.pool_taken.notify_one();
                 return Ok(Handout {
                     kind,
                     answer,
@@ -185,7 +196,14 @@ impl Engine {
             }
             Arrival::Wait(rx) => rx,
             Arrival::Start(rx, claim) => {
-                self.start_single_use(target.clone(), req, poolable, claim, Priority::Interactive);
+                self.start_single_use(
+                    target.clone(),
+                    req,
+                    poolable,
+                    claim,
+                    Priority::Interactive,
+                    None,
+                );
                 rx
             }
         };
@@ -206,16 +224,22 @@ impl Engine {
             .map_err(SolveError::Failed)
     }
 
-    /// Starts one upstream task that fills `target`'s pool (or serves its next caller).
-    pub async fn refill(&self, req: SolveRequest) -> Result<(), SolveError> {
+    /// Starts one upstream task, at refill priority, that fills `target`'s pool (or serves its
+    /// next caller). Returns once the task is counted in flight; the receiver says how its
+    /// upstream solve went (dropped unsent only if the task is cut short by shutdown).
+    pub async fn refill(
+        &self,
+        req: SolveRequest,
+    ) -> Result<oneshot::Receiver<RefillDone>, SolveError> {
         let target = self.target(&req);
         let claim = self
             .store
             .reserve(&target, now_ms())
             .await
             .map_err(|_| SolveError::Unavailable)?;
-        self.start_single_use(target, req, true, claim, Priority::Refill);
-        Ok(())
+        let (tx, rx) = oneshot::channel();
+        self.start_single_use(target, req, true, claim, Priority::Refill, Some(tx));
+        Ok(rx)
     }
 
     fn start_single_use(
@@ -225,11 +249,20 @@ impl Engine {
         poolable: bool,
         mut claim: ClaimId,
         priority: Priority,
+        mut done: Option<oneshot::Sender<RefillDone>>,
     ) {
         let engine = self.clone();
         self.tracker.spawn(async move {
             loop {
+                let started = Instant::now();
                 let outcome = engine.run_upstream(&req, priority).await;
+                if let Some(done) = done.take() {
+                    // Only the first run is the refill's own solve; a restart serves a waiter.
+                    let _ = done.send(RefillDone {
+                        took: started.elapsed(),
+                        answered: outcome.is_ok(),
+                    });
+                }
                 let outcome = match outcome {
                     Ok(answer) if answer.fresh_at(now_ms(), engine.min_remaining_ms()) => TaskOutcome::Answer(answer),
                     Ok(_) => TaskOutcome::Stale,
@@ -354,6 +387,7 @@ impl Engine {
                     true,
                     claim,
                     Priority::Interactive,
+                    None,
                 );
             }
         }

@@ -21,6 +21,8 @@ type Release = oneshot::Sender<Result<Solution, SolveFailure>>;
 #[derive(Default)]
 struct ScriptedSolver {
     parked: Mutex<Vec<Release>>,
+    /// The priority of every solve, in start order.
+    priorities: Mutex<Vec<Priority>>,
     started: Mutex<Option<watch::Sender<usize>>>,
 }
 
@@ -29,6 +31,7 @@ impl ScriptedSolver {
         let (tx, rx) = watch::channel(0);
         let s = Self {
             parked: Mutex::default(),
+            priorities: Mutex::default(),
             started: Mutex::new(Some(tx)),
         };
         (Arc::new(s), rx)
@@ -73,8 +76,9 @@ impl Solver for ScriptedSolver {
         &self,
         _req: &SolveRequest,
         _deadline: Instant,
-        _priority: Priority,
+        priority: Priority,
     ) -> Result<Solution, SolveFailure> {
+        self.priorities.lock().unwrap().push(priority);
         let (tx, rx) = oneshot::channel();
         self.parked.lock().unwrap().push(tx);
         if let Some(started) = self.started.lock().unwrap().as_ref() {
@@ -303,4 +307,35 @@ async fn async_tasks_are_tenant_scoped_and_reported_once() {
         engine.report_task("bob", &id, true).await.unwrap(),
         ReportOutcome::UnknownTask
     );
+}
+
+#[tokio::test]
+async fn a_refill_fills_the_pool_reports_its_solve_and_a_take_leaves_a_wake_up() {
+    let (solver, mut started) = ScriptedSolver::new();
+    let engine = engine(solver.clone());
+    let target = engine.target(&recaptcha());
+    let done = engine.refill(recaptcha()).await.unwrap();
+    started_at_least(&mut started, 1).await;
+    let counts = |e: Engine| {
+        let t = target.clone();
+        async move { e.store().counts(&t, now_ms(), 10_000).await.unwrap() }
+    };
+    assert_eq!(counts(engine.clone()).await.in_flight, 1);
+    assert_eq!(*solver.priorities.lock().unwrap(), [Priority::Refill]);
+
+    solver.release_all(Duration::from_secs(100));
+    assert!(done.await.unwrap().answered);
+    while counts(engine.clone()).await.pooled < 1 {
+        tokio::task::yield_now().await;
+    }
+    use futures::FutureExt as _;
+    assert!(
+        engine.pool_taken().notified().now_or_never().is_none(),
+        "no take yet"
+    );
+    let handout = engine.solve(recaptcha(), far()).await.unwrap();
+    assert_eq!(handout.source, Source::Pool);
+    assert!(engine.pool_taken().notified().now_or_never().is_some());
+    let figures = engine.store().figures().await.unwrap();
+    assert_eq!((figures[0].refills, figures[0].pool_hits), (1, 1));
 }

@@ -1,6 +1,8 @@
 //! Values the engine hands across its seams: deliveries to waiters, handouts to callers, failures,
 //! task records.
 
+use std::time::Duration;
+
 use crate::model::{Answer, Kind, Millis, Source};
 
 /// What reaches a waiting caller's mailbox.
@@ -76,4 +78,13 @@ pub enum TaskState {
     Pending,
     Ready(Handout),
     Failed(SolveFailure),
+}
+
+/// How a pool refill's upstream solve went, for sizing its pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefillDone {
+    /// From the refill's start (thread wait included) to its outcome.
+    pub took: Duration,
+    /// Whether it produced an answer (fresh or not).
+    pub answered: bool,
 }

@@ -1,5 +1,5 @@
 //! The HTTP API (DESIGN.md section 6): the 2captcha-compatible endpoints, the native JSON API,
-//! the seed 002 worker API and the operations endpoints, on one axum router.
+//! the seed 002 worker API, the pool endpoints and the operations endpoints, on one axum router.
 //!
 //! Owns: routing, authentication of gateway keys, admission (load shedding), turning engine
 //! results into each protocol's replies. Does not own: solving (engine) or wire parsing that the
@@ -11,6 +11,7 @@ mod compat;
 mod error;
 mod native;
 mod ops;
+mod pools;
 mod state;
 mod worker;
 
@@ -32,6 +33,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/solve", post(native::solve))
         .route("/v1/tasks", post(native::create_task))
         .route("/v1/tasks/{id}", get(native::get_task))
+        .route("/v1/pools", get(pools::list))
+        .route("/v1/pools/tokens", post(pools::import_tokens))
         .route("/solve", post(worker::solve))
         .route("/health", get(worker::health))
         .route("/livez", get(ops::livez))

@@ -28,9 +28,10 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str)
 
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let figures = state.engine.store().figures().await.unwrap_or_default();
+    let targets = state.pools.views(figures);
     let text = state
         .metrics
-        .render(&state.admission, &state.upstream, &figures);
+        .render(&state.admission, &state.upstream, &targets);
     (
         [(
             header::CONTENT_TYPE,

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::{Admission, Auth};
 use crate::engine::Engine;
+use crate::pools::Pools;
 use crate::telemetry::Metrics;
 use crate::upstream::Upstream;
 
@@ -44,4 +45,6 @@ pub struct AppState {
     pub upstream: Arc<Upstream>,
     pub metrics: Arc<Metrics>,
     pub limits: Arc<Limits>,
+    /// Configured pools, their sizes and import bookkeeping.
+    pub pools: Arc<Pools>,
 }

@@ -1,7 +1,8 @@
 //! One provider account: its thread cap, submit retries and the road from request to answer
 //! (DESIGN.md promise 5, "Capped"; PROTOCOL.md "Retry classes").
 //!
-//! Owns: the account's slots (upstream tasks in flight never exceed `threads`), retrying capacity
+//! Owns: the account's slots (upstream tasks in flight never exceed `threads`; refills only take
+//! spare ones, see `gate`), retrying capacity
 //! errors with jittered backoff for as long as the caller's deadline allows and transient errors
 //! a bounded number of times, handing submitted tasks to the account's poller, and the counters
 //! the metrics module reads. Does not own: choosing an account (the engine) or fleet-wide slot
@@ -13,11 +14,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rand::Rng as _;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
 
 use super::error::{ErrorClass, ProviderError};
+use super::gate::{Priority, SlotGate, SlotPermit};
 use super::poller::{self, PollSettings, Registration, Settled};
 use super::{PollOutcome, Provider, ThreadsInfo};
 use crate::model::{Kind, Millis, SolveRequest};
@@ -124,7 +126,7 @@ fn bump(counter: &AtomicU64) {
 pub struct Account {
     provider: Arc<dyn Provider>,
     settings: AccountSettings,
-    slots: Arc<Semaphore>,
+    slots: Arc<SlotGate>,
     counters: Arc<Counters>,
     poller: mpsc::UnboundedSender<Registration>,
     shutdown: CancellationToken,
@@ -156,7 +158,7 @@ impl Account {
         );
         Arc::new(Account {
             provider,
-            slots: Arc::new(Semaphore::new(settings.threads as usize)),
+            slots: SlotGate::new(settings.threads as usize),
             settings,
             counters,
             poller,
@@ -175,18 +177,25 @@ impl Account {
     /// Slots taken: tasks waiting on submit or on their answer, plus slots still held for tasks
     /// whose callers left before the provider finished them.
     pub fn in_flight(&self) -> u32 {
-        let free = u32::try_from(self.slots.available_permits()).unwrap_or(u32::MAX);
+        let free = u32::try_from(self.slots.available()).unwrap_or(u32::MAX);
         self.settings.threads.saturating_sub(free)
+    }
+
+    /// Callers of `priority` waiting for one of the account's threads.
+    pub fn queued(&self, priority: Priority) -> usize {
+        self.slots.queued(priority)
     }
 
     /// Solves `req` at this account, or fails with the provider's error, or with a transient
     /// `TIMEOUT` once `deadline` passes. Capacity errors never surface while time remains.
+    /// A [`Priority::Refill`] waits for a thread until no interactive caller is queued for one.
     pub async fn solve(
         &self,
         req: &SolveRequest,
         deadline: Instant,
+        priority: Priority,
     ) -> Result<Solved, ProviderError> {
-        let result = self.solve_inner(req, deadline).await;
+        let result = self.solve_inner(req, deadline, priority).await;
         match &result {
             Ok(_) => bump(&self.counters.solved),
             Err(e) if e.code == TIMEOUT => bump(&self.counters.timeouts),
@@ -199,11 +208,9 @@ impl Account {
         &self,
         req: &SolveRequest,
         deadline: Instant,
+        priority: Priority,
     ) -> Result<Solved, ProviderError> {
-        let permit = self
-            .idle(deadline, self.slots.clone().acquire_owned())
-            .await?
-            .map_err(|_| shutting_down())?;
+        let permit = self.idle(deadline, self.slots.acquire(priority)).await?;
         let mut slot = Slot {
             permit: Some(permit),
             hold_until: None,
@@ -380,7 +387,7 @@ fn shutting_down() -> ProviderError {
 /// be running, its caller gone), it keeps the thread taken until `hold_until`, when the poller
 /// would have given the task up anyway; otherwise it frees the thread at once.
 struct Slot {
-    permit: Option<OwnedSemaphorePermit>,
+    permit: Option<SlotPermit>,
     hold_until: Option<Instant>,
 }
 

@@ -60,7 +60,10 @@ async fn capacity_errors_are_retried_after_the_providers_wait() {
     let no_slot = err("ERROR_NO_SLOT_AVAILABLE", Family::TwoCaptcha);
     let fake = FakeProvider::new().submit_errors(vec![no_slot; 3]);
     let (fake, account) = start(fake, settings(2));
-    let solved = account.solve(&turnstile(), in_secs(120)).await.unwrap();
+    let solved = account
+        .solve(&turnstile(), in_secs(120), Priority::Interactive)
+        .await
+        .unwrap();
     assert!(solved.text.starts_with("answer-"));
     let times = fake.submit_times();
     assert_eq!(times.len(), 4);
@@ -85,7 +88,10 @@ async fn capacity_is_never_surfaced_while_time_remains() {
     let busy = err("ERROR_ZERO_BALANCE", Family::CaptchaAi);
     let (fake, account) = start(FakeProvider::new().submit_error_forever(busy), settings(1));
     let deadline = in_secs(60);
-    let e = account.solve(&turnstile(), deadline).await.unwrap_err();
+    let e = account
+        .solve(&turnstile(), deadline, Priority::Interactive)
+        .await
+        .unwrap_err();
     assert_eq!((e.code.as_str(), e.class), (TIMEOUT, ErrorClass::Transient));
     assert!(e.detail.contains("ERROR_ZERO_BALANCE"), "{e}");
     assert!(Instant::now() <= deadline);
@@ -103,7 +109,10 @@ async fn capacity_is_never_surfaced_while_time_remains() {
 async fn transient_errors_are_retried_a_bounded_number_of_times() {
     let html = err("BAD_RESPONSE", Family::CaptchaAi);
     let (fake, account) = start(FakeProvider::new().submit_error_forever(html), settings(1));
-    let e = account.solve(&turnstile(), in_secs(300)).await.unwrap_err();
+    let e = account
+        .solve(&turnstile(), in_secs(300), Priority::Interactive)
+        .await
+        .unwrap_err();
     assert_eq!(e.code, "BAD_RESPONSE");
     assert_eq!(fake.submit_times().len(), 4);
     let stats = account.stats();
@@ -114,7 +123,10 @@ async fn transient_errors_are_retried_a_bounded_number_of_times() {
 async fn transient_then_success() {
     let fake = FakeProvider::new().submit_errors(vec![err("HTTP_502", Family::CaptchaAi)]);
     let (fake, account) = start(fake, settings(1));
-    account.solve(&turnstile(), in_secs(120)).await.unwrap();
+    account
+        .solve(&turnstile(), in_secs(120), Priority::Interactive)
+        .await
+        .unwrap();
     let times = fake.submit_times();
     assert_eq!(times.len(), 2);
     assert!(
@@ -134,7 +146,10 @@ async fn permanent_and_account_errors_are_not_retried() {
             FakeProvider::new().submit_error_forever(err(code, family)),
             settings(1),
         );
-        let e = account.solve(&turnstile(), in_secs(120)).await.unwrap_err();
+        let e = account
+            .solve(&turnstile(), in_secs(120), Priority::Interactive)
+            .await
+            .unwrap_err();
         assert_eq!(e.code, code);
         assert_eq!(fake.submit_times().len(), 1, "{code}");
     }
@@ -144,7 +159,7 @@ async fn permanent_and_account_errors_are_not_retried() {
 async fn in_flight_never_exceeds_threads() {
     let (fake, account) = start(FakeProvider::new().ready_after(2), settings(3));
     let req = turnstile();
-    let solves = (0..10).map(|_| account.solve(&req, in_secs(600)));
+    let solves = (0..10).map(|_| account.solve(&req, in_secs(600), Priority::Interactive));
     let results = join_all(solves).await;
     assert!(results.iter().all(Result::is_ok), "{results:?}");
     assert_eq!(fake.max_in_flight(), 3);
@@ -155,7 +170,10 @@ async fn in_flight_never_exceeds_threads() {
 #[tokio::test(start_paused = true)]
 async fn a_timed_out_task_keeps_its_thread_until_its_poll_horizon() {
     let (fake, account) = start(FakeProvider::new().never_ready(), settings(1));
-    let e = account.solve(&turnstile(), in_secs(20)).await.unwrap_err();
+    let e = account
+        .solve(&turnstile(), in_secs(20), Priority::Interactive)
+        .await
+        .unwrap_err();
     assert_eq!(e.code, TIMEOUT);
     // The provider is still working on it: the thread stays taken...
     assert_eq!(account.in_flight(), 1);
@@ -174,14 +192,20 @@ async fn a_timed_out_task_keeps_its_thread_until_its_poll_horizon() {
 #[tokio::test(start_paused = true)]
 async fn answers_bound_to_a_browser_keep_their_user_agent() {
     let (fake, account) = start(FakeProvider::new(), settings(2));
-    let solved = account.solve(&enterprise(), in_secs(120)).await.unwrap();
+    let solved = account
+        .solve(&enterprise(), in_secs(120), Priority::Interactive)
+        .await
+        .unwrap();
     assert_eq!(solved.user_agent.as_deref(), Some("UA/1"));
     assert!(
         fake.polls()
             .iter()
             .all(|(_, ids, extras)| *extras && ids.len() == 1)
     );
-    let solved = account.solve(&turnstile(), in_secs(120)).await.unwrap();
+    let solved = account
+        .solve(&turnstile(), in_secs(120), Priority::Interactive)
+        .await
+        .unwrap();
     assert_eq!(solved.user_agent, None);
 }
 
@@ -192,7 +216,11 @@ async fn shutdown_ends_waiting_solves() {
     let account = Account::start(fake, settings(1), token.clone());
     let solving = tokio::spawn({
         let account = account.clone();
-        async move { account.solve(&turnstile(), in_secs(600)).await }
+        async move {
+            account
+                .solve(&turnstile(), in_secs(600), Priority::Interactive)
+                .await
+        }
     });
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert!(!solving.is_finished());
@@ -209,4 +237,35 @@ async fn account_calls_pass_through() {
     account.report("1001", true).await.unwrap();
     assert_eq!((account.name(), account.threads()), ("test", 4));
     assert!(!format!("{account:?}").is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn refills_only_take_threads_no_caller_is_waiting_for() {
+    let (_fake, account) = start(FakeProvider::new(), settings(1));
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let run = |priority: Priority, name: &'static str| {
+        let (account, order) = (account.clone(), order.clone());
+        tokio::spawn(async move {
+            let solved = account.solve(&turnstile(), in_secs(600), priority).await;
+            order.lock().unwrap().push(name);
+            solved
+        })
+    };
+    let first = run(Priority::Interactive, "first");
+    while account.in_flight() < 1 {
+        tokio::task::yield_now().await;
+    }
+    // The refill queues before the caller, yet the caller gets the thread first.
+    let refill = run(Priority::Refill, "refill");
+    while account.queued(Priority::Refill) < 1 {
+        tokio::task::yield_now().await;
+    }
+    let caller = run(Priority::Interactive, "caller");
+    while account.queued(Priority::Interactive) < 1 {
+        tokio::task::yield_now().await;
+    }
+    for task in [first, refill, caller] {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), ["first", "caller", "refill"]);
 }

@@ -13,6 +13,7 @@
 //! - `parse`: lenient reading of upstream replies and batch answers.
 //! - `encode`: a request as `in.php` parameters.
 //! - `inres`: [`InResProvider`], the `in.php`/`res.php` client.
+//! - `gate`: the account's thread slots, interactive callers before refills ([`Priority`]).
 //! - `account`: [`Account`], the thread cap and submit retries of one account.
 //! - `poller`: the batched poller behind each account.
 
@@ -20,6 +21,7 @@ mod account;
 mod classify;
 mod encode;
 mod error;
+mod gate;
 mod inres;
 mod parse;
 mod poller;
@@ -33,6 +35,7 @@ pub use account::{Account, AccountSettings, AccountStats, SHUTDOWN, Solved, TIME
 pub use classify::{classify, code_error, retry_after};
 pub use encode::submit_params;
 pub use error::{ErrorClass, ProviderError};
+pub use gate::{Priority, SlotGate, SlotPermit};
 pub use inres::{CONNECT_TIMEOUT, Family, InResProvider, REQUEST_TIMEOUT};
 pub use parse::{BAD_RESPONSE, Extras, UpstreamReply, parse_reply, split_batch};
 pub use poller::PollSettings;

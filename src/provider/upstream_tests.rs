@@ -80,7 +80,10 @@ async fn submits_arrive_as_sent_and_numeric_ids_are_understood() {
     };
     let (mock, account) = account(script, Family::CaptchaAi, 2).await;
     let req = turnstile();
-    let solved = account.solve(&req, deadline()).await.unwrap();
+    let solved = account
+        .solve(&req, deadline(), Priority::Interactive)
+        .await
+        .unwrap();
     assert!(solved.task_id.parse::<u64>().is_ok(), "{}", solved.task_id);
     assert_eq!(solved.text, format!("tok-{}", solved.task_id));
     let seen = mock.seen();
@@ -107,7 +110,10 @@ async fn capacity_errors_then_success() {
         ..Script::default()
     };
     let (mock, account) = account(script, Family::CaptchaAi, 1).await;
-    account.solve(&turnstile(), deadline()).await.unwrap();
+    account
+        .solve(&turnstile(), deadline(), Priority::Interactive)
+        .await
+        .unwrap();
     assert_eq!(mock.seen().in_requests, 3);
     assert_eq!(account.stats().capacity_retries, 2);
 }
@@ -119,7 +125,10 @@ async fn an_html_502_is_retried() {
         ..Script::default()
     };
     let (mock, account) = account(script, Family::TwoCaptcha, 1).await;
-    account.solve(&turnstile(), deadline()).await.unwrap();
+    account
+        .solve(&turnstile(), deadline(), Priority::Interactive)
+        .await
+        .unwrap();
     assert_eq!(mock.seen().in_requests, 2);
     let stats = account.stats();
     assert_eq!(
@@ -135,7 +144,10 @@ async fn unsolvable_ends_the_task_without_resubmitting() {
         ..Script::default()
     };
     let (mock, account) = account(script, Family::TwoCaptcha, 1).await;
-    let e = account.solve(&turnstile(), deadline()).await.unwrap_err();
+    let e = account
+        .solve(&turnstile(), deadline(), Priority::Interactive)
+        .await
+        .unwrap_err();
     assert_eq!(
         (e.code.as_str(), e.class),
         ("ERROR_CAPTCHA_UNSOLVABLE", ErrorClass::Permanent)
@@ -152,7 +164,8 @@ async fn many_tasks_share_batched_polls_within_the_thread_cap() {
     };
     let (mock, account) = account(script, Family::TwoCaptcha, 8).await;
     let req = turnstile();
-    let results = join_all((0..40).map(|_| account.solve(&req, deadline()))).await;
+    let results =
+        join_all((0..40).map(|_| account.solve(&req, deadline(), Priority::Interactive))).await;
     assert!(results.iter().all(Result::is_ok), "{results:?}");
     let seen = mock.seen();
     // One check per id would take at least 80 requests (two checks per task).
@@ -173,7 +186,8 @@ async fn a_batch_answer_that_does_not_parse_falls_back_to_single_ids() {
     };
     let (mock, account) = account(script, Family::CaptchaAi, 5).await;
     let req = turnstile();
-    let results = join_all((0..5).map(|_| account.solve(&req, deadline()))).await;
+    let results =
+        join_all((0..5).map(|_| account.solve(&req, deadline(), Priority::Interactive))).await;
     assert!(results.iter().all(Result::is_ok), "{results:?}");
     let seen = mock.seen();
     assert!(seen.batch_requests >= 1, "{seen:?}");
@@ -215,7 +229,8 @@ async fn answers_with_extras_are_polled_singly_and_keep_their_user_agent() {
         data_s: None,
         domain: None,
     });
-    let results = join_all((0..3).map(|_| account.solve(&req, deadline()))).await;
+    let results =
+        join_all((0..3).map(|_| account.solve(&req, deadline(), Priority::Interactive))).await;
     for solved in results {
         assert_eq!(solved.unwrap().user_agent.as_deref(), Some("UA/mock"));
     }

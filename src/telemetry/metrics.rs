@@ -9,9 +9,10 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::compat::Reply;
-use crate::engine::{Handout, SolveError, TargetFigures};
+use crate::engine::{Handout, SolveError};
 use crate::http::Admission;
 use crate::model::Kind;
+use crate::pools::PoolView;
 use crate::upstream::Upstream;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -113,7 +114,7 @@ impl Metrics {
         &self,
         admission: &Admission,
         upstream: &Upstream,
-        targets: &[TargetFigures],
+        targets: &[PoolView],
     ) -> String {
         let mut out = String::new();
         if encode(&mut out, &self.registry).is_err() {
@@ -136,8 +137,8 @@ impl Metrics {
             &[(String::new(), admission.max())],
         );
         upstream.write_metrics(&mut out);
-        let label = |f: &TargetFigures| format!("target=\"{}\"", escape(&f.label));
-        let per_target = |pick: fn(&TargetFigures) -> u64| {
+        let label = |f: &PoolView| format!("target=\"{}\"", escape(&f.label));
+        let per_target = |pick: fn(&PoolView) -> u64| {
             targets
                 .iter()
                 .map(|f| (label(f), pick(f)))
@@ -148,6 +149,16 @@ impl Metrics {
             "gateway_pool_size",
             "Ready answers pooled per target",
             &per_target(|f| f.pooled),
+        );
+        let sizes: Vec<_> = targets
+            .iter()
+            .filter_map(|f| Some((label(f), u64::from(f.target_size?))))
+            .collect();
+        gauge(
+            &mut out,
+            "gateway_pool_target_size",
+            "Size a configured pool is kept at (fixed, or auto from demand)",
+            &sizes,
         );
         gauge(
             &mut out,
@@ -176,8 +187,26 @@ impl Metrics {
         counter(
             &mut out,
             "gateway_new_tasks",
-            "Upstream tasks started for demand",
+            "Upstream tasks started (for callers, or refills)",
             &per_target(|f| f.new_tasks),
+        );
+        counter(
+            &mut out,
+            "gateway_refills",
+            "Upstream tasks started to fill a pool (part of new tasks)",
+            &per_target(|f| f.refills),
+        );
+        counter(
+            &mut out,
+            "gateway_target_arrivals",
+            "Callers per target (pool hits + waits served + new tasks - refills)",
+            &per_target(|f| f.arrivals),
+        );
+        counter(
+            &mut out,
+            "gateway_imported",
+            "Answers imported into pools through this instance",
+            &per_target(|f| f.imported),
         );
         counter(
             &mut out,

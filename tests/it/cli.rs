@@ -86,6 +86,28 @@ fn bad_configuration_exits_2_with_one_line() {
     assert_eq!(code, 2, "clap usage errors exit 2 too: {stderr}");
 }
 
+#[test]
+fn pool_tables_are_checked_at_startup() {
+    let pool = "[[pools]]\nsitekey = \"6Le\"\npageurl = \"https://example.com/\"\n";
+    for (table, names) in [
+        ("kind = \"image\"\nsize = 5", "pools[0].kind"),
+        ("kind = \"recaptcha_v2\"\nsize = 0", "pools[0].size"),
+        (
+            "kind = \"recaptcha_v2\"\nsize = 5\ncolour = \"red\"",
+            "colour",
+        ),
+    ] {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            file,
+            "provider = \"sim\"\nlisten = \"127.0.0.1:0\"\n{pool}{table}"
+        )
+        .unwrap();
+        let path = file.path().to_str().unwrap();
+        assert_config_error(&["serve", "--config", path], &[], names);
+    }
+}
+
 #[tokio::test]
 async fn serve_with_the_simulator_starts_and_announces_its_address() {
     use tokio::io::AsyncBufReadExt;

@@ -9,5 +9,6 @@ mod clients;
 mod compat_api;
 mod fleet;
 mod native_api;
+mod pools;
 mod redis_store;
 mod upstream;

@@ -1,0 +1,132 @@
+//! The refiller: one task that keeps every configured pool at its size.
+//!
+//! Each pass asks the store how many answers a pool has ready and how many tasks are coming,
+//! and starts the whole shortfall at once (seed 000 refilled one solve at a time and could not
+//! keep up with more than one caller per solve time). It runs on a timer, and sooner when a
+//! caller takes a pooled answer; auto pools are resized from the store's figures on a slower
+//! timer. Refills run at refill priority, so they only use threads no caller is waiting for.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+use super::{Pool, Pools, SizingSettings};
+use crate::engine::{Engine, TargetCounts};
+use crate::model::now_ms;
+use crate::shutdown::Shutdown;
+
+/// How the refiller paces itself; every default says why.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RefillSettings {
+    /// The longest a pool waits for a top-up when no take nudges the refiller (an answer can
+    /// also leave by expiring, which nothing announces).
+    pub check_every: Duration,
+    /// How often auto pools are resized from the figures.
+    pub resize_every: Duration,
+    /// The longest a pool holds back its refills after failures in a row.
+    pub max_backoff: Duration,
+    pub sizing: SizingSettings,
+}
+
+impl Default for RefillSettings {
+    fn default() -> Self {
+        Self {
+            // A second is nothing against 10-20 s solves, and one store read per pool per
+            // second is nothing for the store.
+            check_every: Duration::from_secs(1),
+            // Several arrivals per sample even for quiet targets, while still following a fleet
+            // scaling within the minute the rate is averaged over.
+            resize_every: Duration::from_secs(5),
+            // A provider refusing work (no balance, banned key) is retried once a minute, not
+            // every second with a whole pool's worth of tasks.
+            max_backoff: Duration::from_secs(60),
+            sizing: SizingSettings::default(),
+        }
+    }
+}
+
+/// Spawns the refiller on the shutdown tracker, stopping on its token. Without configured pools
+/// there is nothing to keep warm, so nothing is spawned.
+pub fn spawn_refiller(engine: Engine, pools: Arc<Pools>, shutdown: &Shutdown) {
+    if pools.list().is_empty() {
+        return;
+    }
+    let token = shutdown.token.clone();
+    shutdown.tracker.spawn(run(engine, pools, token));
+}
+
+async fn run(engine: Engine, pools: Arc<Pools>, token: CancellationToken) {
+    let settings = *pools.settings();
+    let began = Instant::now();
+    let mut next_resize = began;
+    loop {
+        let now = Instant::now();
+        if now >= next_resize {
+            match engine.store().figures().await {
+                Ok(figures) => pools.resize(&figures, now - began),
+                Err(e) => tracing::warn!(error = %e, "pool sizing could not read the figures"),
+            }
+            next_resize = now + settings.resize_every;
+        }
+        top_up(&engine, &pools, now).await;
+        let wake = (now + settings.check_every).min(next_resize);
+        tokio::select! {
+            _ = token.cancelled() => return,
+            _ = sleep_until(wake) => {}
+            _ = engine.pool_taken().notified() => {}
+        }
+    }
+}
+
+/// How many refills a pool of `size` needs now: tasks already promised to waiting callers will
+/// not reach the pool, so only the rest of those in flight count as coming.
+pub fn deficit(size: u32, counts: TargetCounts) -> u64 {
+    let coming = counts.in_flight.saturating_sub(counts.waiting);
+    u64::from(size).saturating_sub(counts.pooled.saturating_add(coming))
+}
+
+/// One pass: starts every pool's whole deficit at once. Returns how many refills started.
+pub(crate) async fn top_up(engine: &Engine, pools: &Pools, now: Instant) -> u64 {
+    let min_remaining = u64::try_from(engine.settings().min_remaining.as_millis()).unwrap_or(0);
+    let max_backoff = pools.settings().max_backoff;
+    let mut started = 0;
+    for pool in pools.list() {
+        if pool.paused(now) {
+            continue;
+        }
+        let counts = match engine
+            .store()
+            .counts(&pool.target, now_ms(), min_remaining)
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(target = ?pool.target, error = %e, "pool refill could not read counts");
+                continue;
+            }
+        };
+        let missing = deficit(pool.size(), counts);
+        let refills = (0..missing).map(|_| engine.refill(pool.spec.req.clone()));
+        for refill in join_all(refills).await {
+            match refill {
+                Ok(done) => {
+                    started += 1;
+                    let pool: Arc<Pool> = pool.clone();
+                    tokio::spawn(async move {
+                        // Unsent only when shutdown cut the task short: nothing to learn.
+                        if let Ok(done) = done.await {
+                            pool.record(done, Instant::now(), max_backoff);
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(target = ?pool.target, error = %e, "pool refill could not start")
+                }
+            }
+        }
+    }
+    started
+}

@@ -1,0 +1,165 @@
+//! `[[pools]]` validation: what is accepted, and the one-line error for each mistake.
+
+use super::*;
+use crate::model::{RecaptchaVersion, TaskParams};
+
+fn table(toml_text: &str) -> PoolTable {
+    toml::from_str(toml_text).expect("the test table parses as TOML")
+}
+
+fn spec(toml_text: &str) -> Result<PoolSpec, ConfigError> {
+    table(toml_text).spec(0)
+}
+
+#[test]
+fn a_pool_hits_the_same_target_as_its_callers() {
+    let s = spec(
+        r#"kind = "recaptcha_v3"
+           sitekey = "6Le-pool"
+           pageurl = "https://Example.com/login?x=1"
+           action = "login"
+           min_score = 0.3
+           size = 20"#,
+    )
+    .unwrap();
+    assert_eq!(s.size, PoolSize::Fixed(20));
+    match &s.req.params {
+        TaskParams::Recaptcha {
+            version,
+            action,
+            min_score,
+            ..
+        } => {
+            assert_eq!(*version, RecaptchaVersion::V3);
+            assert_eq!(action.as_deref(), Some("login"));
+            assert_eq!(min_score.as_deref(), Some("0.3"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // A caller sending the same values through in.php lands on the pool's target.
+    let caller = parse_submit(&Params::from_pairs([
+        ("method", "userrecaptcha"),
+        ("version", "v3"),
+        ("googlekey", "6Le-pool"),
+        ("pageurl", "https://example.com/login"),
+        ("action", "login"),
+        ("min_score", "0.3"),
+    ]))
+    .unwrap();
+    let policy = TargetPolicy::default();
+    assert_eq!(Target::of(&s.req, policy), Target::of(&caller, policy));
+}
+
+#[test]
+fn auto_sizes_take_defaults_and_ranges() {
+    let s = spec(
+        r#"kind = "turnstile"
+           sitekey = "0x4AAA"
+           pageurl = "https://example.com/"
+           size = "auto""#,
+    )
+    .unwrap();
+    assert_eq!(s.size, PoolSize::Auto { min: 0, max: 20 });
+    assert_eq!(s.size.mode(), "auto");
+    let s = spec(
+        r#"kind = "recaptcha_v2"
+           sitekey = "6Le"
+           pageurl = "https://example.com/"
+           invisible = true
+           size = "auto"
+           min = 2
+           max = 40"#,
+    )
+    .unwrap();
+    assert_eq!(s.size, PoolSize::Auto { min: 2, max: 40 });
+}
+
+#[test]
+fn each_mistake_names_its_setting() {
+    let base = "sitekey = \"6Le\"\npageurl = \"https://example.com/\"\n";
+    let cases = [
+        (
+            "kind = \"image\"\nsize = 5",
+            "pools[0].kind",
+            "cannot be pooled",
+        ),
+        (
+            "kind = \"geetest_v3\"\nsize = 5",
+            "pools[0].kind",
+            "cannot be pooled",
+        ),
+        (
+            "kind = \"hcaptcha\"\nsize = 5",
+            "pools[0].kind",
+            "unknown kind",
+        ),
+        ("kind = \"recaptcha_v2\"", "pools[0].size", "count or"),
+        (
+            "kind = \"recaptcha_v2\"\nsize = 0",
+            "pools[0].size",
+            "between 1",
+        ),
+        (
+            "kind = \"recaptcha_v2\"\nsize = -3",
+            "pools[0].size",
+            "between 1",
+        ),
+        (
+            "kind = \"recaptcha_v2\"\nsize = \"big\"",
+            "pools[0].size",
+            "count or",
+        ),
+        (
+            "kind = \"recaptcha_v2\"\nsize = 5\nmax = 9",
+            "pools[0].size",
+            "only apply",
+        ),
+        (
+            "kind = \"recaptcha_v2\"\nsize = \"auto\"\nmin = 9\nmax = 3",
+            "pools[0].max",
+            "range",
+        ),
+        (
+            "kind = \"recaptcha_v3\"\nsize = 5",
+            "pools[0].action",
+            "action",
+        ),
+        (
+            "kind = \"recaptcha_v2\"\nsize = 5\ndata = \"x\"",
+            "pools[0].data",
+            "not a",
+        ),
+        (
+            "kind = \"turnstile\"\nsize = 5\ninvisible = true",
+            "pools[0].invisible",
+            "not a",
+        ),
+    ];
+    for (extra, setting, problem) in cases {
+        let e = spec(&format!("{base}{extra}")).unwrap_err();
+        assert_eq!(e.setting, setting, "{extra}: {e}");
+        assert!(e.problem.contains(problem), "{extra}: {e}");
+        assert!(!e.fix.is_empty());
+    }
+    let e = spec("kind = \"recaptcha_v2\"\npageurl = \"https://e.com/\"\nsize = 1").unwrap_err();
+    assert_eq!(e.setting, "pools[0].sitekey", "{e}");
+    let e = spec("kind = \"turnstile\"\nsitekey = \"0x4\"\npageurl = \"ftp://e.com/\"\nsize = 1")
+        .unwrap_err();
+    assert_eq!(e.setting, "pools[0].pageurl", "{e}");
+}
+
+#[test]
+fn two_tables_for_one_target_are_refused() {
+    let one = table(
+        "kind = \"recaptcha_v2\"\nsitekey = \"6Le\"\npageurl = \"https://e.com/a\"\nsize = 1",
+    );
+    // Same target once the query is dropped.
+    let two = table(
+        "kind = \"recaptcha_v2\"\nsitekey = \"6Le\"\npageurl = \"https://e.com/a?q=1\"\nsize = 2",
+    );
+    let e = specs(&[one.clone(), two.clone()], TargetPolicy::default()).unwrap_err();
+    assert_eq!(e.setting, "pools[1].sitekey");
+    // With the query kept they are different targets.
+    let kept = specs(&[one, two], TargetPolicy { drop_query: false }).unwrap();
+    assert_eq!(kept.len(), 2);
+}
