@@ -97,7 +97,21 @@ fn now_ms() -> u64 {
 
 #[tokio::test]
 async fn a_pool_of_twenty_refills_all_twenty_at_once_and_its_answers_verify_once() {
+    pool_of_twenty(fast_settings()).await;
+}
+
+#[tokio::test]
+async fn the_same_pool_on_the_redis_store() {
+    let redis = crate::support::redis::RedisServer::start();
     let mut settings = fast_settings();
+    settings.redis = Some(captcha_gateway::engine::store::redis::RedisSettings::new(
+        vec![redis.url()],
+        false,
+    ));
+    pool_of_twenty(settings).await;
+}
+
+async fn pool_of_twenty(mut settings: captcha_gateway::config::Settings) {
     // Long enough that twenty refills started together are all seen running at once.
     let solve_time = Duration::from_secs(4);
     settings
