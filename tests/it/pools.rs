@@ -111,6 +111,17 @@ async fn the_same_pool_on_the_redis_store() {
     pool_of_twenty(settings).await;
 }
 
+#[tokio::test]
+async fn the_same_pool_on_a_redis_cluster() {
+    let cluster = crate::support::redis::RedisCluster::start();
+    let urls = cluster.urls().split(',').map(str::to_owned).collect();
+    let mut settings = fast_settings();
+    settings.redis = Some(captcha_gateway::engine::store::redis::RedisSettings::new(
+        urls, true,
+    ));
+    pool_of_twenty(settings).await;
+}
+
 async fn pool_of_twenty(mut settings: captcha_gateway::config::Settings) {
     // Long enough that twenty refills started together are all seen running at once.
     let solve_time = Duration::from_secs(4);
