@@ -307,8 +307,9 @@ pub fn load_serve(
         limits.default_solve_timeout = secs("default_solve_timeout_s", s)?;
     }
 
+    let sim = sim_settings(&file.sim, &SimulateArgs::default())?;
     let mut poll = if provider == ProviderName::Sim {
-        sim_poll_defaults()
+        sim_poll_defaults(&sim)
     } else {
         PollSettings::default()
     };
@@ -335,7 +336,6 @@ pub fn load_serve(
         poll.max_requests_per_second = r;
     }
 
-    let sim = sim_settings(&file.sim, &SimulateArgs::default())?;
     let pools = crate::pools::specs(&file.pools, engine.target_policy)?;
 
     Ok(Settings {
@@ -405,13 +405,22 @@ fn redis_settings(
     Ok(Some(settings))
 }
 
-/// The simulator answers in a second or two, so the gateway polls it sooner and more often than
-/// a real provider, which asks for 5 s between polls.
-fn sim_poll_defaults() -> PollSettings {
+/// The simulator answers in seconds, so the gateway polls it sooner and more often than a real
+/// provider (which asks for 5 s between polls), but never so often that the per-task check
+/// budget runs out before the slowest simulated solve: the budget's checks (half at the interval,
+/// half at twice it) must span the longest latency.
+fn sim_poll_defaults(sim: &SimSettings) -> PollSettings {
+    let defaults = PollSettings::default();
+    let ranges = Kind::ALL.map(|k| sim.latency_for(k));
+    let fastest = ranges.iter().map(|r| r.min).min().unwrap_or_default();
+    let slowest = ranges.iter().map(|r| r.max).max().unwrap_or_default();
+    let checks = f64::from(defaults.max_polls_per_task.max(2));
+    // half the checks at `interval`, half at `2 * interval`: 1.5 * checks * interval in all.
+    let spanning = slowest.mul_f64(1.25 / (1.5 * checks));
     PollSettings {
-        first_check: Some(Duration::from_millis(500)),
-        interval: Duration::from_millis(250),
-        ..PollSettings::default()
+        first_check: Some(fastest.max(Duration::from_millis(100))),
+        interval: spanning.max(Duration::from_millis(250)),
+        ..defaults
     }
 }
 
@@ -528,4 +537,31 @@ fn secs(setting: &str, s: f64) -> Result<Duration, ConfigError> {
 fn kind(setting: &str, name: &str) -> Result<Kind, ConfigError> {
     name.parse()
         .map_err(|e: String| bad(setting, e, "use one of the kind names above"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simulated_solves_of_any_length_fit_in_the_poll_budget() {
+        for slow in ["5s..8s", "20s..40s", "1m..2m"] {
+            let mut file = SimFile::default();
+            file.latency.insert("recaptcha_v2".into(), slow.into());
+            let sim = sim_settings(&file, &SimulateArgs::default()).unwrap();
+            let poll = sim_poll_defaults(&sim);
+            let longest = sim.latency_for(Kind::RecaptchaV2).max;
+            assert!(
+                poll.horizon(Kind::RecaptchaV2) >= longest,
+                "{slow}: {:?} < {longest:?}",
+                poll.horizon(Kind::RecaptchaV2)
+            );
+        }
+        let quick = sim_poll_defaults(&SimSettings::default());
+        assert_eq!(
+            quick.interval,
+            Duration::from_millis(250),
+            "the default simulator is polled briskly"
+        );
+    }
 }
