@@ -11,8 +11,7 @@ use tokio_util::task::TaskTracker;
 
 use super::*;
 use crate::model::{
-    Answer, ImageOptions, Kind, RecaptchaVersion, SolveRequest, Source, TaskParams, UpstreamRef,
-    now_ms,
+    Answer, ImageOptions, Kind, SolveRequest, Source, TaskParams, UpstreamRef, now_ms,
 };
 
 type Release = oneshot::Sender<Result<Solution, SolveFailure>>;
@@ -103,17 +102,7 @@ fn engine(solver: Arc<ScriptedSolver>) -> Engine {
 }
 
 fn recaptcha() -> SolveRequest {
-    SolveRequest::new(TaskParams::Recaptcha {
-        sitekey: "6Le-test".into(),
-        pageurl: "https://example.com/login".into(),
-        version: RecaptchaVersion::V2,
-        enterprise: false,
-        invisible: false,
-        action: None,
-        min_score: None,
-        data_s: None,
-        domain: None,
-    })
+    SolveRequest::recaptcha_v2("6Le-test", "https://example.com/login")
 }
 
 fn far() -> Instant {

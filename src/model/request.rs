@@ -180,6 +180,21 @@ impl SolveRequest {
         }
     }
 
+    /// A plain reCAPTCHA v2 request (no flags, no proxy): the most common target.
+    pub fn recaptcha_v2(sitekey: impl Into<String>, pageurl: impl Into<String>) -> Self {
+        Self::new(TaskParams::Recaptcha {
+            sitekey: sitekey.into(),
+            pageurl: pageurl.into(),
+            version: RecaptchaVersion::V2,
+            enterprise: false,
+            invisible: false,
+            action: None,
+            min_score: None,
+            data_s: None,
+            domain: None,
+        })
+    }
+
     pub fn kind(&self) -> Kind {
         match &self.params {
             TaskParams::Recaptcha { version, .. } => match version {

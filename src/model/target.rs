@@ -155,21 +155,10 @@ fn host_of(url: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::RecaptchaVersion;
     use proptest::prelude::*;
 
     fn v2(page: &str) -> SolveRequest {
-        SolveRequest::new(TaskParams::Recaptcha {
-            sitekey: "6Le-key".into(),
-            pageurl: page.into(),
-            version: RecaptchaVersion::V2,
-            enterprise: false,
-            invisible: false,
-            action: None,
-            min_score: None,
-            data_s: None,
-            domain: None,
-        })
+        SolveRequest::recaptcha_v2("6Le-key", page)
     }
 
     #[test]

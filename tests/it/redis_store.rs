@@ -7,9 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use captcha_gateway::engine::SolveFailure;
 use captcha_gateway::engine::store::redis::{RedisSettings, RedisStore};
 use captcha_gateway::engine::store::{Arrival, ClaimId, Finished, Store, TaskOutcome, WaiterId};
-use captcha_gateway::model::{
-    Answer, RecaptchaVersion, SolveRequest, Target, TargetPolicy, TaskParams,
-};
+use captcha_gateway::model::{Answer, SolveRequest, Target, TargetPolicy, TaskParams};
 use proptest::prelude::*;
 use tokio_util::sync::CancellationToken;
 
@@ -37,17 +35,7 @@ async fn store_with(
 /// A fresh target per call, so cases never share keys.
 fn target() -> Target {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let req = SolveRequest::new(TaskParams::Recaptcha {
-        sitekey: format!("6Le-prop-{n}"),
-        pageurl: "https://example.com/".into(),
-        version: RecaptchaVersion::V2,
-        enterprise: false,
-        invisible: false,
-        action: None,
-        min_score: None,
-        data_s: None,
-        domain: None,
-    });
+    let req = SolveRequest::recaptcha_v2(format!("6Le-prop-{n}"), "https://example.com/");
     Target::of(&req, TargetPolicy::default())
 }
 
