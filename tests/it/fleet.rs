@@ -132,7 +132,7 @@ async fn three_gateways_serve_a_thousand_callers_once_fresh_and_exactly() {
 async fn a_killed_gateways_claims_expire_and_its_waiting_demand_gets_new_tasks() {
     let redis = RedisServer::start();
     // Slow solves: the killed gateway's tasks must still be running when it dies.
-    let sim = SimServer::start(LatencyRange::fixed(Duration::from_secs(5)), 100).await;
+    let sim = SimServer::start(LatencyRange::fixed(Duration::from_secs(8)), 100).await;
     let lease = "redis_lease_s = 2";
     let mut a = GatewayProcess::start(&sim, &redis.url(), lease, 0.5).await;
     let b = GatewayProcess::start(&sim, &redis.url(), lease, 0.5).await;
