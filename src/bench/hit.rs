@@ -1,5 +1,365 @@
-//! todo
-use super::{BenchError, Opts, RunResult};
-pub async fn run(_o: &Opts) -> Result<RunResult, BenchError> {
-    Err(BenchError::Setup("todo".into()))
+//! `hit`: the pool hit path on the Redis store. Imported tokens sit in one target's pool; the
+//! bench takes them as fast as it can through `POST /v1/solve` (peak), then at half that rate
+//! on a fixed schedule (latency percentiles without queueing in the load generator), then
+//! through the compatible `in.php` + `res.php` pair. In the same run `redis-benchmark` runs an
+//! equivalent Lua pop against the same `redis-server`, so the gateway's rate is quoted as a
+//! ratio to what Redis itself does on this machine.
+//!
+//! The gateway is a separate process, so its CPU is its own; the report gives the CPU cores
+//! used by the gateway, Redis and the load generator during the peak phase.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use super::load::{self, Checked, Latencies, TargetSpec};
+use super::report::{Goal, RunResult};
+use super::rig::{self, GatewaySpec, GatewayUnderTest, RedisServer, SimServer, secs};
+use super::{BenchError, Opts};
+
+/// Tokens imported per second of the peak phase: above any rate this machine reaches, so the
+/// pool never runs dry (a dry pool would start upstream solves and measure something else).
+const PEAK_TOKENS_PER_S: f64 = 40_000.0;
+
+/// The pop `redis-benchmark` runs: drop what is too old, take the earliest-expiring member,
+/// count the hit. Our `arrive.lua` does this plus the lease reaping of waiters and claims.
+pub const POP_LUA: &str = "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1]) \
+local top = redis.call('ZRANGE', KEYS[1], 0, 0)[1] \
+if top then redis.call('ZREM', KEYS[1], top) redis.call('HINCRBY', KEYS[2], 'pool_hits', 1) end \
+return top";
+
+pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
+    let own_redis = match &opts.redis_url {
+        Some(_) => None,
+        None => Some(RedisServer::start().await?),
+    };
+    let redis_url = match (&opts.redis_url, &own_redis) {
+        (Some(url), _) => url.clone(),
+        (None, Some(r)) => r.url(),
+        (None, None) => unreachable!("a server was started when no URL was given"),
+    };
+    let sim = SimServer::start(50, secs(2.0, 5.0)).await?;
+    let mut spec = GatewaySpec::new(50, 2.0, 0.25);
+    spec.redis_url = Some(redis_url.clone());
+    let gw = GatewayUnderTest::process(&spec, &sim).await?;
+    let concurrency = opts.concurrency.unwrap_or(if opts.quick { 8 } else { 64 });
+    let duration = Duration::from_secs_f64(opts.duration_or(0.5, 5.0));
+    let client = load::client(concurrency * 2);
+    let target = TargetSpec::unique("hit");
+    let mut result = RunResult::default();
+    let mut tokens: Vec<String> = Vec::new();
+
+    // Peak: closed loop on /v1/solve.
+    let budget = if opts.quick {
+        2_000
+    } else {
+        (duration.as_secs_f64() * PEAK_TOKENS_PER_S) as usize
+    };
+    import(&client, &gw.base, &sim, &target, budget).await?;
+    let pids = [
+        std::process::id(),
+        gw.pid(),
+        own_redis.as_ref().map_or(0, |r| r.pid()),
+    ];
+    let cpu_before = pids.map(rig::cpu_seconds);
+    let bar = load::bar(budget as u64, "hit: /v1/solve, peak");
+    let peak = {
+        let (client, base, body) = (client.clone(), gw.base.clone(), target.solve_body());
+        load::closed_loop(concurrency, budget, duration, &bar, move || {
+            let (client, base, body) = (client.clone(), base.clone(), body.clone());
+            async move {
+                let s = load::solve(&client, &base, body).await?;
+                let pooled = s.source == "pool";
+                Ok((s.token, pooled))
+            }
+        })
+        .await
+    };
+    bar.finish_and_clear();
+    let wall = peak.elapsed.as_secs_f64();
+    let cores = |i: usize| (rig::cpu_seconds(pids[i]) - cpu_before[i]) / wall;
+    let (bench_cores, gw_cores, redis_cores) = (cores(0), cores(1), cores(2));
+    let peak_rate = peak.rate();
+    note_errors(
+        &mut result,
+        "/v1/solve (peak)",
+        peak.errors,
+        &peak.first_errors,
+    );
+
+    // Half the peak rate on a fixed schedule; latency counts from when a request was due.
+    let rate = (peak_rate / 2.0).max(1.0);
+    let n = ((rate * duration.as_secs_f64()) as usize).max(1);
+    import(&client, &gw.base, &sim, &target, n + n / 10).await?;
+    let (mut half, half_errors, half_tokens) = paced(&client, &gw.base, &target, rate, n).await;
+    note_errors(
+        &mut result,
+        "/v1/solve (half rate)",
+        half_errors.len(),
+        &half_errors,
+    );
+
+    // The compatible pair.
+    let pair_budget = if opts.quick { 500 } else { budget / 4 };
+    import(&client, &gw.base, &sim, &target, pair_budget).await?;
+    let bar = load::bar(pair_budget as u64, "hit: in.php + res.php");
+    let res_calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let pairs = {
+        let (client, base, query) = (client.clone(), gw.base.clone(), target.in_query());
+        let res_calls = res_calls.clone();
+        load::closed_loop(concurrency, pair_budget, duration, &bar, move || {
+            let (client, base, query) = (client.clone(), base.clone(), query.clone());
+            let res_calls = res_calls.clone();
+            async move { compat_pair(&client, &base, &query, &res_calls).await }
+        })
+        .await
+    };
+    bar.finish_and_clear();
+    note_errors(
+        &mut result,
+        "in.php + res.php",
+        pairs.errors,
+        &pairs.first_errors,
+    );
+
+    let misses = peak.misses + pairs.misses;
+    let served = peak.done + half_tokens.len() + pairs.done;
+    tokens.extend(peak.tokens);
+    tokens.extend(half_tokens);
+    tokens.extend(pairs.tokens.iter().cloned());
+    gw.stop().await;
+    let checked = Checked::tokens(&sim.sim, tokens.iter().map(String::as_str));
+    for f in checked.failures() {
+        result.fail(f);
+    }
+
+    let redis_rps = redis_benchmark(&redis_url, opts.quick, &mut result).await?;
+    let mut peak_lat = peak.latencies;
+    result.goal("solves_per_s", peak_rate, "/s", Goal::AtLeast(25_000.0));
+    result.info("peak_p50_ms", peak_lat.quantile_ms(0.5), "ms");
+    result.info("peak_p99_ms", peak_lat.quantile_ms(0.99), "ms");
+    result.info("half_rate", rate, "/s");
+    result.info("half_rate_p50_ms", half.quantile_ms(0.5), "ms");
+    result.goal(
+        "half_rate_p99_ms",
+        half.quantile_ms(0.99),
+        "ms",
+        Goal::AtMost(5.0),
+    );
+    result.info("compat_pairs_per_s", pairs.rate(), "/s");
+    result.info(
+        "res_php_per_pair",
+        res_calls.load(std::sync::atomic::Ordering::Relaxed) as f64 / pairs.done.max(1) as f64,
+        "requests",
+    );
+    if let Some(rps) = redis_rps {
+        result.info("redis_benchmark_pop_per_s", rps, "/s");
+        result.goal(
+            "ratio_to_redis",
+            peak_rate / rps,
+            "ratio",
+            Goal::AtLeast(0.3),
+        );
+    }
+    result.goal(
+        "pool_hit_rate",
+        1.0 - misses as f64 / served.max(1) as f64,
+        "share",
+        Goal::Exactly(1.0),
+    );
+    result.goal(
+        "tokens_handed_out_twice",
+        checked.duplicate as f64,
+        "tokens",
+        Goal::Exactly(0.0),
+    );
+    result.info("gateway_cores", gw_cores, "cores");
+    result.info("redis_cores", redis_cores, "cores");
+    result.info("loadgen_cores", bench_cores, "cores");
+    result.info("concurrency", concurrency as f64, "conns");
+    if opts.redis_url.is_some() {
+        result
+            .notes
+            .push("redis_cores is not measured for a Redis given by --redis-url".into());
+    }
+    Ok(result)
+}
+
+async fn import(
+    client: &reqwest::Client,
+    base: &str,
+    sim: &SimServer,
+    target: &TargetSpec,
+    n: usize,
+) -> Result<(), BenchError> {
+    let bar = load::bar(n as u64, "hit: importing tokens");
+    let accepted = load::import_tokens(client, base, &sim.sim, target, n)
+        .await
+        .map_err(|e| BenchError::Setup(format!("token import failed: {e}")))?;
+    bar.finish_and_clear();
+    if accepted < n {
+        return Err(BenchError::Setup(format!(
+            "the gateway accepted {accepted} of {n} imported tokens"
+        )));
+    }
+    Ok(())
+}
+
+fn note_errors(result: &mut RunResult, phase: &str, n: usize, first: &[String]) {
+    if n > 0 {
+        result.fail(format!("{phase}: {n} errors, first: {first:?}"));
+    }
+}
+
+/// `n` `/v1/solve` calls at `rate` per second, each sent when due however slow the others are
+/// (open loop, at most 4096 outstanding).
+async fn paced(
+    client: &reqwest::Client,
+    base: &str,
+    target: &TargetSpec,
+    rate: f64,
+    n: usize,
+) -> (Latencies, Vec<String>, Vec<String>) {
+    let bar = load::bar(n as u64, "hit: /v1/solve, half rate");
+    let limit = Arc::new(Semaphore::new(4096));
+    let start = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let due = start + Duration::from_secs_f64(i as f64 / rate);
+        tokio::time::sleep_until(due).await;
+        let permit = limit.clone().acquire_owned().await.expect("never closed");
+        let (client, base, body) = (client.clone(), base.to_owned(), target.solve_body());
+        let bar = bar.clone();
+        set.spawn(async move {
+            let r = load::solve(&client, &base, body).await;
+            drop(permit);
+            bar.inc(1);
+            (r, due.elapsed())
+        });
+    }
+    let (mut lat, mut errors, mut tokens) = (Latencies::default(), Vec::new(), Vec::new());
+    while let Some(Ok((r, took))) = set.join_next().await {
+        match r {
+            Ok(s) => {
+                lat.record(took);
+                tokens.push(s.token);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    bar.finish_and_clear();
+    (lat, errors, tokens)
+}
+
+/// One `in.php` submit and `res.php` reads until the answer is there.
+async fn compat_pair(
+    client: &reqwest::Client,
+    base: &str,
+    in_query: &str,
+    res_calls: &std::sync::atomic::AtomicU64,
+) -> Result<(String, bool), String> {
+    let get = |url: String| async move {
+        let v: serde_json::Value = client
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| e.without_url().to_string())?
+            .json()
+            .await
+            .map_err(|e| e.without_url().to_string())?;
+        Ok::<_, String>(v)
+    };
+    let v = get(format!("{base}/in.php?{in_query}")).await?;
+    let id = match (&v["status"], v["request"].as_str()) {
+        (serde_json::Value::Number(s), Some(id)) if s.as_u64() == Some(1) => id.to_owned(),
+        _ => return Err(format!("in.php: {v}")),
+    };
+    let url = format!("{base}/res.php?key={}&action=get&json=1&id={id}", load::KEY);
+    for _ in 0..1000 {
+        res_calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let v = get(url.clone()).await?;
+        match (v["status"].as_u64(), v["request"].as_str()) {
+            (Some(1), Some(token)) => return Ok((token.to_owned(), true)),
+            (_, Some("CAPCHA_NOT_READY")) => tokio::time::sleep(Duration::from_millis(2)).await,
+            _ => return Err(format!("res.php: {v}")),
+        }
+    }
+    Err(format!("res.php: task {id} not ready after 1000 reads"))
+}
+
+/// `redis-benchmark` running [`POP_LUA`] against the same server on a set of members like our
+/// pooled answers; `None` (and a note) when `redis-benchmark` is not installed.
+async fn redis_benchmark(
+    url: &str,
+    quick: bool,
+    result: &mut RunResult,
+) -> Result<Option<f64>, BenchError> {
+    let n: u64 = if quick { 20_000 } else { 300_000 };
+    let parsed = url::Url::parse(url).map_err(|e| BenchError::Setup(format!("{url}: {e}")))?;
+    let host = parsed.host_str().unwrap_or("127.0.0.1").to_owned();
+    let port = parsed.port().unwrap_or(6379).to_string();
+    let key = format!("bench:{{pop-{}}}", rand::random::<u32>());
+    let stats = format!("{key}:stats");
+    let client = redis::Client::open(url)?;
+    let mut con = client.get_multiplexed_async_connection().await?;
+    // Members the size of a pooled answer's JSON, scored far in the future (never stale).
+    let fill = "for i = 1, tonumber(ARGV[1]) do redis.call('ZADD', KEYS[1], ARGV[2] + i, ARGV[3] .. i) end return 1";
+    let member = format!(
+        "{{\"text\":\"SIM-rc2-{}-{}\",\"solved_at\":0,\"expires_at\":0,\"user_agent\":null,\"upstream\":null,\"n\":",
+        "0".repeat(13),
+        "f".repeat(80)
+    );
+    // In slices: one long script would outlast the client's response timeout.
+    let fill = redis::Script::new(fill);
+    for slice in 0..n.div_ceil(10_000) {
+        let _: i64 = fill
+            .key(&key)
+            .arg(10_000)
+            .arg(4_000_000_000_000u64 + slice * 10_000)
+            .arg(format!("{member}{slice}-"))
+            .invoke_async(&mut con)
+            .await?;
+    }
+    let out = tokio::process::Command::new("redis-benchmark")
+        .args(["-h", &host, "-p", &port, "-c", "50", "-n"])
+        .arg((n * 9 / 10).to_string())
+        .args(["--csv", "EVAL", POP_LUA, "2", &key, &stats, "1"])
+        .output()
+        .await;
+    let _: i64 = redis::cmd("DEL")
+        .arg(&key)
+        .arg(&stats)
+        .query_async(&mut con)
+        .await?;
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => {
+            result.notes.push(format!(
+                "redis-benchmark failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+            return Ok(None);
+        }
+        Err(e) => {
+            result.notes.push(format!(
+                "redis-benchmark is not installed ({e}); Debian's redis-tools ships it"
+            ));
+            return Ok(None);
+        }
+    };
+    // CSV: a header line, then `"EVAL ...","<requests per second>",...`.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rps = text
+        .lines()
+        .filter(|l| l.starts_with("\"EVAL"))
+        .find_map(|l| l.split("\",\"").nth(1))
+        .and_then(|f| f.trim_matches('"').parse::<f64>().ok());
+    if rps.is_none() {
+        result
+            .notes
+            .push(format!("redis-benchmark output not understood: {text}"));
+    }
+    Ok(rps)
 }

@@ -229,3 +229,93 @@ pub fn ready_at(sim: &Simulator, token: &str) -> Result<u64, Verdict> {
         other => Err(other),
     }
 }
+
+/// What a closed-loop phase did: `done` operations in `elapsed`, their latencies, the tokens
+/// they got, how many did not come from the pool, and the errors (the first few verbatim).
+#[derive(Debug, Default)]
+pub struct LoopOutcome {
+    pub done: usize,
+    pub elapsed: Duration,
+    pub latencies: Latencies,
+    pub tokens: Vec<String>,
+    pub misses: usize,
+    pub errors: usize,
+    pub first_errors: Vec<String>,
+}
+
+impl LoopOutcome {
+    fn merge(&mut self, other: LoopOutcome) {
+        self.done += other.done;
+        self.latencies.extend(other.latencies);
+        self.tokens.extend(other.tokens);
+        self.misses += other.misses;
+        self.errors += other.errors;
+        if self.first_errors.len() < 5 {
+            self.first_errors
+                .extend(other.first_errors.into_iter().take(5));
+        }
+    }
+
+    /// Operations per second.
+    pub fn rate(&self) -> f64 {
+        self.done as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// Runs `op` from `concurrency` tasks, each starting its next call when the last one ends,
+/// until `budget` calls have started or `duration` has passed. `op` returns a token and whether
+/// it came from the pool.
+pub async fn closed_loop<F, Fut>(
+    concurrency: usize,
+    budget: usize,
+    duration: Duration,
+    bar: &ProgressBar,
+    op: F,
+) -> LoopOutcome
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<(String, bool), String>> + Send,
+{
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let started = Arc::new(AtomicUsize::new(0));
+    let start = tokio::time::Instant::now();
+    let deadline = start + duration;
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (op, started, bar) = (op.clone(), started.clone(), bar.clone());
+            tokio::spawn(async move {
+                let mut out = LoopOutcome::default();
+                while started.fetch_add(1, Ordering::Relaxed) < budget
+                    && tokio::time::Instant::now() < deadline
+                {
+                    let t = std::time::Instant::now();
+                    match op().await {
+                        Ok((token, pooled)) => {
+                            out.latencies.record(t.elapsed());
+                            out.tokens.push(token);
+                            out.misses += usize::from(!pooled);
+                            out.done += 1;
+                        }
+                        Err(e) => {
+                            out.errors += 1;
+                            if out.first_errors.len() < 5 {
+                                out.first_errors.push(e);
+                            }
+                        }
+                    }
+                    bar.inc(1);
+                }
+                out
+            })
+        })
+        .collect();
+    let mut total = LoopOutcome::default();
+    for w in workers {
+        if let Ok(out) = w.await {
+            total.merge(out);
+        }
+    }
+    total.elapsed = start.elapsed();
+    total
+}
