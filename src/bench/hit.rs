@@ -9,12 +9,14 @@
 //! used by the gateway, Redis and the load generator during the peak phase.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use super::load::{self, Checked, Latencies, TargetSpec};
+use super::conn::{self, ConnPool, RawConn};
+use super::load::{self, Checked, Latencies, Solved, TargetSpec};
 use super::report::{Goal, RunResult};
 use super::rig::{self, GatewaySpec, GatewayUnderTest, RedisServer, SimServer, secs};
 use super::{BenchError, Opts};
@@ -65,16 +67,21 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     ];
     let cpu_before = pids.map(rig::cpu_seconds);
     let bar = load::bar(budget as u64, "hit: /v1/solve, peak");
+    let addr = gw.base.trim_start_matches("http://").to_owned();
+    let solve_req = Arc::new(conn::post_json(&addr, "/v1/solve", &target.solve_body()));
     let peak = {
-        let (client, base, body) = (client.clone(), gw.base.clone(), target.solve_body());
-        load::closed_loop(concurrency, budget, duration, &bar, move || {
-            let (client, base, body) = (client.clone(), base.clone(), body.clone());
-            async move {
-                let s = load::solve(&client, &base, body).await?;
-                let pooled = s.source == "pool";
-                Ok((s.token, pooled))
-            }
-        })
+        let (addr, req) = (addr.clone(), solve_req.clone());
+        load::closed_loop(
+            concurrency,
+            budget,
+            duration,
+            &bar,
+            || None,
+            move |c| {
+                let (addr, req) = (addr.clone(), req.clone());
+                async move { raw_solve(c, &addr, &req).await }
+            },
+        )
         .await
     };
     bar.finish_and_clear();
@@ -93,7 +100,7 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     let rate = (peak_rate / 2.0).max(1.0);
     let n = ((rate * duration.as_secs_f64()) as usize).max(1);
     import(&client, &gw.base, &sim, &target, n + n / 10).await?;
-    let (mut half, half_errors, half_tokens) = paced(&client, &gw.base, &target, rate, n).await;
+    let (mut half, half_errors, half_tokens) = paced(&addr, &solve_req, rate, n).await;
     note_errors(
         &mut result,
         "/v1/solve (half rate)",
@@ -105,15 +112,21 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     let pair_budget = if opts.quick { 500 } else { budget / 4 };
     import(&client, &gw.base, &sim, &target, pair_budget).await?;
     let bar = load::bar(pair_budget as u64, "hit: in.php + res.php");
-    let res_calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let res_calls = Arc::new(AtomicU64::new(0));
     let pairs = {
-        let (client, base, query) = (client.clone(), gw.base.clone(), target.in_query());
-        let res_calls = res_calls.clone();
-        load::closed_loop(concurrency, pair_budget, duration, &bar, move || {
-            let (client, base, query) = (client.clone(), base.clone(), query.clone());
-            let res_calls = res_calls.clone();
-            async move { compat_pair(&client, &base, &query, &res_calls).await }
-        })
+        let in_req = conn::get(&addr, &format!("/in.php?{}", target.in_query()));
+        let (addr, in_req, res_calls) = (addr.clone(), Arc::new(in_req), res_calls.clone());
+        load::closed_loop(
+            concurrency,
+            pair_budget,
+            duration,
+            &bar,
+            || None,
+            move |c| {
+                let (addr, in_req, res_calls) = (addr.clone(), in_req.clone(), res_calls.clone());
+                async move { compat_pair(c, &addr, &in_req, &res_calls).await }
+            },
+        )
         .await
     };
     bar.finish_and_clear();
@@ -151,7 +164,7 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     result.info("compat_pairs_per_s", pairs.rate(), "/s");
     result.info(
         "res_php_per_pair",
-        res_calls.load(std::sync::atomic::Ordering::Relaxed) as f64 / pairs.done.max(1) as f64,
+        res_calls.load(Ordering::Relaxed) as f64 / pairs.done.max(1) as f64,
         "requests",
     );
     if let Some(rps) = redis_rps {
@@ -213,16 +226,39 @@ fn note_errors(result: &mut RunResult, phase: &str, n: usize, first: &[String]) 
     }
 }
 
+/// One `/v1/solve` on a raw connection (opened on first use, dropped after an error).
+async fn raw_solve(
+    conn: Option<RawConn>,
+    addr: &str,
+    req: &[u8],
+) -> (Option<RawConn>, Result<(String, bool), String>) {
+    let mut conn = match conn {
+        Some(c) => c,
+        None => match RawConn::connect(addr).await {
+            Ok(c) => c,
+            Err(e) => return (None, Err(format!("connect: {e}"))),
+        },
+    };
+    let outcome = match conn.send(req).await {
+        Ok((200, body)) => serde_json::from_slice::<Solved>(body)
+            .map(|s| (s.source == "pool", s.token))
+            .map_err(|e| format!("unreadable answer: {e}")),
+        Ok((status, body)) => Err(format!("{status}: {}", String::from_utf8_lossy(body))),
+        Err(e) => return (None, Err(format!("request failed: {e}"))),
+    };
+    (Some(conn), outcome.map(|(pooled, token)| (token, pooled)))
+}
+
 /// `n` `/v1/solve` calls at `rate` per second, each sent when due however slow the others are
-/// (open loop, at most 4096 outstanding).
+/// (open loop, at most 4096 outstanding); latency counts from when a call was due.
 async fn paced(
-    client: &reqwest::Client,
-    base: &str,
-    target: &TargetSpec,
+    addr: &str,
+    req: &Arc<Vec<u8>>,
     rate: f64,
     n: usize,
 ) -> (Latencies, Vec<String>, Vec<String>) {
     let bar = load::bar(n as u64, "hit: /v1/solve, half rate");
+    let pool = Arc::new(ConnPool::new(addr));
     let limit = Arc::new(Semaphore::new(4096));
     let start = Instant::now();
     let mut set = tokio::task::JoinSet::new();
@@ -230,21 +266,25 @@ async fn paced(
         let due = start + Duration::from_secs_f64(i as f64 / rate);
         tokio::time::sleep_until(due).await;
         let permit = limit.clone().acquire_owned().await.expect("never closed");
-        let (client, base, body) = (client.clone(), base.to_owned(), target.solve_body());
-        let bar = bar.clone();
+        let (pool, req, addr, bar) = (pool.clone(), req.clone(), addr.to_owned(), bar.clone());
         set.spawn(async move {
-            let r = load::solve(&client, &base, body).await;
+            let conn = pool.take().await.ok();
+            let (conn, r) = raw_solve(conn, &addr, &req).await;
+            let took = due.elapsed();
+            if let Some(c) = conn {
+                pool.give(c);
+            }
             drop(permit);
             bar.inc(1);
-            (r, due.elapsed())
+            (r, took)
         });
     }
     let (mut lat, mut errors, mut tokens) = (Latencies::default(), Vec::new(), Vec::new());
     while let Some(Ok((r, took))) = set.join_next().await {
         match r {
-            Ok(s) => {
+            Ok((token, _)) => {
                 lat.record(took);
-                tokens.push(s.token);
+                tokens.push(token);
             }
             Err(e) => errors.push(e),
         }
@@ -253,40 +293,45 @@ async fn paced(
     (lat, errors, tokens)
 }
 
-/// One `in.php` submit and `res.php` reads until the answer is there.
+/// One `in.php` submit and `res.php` reads until the answer is there, on one connection.
 async fn compat_pair(
-    client: &reqwest::Client,
-    base: &str,
-    in_query: &str,
-    res_calls: &std::sync::atomic::AtomicU64,
-) -> Result<(String, bool), String> {
-    let get = |url: String| async move {
-        let v: serde_json::Value = client
-            .get(url)
-            .send()
-            .await
-            .map_err(|e| e.without_url().to_string())?
-            .json()
-            .await
-            .map_err(|e| e.without_url().to_string())?;
-        Ok::<_, String>(v)
+    conn: Option<RawConn>,
+    addr: &str,
+    in_req: &[u8],
+    res_calls: &AtomicU64,
+) -> (Option<RawConn>, Result<(String, bool), String>) {
+    let mut conn = match conn {
+        Some(c) => c,
+        None => match RawConn::connect(addr).await {
+            Ok(c) => c,
+            Err(e) => return (None, Err(format!("connect: {e}"))),
+        },
     };
-    let v = get(format!("{base}/in.php?{in_query}")).await?;
-    let id = match (&v["status"], v["request"].as_str()) {
-        (serde_json::Value::Number(s), Some(id)) if s.as_u64() == Some(1) => id.to_owned(),
-        _ => return Err(format!("in.php: {v}")),
+    let read = |body: &[u8]| serde_json::from_slice::<serde_json::Value>(body).unwrap_or_default();
+    let v = match conn.send(in_req).await {
+        Ok((_, body)) => read(body),
+        Err(e) => return (None, Err(format!("in.php: {e}"))),
     };
-    let url = format!("{base}/res.php?key={}&action=get&json=1&id={id}", load::KEY);
+    let id = match (v["status"].as_u64(), v["request"].as_str()) {
+        (Some(1), Some(id)) => id.to_owned(),
+        _ => return (Some(conn), Err(format!("in.php: {v}"))),
+    };
+    let path = format!("/res.php?key={}&action=get&json=1&id={id}", load::KEY);
+    let res_req = conn::get(addr, &path);
     for _ in 0..1000 {
-        res_calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let v = get(url.clone()).await?;
+        res_calls.fetch_add(1, Ordering::Relaxed);
+        let v = match conn.send(&res_req).await {
+            Ok((_, body)) => read(body),
+            Err(e) => return (None, Err(format!("res.php: {e}"))),
+        };
         match (v["status"].as_u64(), v["request"].as_str()) {
-            (Some(1), Some(token)) => return Ok((token.to_owned(), true)),
+            (Some(1), Some(token)) => return (Some(conn), Ok((token.to_owned(), true))),
             (_, Some("CAPCHA_NOT_READY")) => tokio::time::sleep(Duration::from_millis(2)).await,
-            _ => return Err(format!("res.php: {v}")),
+            _ => return (Some(conn), Err(format!("res.php: {v}"))),
         }
     }
-    Err(format!("res.php: task {id} not ready after 1000 reads"))
+    let e = format!("res.php: task {id} not ready after 1000 reads");
+    (Some(conn), Err(e))
 }
 
 /// `redis-benchmark` running [`POP_LUA`] against the same server on a set of members like our

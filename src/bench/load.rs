@@ -263,18 +263,22 @@ impl LoopOutcome {
 }
 
 /// Runs `op` from `concurrency` tasks, each starting its next call when the last one ends,
-/// until `budget` calls have started or `duration` has passed. `op` returns a token and whether
-/// it came from the pool.
-pub async fn closed_loop<F, Fut>(
+/// until `budget` calls have started or `duration` has passed. Each task starts with its own
+/// state from `init` (a connection, say), hands it to `op` and gets it back. `op` returns a
+/// token and whether it came from the pool.
+pub async fn closed_loop<S, I, F, Fut>(
     concurrency: usize,
     budget: usize,
     duration: Duration,
     bar: &ProgressBar,
+    init: I,
     op: F,
 ) -> LoopOutcome
 where
-    F: Fn() -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = Result<(String, bool), String>> + Send,
+    S: Send + 'static,
+    I: Fn() -> S + Clone + Send + 'static,
+    F: Fn(S) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = (S, Result<(String, bool), String>)> + Send,
 {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -283,14 +287,17 @@ where
     let deadline = start + duration;
     let workers: Vec<_> = (0..concurrency)
         .map(|_| {
-            let (op, started, bar) = (op.clone(), started.clone(), bar.clone());
+            let (init, op, started, bar) = (init.clone(), op.clone(), started.clone(), bar.clone());
             tokio::spawn(async move {
                 let mut out = LoopOutcome::default();
+                let mut state = Some(init());
                 while started.fetch_add(1, Ordering::Relaxed) < budget
                     && tokio::time::Instant::now() < deadline
                 {
                     let t = std::time::Instant::now();
-                    match op().await {
+                    let (next, result) = op(state.take().expect("put back after each call")).await;
+                    state = Some(next);
+                    match result {
                         Ok((token, pooled)) => {
                             out.latencies.record(t.elapsed());
                             out.tokens.push(token);

@@ -6,6 +6,8 @@
 //!
 //! - `rig.rs`: the systems under test (simulator, gateway in process or as a process, Redis),
 //!   CPU time and peak memory from `/proc`.
+//! - `conn.rs`: a minimal HTTP/1.1 keep-alive client for `hit`, cheap enough that the load
+//!   generator does not compete with the gateway for the two cores.
 //! - `load.rs`: HTTP client, request bodies, token import, latencies, progress bars, token
 //!   checks.
 //! - `report.rs`: figures, targets, medians over runs, the table and the JSON.
@@ -17,6 +19,7 @@
 
 mod burst;
 mod capacity;
+mod conn;
 mod hit;
 mod load;
 mod plan;

@@ -31,14 +31,20 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     let bar = load::bar(0, "plan: tokens");
     let outcome = {
         let (client, base, body) = (client.clone(), gw.base.clone(), target.solve_body());
-        load::closed_loop(CALLERS, usize::MAX, duration, &bar, move || {
-            let (client, base, body) = (client.clone(), base.clone(), body.clone());
-            async move {
-                let s = load::solve(&client, &base, body).await?;
-                let pooled = s.source == "pool";
-                Ok((s.token, pooled))
-            }
-        })
+        load::closed_loop(
+            CALLERS,
+            usize::MAX,
+            duration,
+            &bar,
+            || (),
+            move |()| {
+                let (client, base, body) = (client.clone(), base.clone(), body.clone());
+                async move {
+                    let r = load::solve(&client, &base, body).await;
+                    ((), r.map(|s| (s.token, s.source == "pool")))
+                }
+            },
+        )
         .await
     };
     bar.finish_and_clear();

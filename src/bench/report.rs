@@ -167,10 +167,14 @@ pub fn table(scenario: &str, runs: &[RunResult]) -> String {
             target
         );
     }
-    for (i, run) in runs.iter().enumerate() {
-        for n in &run.notes {
-            let _ = writeln!(out, "note (run {}): {n}", i + 1);
+    // Notes usually repeat from run to run: print each once.
+    let mut seen = std::collections::HashSet::new();
+    for n in runs.iter().flat_map(|r| &r.notes) {
+        if seen.insert(n) {
+            let _ = writeln!(out, "note: {n}");
         }
+    }
+    for (i, run) in runs.iter().enumerate() {
         for f in &run.failures {
             let _ = writeln!(out, "FAILED (run {}): {f}", i + 1);
         }
