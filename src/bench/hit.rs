@@ -51,7 +51,6 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     let client = load::client(concurrency * 2);
     let target = TargetSpec::unique("hit");
     let mut result = RunResult::default();
-    let mut tokens: Vec<String> = Vec::new();
 
     // Peak: closed loop on /v1/solve.
     let budget = if opts.quick {
@@ -89,6 +88,9 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     let cores = |i: usize| (rig::cpu_seconds(pids[i]) - cpu_before[i]) / wall;
     let (bench_cores, gw_cores, redis_cores) = (cores(0), cores(1), cores(2));
     let peak_rate = peak.rate();
+    // Each phase's tokens are checked when it ends, well within their lifetime however long
+    // the run, and outside the measured window.
+    let mut checked = Checked::tokens(&sim.sim, peak.tokens.iter().map(String::as_str));
     note_errors(
         &mut result,
         "/v1/solve (peak)",
@@ -101,6 +103,10 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     let n = ((rate * duration.as_secs_f64()) as usize).max(1);
     import(&client, &gw.base, &sim, &target, n + n / 10).await?;
     let (mut half, half_errors, half_tokens) = paced(&addr, &solve_req, rate, n).await;
+    checked.add(Checked::tokens(
+        &sim.sim,
+        half_tokens.iter().map(String::as_str),
+    ));
     note_errors(
         &mut result,
         "/v1/solve (half rate)",
@@ -139,11 +145,11 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
 
     let misses = peak.misses + pairs.misses;
     let served = peak.done + half_tokens.len() + pairs.done;
-    tokens.extend(peak.tokens);
-    tokens.extend(half_tokens);
-    tokens.extend(pairs.tokens.iter().cloned());
+    checked.add(Checked::tokens(
+        &sim.sim,
+        pairs.tokens.iter().map(String::as_str),
+    ));
     gw.stop().await;
-    let checked = Checked::tokens(&sim.sim, tokens.iter().map(String::as_str));
     for f in checked.failures() {
         result.fail(f);
     }

@@ -203,6 +203,14 @@ impl Checked {
         c
     }
 
+    /// Adds another batch's counts.
+    pub fn add(&mut self, other: Checked) {
+        self.ok += other.ok;
+        self.duplicate += other.duplicate;
+        self.expired += other.expired;
+        self.invalid += other.invalid;
+    }
+
     /// Failures worth failing the run for: a token that was not valid exactly once.
     pub fn failures(&self) -> Vec<String> {
         let mut f = Vec::new();

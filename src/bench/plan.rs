@@ -31,6 +31,7 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     let bar = load::bar(0, "plan: tokens");
     let outcome = {
         let (client, base, body) = (client.clone(), gw.base.clone(), target.solve_body());
+        let sim = sim.sim.clone();
         load::closed_loop(
             CALLERS,
             usize::MAX,
@@ -39,9 +40,17 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
             || (),
             move |()| {
                 let (client, base, body) = (client.clone(), base.clone(), body.clone());
+                let sim = sim.clone();
                 async move {
-                    let r = load::solve(&client, &base, body).await;
-                    ((), r.map(|s| (s.token, s.source == "pool")))
+                    let r = load::solve(&client, &base, body).await.and_then(|s| {
+                        // Checked on receipt: a long run outlives the first tokens.
+                        let failures = Checked::tokens(&sim, [s.token.as_str()]).failures();
+                        match failures.is_empty() {
+                            true => Ok((s.token, s.source == "pool")),
+                            false => Err(format!("token check: {failures:?}")),
+                        }
+                    });
+                    ((), r)
                 }
             },
         )
@@ -57,10 +66,6 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
             "{} callers got an error, first: {:?}",
             outcome.errors, outcome.first_errors
         ));
-    }
-    let checked = Checked::tokens(&sim.sim, outcome.tokens.iter().map(String::as_str));
-    for f in checked.failures() {
-        result.fail(f);
     }
     let minutes = outcome.elapsed.as_secs_f64() / 60.0;
     let mut lat = outcome.latencies;

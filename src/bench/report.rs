@@ -125,9 +125,7 @@ fn rows(runs: &[RunResult]) -> Vec<Row> {
 fn number(v: f64) -> String {
     if v.is_nan() {
         "-".into()
-    } else if v == v.trunc() && v.abs() < 1e15 {
-        format!("{v:.0}")
-    } else if v.abs() >= 100.0 {
+    } else if (v == v.trunc() && v.abs() < 1e15) || v.abs() >= 100.0 {
         format!("{v:.0}")
     } else if v.abs() >= 1.0 {
         format!("{v:.2}")

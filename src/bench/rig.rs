@@ -168,6 +168,7 @@ impl GatewayUnderTest {
         let gateway = Gateway::start(settings, Shutdown::new())
             .await
             .map_err(|e| BenchError::Setup(format!("gateway: {e}")))?;
+        tracing::info!(addr = %gateway.addr, "gateway under test, in process");
         Ok(Self {
             base: format!("http://{}", gateway.addr),
             running: Running::InProcess(gateway),
@@ -203,6 +204,7 @@ impl GatewayUnderTest {
             .strip_prefix("captcha-gateway listening on ")
             .ok_or_else(|| BenchError::Setup(format!("the gateway did not start: {line:?}")))?
             .to_owned();
+        tracing::info!(%base, "gateway under test, own process");
         // Keep reading stdout so the gateway never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Ok(Self {
