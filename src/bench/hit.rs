@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use super::conn::{self, ConnPool, RawConn};
 use super::load::{self, Checked, Latencies, Solved, TargetSpec};
+use super::redis_pop;
 use super::report::{Goal, RunResult};
 use super::rig::{self, GatewaySpec, GatewayUnderTest, RedisServer, SimServer, secs};
 use super::{BenchError, Opts};
@@ -24,13 +25,6 @@ use super::{BenchError, Opts};
 /// Tokens imported per second of the peak phase: above any rate this machine reaches, so the
 /// pool never runs dry (a dry pool would start upstream solves and measure something else).
 const PEAK_TOKENS_PER_S: f64 = 40_000.0;
-
-/// The pop `redis-benchmark` runs: drop what is too old, take the earliest-expiring member,
-/// count the hit. Our `arrive.lua` does this plus the lease reaping of waiters and claims.
-pub const POP_LUA: &str = "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1]) \
-local top = redis.call('ZRANGE', KEYS[1], 0, 0)[1] \
-if top then redis.call('ZREM', KEYS[1], top) redis.call('HINCRBY', KEYS[2], 'pool_hits', 1) end \
-return top";
 
 pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     let own_redis = match &opts.redis_url {
@@ -154,7 +148,7 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
         result.fail(f);
     }
 
-    let redis_rps = redis_benchmark(&redis_url, opts.quick, &mut result).await?;
+    let redis_rps = redis_pop::redis_benchmark(&redis_url, opts.quick, &mut result).await?;
     let mut peak_lat = peak.latencies;
     result.goal("solves_per_s", peak_rate, "/s", Goal::AtLeast(25_000.0));
     result.info("peak_p50_ms", peak_lat.quantile_ms(0.5), "ms");
@@ -338,79 +332,4 @@ async fn compat_pair(
     }
     let e = format!("res.php: task {id} not ready after 1000 reads");
     (Some(conn), Err(e))
-}
-
-/// `redis-benchmark` running [`POP_LUA`] against the same server on a set of members like our
-/// pooled answers; `None` (and a note) when `redis-benchmark` is not installed.
-async fn redis_benchmark(
-    url: &str,
-    quick: bool,
-    result: &mut RunResult,
-) -> Result<Option<f64>, BenchError> {
-    let n: u64 = if quick { 20_000 } else { 300_000 };
-    let parsed = url::Url::parse(url).map_err(|e| BenchError::Setup(format!("{url}: {e}")))?;
-    let host = parsed.host_str().unwrap_or("127.0.0.1").to_owned();
-    let port = parsed.port().unwrap_or(6379).to_string();
-    let key = format!("bench:{{pop-{}}}", rand::random::<u32>());
-    let stats = format!("{key}:stats");
-    let client = redis::Client::open(url)?;
-    let mut con = client.get_multiplexed_async_connection().await?;
-    // Members the size of a pooled answer's JSON, scored far in the future (never stale).
-    let fill = "for i = 1, tonumber(ARGV[1]) do redis.call('ZADD', KEYS[1], ARGV[2] + i, ARGV[3] .. i) end return 1";
-    let member = format!(
-        "{{\"text\":\"SIM-rc2-{}-{}\",\"solved_at\":0,\"expires_at\":0,\"user_agent\":null,\"upstream\":null,\"n\":",
-        "0".repeat(13),
-        "f".repeat(80)
-    );
-    // In slices: one long script would outlast the client's response timeout.
-    let fill = redis::Script::new(fill);
-    for slice in 0..n.div_ceil(10_000) {
-        let _: i64 = fill
-            .key(&key)
-            .arg(10_000)
-            .arg(4_000_000_000_000u64 + slice * 10_000)
-            .arg(format!("{member}{slice}-"))
-            .invoke_async(&mut con)
-            .await?;
-    }
-    let out = tokio::process::Command::new("redis-benchmark")
-        .args(["-h", &host, "-p", &port, "-c", "50", "-n"])
-        .arg((n * 9 / 10).to_string())
-        .args(["--csv", "EVAL", POP_LUA, "2", &key, &stats, "1"])
-        .output()
-        .await;
-    let _: i64 = redis::cmd("DEL")
-        .arg(&key)
-        .arg(&stats)
-        .query_async(&mut con)
-        .await?;
-    let out = match out {
-        Ok(o) if o.status.success() => o,
-        Ok(o) => {
-            result.notes.push(format!(
-                "redis-benchmark failed: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            ));
-            return Ok(None);
-        }
-        Err(e) => {
-            result.notes.push(format!(
-                "redis-benchmark is not installed ({e}); Debian's redis-tools ships it"
-            ));
-            return Ok(None);
-        }
-    };
-    // CSV: a header line, then `"EVAL ...","<requests per second>",...`.
-    let text = String::from_utf8_lossy(&out.stdout);
-    let rps = text
-        .lines()
-        .filter(|l| l.starts_with("\"EVAL"))
-        .find_map(|l| l.split("\",\"").nth(1))
-        .and_then(|f| f.trim_matches('"').parse::<f64>().ok());
-    if rps.is_none() {
-        result
-            .notes
-            .push(format!("redis-benchmark output not understood: {text}"));
-    }
-    Ok(rps)
 }

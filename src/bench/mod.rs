@@ -11,6 +11,7 @@
 //! - `load.rs`: HTTP client, request bodies, token import, latencies, progress bars, token
 //!   checks.
 //! - `report.rs`: figures, targets, medians over runs, the table and the JSON.
+//! - `redis_pop.rs`: `redis-benchmark` of an equivalent Lua pop, the floor `hit` is quoted against.
 //! - one file per scenario: `hit`, `burst`, `steady`, `slack`, `capacity`, `plan`.
 //!
 //! A run *fails* (exit code 1) when the scenario itself went wrong: a caller got an error, a
@@ -23,6 +24,7 @@ mod conn;
 mod hit;
 mod load;
 mod plan;
+mod redis_pop;
 mod report;
 mod rig;
 mod slack;
