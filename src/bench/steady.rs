@@ -14,8 +14,9 @@ use super::report::{Goal, RunResult};
 use super::rig::{GatewaySpec, GatewayUnderTest, SimServer, secs};
 use super::{BenchError, Opts};
 
-/// Expired-unused and produced answers of the pool's target, from `GET /v1/pools`.
-async fn pool_figures(client: &reqwest::Client, base: &str) -> Result<(f64, f64), BenchError> {
+/// Expired-unused and produced answers of the pool's target, and the size it is kept at now,
+/// from `GET /v1/pools`.
+async fn pool_figures(client: &reqwest::Client, base: &str) -> Result<(f64, f64, f64), BenchError> {
     let v: Value = client
         .get(format!("{base}/v1/pools"))
         .bearer_auth(load::KEY)
@@ -34,6 +35,7 @@ async fn pool_figures(client: &reqwest::Client, base: &str) -> Result<(f64, f64)
     Ok((
         n("expired_unused"),
         n("new_tasks") - n("in_flight") + n("imported"),
+        n("target_size"),
     ))
 }
 
@@ -100,8 +102,8 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
         }
     }
     bar.finish_and_clear();
-    let (expired_end, produced_end) = pool_figures(&client, &gw.base).await?;
-    let (expired_0, produced_0) = figures_at_warm_up.unwrap_or((0.0, 0.0));
+    let (expired_end, produced_end, size_end) = pool_figures(&client, &gw.base).await?;
+    let (expired_0, produced_0, size_0) = figures_at_warm_up.unwrap_or_default();
     gw.stop().await;
     for f in checked.failures() {
         result.fail(f);
@@ -129,5 +131,13 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     result.info("solve_p50_after_warm_up", lat.quantile_ms(0.5), "ms");
     result.info("solve_p99_after_warm_up", lat.quantile_ms(0.99), "ms");
     result.info("warm_up", warm_up.as_secs_f64(), "s");
+    // Little's law without headroom: the pool size at which about half the callers would wait.
+    result.info(
+        "lambda_times_solve_time",
+        lambda * (latency.min + latency.max).as_secs_f64() / 2.0,
+        "answers",
+    );
+    result.info("pool_size_at_warm_up", size_0, "answers");
+    result.info("pool_size_at_end", size_end, "answers");
     Ok(result)
 }
