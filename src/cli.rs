@@ -24,6 +24,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Run the provider simulator as its own server.
     Simulate(SimulateArgs),
+    /// Run a load scenario against a gateway and the simulator; print a table (and JSON).
+    Bench(BenchArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
@@ -123,4 +125,48 @@ pub struct SimulateArgs {
     /// Seed for reproducible latencies and errors.
     #[arg(long)]
     pub seed: Option<u64>,
+}
+
+/// The load scenarios of `bench` (docs/BENCHMARKS.md says what each measures and its target).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// Pool hits: imported tokens taken through `/v1/solve` and `in.php` + `res.php` (Redis).
+    Hit,
+    /// 40 callers for one target at once, empty pool (seed 000's story).
+    Burst,
+    /// Steady Poisson demand on an `auto` pool: hit rate and waste after warm-up.
+    Steady,
+    /// Solve path only: delay from ready to handout, `res.php` calls per task.
+    Slack,
+    /// 10,000 callers waiting on slow solves in one gateway process: memory, handout delay.
+    Capacity,
+    /// A 15-thread plan, 40 callers hitting one target continuously.
+    Plan,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Which scenario to run.
+    #[arg(value_enum)]
+    pub scenario: Scenario,
+    /// Use this Redis instead of starting a `redis-server` on a free port (`hit`; other
+    /// scenarios use the embedded store unless this is given).
+    #[arg(long)]
+    pub redis_url: Option<String>,
+    /// Seconds of load per run (per phase for `hit`); each scenario has its own default.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Runs of the scenario; the table shows the median of each figure.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub runs: u32,
+    /// A tiny configuration that runs in seconds (fast simulated solves, few callers): checks
+    /// that the scenario works, measures nothing worth quoting.
+    #[arg(long)]
+    pub quick: bool,
+    /// Concurrent load connections (`hit`, default 64).
+    #[arg(long)]
+    pub concurrency: Option<usize>,
 }

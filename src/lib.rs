@@ -14,10 +14,13 @@
 //! - [`upstream`]: the engine's view of the provider accounts.
 //! - [`http`]: the compatible, native, seed-worker and operations endpoints.
 //! - [`sim`]: the provider simulator (a product feature; tests and benchmarks run against it).
+//! - [`bench`]: the `bench` load scenarios (gateway, simulator and Redis under load, with a
+//!   report).
 //! - [`telemetry`]: metrics and logs. [`config`], [`cli`], [`serve`], [`shutdown`]: the process.
 //!
 //! See `docs/ARCHITECTURE.md` for how the pieces fit and which promises each keeps.
 
+pub mod bench;
 pub mod cli;
 pub mod compat;
 pub mod config;

@@ -49,6 +49,10 @@ async fn run(cli: Cli) -> ExitCode {
             )
             .await
         }
+        Command::Bench(args) => {
+            // The bench sets up its own quieter logging: warnings only, under the progress bar.
+            return captcha_gateway::bench::run(args).await;
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -40,11 +40,12 @@ pub use settings::{
     KindLatency, KindLifetime, LatencyRange, SettingsError, SimSettings, parse_duration,
 };
 pub use stats::SimStats;
+pub(crate) use tokens::Verdict;
 
-use crate::model::{Millis, SolveRequest};
+use crate::model::{Kind, Millis, SolveRequest};
 use stats::{Counters, Event};
 use tasks::{NewTask, Outcome, Poll, Report, TaskTable};
-use tokens::{TokenMint, UsedTokens, Verdict};
+use tokens::{TokenMint, UsedTokens};
 
 /// Where the simulator reads the time. The system clock in production; a manual clock in tests,
 /// which move time by hand instead of sleeping.
@@ -231,6 +232,14 @@ impl Simulator {
             });
         }
         report
+    }
+
+    /// A valid token of `kind` as if a task had become ready at `solved_at`, without running a
+    /// task: benchmarks import these into pools and later check each handout like `/verify`.
+    /// `None` for kinds whose answers are not tokens (image, text).
+    pub fn mint_token(&self, kind: Kind, solved_at: Millis) -> Option<String> {
+        let nonce = lock(&self.rng).random::<u64>();
+        self.mint.mint(kind, solved_at, nonce)
     }
 
     /// Tasks holding a thread right now.

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod bench;
 mod burst;
 mod cli;
 mod clients;

@@ -1,0 +1,318 @@
+//! The systems under test, started by the bench itself on free loopback ports: the provider
+//! simulator (always in the bench process, so every token can be checked with its secret), a
+//! gateway (in process, or as a separate `captcha-gateway serve` process where its CPU and memory
+//! must be measured apart from the load generator) and a `redis-server`.
+//!
+//! Owns starting, configuring and stopping them, and reading a process's CPU time and peak
+//! memory from `/proc`. Does not generate load.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::process::{Child, Command};
+use tokio_util::sync::CancellationToken;
+
+use super::BenchError;
+use super::load::KEY;
+use crate::cli::ServeArgs;
+use crate::model::Kind;
+use crate::serve::Gateway;
+use crate::shutdown::Shutdown;
+use crate::sim::{LatencyRange, SimSettings, Simulator};
+
+/// A simulator served on a loopback port by the bench process; stops when dropped.
+pub struct SimServer {
+    pub sim: Arc<Simulator>,
+    pub addr: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl SimServer {
+    /// A simulator with `threads` plan threads and every kind solved in `latency`.
+    pub async fn start(threads: u32, latency: LatencyRange) -> Result<SimServer, BenchError> {
+        let mut settings = SimSettings {
+            threads,
+            ..SimSettings::default()
+        };
+        for kind in Kind::ALL {
+            settings.latency.insert(kind, latency);
+        }
+        let sim = Simulator::new(settings);
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let stop = CancellationToken::new();
+        tokio::spawn(crate::sim::serve(
+            sim.clone(),
+            listener,
+            stop.clone().cancelled_owned(),
+        ));
+        Ok(SimServer { sim, addr, stop })
+    }
+}
+
+impl Drop for SimServer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// A latency range from seconds.
+pub fn secs(min: f64, max: f64) -> LatencyRange {
+    LatencyRange {
+        min: Duration::from_secs_f64(min),
+        max: Duration::from_secs_f64(max),
+    }
+}
+
+/// How to configure the gateway under test; becomes its TOML file.
+#[derive(Debug, Clone)]
+pub struct GatewaySpec {
+    pub threads: u32,
+    pub max_concurrent: u64,
+    pub redis_url: Option<String>,
+    /// First poll after submit and the interval after it (seconds).
+    pub first_check_s: f64,
+    pub interval_s: f64,
+    pub max_requests_per_second: f64,
+    /// More top-level `key = value` lines.
+    pub top: String,
+    /// More tables (`[lifetimes]`, `[[pools]]`).
+    pub tables: String,
+}
+
+impl GatewaySpec {
+    pub fn new(threads: u32, first_check_s: f64, interval_s: f64) -> Self {
+        Self {
+            threads,
+            max_concurrent: 20_000,
+            redis_url: None,
+            first_check_s,
+            interval_s,
+            max_requests_per_second: 10.0,
+            top: String::new(),
+            tables: String::new(),
+        }
+    }
+
+    fn toml(&self, sim: SocketAddr) -> String {
+        let redis = match &self.redis_url {
+            Some(url) => format!("redis_url = \"{url}\"\n"),
+            None => String::new(),
+        };
+        format!(
+            "provider = \"captchaai\"\nprovider_url = \"http://{sim}\"\nlisten = \"127.0.0.1:0\"\n\
+             threads = {}\nmax_concurrent = {}\n{redis}{}\n\
+             [poll]\nfirst_check_s = {}\ninterval_s = {}\nmax_requests_per_second = {}\n\n{}\n",
+            self.threads,
+            self.max_concurrent,
+            self.top,
+            self.first_check_s,
+            self.interval_s,
+            self.max_requests_per_second,
+            self.tables
+        )
+    }
+}
+
+/// A config file in the temp directory, removed on drop.
+struct ConfigFile(PathBuf);
+
+impl ConfigFile {
+    fn write(text: &str) -> Result<ConfigFile, BenchError> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "captcha-gateway-bench-{}-{}.toml",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::write(&path, text)?;
+        Ok(ConfigFile(path))
+    }
+}
+
+impl Drop for ConfigFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+enum Running {
+    InProcess(Gateway),
+    Process(Child),
+}
+
+/// A gateway under test; `base` is its `http://addr`.
+pub struct GatewayUnderTest {
+    pub base: String,
+    running: Running,
+    _config: ConfigFile,
+}
+
+impl GatewayUnderTest {
+    /// A gateway inside the bench process: for scenarios where CPU is not what is measured.
+    pub async fn in_process(spec: &GatewaySpec, sim: &SimServer) -> Result<Self, BenchError> {
+        let config = ConfigFile::write(&spec.toml(sim.addr))?;
+        let args = ServeArgs {
+            config: Some(config.0.clone()),
+            ..ServeArgs::default()
+        };
+        let env = |name: &str| (name == "CAPTCHAAI_API_KEY").then(|| KEY.to_owned());
+        let settings = crate::config::load_serve(&args, &env)
+            .map_err(|e| BenchError::Setup(format!("gateway settings: {e}")))?;
+        let gateway = Gateway::start(settings, Shutdown::new())
+            .await
+            .map_err(|e| BenchError::Setup(format!("gateway: {e}")))?;
+        tracing::info!(addr = %gateway.addr, "gateway under test, in process");
+        Ok(Self {
+            base: format!("http://{}", gateway.addr),
+            running: Running::InProcess(gateway),
+            _config: config,
+        })
+    }
+
+    /// `captcha-gateway serve` as its own process (this same binary), so its CPU time and peak
+    /// memory are its own. Its address is the first line it prints.
+    pub async fn process(spec: &GatewaySpec, sim: &SimServer) -> Result<Self, BenchError> {
+        let config = ConfigFile::write(&spec.toml(sim.addr))?;
+        let exe = std::env::current_exe()?;
+        let mut child = Command::new(exe)
+            .arg("serve")
+            .arg("--config")
+            .arg(&config.0)
+            .env_remove("REDIS_URL")
+            .env_remove("CAPTCHA_GATEWAY_CONFIG")
+            .env("CAPTCHAAI_API_KEY", KEY)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .map_err(|_| BenchError::Setup("the gateway did not start within 30 s".into()))??
+            .unwrap_or_default();
+        let base = line
+            .trim()
+            .strip_prefix("captcha-gateway listening on ")
+            .ok_or_else(|| BenchError::Setup(format!("the gateway did not start: {line:?}")))?
+            .to_owned();
+        tracing::info!(%base, "gateway under test, own process");
+        // Keep reading stdout so the gateway never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(Self {
+            base,
+            running: Running::Process(child),
+            _config: config,
+        })
+    }
+
+    /// The gateway's process id (the bench's own when in process).
+    pub fn pid(&self) -> u32 {
+        match &self.running {
+            Running::InProcess(_) => std::process::id(),
+            Running::Process(child) => child.id().unwrap_or(0),
+        }
+    }
+
+    /// Stops the gateway: cancels an in-process one, kills a process.
+    pub async fn stop(self) {
+        match self.running {
+            Running::InProcess(gateway) => gateway.shutdown.token.cancel(),
+            Running::Process(mut child) => {
+                let _ = child.kill().await;
+            }
+        }
+    }
+}
+
+/// A `redis-server` on a free loopback port, without persistence, killed on drop.
+pub struct RedisServer {
+    child: Child,
+    pub port: u16,
+}
+
+impl RedisServer {
+    /// Starts one, retrying when another process takes the free port first.
+    pub async fn start() -> Result<RedisServer, BenchError> {
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port();
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no", "--loglevel", "warning"])
+                .stdout(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .map_err(|e| BenchError::Setup(format!("redis-server: {e} (is it installed?)")))?;
+            let mut server = RedisServer { child, port };
+            for _ in 0..250 {
+                if ping(port).await {
+                    return Ok(server);
+                }
+                if matches!(server.child.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let _ = server.child.kill().await;
+        }
+        Err(BenchError::Setup("redis-server would not start".into()))
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+}
+
+async fn ping(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)).await else {
+        return false;
+    };
+    let mut buf = [0u8; 7];
+    s.write_all(b"PING\r\n").await.is_ok()
+        && s.read_exact(&mut buf).await.is_ok()
+        && &buf == b"+PONG\r\n"
+}
+
+/// CPU seconds (user + system, all threads) process `pid` has used, from `/proc/PID/stat`.
+/// Assumes the usual 100 clock ticks per second.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return f64::NAN;
+    };
+    // The command name may contain spaces; the fields after its closing parenthesis do not.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    match (ticks(11), ticks(12)) {
+        (Some(user), Some(system)) => (user + system) / 100.0,
+        _ => f64::NAN,
+    }
+}
+
+/// Peak resident memory of process `pid` in MB (`VmHWM`).
+pub fn peak_rss_mb(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
