@@ -110,10 +110,20 @@ impl Params {
         }
     }
 
+    /// Parameters from an already parsed JSON object (the native API parses its body once).
+    pub fn from_json_object(map: serde_json::Map<String, serde_json::Value>) -> Params {
+        let mut params = Params::default();
+        params.extend_json_object(map);
+        params
+    }
+
     fn extend_json(&mut self, body: &[u8]) {
-        let Ok(serde_json::Value::Object(map)) = serde_json::from_slice(body) else {
-            return;
-        };
+        if let Ok(serde_json::Value::Object(map)) = serde_json::from_slice(body) {
+            self.extend_json_object(map);
+        }
+    }
+
+    fn extend_json_object(&mut self, map: serde_json::Map<String, serde_json::Value>) {
         for (k, v) in map {
             let text = match v {
                 serde_json::Value::String(s) => s,

@@ -47,9 +47,12 @@ pub(super) struct NativeRequest {
 pub(super) async fn parse_native(body: Bytes) -> Result<NativeRequest, ApiError> {
     let value: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request("bad_json", format!("the body is not JSON: {e}")))?;
-    let obj = value
-        .as_object()
-        .ok_or_else(|| ApiError::bad_request("bad_json", "the body must be a JSON object"))?;
+    let Value::Object(obj) = value else {
+        return Err(ApiError::bad_request(
+            "bad_json",
+            "the body must be a JSON object",
+        ));
+    };
     let kind: Kind = obj
         .get("kind")
         .and_then(Value::as_str)
@@ -67,7 +70,7 @@ pub(super) async fn parse_native(body: Bytes) -> Result<NativeRequest, ApiError>
                 })?,
         ),
     };
-    let mut params = Params::read(None, Some("application/json"), body).await;
+    let mut params = Params::from_json_object(obj);
     let (method, version) = match kind {
         Kind::RecaptchaV2 => ("userrecaptcha", Some("v2")),
         Kind::RecaptchaV3 => ("userrecaptcha", Some("v3")),
