@@ -8,7 +8,8 @@
 //! - [`provider`]: upstream protocol clients, error taxonomy and retry policy, per-account
 //!   thread cap, batched poller.
 //! - [`engine`]: solve orchestration and the promises (once, fresh, exact demand, coalesced),
-//!   over the [`engine::Store`] seam with its embedded implementation.
+//!   over the [`engine::Store`] seam: the embedded store, or Redis (Lua scripts in `lua/`) for a
+//!   fleet.
 //! - [`pools`]: warm pools (configured, auto-sized, refilled on spare threads), token import,
 //!   hit-rate and waste figures.
 //! - [`upstream`]: the engine's view of the provider accounts.
