@@ -49,6 +49,18 @@ fn answer(text: String, now: u64, left: u64) -> Answer {
     }
 }
 
+/// A caller's arrival that must be served from the pool; the answer's text.
+async fn pooled_text(store: &RedisStore, t: &Target, now: u64) -> String {
+    match store
+        .arrive(t, &waiter(store), now, MIN_REMAINING)
+        .await
+        .unwrap()
+    {
+        Arrival::Pooled(a) => a.text,
+        other => panic!("expected a pooled answer, got {other:?}"),
+    }
+}
+
 fn waiter(store: &RedisStore) -> WaiterId {
     WaiterId(format!(
         "{}:{}",
@@ -103,14 +115,7 @@ async fn promises_hold(store: RedisStore) {
         .put(&t, answer("fresh".into(), now, 60_000), now)
         .await
         .unwrap();
-    match store
-        .arrive(&t, &waiter(&store), now, MIN_REMAINING)
-        .await
-        .unwrap()
-    {
-        Arrival::Pooled(a) => assert_eq!(a.text, "fresh"),
-        other => panic!("expected the fresh pooled answer, got {other:?}"),
-    }
+    assert_eq!(pooled_text(&store, &t, now).await, "fresh");
     let figures = store.figures().await.unwrap();
     let f = figures.iter().find(|f| f.id == t.id).unwrap();
     assert_eq!((f.pool_hits, f.new_tasks, f.expired_unused), (1, 3, 1));
@@ -170,14 +175,7 @@ async fn promises_hold(store: RedisStore) {
         )
         .await
         .unwrap();
-    match store
-        .arrive(&t, &waiter(&store), now, MIN_REMAINING)
-        .await
-        .unwrap()
-    {
-        Arrival::Pooled(a) => assert_eq!(a.text, "orphan"),
-        other => panic!("the orphaned answer should be pooled, got {other:?}"),
-    }
+    assert_eq!(pooled_text(&store, &t, now).await, "orphan");
 }
 
 #[tokio::test]
