@@ -136,6 +136,7 @@ async fn a_killed_gateways_claims_expire_and_its_waiting_demand_gets_new_tasks()
     let lease = "redis_lease_s = 2";
     let mut a = GatewayProcess::start(&sim, &redis.url(), lease, 0.5).await;
     let b = GatewayProcess::start(&sim, &redis.url(), lease, 0.5).await;
+    let c = GatewayProcess::start(&sim, &redis.url(), lease, 0.5).await;
     let http = client();
     let body = |timeout: f64| json!({"kind": "recaptcha_v2", "sitekey": "6Le-crash", "pageurl": "https://example.com/", "timeout_s": timeout});
 
@@ -144,20 +145,30 @@ async fn a_killed_gateways_claims_expire_and_its_waiting_demand_gets_new_tasks()
     assert!(early.iter().all(|(s, _)| *s == 504), "{early:?}");
     assert_eq!(sim.sim.stats().submits, 5);
 
-    // Five callers on B are covered by A's running tasks: they wait, no new task starts.
+    // Five callers on B and C are covered by A's running tasks: they wait, no new task starts.
     let waiting: Vec<_> = (0..5)
-        .map(|_| {
-            let (http, base, body) = (http.clone(), b.base.clone(), body(60.0));
+        .map(|i| {
+            let base = if i % 2 == 0 {
+                b.base.clone()
+            } else {
+                c.base.clone()
+            };
+            let (http, body) = (http.clone(), body(60.0));
             tokio::spawn(async move { solve(&http, &base, body).await })
         })
         .collect();
+    // The waiting figure is fleet-wide: it comes from Redis.
     while metric_sum(&http, &b.base, "gateway_target_waiting").await < 5 {
         tokio::task::yield_now().await;
     }
-    assert_eq!(sim.sim.stats().submits, 5, "B's callers wait for A's tasks");
+    assert_eq!(
+        sim.sim.stats().submits,
+        5,
+        "B's and C's callers wait for A's tasks"
+    );
 
     a.kill().await;
-    // Within a lease A's claims expire and B starts tasks for its waiting callers.
+    // Within a lease A's claims expire; B and C start tasks for the callers they hold.
     for w in waiting {
         let (status, v) = w.await.unwrap();
         assert_eq!(status, 200, "{v}");
