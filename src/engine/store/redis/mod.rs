@@ -11,6 +11,7 @@ mod fanout;
 mod keys;
 mod mail;
 mod scripts;
+mod shared;
 mod tasks;
 mod wake;
 
@@ -507,66 +508,9 @@ impl Store for RedisStore {
         now: Millis,
         min_remaining_ms: u64,
     ) -> Result<SharedArrival, StoreError> {
-        let inner = &self.inner;
-        inner.note_target(target).await;
-        let waiter = format!(
-            "{}:s{}",
-            inner.instance,
-            inner.next_id.fetch_add(1, Ordering::Relaxed)
-        );
-        let (tx, rx) = oneshot::channel();
-        inner.local.add_waiter(
-            &waiter,
-            LocalWaiter {
-                target: target.clone(),
-                tx,
-                poolable: false,
-            },
-        );
-        let mut conn = inner.conn();
-        let r = scripts::SHARED_ARRIVE
-            .key(keys::shared(&target.id))
-            .key(keys::lead(&target.id))
-            .key(keys::fence(&target.id))
-            .key(keys::followers(&target.id))
-            .arg(now + min_remaining_ms)
-            .arg(&waiter)
-            .arg(ms(inner.settings.lock_ttl))
-            .invoke_async::<Vec<Value>>(&mut conn)
-            .await;
-        let values = match inner.seen(r) {
-            Ok(v) => v,
-            Err(e) => {
-                inner.local.take_waiter(&waiter);
-                return Err(e);
-            }
-        };
-        let mut iter = values.into_iter();
-        let code = match iter.next() {
-            Some(Value::Int(n)) => n,
-            _ => 0,
-        };
-        match code {
-            1 => {
-                inner.local.take_waiter(&waiter);
-                let json: String = iter
-                    .next()
-                    .and_then(|v| redis::from_redis_value(v).ok())
-                    .unwrap_or_default();
-                let answer = serde_json::from_str(&json).map_err(|e| {
-                    StoreError::Unavailable(format!("unreadable cached answer: {e}"))
-                })?;
-                Ok(SharedArrival::Cached(answer))
-            }
-            2 => Ok(SharedArrival::Follow(rx)),
-            _ => {
-                let token = match iter.next() {
-                    Some(Value::Int(n)) => n as u64,
-                    _ => 0,
-                };
-                Ok(SharedArrival::Lead(rx, token))
-            }
-        }
+        self.inner
+            .shared_arrive(target, now, min_remaining_ms)
+            .await
     }
 
     async fn shared_finish(
@@ -576,33 +520,7 @@ impl Store for RedisStore {
         outcome: Result<Answer, SolveFailure>,
         now: Millis,
     ) -> Result<(), StoreError> {
-        let inner = &self.inner;
-        let mut conn = inner.conn();
-        let r = scripts::SHARED_FINISH
-            .key(keys::shared(&target.id))
-            .key(keys::lead(&target.id))
-            .key(keys::followers(&target.id))
-            .key(keys::mbox(&target.id))
-            .key(keys::mlease(&target.id))
-            .arg(now)
-            .arg(lead)
-            .arg(mail::encode(&outcome))
-            .arg(inner.mail_ttl())
-            .invoke_async::<Vec<String>>(&mut conn)
-            .await;
-        match inner.seen(r) {
-            Ok(followers) => {
-                inner.notify(&target.id, followers).await;
-                Ok(())
-            }
-            Err(e) => {
-                // Redis is away: this instance's followers still get the answer.
-                while let Some(w) = inner.local.take_any_waiter(&target.id) {
-                    let _ = w.tx.send(outcome.clone());
-                }
-                Err(e)
-            }
-        }
+        self.inner.shared_finish(target, lead, outcome, now).await
     }
 
     async fn shared_evict(&self, target_id: &str) -> Result<(), StoreError> {

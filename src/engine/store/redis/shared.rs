@@ -1,0 +1,120 @@
+//! Reusable answers (image and text by content, `cf_clearance` per proxy and user agent): one
+//! leader per target under a lock with a fencing token, followers on any instance woken with the
+//! outcome, the answer cached until it expires (promise 4).
+
+use std::sync::atomic::Ordering;
+
+use redis::Value;
+use tokio::sync::oneshot;
+
+use super::fanout::LocalWaiter;
+use super::{Inner, keys, mail, ms, scripts};
+use crate::engine::SolveFailure;
+use crate::engine::store::{SharedArrival, StoreError};
+use crate::model::{Answer, Millis, Target};
+
+impl Inner {
+    pub(super) async fn shared_arrive(
+        &self,
+        target: &Target,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Result<SharedArrival, StoreError> {
+        let inner = self;
+        inner.note_target(target).await;
+        let waiter = format!(
+            "{}:s{}",
+            inner.instance,
+            inner.next_id.fetch_add(1, Ordering::Relaxed)
+        );
+        let (tx, rx) = oneshot::channel();
+        inner.local.add_waiter(
+            &waiter,
+            LocalWaiter {
+                target: target.clone(),
+                tx,
+                poolable: false,
+            },
+        );
+        let mut conn = inner.conn();
+        let r = scripts::SHARED_ARRIVE
+            .key(keys::shared(&target.id))
+            .key(keys::lead(&target.id))
+            .key(keys::fence(&target.id))
+            .key(keys::followers(&target.id))
+            .arg(now + min_remaining_ms)
+            .arg(&waiter)
+            .arg(ms(inner.settings.lock_ttl))
+            .invoke_async::<Vec<Value>>(&mut conn)
+            .await;
+        let values = match inner.seen(r) {
+            Ok(v) => v,
+            Err(e) => {
+                inner.local.take_waiter(&waiter);
+                return Err(e);
+            }
+        };
+        let mut iter = values.into_iter();
+        let code = match iter.next() {
+            Some(Value::Int(n)) => n,
+            _ => 0,
+        };
+        match code {
+            1 => {
+                inner.local.take_waiter(&waiter);
+                let json: String = iter
+                    .next()
+                    .and_then(|v| redis::from_redis_value(v).ok())
+                    .unwrap_or_default();
+                let answer = serde_json::from_str(&json).map_err(|e| {
+                    StoreError::Unavailable(format!("unreadable cached answer: {e}"))
+                })?;
+                Ok(SharedArrival::Cached(answer))
+            }
+            2 => Ok(SharedArrival::Follow(rx)),
+            _ => {
+                let token = match iter.next() {
+                    Some(Value::Int(n)) => n as u64,
+                    _ => 0,
+                };
+                Ok(SharedArrival::Lead(rx, token))
+            }
+        }
+    }
+
+    pub(super) async fn shared_finish(
+        &self,
+        target: &Target,
+        lead: u64,
+        outcome: Result<Answer, SolveFailure>,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        let inner = self;
+        let mut conn = inner.conn();
+        let r = scripts::SHARED_FINISH
+            .key(keys::shared(&target.id))
+            .key(keys::lead(&target.id))
+            .key(keys::followers(&target.id))
+            .key(keys::mbox(&target.id))
+            .key(keys::mlease(&target.id))
+            .arg(now)
+            .arg(lead)
+            .arg(mail::encode(&outcome))
+            .arg(inner.mail_ttl())
+            .invoke_async::<Vec<String>>(&mut conn)
+            .await;
+        match inner.seen(r) {
+            Ok(followers) => {
+                inner.notify(&target.id, followers).await;
+                Ok(())
+            }
+            Err(e) => {
+                // Redis is away: this instance's followers still get the answer.
+                while let Some(w) = inner.local.take_any_waiter(&target.id) {
+                    let _ = w.tx.send(outcome.clone());
+                }
+                Err(e)
+            }
+        }
+    }
+}
