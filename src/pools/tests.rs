@@ -282,7 +282,7 @@ async fn imports_obey_freshness_and_once() {
     let views = pools.views(engine.store().figures().await.unwrap());
     assert_eq!(views.len(), 1);
     let v = &views[0];
-    assert_eq!((v.imported, v.pool_hits, v.arrivals), (1, 1, 1));
+    assert_eq!((v.imported, v.figures.pool_hits, v.arrivals), (1, 1, 1));
     assert_eq!(v.hit_rate, Some(1.0));
     assert_eq!(v.waste_rate, Some(0.0));
     assert_eq!((v.target_size, v.mode), (Some(1), Some("fixed")));
@@ -294,7 +294,7 @@ async fn configured_pools_show_before_any_figures() {
     let views = pools.views(engine.store().figures().await.unwrap());
     assert_eq!(views.len(), 1);
     let v = &views[0];
-    assert_eq!(v.label, "recaptcha_v2:example.com");
+    assert_eq!(v.figures.label, "recaptcha_v2:example.com");
     assert_eq!(v.kind, Some(crate::model::Kind::RecaptchaV2));
     assert_eq!(
         (v.target_size, v.hit_rate, v.waste_rate),

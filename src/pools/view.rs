@@ -10,18 +10,10 @@ use crate::model::Kind;
 /// One target's figures and, for a configured pool, its size.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PoolView {
-    pub id: String,
-    pub label: String,
+    /// The store's counters (pooled answers are the fresh ones ready now).
+    #[serde(flatten)]
+    pub figures: TargetFigures,
     pub kind: Option<Kind>,
-    /// Fresh answers ready now.
-    pub pooled: u64,
-    pub in_flight: u64,
-    pub waiting: u64,
-    pub pool_hits: u64,
-    pub waits_served: u64,
-    pub new_tasks: u64,
-    pub refills: u64,
-    pub expired_unused: u64,
     /// Answers imported through this instance.
     pub imported: u64,
     /// Callers so far (`pool_hits + waits_served + new_tasks - refills`).
@@ -50,7 +42,7 @@ impl Pools {
     pub fn views(&self, figures: Vec<TargetFigures>) -> Vec<PoolView> {
         let mut out: Vec<PoolView> = figures.into_iter().map(|f| self.view(f)).collect();
         for pool in self.list() {
-            if !out.iter().any(|v| v.id == pool.target.id) {
+            if !out.iter().any(|v| v.figures.id == pool.target.id) {
                 out.push(self.view(TargetFigures {
                     id: pool.target.id.clone(),
                     label: pool.target.label.clone(),
@@ -58,7 +50,9 @@ impl Pools {
                 }));
             }
         }
-        out.sort_by(|a, b| a.label.cmp(&b.label).then_with(|| a.id.cmp(&b.id)));
+        out.sort_by(|a, b| {
+            (&a.figures.label, &a.figures.id).cmp(&(&b.figures.label, &b.figures.id))
+        });
         out
     }
 
@@ -77,16 +71,7 @@ impl Pools {
             kind,
             imported,
             arrivals,
-            id: f.id,
-            label: f.label,
-            pooled: f.pooled,
-            in_flight: f.in_flight,
-            waiting: f.waiting,
-            pool_hits: f.pool_hits,
-            waits_served: f.waits_served,
-            new_tasks: f.new_tasks,
-            refills: f.refills,
-            expired_unused: f.expired_unused,
+            figures: f,
         }
     }
 }

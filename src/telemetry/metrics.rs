@@ -137,7 +137,7 @@ impl Metrics {
             &[(String::new(), admission.max())],
         );
         upstream.write_metrics(&mut out);
-        let label = |f: &PoolView| format!("target=\"{}\"", escape(&f.label));
+        let label = |f: &PoolView| format!("target=\"{}\"", escape(&f.figures.label));
         let per_target = |pick: fn(&PoolView) -> u64| {
             targets
                 .iter()
@@ -148,7 +148,7 @@ impl Metrics {
             &mut out,
             "gateway_pool_size",
             "Ready answers pooled per target",
-            &per_target(|f| f.pooled),
+            &per_target(|f| f.figures.pooled),
         );
         let sizes: Vec<_> = targets
             .iter()
@@ -164,37 +164,37 @@ impl Metrics {
             &mut out,
             "gateway_target_in_flight",
             "Upstream tasks in flight per target",
-            &per_target(|f| f.in_flight),
+            &per_target(|f| f.figures.in_flight),
         );
         gauge(
             &mut out,
             "gateway_target_waiting",
             "Callers waiting per target",
-            &per_target(|f| f.waiting),
+            &per_target(|f| f.figures.waiting),
         );
         counter(
             &mut out,
             "gateway_pool_hits",
             "Callers served from the pool",
-            &per_target(|f| f.pool_hits),
+            &per_target(|f| f.figures.pool_hits),
         );
         counter(
             &mut out,
             "gateway_waits_served",
             "Callers served by an already running task",
-            &per_target(|f| f.waits_served),
+            &per_target(|f| f.figures.waits_served),
         );
         counter(
             &mut out,
             "gateway_new_tasks",
             "Upstream tasks started (for callers, or refills)",
-            &per_target(|f| f.new_tasks),
+            &per_target(|f| f.figures.new_tasks),
         );
         counter(
             &mut out,
             "gateway_refills",
             "Upstream tasks started to fill a pool (part of new tasks)",
-            &per_target(|f| f.refills),
+            &per_target(|f| f.figures.refills),
         );
         counter(
             &mut out,
@@ -212,7 +212,7 @@ impl Metrics {
             &mut out,
             "gateway_expired_unused",
             "Answers that expired before anyone took them (waste)",
-            &per_target(|f| f.expired_unused),
+            &per_target(|f| f.figures.expired_unused),
         );
         out.push_str("# EOF\n");
         out
