@@ -28,14 +28,7 @@ async fn solve(http: &reqwest::Client, base: &str, body: Value) -> (u16, Value) 
 }
 
 async fn verify(http: &reqwest::Client, sim: &SimServer, token: &str) -> Value {
-    http.get(format!("http://{}/verify", sim.addr))
-        .query(&[("token", token)])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    crate::support::verify_at(http, &format!("http://{}", sim.addr), token).await
 }
 
 /// Sum of one metric over its label sets, from a gateway's `/metrics`.

@@ -129,15 +129,7 @@ impl TestGateway {
 
     /// The simulator's whole `/verify` answer (kind, solved_at, age_ms).
     pub async fn verify_json(&self, token: &str) -> Value {
-        self.http
-            .get(self.sim_url("/verify"))
-            .query(&[("token", token)])
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        verify_at(&self.http, &self.sim_url(""), token).await
     }
 
     /// Submits through `in.php` (JSON mode), waits for the task to end, reads `res.php`.
@@ -177,3 +169,15 @@ impl TestGateway {
 }
 pub mod fleet;
 pub mod redis;
+
+/// A simulator's `/verify` answer for `token`; `sim_base` is `http://host:port`.
+pub async fn verify_at(http: &reqwest::Client, sim_base: &str, token: &str) -> Value {
+    http.get(format!("{sim_base}/verify"))
+        .query(&[("token", token)])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
