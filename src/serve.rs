@@ -161,11 +161,10 @@ impl Gateway {
             router = router.nest("/sim", sim::router(sim.clone()));
         }
         let token = shutdown.token.clone();
-        let server = tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(token.cancelled_owned())
-                .await
-        });
+        let server =
+            tokio::spawn(
+                async move { http::serve(listener, router, token.cancelled_owned()).await },
+            );
         tracing::info!(%addr, provider = name, threads, "gateway listening");
         Ok(Gateway {
             addr,

@@ -9,6 +9,7 @@ mod admission;
 mod auth;
 mod compat;
 mod error;
+mod listen;
 mod native;
 mod ops;
 mod pools;
@@ -17,6 +18,7 @@ mod worker;
 
 pub use admission::Admission;
 pub use auth::{Auth, AuthError, KEY_LEN, Tenant};
+pub use listen::serve;
 pub use state::{AppState, Limits};
 
 use axum::Router;

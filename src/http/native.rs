@@ -127,6 +127,9 @@ pub async fn solve(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let _tenant = tenant(&state, &headers)?;
+    // The headers borrow hyper's read buffer: held across the wait they would keep it alive and
+    // make hyper allocate another for the connection.
+    drop(headers);
     let native = parse_native(body).await?;
     let _permit = state
         .admission

@@ -151,6 +151,33 @@ async fn oversized_and_non_image_uploads_get_file_codes() {
 }
 
 #[tokio::test]
+async fn request_heads_up_to_8_kb_are_served_and_longer_ones_refused_alone() {
+    let gw = TestGateway::start().await;
+    // A GET submit carrying cookies in its query string, as some PHP clients send it: 6 KB.
+    let cookies = format!("c={}", "x".repeat(6000));
+    let (status, body) = gw
+        .get_text(&format!(
+            "/in.php?key={KEY}&method=userrecaptcha&googlekey=k&pageurl=https://example.com&cookies={cookies}"
+        ))
+        .await;
+    assert_eq!(status, 200);
+    assert!(body.starts_with("OK|"), "{body}");
+    // Past 8 KB of head (nginx's default line limit too): refused by status, not by a reset.
+    let pad = "x".repeat(9000);
+    let (status, _) = gw
+        .get_text(&format!("/res.php?key={KEY}&action=get&id=1&pad={pad}"))
+        .await;
+    assert_eq!(status, 431);
+    assert_code(
+        &gw,
+        "/res.php",
+        &format!("key={KEY}&action=get&id=123456789"),
+        "ERROR_WRONG_CAPTCHA_ID",
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn garbage_bodies_get_protocol_errors_not_failures() {
     let gw = TestGateway::start().await;
     for (ct, body) in [
