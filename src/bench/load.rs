@@ -78,6 +78,9 @@ impl TargetSpec {
 pub struct Solved {
     pub token: String,
     pub source: String,
+    /// The upstream task that produced the token (none for a pool import).
+    #[serde(default)]
+    pub task_id: Option<String>,
 }
 
 /// One `/v1/solve`; `Err` carries the status and body of anything but a 200 with a token.

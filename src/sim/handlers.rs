@@ -219,7 +219,7 @@ fn check_key(sim: &Simulator, params: &Params) -> Result<(), &'static str> {
 
 /// A task id as sent: digits only, else `ERROR_WRONG_ID_FORMAT`. `Ok(None)` is a well-formed id
 /// too large to be one of ours.
-fn parse_id(raw: &str) -> Result<Option<u64>, &'static str> {
+pub(super) fn parse_id(raw: &str) -> Result<Option<u64>, &'static str> {
     let raw = raw.trim();
     if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
         return Err(codes::WRONG_ID_FORMAT);

@@ -221,6 +221,14 @@ impl Simulator {
             .collect()
     }
 
+    /// When a `res.php` reply first carried the answer of `task_id` (as the gateway knows it):
+    /// benchmarks measure the gateway's own handout delay from this moment, apart from how
+    /// late its polling noticed the task was ready.
+    pub fn delivered_at(&self, task_id: &str) -> Option<Millis> {
+        let id = handlers::parse_id(task_id).ok()??;
+        lock(&self.tasks).delivered_at(id)
+    }
+
     /// Records a `reportbad` (`good == false`) or `reportgood` about task `id`.
     pub(crate) fn report(&self, id: u64, good: bool) -> Report {
         let report = lock(&self.tasks).report(self.clock.now(), id);

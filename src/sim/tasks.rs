@@ -51,6 +51,8 @@ pub(crate) enum Report {
 struct Task {
     task: NewTask,
     reported: bool,
+    /// When a poll first found it ready: the moment its answer left for the gateway.
+    delivered_at: Option<Millis>,
 }
 
 /// All live tasks. Callers wrap it in a mutex and call one method per critical section.
@@ -98,6 +100,7 @@ impl TaskTable {
             Task {
                 task,
                 reported: false,
+                delivered_at: None,
             },
         );
         // A task with no solve time never holds a thread: settle again before the peak is taken.
@@ -109,16 +112,25 @@ impl TaskTable {
     /// The state of task `id` at `now`.
     pub fn poll(&mut self, now: Millis, id: u64) -> Poll {
         self.settle(now);
-        let Some(Task { task, .. }) = self.tasks.get(&id) else {
+        let Some(Task {
+            task, delivered_at, ..
+        }) = self.tasks.get_mut(&id)
+        else {
             return Poll::Unknown;
         };
         if task.ready_at > now {
             return Poll::NotReady;
         }
+        delivered_at.get_or_insert(now);
         match &task.outcome {
             Outcome::Solved(answer) => Poll::Ready(task.kind, answer.clone()),
             Outcome::Unsolvable => Poll::Unsolvable,
         }
+    }
+
+    /// When a poll first found task `id` ready (`None`: not yet, or not a task of ours).
+    pub fn delivered_at(&self, id: u64) -> Option<Millis> {
+        self.tasks.get(&id)?.delivered_at
     }
 
     /// Records a `reportbad`/`reportgood` about task `id`; one report per task.
@@ -229,7 +241,10 @@ mod tests {
         let mut t = TaskTable::new(1);
         let id = t.admit(0, 1, task(100, answer())).unwrap();
         assert_eq!(t.poll(99, id), Poll::NotReady);
+        assert_eq!(t.delivered_at(id), None);
         assert!(matches!(t.poll(100, id), Poll::Ready(Kind::Text, _)));
+        assert!(matches!(t.poll(150, id), Poll::Ready(Kind::Text, _)));
+        assert_eq!(t.delivered_at(id), Some(100), "the first delivery counts");
         assert_eq!(t.report(100, id), Report::Recorded);
         assert_eq!(t.report(100, id), Report::Duplicate);
         assert_eq!(t.poll(100, id + 1), Poll::Unknown);
