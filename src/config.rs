@@ -317,7 +317,7 @@ pub fn load_serve(
         poll.first_check = Some(secs("poll.first_check_s", s)?);
     }
     if let Some(s) = file.poll.interval_s {
-        poll.interval = secs("poll.interval_s", s)?;
+        poll = poll.with_interval(secs("poll.interval_s", s)?);
     }
     if let Some(n) = file.poll.max_polls_per_task {
         poll.max_polls_per_task = n.max(1);
@@ -419,9 +419,9 @@ fn sim_poll_defaults(sim: &SimSettings) -> PollSettings {
     let spanning = slowest.mul_f64(1.25 / (1.5 * checks));
     PollSettings {
         first_check: Some(fastest.max(Duration::from_millis(100))),
-        interval: spanning.max(Duration::from_millis(250)),
         ..defaults
     }
+    .with_interval(spanning.max(Duration::from_millis(250)))
 }
 
 /// The simulator's settings from a `[sim]` table and `simulate` flags (flags win).
@@ -563,5 +563,24 @@ mod tests {
             Duration::from_millis(250),
             "the default simulator is polled briskly"
         );
+        assert_eq!(
+            quick.coalesce,
+            Duration::from_millis(50),
+            "checks run at most a fifth of an interval early"
+        );
+    }
+
+    #[test]
+    fn a_configured_poll_interval_brings_its_coalescing_window_along() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.toml");
+        std::fs::write(&path, "provider = \"sim\"\n[poll]\ninterval_s = 0.05\n").unwrap();
+        let args = ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        };
+        let settings = load_serve(&args, &|_| None).unwrap();
+        assert_eq!(settings.poll.interval, Duration::from_millis(50));
+        assert_eq!(settings.poll.coalesce, Duration::from_millis(10));
     }
 }
