@@ -51,7 +51,15 @@ async fn run(cli: Cli) -> ExitCode {
         }
         Command::Bench(args) => {
             // The bench sets up its own quieter logging: warnings only, under the progress bar.
-            return captcha_gateway::bench::run(args).await;
+            // Ctrl-C or SIGTERM stops it: dropping the run kills the gateway and redis-server
+            // processes it started (they are killed on drop).
+            return tokio::select! {
+                code = captcha_gateway::bench::run(args) => code,
+                () = shutdown.token.cancelled() => {
+                    eprintln!("bench: interrupted");
+                    ExitCode::from(130)
+                }
+            };
         }
     };
     match result {

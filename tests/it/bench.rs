@@ -61,3 +61,65 @@ fn bench_hit_takes_every_token_from_the_pool_once() {
     assert_eq!(figure("tokens_handed_out_twice"), 0.0);
     assert!(figure("solves_per_s") > 0.0);
 }
+
+/// The child processes of `pid` (Linux).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Whether `pid` is a live process (not gone, not a zombie waiting to be reaped).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat.rsplit_once(") ")?.1.chars().next()?;
+            Some(state != 'Z' && state != 'X')
+        })
+        .unwrap_or(false)
+}
+
+/// Polls `check` until it yields, failing the test after `limit` (a guard, not a timing).
+fn within<T>(limit: std::time::Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "{what} within {limit:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn an_interrupted_bench_stops_and_takes_its_gateway_with_it() {
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+        .args(["bench", "capacity"])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let pid = bench.id();
+    // The scenario has started once its gateway (`serve`, its own process) is there.
+    let limit = std::time::Duration::from_secs(60);
+    let gateway = within(limit, "the gateway process", || {
+        children(pid).into_iter().next()
+    });
+    let sent = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = within(limit, "the bench exits", || bench.try_wait().unwrap());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(bench.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(out.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    within(limit, "the gateway process gone", || {
+        (!running(gateway)).then_some(())
+    });
+}
