@@ -4,9 +4,11 @@
 //! Little's law: to hand every caller a ready answer, the pool must cover the callers who arrive
 //! while a replacement is being solved. With callers arriving at rate `lambda` and solves taking
 //! `W`, the answers a pool holds (ready or in flight) are drawn down by about a Poisson number of
-//! callers with mean `m = lambda x W` per solve time, so the size is that number's ~95 % quantile,
-//! `m + z sqrt(m)` (z = 1.65): relatively generous for a quiet target, where a few extra callers
-//! in one solve time are likely, and close to `m` for a busy one, where they average out.
+//! callers with mean `m = lambda x W` per solve time; an arriving caller finds one ready when
+//! fewer than `size` came in the solve time before it. So `size - 1` is that number's ~95 %
+//! quantile, about `m + z sqrt(m) + 0.8` (z = 1.65; see [`poisson_cover`]): relatively generous
+//! for a quiet target, where a few extra callers in one solve time are likely, and close to `m`
+//! for a busy one, where they average out.
 //!
 //! The arrival rate is an exponential average with a one-minute time constant, bias-corrected
 //! while young (divided by the weight it has gathered, as Adam does), so it reads the mean rate
@@ -25,8 +27,8 @@ use std::time::Duration;
 /// The knobs of auto sizing; every default says why.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SizingSettings {
-    /// Standard deviations of Poisson demand above its mean the size covers:
-    /// `size = m + coverage_z x sqrt(m)` with `m = rate x solve time`.
+    /// Standard deviations of Poisson demand above its mean the size covers: about
+    /// `m + coverage_z x sqrt(m)` answers with `m = rate x solve time` ([`poisson_cover`]).
     pub coverage_z: f64,
     /// Time constant of the arrival-rate average: demand measured over about this long.
     pub rate_window: Duration,
@@ -42,11 +44,11 @@ pub struct SizingSettings {
 impl Default for SizingSettings {
     fn default() -> Self {
         Self {
-            // The one-sided 95 % point of a normal: with Poisson arrivals, the callers of one
-            // solve time outnumber the pool (and the next one waits) about 1 time in 20, whatever
-            // the demand. The fixed 1.5 x the mean used before was thin for quiet targets (3 for
-            // a mean of 2, whose 95 % point is 5) and overbought for busy ones (150 for 100,
-            // where 117 do). Fleets burstier than Poisson (workers in lock step) wait more often.
+            // The one-sided 95 % point of a normal: with Poisson arrivals, a caller finds the
+            // pool drawn down to nothing about 1 time in 20, whatever the demand. The fixed 1.5 x
+            // the mean used before was thin for quiet targets (3 for a mean of 2, where 6 are
+            // needed) and overbought for busy ones (150 for 100, where 118 do). Fleets burstier
+            // than Poisson (workers in lock step) wait more often.
             coverage_z: 1.65,
             // A minute: long enough to smooth per-second jitter, short enough to follow a fleet
             // being scaled up or down.
@@ -54,9 +56,9 @@ impl Default for SizingSettings {
             // Two resize periods (the refiller resizes every 5 s). The bias correction makes a
             // young average the plain mean rate of what was seen: unbiased, but as noisy as few
             // callers make it. Unfloored, the one caller of a first 5 s sample reads as 0.2/s (a
-            // pool of 6 at 15 s solves) and a shorter first interval reads higher still. Floored,
+            // pool of 7 at 15 s solves) and a shorter first interval reads higher still. Floored,
             // callers seen in the first 10 s count as spread over 10 s: a lone caller reads as
-            // about 0.1/s (a pool of 4), and real demand reads half its rate after the first
+            // about 0.1/s (a pool of 5), and real demand reads half its rate after the first
             // 5 s sample and in full from the second.
             min_observed: Duration::from_secs(10),
             // About the last five refills: solve times drift with provider load, not per task.
@@ -195,14 +197,26 @@ impl AutoSizer {
         let want = if rate * self.shelf_life_s < 1.0 {
             0.0
         } else {
-            // Callers drawing on the pool within one solve time: about Poisson with mean `m`.
-            let m = rate * self.solve_s;
-            (m + self.settings.coverage_z * m.sqrt()).min(rate * self.shelf_life_s)
+            let cover = poisson_cover(rate * self.solve_s, self.settings.coverage_z);
+            cover.min(rate * self.shelf_life_s)
         };
         // Clamped to 0..=max (at most 10 000) before the conversion, so it cannot truncate.
         self.size = want.min(self.ceiling).ceil().clamp(min, max) as u32;
         self.size
     }
+}
+
+/// The fewest answers that leave one for an arriving caller with probability `Phi(z)` when the
+/// callers who came within one solve time before it (each still drawing an answer from the pool)
+/// are Poisson with mean `m`: that caller is served when at most `size - 1` came, so `size - 1`
+/// is Poisson(m)'s `Phi(z)` quantile. That quantile by the normal approximation, with a term for
+/// Poisson's skew (Cornish-Fisher, `(z^2 - 1) / 6`) and a continuity correction (the quantile
+/// `k` is the integer with `k + 1/2` at the continuous point), plus one for the caller: `m + z
+/// sqrt(m) + (z^2 - 1) / 6 + 1/2`, rounded up. For z = 1.65 and any `m` up to 600 this is the
+/// exact size or one more; `m + z sqrt(m)` alone falls one short about half the time, covering
+/// only 91-95 % (22 for m = 15, where P(Poisson(15) <= 21) = 0.947).
+fn poisson_cover(m: f64, z: f64) -> f64 {
+    m + z * m.sqrt() + (z * z - 1.0) / 6.0 + 0.5
 }
 
 #[cfg(test)]
@@ -243,9 +257,39 @@ mod tests {
         }
     }
 
-    /// `m + 1.65 sqrt(m)`, rounded up: what a settled pool is sized at below its caps.
-    fn quantile(m: f64) -> u32 {
-        (m + 1.65 * m.sqrt()).ceil() as u32
+    /// What a settled pool is sized at below its caps, for the default z.
+    fn cover(m: f64) -> u32 {
+        poisson_cover(m, 1.65).ceil() as u32
+    }
+
+    /// P(Poisson(m) <= k).
+    fn poisson_cdf(m: f64, k: u32) -> f64 {
+        let (mut term, mut sum) = ((-m).exp(), 0.0);
+        for i in 0..=k {
+            sum += term;
+            term *= m / f64::from(i + 1);
+        }
+        sum
+    }
+
+    #[test]
+    fn the_size_is_the_exact_poisson_size_or_one_more() {
+        for tenths in 1..=3000 {
+            let m = f64::from(tenths) / 10.0;
+            let size = cover(m);
+            // Served when at most size - 1 came before: at least 95 % of callers...
+            assert!(poisson_cdf(m, size - 1) >= 0.95, "m = {m}: {size} is short");
+            // ...and at most one answer more than needed: two fewer would fall short.
+            if size > 2 {
+                assert!(
+                    poisson_cdf(m, size - 3) < 0.95,
+                    "m = {m}: {size} is two too many"
+                );
+            }
+        }
+        // The plain normal quantile, m + z sqrt(m), is one short at the bench's m = 15.
+        assert!(poisson_cdf(15.0, 21) < 0.95);
+        assert_eq!(cover(15.0), 23);
     }
 
     #[test]
@@ -254,21 +298,20 @@ mod tests {
         let mut at = (0, 0, 0);
         s.tick(Duration::ZERO, 0, 0);
         assert_eq!(s.size(), 0);
-        // 2 callers a second, 10 s solves: m = 20, 20 + 1.65 x sqrt(20) = 27.4.
+        // 2 callers a second, 10 s solves: m = 20, 20 + 1.65 x sqrt(20) + 0.29 + 0.5 = 28.2.
         run(&mut s, &mut at, 600, 2, 0);
-        assert_eq!(s.size(), 28);
-        assert_eq!(s.size(), quantile(20.0));
+        assert_eq!(s.size(), 29);
         assert!((s.rate() - 2.0).abs() < 0.01, "{}", s.rate());
     }
 
     #[test]
-    fn five_a_second_at_three_second_solves_is_a_pool_of_22() {
+    fn five_a_second_at_three_second_solves_is_a_pool_of_23() {
         let mut s = sizer_solving_in(0, 100, 3);
         let mut at = (0, 0, 0);
         s.tick(Duration::ZERO, 0, 0);
         run(&mut s, &mut at, 120, 5, 0);
-        // 15 + 1.65 x sqrt(15) = 21.4, where 1.5 x 15 was 22.5.
-        assert_eq!(s.size(), 22);
+        // 15 + 1.65 x sqrt(15) + 0.29 + 0.5 = 22.2 (1.5 x 15 was 22.5).
+        assert_eq!(s.size(), 23);
     }
 
     #[test]
@@ -280,7 +323,7 @@ mod tests {
         // average is divided by its weight: uncorrected it would read 5 x (1 - e^(-10/60)) = 0.77.
         run_counts(&mut s, &mut at, &[7, 3, 5, 6, 2, 8, 4, 5, 6, 4]);
         assert!((s.rate() - 5.0).abs() < 0.5, "{}", s.rate());
-        assert_eq!(s.size(), 22, "at full size already");
+        assert_eq!(s.size(), 23, "at full size already");
     }
 
     #[test]
@@ -304,11 +347,11 @@ mod tests {
         let mut at = (0, 0, 0);
         s.tick(Duration::ZERO, 0, 0);
         // One caller in the first second reads as about one in min_observed (10 s), not 1/s
-        // (which would be a pool of 22).
+        // (which would be a pool of 23).
         run(&mut s, &mut at, 1, 1, 0);
         assert!(s.rate() > 0.09 && s.rate() < 0.11, "{}", s.rate());
-        assert_eq!(s.size(), quantile(s.rate() * 15.0));
-        assert_eq!(s.size(), 4);
+        assert_eq!(s.size(), cover(s.rate() * 15.0));
+        assert_eq!(s.size(), 5);
         // Five seconds of 5/s read as half of it; from 10 s on, the mean of what was seen.
         let mut s = sizer_solving_in(0, 100, 3);
         let mut at = (0, 0, 0);
@@ -325,14 +368,14 @@ mod tests {
         let mut at = (0, 0, 0);
         s.tick(Duration::ZERO, 0, 0);
         run(&mut s, &mut at, 600, 2, 0);
-        assert_eq!(s.size(), 28);
+        assert_eq!(s.size(), 29);
         for _ in 0..50 {
             s.observe_solve(Duration::from_secs(20));
         }
         assert!((s.solve_time().as_secs_f64() - 20.0).abs() < 0.01);
         run(&mut s, &mut at, 1, 2, 0);
-        // m = 40: 40 + 1.65 x sqrt(40) = 50.4.
-        assert_eq!(s.size(), 51);
+        // m = 40: 40 + 1.65 x sqrt(40) + 0.29 + 0.5 = 51.2.
+        assert_eq!(s.size(), 52);
     }
 
     #[test]
@@ -352,15 +395,15 @@ mod tests {
         let mut at = (0, 0, 0);
         s.tick(Duration::ZERO, 0, 0);
         run(&mut s, &mut at, 600, 2, 0);
-        assert_eq!(s.size(), 28);
+        assert_eq!(s.size(), 29);
         // Demand holds on paper but answers expire: the estimate is too high.
         run(&mut s, &mut at, 1, 2, 6);
-        assert_eq!(s.size(), 22, "lowered by what expired");
+        assert_eq!(s.size(), 23, "lowered by what expired");
         run(&mut s, &mut at, 1, 2, 4);
-        assert_eq!(s.size(), 18);
+        assert_eq!(s.size(), 19);
         // Nothing expires any more: the ceiling climbs back to what demand asks for.
         run(&mut s, &mut at, 600, 2, 0);
-        assert_eq!(s.size(), 28);
+        assert_eq!(s.size(), 29);
     }
 
     #[test]
@@ -369,7 +412,7 @@ mod tests {
         let mut at = (0, 0, 0);
         s.tick(Duration::ZERO, 0, 0);
         run(&mut s, &mut at, 600, 2, 0);
-        assert_eq!(s.size(), 28);
+        assert_eq!(s.size(), 29);
         // No callers: fewer than one expected per shelf life soon, so nothing is kept but min.
         run(&mut s, &mut at, 600, 0, 0);
         assert_eq!(s.size(), 1);
@@ -377,8 +420,8 @@ mod tests {
 
     #[test]
     fn the_shelf_life_caps_what_callers_could_take_in_time() {
-        // 100 s solves: 100 + 1.65 x 10 = 116.5 answers, but callers take only 110 within the
-        // 110 s an answer keeps.
+        // 100 s solves: 100 + 1.65 x 10 + 0.29 + 0.5 = 117.3 answers, but callers take only 110
+        // within the 110 s an answer keeps.
         let mut s = sizer_solving_in(0, 1000, 100);
         let mut at = (0, 0, 0);
         s.tick(Duration::ZERO, 0, 0);
