@@ -1,7 +1,7 @@
 //! `steady`: Poisson demand of `lambda` callers per second on a target with an `auto` pool,
-//! simulator solve time `W`. After a warm-up (the pool sizes itself from about a minute of
-//! measured demand), nearly every caller should get a pooled token at once, and nearly no
-//! pooled token should expire unused.
+//! simulator solve time `W`. After a one-minute warm-up (the pool measures demand within about
+//! 10 s of the first callers and fills within a solve time after that), nearly every caller
+//! should get a pooled token at once, and nearly no pooled token should expire unused.
 
 use std::time::Duration;
 
@@ -45,10 +45,11 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     } else {
         (5.0, secs(2.0, 4.0), 0.25)
     };
-    let duration = Duration::from_secs_f64(opts.duration_or(8.0, 300.0));
-    // The pool's demand estimate is an average with a one-minute time constant starting from
-    // zero: it is within 5 % of the true rate after three minutes. Judge the pool after that.
-    let warm_up = duration.mul_f64(if opts.quick { 0.5 } else { 0.6 });
+    let duration = Duration::from_secs_f64(opts.duration_or(8.0, 180.0));
+    // The pool's demand estimate is bias-corrected, so it reads the true rate about 10 s after
+    // the first callers; a minute leaves it several times that (and the rest of the pool's
+    // first minute is reported on its own). Only callers after the warm-up count for the goals.
+    let warm_up = duration.mul_f64(0.5).min(Duration::from_secs(60));
     let sim = SimServer::start(50, latency).await?;
     let target = TargetSpec::unique("steady");
     let mut spec = GatewaySpec::new(50, latency.min.as_secs_f64(), interval);
@@ -87,6 +88,7 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
         next += Duration::from_secs_f64(-u.ln() / lambda);
     }
     let (mut arrivals, mut hits, mut lat) = (0u64, 0u64, Latencies::default());
+    let (mut early_arrivals, mut early_hits) = (0u64, 0u64);
     let mut checked = Checked::default();
     let mut result = RunResult::default();
     while let Some(Ok((answer, c, after, took))) = set.join_next().await {
@@ -97,7 +99,10 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
                 hits += u64::from(s.source == "pool");
                 lat.record(took);
             }
-            Ok(_) => {}
+            Ok(s) => {
+                early_arrivals += 1;
+                early_hits += u64::from(s.source == "pool");
+            }
             Err(e) => result.fail(format!("a caller got an error: {e}")),
         }
     }
@@ -131,7 +136,13 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     result.info("solve_p50_after_warm_up", lat.quantile_ms(0.5), "ms");
     result.info("solve_p99_after_warm_up", lat.quantile_ms(0.99), "ms");
     result.info("warm_up", warm_up.as_secs_f64(), "s");
-    // Little's law without headroom: the pool size at which about half the callers would wait.
+    // How the pool does while it learns the demand, from the very first caller (not a goal).
+    result.info(
+        "hit_rate_during_warm_up",
+        early_hits as f64 / early_arrivals.max(1) as f64,
+        "share",
+    );
+    // Little's law without a margin: the pool size at which about half the callers would wait.
     result.info(
         "lambda_times_solve_time",
         lambda * (latency.min + latency.max).as_secs_f64() / 2.0,

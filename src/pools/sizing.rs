@@ -2,8 +2,19 @@
 //! tests drive it with explicit ticks instead of waiting real minutes.
 //!
 //! Little's law: to hand every caller a ready answer, the pool must cover the callers who arrive
-//! while a replacement is being solved, `size = arrival rate x solve time`, times a headroom
-//! for bursts. Two limits keep that from buying answers nobody uses:
+//! while a replacement is being solved. With callers arriving at rate `lambda` and solves taking
+//! `W`, the answers a pool holds (ready or in flight) are drawn down by about a Poisson number of
+//! callers with mean `m = lambda x W` per solve time; an arriving caller finds one ready when
+//! fewer than `size` came in the solve time before it. So `size - 1` is that number's ~95 %
+//! quantile, about `m + z sqrt(m) + 0.8` (z = 1.65; see [`poisson_cover`]): relatively generous
+//! for a quiet target, where a few extra callers in one solve time are likely, and close to `m`
+//! for a busy one, where they average out.
+//!
+//! The arrival rate is an exponential average with a one-minute time constant, bias-corrected
+//! while young (divided by the weight it has gathered, as Adam does), so it reads the mean rate
+//! seen so far within seconds of the first callers instead of ramping up from zero over minutes.
+//!
+//! Two limits keep the size from buying answers nobody uses:
 //! - *shelf life*: an answer is usable for `lifetime - min_remaining`; holding more than the
 //!   callers of one shelf life would take means some expire. Below one expected caller per shelf
 //!   life, pooling only wastes, so the size is 0 (then `min`).
@@ -16,10 +27,14 @@ use std::time::Duration;
 /// The knobs of auto sizing; every default says why.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SizingSettings {
-    /// Multiplier on Little's law for bursts and solve-time spread.
-    pub headroom: f64,
+    /// Standard deviations of Poisson demand above its mean the size covers: about
+    /// `m + coverage_z x sqrt(m)` answers with `m = rate x solve time` ([`poisson_cover`]).
+    pub coverage_z: f64,
     /// Time constant of the arrival-rate average: demand measured over about this long.
     pub rate_window: Duration,
+    /// The least time the young rate average counts as having watched: the callers seen in the
+    /// first instants are spread over at least this long, not read as a spike.
+    pub min_observed: Duration,
     /// Weight of the newest refill in the solve-time average.
     pub solve_weight: f64,
     /// Relative growth per second of the waste ceiling while nothing expires.
@@ -29,12 +44,23 @@ pub struct SizingSettings {
 impl Default for SizingSettings {
     fn default() -> Self {
         Self {
-            // Half again the mean: covers the burst of a fleet's synchronized workers without
-            // doubling the pool (and its waste when demand drops).
-            headroom: 1.5,
+            // The one-sided 95 % point of a normal: with Poisson arrivals, a caller finds the
+            // pool drawn down to nothing about 1 time in 20, whatever the demand. The fixed 1.5 x
+            // the mean used before was thin for quiet targets (3 for a mean of 2, where 6 are
+            // needed) and overbought for busy ones (150 for 100, where 118 do). Fleets burstier
+            // than Poisson (workers in lock step) wait more often.
+            coverage_z: 1.65,
             // A minute: long enough to smooth per-second jitter, short enough to follow a fleet
             // being scaled up or down.
             rate_window: Duration::from_secs(60),
+            // Two resize periods (the refiller resizes every 5 s). The bias correction makes a
+            // young average the plain mean rate of what was seen: unbiased, but as noisy as few
+            // callers make it. Unfloored, the one caller of a first 5 s sample reads as 0.2/s (a
+            // pool of 7 at 15 s solves) and a shorter first interval reads higher still. Floored,
+            // callers seen in the first 10 s count as spread over 10 s: a lone caller reads as
+            // about 0.1/s (a pool of 5), and real demand reads half its rate after the first
+            // 5 s sample and in full from the second.
+            min_observed: Duration::from_secs(10),
             // About the last five refills: solve times drift with provider load, not per task.
             solve_weight: 0.2,
             // 1 % a second (at least 0.1 answer a second): back to full size within minutes of
@@ -59,8 +85,12 @@ pub struct AutoSizer {
     max: u32,
     shelf_life_s: f64,
     settings: SizingSettings,
-    /// Callers per second, exponentially weighted.
-    rate: f64,
+    /// Callers per second, exponentially weighted from 0 at the first interval with callers:
+    /// biased low by `weight` while young.
+    raw_rate: f64,
+    /// The weight `raw_rate` has gathered, `1 - exp(-watched / rate_window)`: 0 until the first
+    /// caller, near 1 after a few windows.
+    weight: f64,
     /// Seconds from a refill's start to its answer, exponentially weighted.
     solve_s: f64,
     /// The most the waste record allows.
@@ -84,7 +114,8 @@ impl AutoSizer {
             max,
             shelf_life_s: shelf_life.as_secs_f64(),
             settings,
-            rate: 0.0,
+            raw_rate: 0.0,
+            weight: 0.0,
             solve_s: prior_solve.as_secs_f64(),
             ceiling: f64::from(max),
             last: None,
@@ -96,9 +127,18 @@ impl AutoSizer {
         self.size
     }
 
-    /// Measured callers per second.
+    /// Measured callers per second: the exponential average divided by the weight it has
+    /// gathered (at least that of `min_observed`), so a young average is not biased towards 0.
     pub fn rate(&self) -> f64 {
-        self.rate
+        if self.weight <= 0.0 {
+            return 0.0;
+        }
+        let floor = 1.0 - (-self.settings.min_observed.as_secs_f64() / self.window_s()).exp();
+        self.raw_rate / self.weight.max(floor)
+    }
+
+    fn window_s(&self) -> f64 {
+        self.settings.rate_window.as_secs_f64().max(1e-3)
     }
 
     /// Measured (or prior) solve time.
@@ -135,9 +175,15 @@ impl AutoSizer {
         let wasted = expired.saturating_sub(last.expired) as f64;
 
         // An exponential average over irregular intervals: the weight of the new interval grows
-        // with its length, so a late tick counts for as long as it covers.
-        let alpha = 1.0 - (-dt / self.settings.rate_window.as_secs_f64().max(1e-3)).exp();
-        self.rate += alpha * (arrived / dt - self.rate);
+        // with its length, so a late tick counts for as long as it covers. It starts with the
+        // first interval that saw a caller: the silence of a configured target before its first
+        // caller (a gateway started before its fleet) is not evidence of low demand, and counting
+        // it would ramp the estimate up over minutes again. Later silences count as usual.
+        if self.weight > 0.0 || arrived > 0.0 {
+            let alpha = 1.0 - (-dt / self.window_s()).exp();
+            self.raw_rate += alpha * (arrived / dt - self.raw_rate);
+            self.weight += alpha * (1.0 - self.weight);
+        }
 
         let (min, max) = (f64::from(self.min), f64::from(self.max));
         if wasted > 0.0 {
@@ -147,15 +193,30 @@ impl AutoSizer {
             self.ceiling = (self.ceiling + step).min(max);
         }
 
-        let want = if self.rate * self.shelf_life_s < 1.0 {
+        let rate = self.rate();
+        let want = if rate * self.shelf_life_s < 1.0 {
             0.0
         } else {
-            self.rate * (self.solve_s * self.settings.headroom).min(self.shelf_life_s)
+            let cover = poisson_cover(rate * self.solve_s, self.settings.coverage_z);
+            cover.min(rate * self.shelf_life_s)
         };
         // Clamped to 0..=max (at most 10 000) before the conversion, so it cannot truncate.
         self.size = want.min(self.ceiling).ceil().clamp(min, max) as u32;
         self.size
     }
+}
+
+/// The fewest answers that leave one for an arriving caller with probability `Phi(z)` when the
+/// callers who came within one solve time before it (each still drawing an answer from the pool)
+/// are Poisson with mean `m`: that caller is served when at most `size - 1` came, so `size - 1`
+/// is Poisson(m)'s `Phi(z)` quantile. That quantile by the normal approximation, with a term for
+/// Poisson's skew (Cornish-Fisher, `(z^2 - 1) / 6`) and a continuity correction (the quantile
+/// `k` is the integer with `k + 1/2` at the continuous point), plus one for the caller: `m + z
+/// sqrt(m) + (z^2 - 1) / 6 + 1/2`, rounded up. For z = 1.65 and any `m` up to 600 this is the
+/// exact size or one more; `m + z sqrt(m)` alone falls one short about half the time, covering
+/// only 91-95 % (22 for m = 15, where P(Poisson(15) <= 21) = 0.947).
+fn poisson_cover(m: f64, z: f64) -> f64 {
+    m + z * m.sqrt() + (z * z - 1.0) / 6.0 + 0.5
 }
 
 #[cfg(test)]
@@ -165,10 +226,14 @@ mod tests {
     const SHELF: Duration = Duration::from_secs(110);
 
     fn sizer(min: u32, max: u32) -> AutoSizer {
+        sizer_solving_in(min, max, 10)
+    }
+
+    fn sizer_solving_in(min: u32, max: u32, solve_s: u64) -> AutoSizer {
         AutoSizer::new(
             min,
             max,
-            Duration::from_secs(10),
+            Duration::from_secs(solve_s),
             SHELF,
             SizingSettings::default(),
         )
@@ -185,19 +250,116 @@ mod tests {
         }
     }
 
+    /// One-second ticks with these arrivals in each second.
+    fn run_counts(s: &mut AutoSizer, at: &mut (u64, u64, u64), counts: &[u64]) {
+        for &n in counts {
+            run(s, at, 1, n, 0);
+        }
+    }
+
+    /// What a settled pool is sized at below its caps, for the default z.
+    fn cover(m: f64) -> u32 {
+        poisson_cover(m, 1.65).ceil() as u32
+    }
+
+    /// P(Poisson(m) <= k).
+    fn poisson_cdf(m: f64, k: u32) -> f64 {
+        let (mut term, mut sum) = ((-m).exp(), 0.0);
+        for i in 0..=k {
+            sum += term;
+            term *= m / f64::from(i + 1);
+        }
+        sum
+    }
+
     #[test]
-    fn steady_demand_grows_the_pool_to_littles_law_with_headroom() {
+    fn the_size_is_the_exact_poisson_size_or_one_more() {
+        for tenths in 1..=3000 {
+            let m = f64::from(tenths) / 10.0;
+            let size = cover(m);
+            // Served when at most size - 1 came before: at least 95 % of callers...
+            assert!(poisson_cdf(m, size - 1) >= 0.95, "m = {m}: {size} is short");
+            // ...and at most one answer more than needed: two fewer would fall short.
+            if size > 2 {
+                assert!(
+                    poisson_cdf(m, size - 3) < 0.95,
+                    "m = {m}: {size} is two too many"
+                );
+            }
+        }
+        // The plain normal quantile, m + z sqrt(m), is one short at the bench's m = 15.
+        assert!(poisson_cdf(15.0, 21) < 0.95);
+        assert_eq!(cover(15.0), 23);
+    }
+
+    #[test]
+    fn steady_demand_sizes_the_pool_by_a_poisson_quantile() {
         let mut s = sizer(0, 100);
         let mut at = (0, 0, 0);
         s.tick(Duration::ZERO, 0, 0);
         assert_eq!(s.size(), 0);
-        // 2 callers a second, 10 s solves: 2 x 10 x 1.5 = 30 once the average has settled.
-        run(&mut s, &mut at, 30, 2, 0);
-        let early = s.size();
-        assert!(early > 0 && early < 30, "{early}");
+        // 2 callers a second, 10 s solves: m = 20, 20 + 1.65 x sqrt(20) + 0.29 + 0.5 = 28.2.
         run(&mut s, &mut at, 600, 2, 0);
-        assert_eq!(s.size(), 30);
+        assert_eq!(s.size(), 29);
         assert!((s.rate() - 2.0).abs() < 0.01, "{}", s.rate());
+    }
+
+    #[test]
+    fn five_a_second_at_three_second_solves_is_a_pool_of_23() {
+        let mut s = sizer_solving_in(0, 100, 3);
+        let mut at = (0, 0, 0);
+        s.tick(Duration::ZERO, 0, 0);
+        run(&mut s, &mut at, 120, 5, 0);
+        // 15 + 1.65 x sqrt(15) + 0.29 + 0.5 = 22.2 (1.5 x 15 was 22.5).
+        assert_eq!(s.size(), 23);
+    }
+
+    #[test]
+    fn the_rate_is_measured_within_seconds_of_the_first_callers() {
+        let mut s = sizer_solving_in(0, 100, 3);
+        let mut at = (0, 0, 0);
+        s.tick(Duration::ZERO, 0, 0);
+        // Ten seconds of uneven arrivals averaging 5 a second. Unbiased only because the young
+        // average is divided by its weight: uncorrected it would read 5 x (1 - e^(-10/60)) = 0.77.
+        run_counts(&mut s, &mut at, &[7, 3, 5, 6, 2, 8, 4, 5, 6, 4]);
+        assert!((s.rate() - 5.0).abs() < 0.5, "{}", s.rate());
+        assert_eq!(s.size(), 23, "at full size already");
+    }
+
+    #[test]
+    fn silence_before_the_first_caller_does_not_slow_the_estimate() {
+        let mut s = sizer_solving_in(0, 100, 3);
+        let mut at = (0, 0, 0);
+        s.tick(Duration::ZERO, 0, 0);
+        // A gateway started ten minutes before its fleet.
+        run(&mut s, &mut at, 600, 0, 0);
+        assert_eq!((s.size(), s.rate()), (0, 0.0));
+        run_counts(&mut s, &mut at, &[7, 3, 5, 6, 2, 8, 4, 5, 6, 4]);
+        assert!((s.rate() - 5.0).abs() < 0.5, "{}", s.rate());
+        // Silence after callers is demand falling, and counts.
+        run(&mut s, &mut at, 60, 0, 0);
+        assert!(s.rate() < 0.5 * 5.0, "{}", s.rate());
+    }
+
+    #[test]
+    fn callers_of_the_first_instants_are_not_read_as_a_spike() {
+        let mut s = sizer_solving_in(0, 100, 15);
+        let mut at = (0, 0, 0);
+        s.tick(Duration::ZERO, 0, 0);
+        // One caller in the first second reads as about one in min_observed (10 s), not 1/s
+        // (which would be a pool of 23).
+        run(&mut s, &mut at, 1, 1, 0);
+        assert!(s.rate() > 0.09 && s.rate() < 0.11, "{}", s.rate());
+        assert_eq!(s.size(), cover(s.rate() * 15.0));
+        assert_eq!(s.size(), 5);
+        // Five seconds of 5/s read as half of it; from 10 s on, the mean of what was seen.
+        let mut s = sizer_solving_in(0, 100, 3);
+        let mut at = (0, 0, 0);
+        s.tick(Duration::ZERO, 0, 0);
+        run(&mut s, &mut at, 5, 5, 0);
+        assert!((s.rate() - 2.5).abs() < 0.25, "{}", s.rate());
+        run(&mut s, &mut at, 5, 5, 0);
+        assert!((s.rate() - 5.0).abs() < 1e-9, "{}", s.rate());
     }
 
     #[test]
@@ -206,13 +368,14 @@ mod tests {
         let mut at = (0, 0, 0);
         s.tick(Duration::ZERO, 0, 0);
         run(&mut s, &mut at, 600, 2, 0);
-        assert_eq!(s.size(), 30);
+        assert_eq!(s.size(), 29);
         for _ in 0..50 {
             s.observe_solve(Duration::from_secs(20));
         }
         assert!((s.solve_time().as_secs_f64() - 20.0).abs() < 0.01);
         run(&mut s, &mut at, 1, 2, 0);
-        assert_eq!(s.size(), 60);
+        // m = 40: 40 + 1.65 x sqrt(40) + 0.29 + 0.5 = 51.2.
+        assert_eq!(s.size(), 52);
     }
 
     #[test]
@@ -232,15 +395,15 @@ mod tests {
         let mut at = (0, 0, 0);
         s.tick(Duration::ZERO, 0, 0);
         run(&mut s, &mut at, 600, 2, 0);
-        assert_eq!(s.size(), 30);
+        assert_eq!(s.size(), 29);
         // Demand holds on paper but answers expire: the estimate is too high.
         run(&mut s, &mut at, 1, 2, 6);
-        assert_eq!(s.size(), 24, "lowered by what expired");
+        assert_eq!(s.size(), 23, "lowered by what expired");
         run(&mut s, &mut at, 1, 2, 4);
-        assert_eq!(s.size(), 20);
+        assert_eq!(s.size(), 19);
         // Nothing expires any more: the ceiling climbs back to what demand asks for.
         run(&mut s, &mut at, 600, 2, 0);
-        assert_eq!(s.size(), 30);
+        assert_eq!(s.size(), 29);
     }
 
     #[test]
@@ -249,7 +412,7 @@ mod tests {
         let mut at = (0, 0, 0);
         s.tick(Duration::ZERO, 0, 0);
         run(&mut s, &mut at, 600, 2, 0);
-        assert_eq!(s.size(), 30);
+        assert_eq!(s.size(), 29);
         // No callers: fewer than one expected per shelf life soon, so nothing is kept but min.
         run(&mut s, &mut at, 600, 0, 0);
         assert_eq!(s.size(), 1);
@@ -257,14 +420,9 @@ mod tests {
 
     #[test]
     fn the_shelf_life_caps_what_callers_could_take_in_time() {
-        // 100 s solves x 1.5 would be 150 s of demand, but answers only keep 110 s.
-        let mut s = AutoSizer::new(
-            0,
-            1000,
-            Duration::from_secs(100),
-            SHELF,
-            SizingSettings::default(),
-        );
+        // 100 s solves: 100 + 1.65 x 10 + 0.29 + 0.5 = 117.3 answers, but callers take only 110
+        // within the 110 s an answer keeps.
+        let mut s = sizer_solving_in(0, 1000, 100);
         let mut at = (0, 0, 0);
         s.tick(Duration::ZERO, 0, 0);
         run(&mut s, &mut at, 900, 1, 0);
@@ -280,5 +438,8 @@ mod tests {
         // Figures that went down (a reset store) count as no arrivals, not a huge number.
         s.tick(Duration::from_secs(65), 0, 0);
         assert_eq!(s.rate(), 0.0);
+        // One late tick covering a minute counts as a minute of demand: 120 callers, 2/s.
+        s.tick(Duration::from_secs(125), 120, 0);
+        assert!((s.rate() - 2.0).abs() < 1e-9, "{}", s.rate());
     }
 }

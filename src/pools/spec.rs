@@ -68,8 +68,8 @@ pub struct PoolTable {
 
 /// Default `min` of an auto pool: an idle target keeps no answers, so it wastes none.
 const AUTO_MIN: u32 = 0;
-/// Default `max` of an auto pool: about one caller a second at reCAPTCHA's solve time with
-/// headroom; busier targets raise it.
+/// Default `max` of an auto pool: about what one caller a second asks for at reCAPTCHA's solve
+/// time (23 at 15 s); busier targets raise it.
 const AUTO_MAX: u32 = 20;
 
 /// Validates every table; a second table for a target already pooled is an error too.
