@@ -214,14 +214,14 @@ async fn auto_pools_follow_their_targets_figures() {
             ..TargetFigures::default()
         }]
     };
-    // One caller a second for ten minutes, 15 s prior solve time: 15 + 1.65 x sqrt(15) + 0.8 = 22.2.
+    // One caller a second for ten minutes, 15 s prior solve time: 15 + 2 x sqrt(15) + 1 = 23.7.
     for s in 0..=600 {
         pools.resize(&figures(s, 0), Duration::from_secs(s));
     }
-    assert_eq!(pools.target_size(&id), Some((23, "auto")));
+    assert_eq!(pools.target_size(&id), Some((24, "auto")));
     // 8 answers expired unused: the size drops below what wasted by that many.
     pools.resize(&figures(601, 8), Duration::from_secs(601));
-    assert_eq!(pools.target_size(&id), Some((15, "auto")));
+    assert_eq!(pools.target_size(&id), Some((16, "auto")));
 }
 
 fn token(text: &str, age_s: u64) -> Result<ImportToken, String> {
