@@ -69,7 +69,7 @@ pub struct PoolTable {
 /// Default `min` of an auto pool: an idle target keeps no answers, so it wastes none.
 const AUTO_MIN: u32 = 0;
 /// Default `max` of an auto pool: about what one caller a second asks for at reCAPTCHA's solve
-/// time (23 at 15 s); busier targets raise it.
+/// time (24 at 15 s); busier targets raise it.
 const AUTO_MAX: u32 = 20;
 
 /// Validates every table; a second table for a target already pooled is an error too.
