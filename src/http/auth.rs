@@ -2,7 +2,11 @@
 //! logged or echoed in clear (promise 8).
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 
+use axum::extract::FromRequestParts;
+use axum::http::header;
+use axum::http::request::Parts;
 use sha2::{Digest, Sha256};
 
 /// Length of a gateway key: the captchaai SDK refuses any other length before sending (item 11).
@@ -11,6 +15,35 @@ pub const KEY_LEN: usize = 32;
 /// A tenant: the owner of tasks. Its name is a short digest of its key, safe to log.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Tenant(pub String);
+
+/// The key of `Authorization: Bearer <key>`, copied out of the request. Handlers take this
+/// rather than the request's `HeaderMap`: header values share hyper's read buffer, so a handler
+/// holding them while it waits for a solve would keep that buffer alive and make hyper allocate
+/// another for the connection (see `listen.rs`).
+#[derive(Debug, Clone, Default)]
+pub struct BearerKey(pub Option<String>);
+
+impl BearerKey {
+    pub fn as_deref(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for BearerKey {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let value = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        let key = value.and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        });
+        Ok(Self(key.map(str::to_owned)))
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthError {

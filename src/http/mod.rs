@@ -17,7 +17,7 @@ mod state;
 mod worker;
 
 pub use admission::Admission;
-pub use auth::{Auth, AuthError, KEY_LEN, Tenant};
+pub use auth::{Auth, AuthError, BearerKey, KEY_LEN, Tenant};
 pub use listen::serve;
 pub use state::{AppState, Limits};
 

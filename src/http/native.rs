@@ -7,27 +7,20 @@ use std::time::{Duration, UNIX_EPOCH};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::error::ApiError;
-use super::{AppState, Tenant};
+use super::{AppState, BearerKey, Tenant};
 use crate::compat::{Params, parse_submit};
 use crate::engine::{Handout, TaskRecord, TaskState};
 use crate::model::{Kind, SolveRequest};
 
-pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    value
-        .strip_prefix("Bearer ")
-        .or_else(|| value.strip_prefix("bearer "))
-}
-
-pub(super) fn tenant(state: &AppState, headers: &HeaderMap) -> Result<Tenant, ApiError> {
-    state.auth.tenant(bearer(headers)).map_err(|e| {
+pub(super) fn tenant(state: &AppState, key: &BearerKey) -> Result<Tenant, ApiError> {
+    state.auth.tenant(key.as_deref()).map_err(|e| {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
             e.code(),
@@ -123,13 +116,10 @@ fn clamp(state: &AppState, asked: Option<Duration>) -> Duration {
 
 pub async fn solve(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    key: BearerKey,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let _tenant = tenant(&state, &headers)?;
-    // The headers borrow hyper's read buffer: held across the wait they would keep it alive and
-    // make hyper allocate another for the connection.
-    drop(headers);
+    let _tenant = tenant(&state, &key)?;
     let native = parse_native(body).await?;
     let _permit = state
         .admission
@@ -149,10 +139,10 @@ pub async fn solve(
 
 pub async fn create_task(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    key: BearerKey,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant(&state, &headers)?;
+    let tenant = tenant(&state, &key)?;
     let native = parse_native(body).await?;
     let permit = state
         .admission
@@ -177,11 +167,11 @@ pub struct WaitQuery {
 
 pub async fn get_task(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    key: BearerKey,
     Path(id): Path<String>,
     Query(q): Query<WaitQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let tenant = tenant(&state, &headers)?;
+    let tenant = tenant(&state, &key)?;
     let wait = q
         .wait
         .filter(|w| w.is_finite() && *w > 0.0)

@@ -9,22 +9,19 @@ use std::time::UNIX_EPOCH;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::error::ApiError;
 use super::native::{parse_native, tenant};
+use super::{AppState, BearerKey};
 use crate::engine::SolveError;
 use crate::model::{Kind, Millis, Reuse};
 use crate::pools::{self, ImportError, ImportToken, MAX_IMPORT};
 
 /// `GET /v1/pools`: one entry per target with figures, configured pools included.
-pub async fn list(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
-    tenant(&state, &headers)?;
+pub async fn list(State(state): State<AppState>, key: BearerKey) -> Result<Json<Value>, ApiError> {
+    tenant(&state, &key)?;
     let figures = state
         .engine
         .store()
@@ -39,10 +36,10 @@ pub async fn list(
 /// whole are a 400; problems with one token are reported under its index.
 pub async fn import_tokens(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    key: BearerKey,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    tenant(&state, &headers)?;
+    tenant(&state, &key)?;
     let value: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request("bad_json", format!("the body is not JSON: {e}")))?;
     // Checked before the target parameters, so an image import hears "not poolable", not

@@ -4,13 +4,12 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::AppState;
-use super::native::bearer;
+use super::{AppState, BearerKey};
 use crate::compat::{Params, parse_submit};
 
 /// At or above this load `/health` says `overloaded` with a 503 (seed 002).
@@ -22,9 +21,9 @@ fn error(status: StatusCode, code: &str) -> Response {
 
 /// `{sitekey, pageurl, method, proxy, proxytype}` -> `{solution, captcha_id}` or `{error}`.
 /// As in the seed, solving errors come with HTTP 200 and only capacity is a 503.
-pub async fn solve(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+pub async fn solve(State(state): State<AppState>, key: BearerKey, body: Bytes) -> Response {
     let mut params = Params::read(None, Some("application/json"), body).await;
-    if let Err(e) = state.auth.tenant(bearer(&headers).or(params.get(&["key"]))) {
+    if let Err(e) = state.auth.tenant(key.as_deref().or(params.get(&["key"]))) {
         return error(StatusCode::UNAUTHORIZED, e.code());
     }
     if params.get(&["method"]).is_none() {
