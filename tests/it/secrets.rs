@@ -1,0 +1,411 @@
+//! Promise 8, secrets stay: the client and fleet scenarios run with distinctive secrets (provider
+//! keys, gateway keys, a Redis password, proxy passwords, user info and query strings in page
+//! URLs), every log line at every level and every response body and header is collected, and
+//! none may contain any of them.
+
+use std::io::Write;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use captcha_gateway::model::Kind;
+use captcha_gateway::sim::{LatencyRange, SimSettings, Simulator};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+
+use crate::support::fleet::SimServer;
+use crate::support::redis::RedisServer;
+
+/// Distinctive values: each appears nowhere unless leaked. Alphanumeric, so URL and JSON
+/// encoding leave them as they are.
+struct Secrets {
+    provider_key: String,
+    wrong_provider_key: String,
+    gateway_key: String,
+    wrong_gateway_key: String,
+    redis_password: String,
+    proxy_password: String,
+    page_password: String,
+    page_query: String,
+}
+
+impl Secrets {
+    fn new() -> Self {
+        let r = |prefix: &str, len: usize| {
+            let mut s = prefix.to_owned();
+            while s.len() < len {
+                s.push_str(&format!("{:x}", rand::random::<u64>()));
+            }
+            s.truncate(len);
+            s
+        };
+        Self {
+            provider_key: r("PrvKey", 32),
+            wrong_provider_key: r("BadPrv", 32),
+            gateway_key: r("GwKey0", 32),
+            wrong_gateway_key: r("GwBad0", 32),
+            redis_password: r("RedisPw", 24),
+            proxy_password: r("PxPass", 20),
+            page_password: r("PgPass", 20),
+            page_query: r("QrySecret", 20),
+        }
+    }
+
+    fn all(&self) -> [(&'static str, &str); 8] {
+        [
+            ("provider key", &self.provider_key),
+            ("wrong provider key", &self.wrong_provider_key),
+            ("gateway key", &self.gateway_key),
+            ("wrong gateway key", &self.wrong_gateway_key),
+            ("Redis password", &self.redis_password),
+            ("proxy password", &self.proxy_password),
+            ("page URL password", &self.page_password),
+            ("page URL query", &self.page_query),
+        ]
+    }
+}
+
+/// Everything the gateways said and answered, for the final grep.
+#[derive(Clone, Default)]
+struct Transcript(Arc<Mutex<Vec<String>>>);
+
+impl Transcript {
+    fn push(&self, what: impl Into<String>) {
+        self.0.lock().unwrap().push(what.into());
+    }
+
+    /// Copies every line of `reader` until end of file; the handle ends at that end.
+    fn drain_from(
+        &self,
+        reader: impl AsyncBufReadExt + Unpin + Send + 'static,
+        origin: String,
+    ) -> JoinHandle<()> {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut lines = reader.lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                me.push(format!("{origin}: {line}"));
+            }
+        })
+    }
+}
+
+/// A `serve` process logging at trace level (every dependency's too), with all output captured.
+struct Gateway {
+    child: Child,
+    base: String,
+    drains: Vec<JoinHandle<()>>,
+    _files: Vec<tempfile::NamedTempFile>,
+}
+
+impl Gateway {
+    async fn start(name: &str, toml: &str, provider_key: &str, log: &Transcript) -> Gateway {
+        let mut key_file = tempfile::NamedTempFile::new().unwrap();
+        write!(key_file, "{provider_key}\n").unwrap();
+        let mut config = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            config,
+            "provider_key_file = \"{}\"\nlisten = \"127.0.0.1:0\"\n{toml}",
+            key_file.path().display()
+        )
+        .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+            .args(["serve", "--config", config.path().to_str().unwrap()])
+            .env_clear()
+            .env("RUST_LOG", "trace")
+            .env("RUST_BACKTRACE", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the gateway binary starts");
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut drains = vec![log.drain_from(stderr, format!("{name} stderr"))];
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let base = loop {
+            let mut line = String::new();
+            let read = stdout.read_line(&mut line).await.unwrap();
+            assert!(read > 0, "{name} exited before listening");
+            log.push(format!("{name} stdout: {line}"));
+            if let Some(addr) = line.trim().strip_prefix("captcha-gateway listening on ") {
+                break addr.to_owned();
+            }
+        };
+        drains.push(log.drain_from(stdout, format!("{name} stdout")));
+        Gateway {
+            child,
+            base,
+            drains,
+            _files: vec![key_file, config],
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// SIGTERM, then wait: the shutdown path logs too.
+    async fn stop(mut self) {
+        let pid = self.child.id().expect("still running").to_string();
+        let status = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .await
+            .unwrap();
+        assert!(status.success());
+        let exited = tokio::time::timeout(Duration::from_secs(60), self.child.wait()).await;
+        assert!(exited.is_ok(), "gateway {pid} did not exit on SIGTERM");
+        for drain in self.drains {
+            drain.await.expect("the output reader ends at end of file");
+        }
+    }
+}
+
+/// An HTTP client that records every response (status, headers, body) it receives.
+struct Recorder {
+    http: reqwest::Client,
+    seen: Transcript,
+}
+
+impl Recorder {
+    async fn send(&self, req: reqwest::RequestBuilder) -> (u16, String) {
+        let res = req.send().await.expect("the gateway answers");
+        let status = res.status().as_u16();
+        let headers = format!("{:?}", res.headers());
+        let body = res.text().await.expect("a body");
+        self.seen
+            .push(format!("response {status} {headers} {body}"));
+        (status, body)
+    }
+
+    async fn get(&self, url: String) -> (u16, String) {
+        self.send(self.http.get(url)).await
+    }
+
+    async fn json(&self, req: reqwest::RequestBuilder) -> Value {
+        let (status, body) = self.send(req).await;
+        serde_json::from_str(&body).unwrap_or_else(|_| panic!("{status}: not JSON: {body}"))
+    }
+}
+
+async fn simulator_requiring(key: &str) -> SimServer {
+    let mut settings = SimSettings {
+        keys: vec![key.to_owned()],
+        ..SimSettings::default()
+    };
+    for kind in Kind::ALL {
+        settings.latency.insert(
+            kind,
+            LatencyRange {
+                min: Duration::from_millis(50),
+                max: Duration::from_millis(150),
+            },
+        );
+    }
+    let sim = Simulator::new(settings);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(captcha_gateway::sim::serve(
+        sim.clone(),
+        listener,
+        std::future::pending(),
+    ));
+    SimServer { sim, addr }
+}
+
+fn python() -> std::path::PathBuf {
+    std::env::var("CAPTCHA_GATEWAY_TEST_PYTHON")
+        .map(Into::into)
+        .unwrap_or_else(|_| {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/venv/bin/python")
+        })
+}
+
+/// The real client libraries, with the gateway key, against one gateway.
+async fn run_python_clients(base: &str, key: &str, seen: &Transcript) {
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/clients.py");
+    for client in ["captchaai", "twocaptcha"] {
+        let out = Command::new(python())
+            .arg(&script)
+            .arg(client)
+            .arg(base)
+            .arg(key)
+            .output()
+            .await
+            .expect("python runs");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{client} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // What the libraries received from the gateway (answers, errors, balance).
+        seen.push(format!("{client} received {stdout}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_secret_reaches_a_log_line_a_response_or_a_label() {
+    let s = Secrets::new();
+    let sim = simulator_requiring(&s.provider_key).await;
+    let redis = RedisServer::start();
+    // Set after start: the support code's readiness ping speaks without a password.
+    let set = std::process::Command::new("redis-cli")
+        .args(["-p", &redis.port.to_string(), "config", "set", "requirepass"])
+        .arg(&s.redis_password)
+        .output()
+        .expect("redis-cli runs");
+    assert_eq!(String::from_utf8_lossy(&set.stdout).trim(), "OK");
+    let redis_url = format!("redis://:{}@127.0.0.1:{}/", s.redis_password, redis.port);
+    let log = Transcript::default();
+    let common = format!(
+        "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nthreads = 50\n\
+         gateway_keys = [\"{}\"]\nredis_url = \"{redis_url}\"\n",
+        sim.addr, s.gateway_key
+    );
+    let poll = "[poll]\nfirst_check_s = 0.05\ninterval_s = 0.05\nmax_requests_per_second = 500\n";
+    let a = Gateway::start("a", &format!("{common}{poll}"), &s.provider_key, &log).await;
+    let b = Gateway::start(
+        "b",
+        &format!("{common}log_json = true\n{poll}"),
+        &s.provider_key,
+        &log,
+    )
+    .await;
+    // A gateway whose provider key is wrong: its failures must not quote the key either.
+    let c = Gateway::start(
+        "c",
+        &format!(
+            "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nthreads = 5\n\
+             gateway_keys = [\"{}\"]\n{poll}",
+            sim.addr, s.gateway_key
+        ),
+        &s.wrong_provider_key,
+        &log,
+    )
+    .await;
+
+    let rec = Recorder {
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap(),
+        seen: Transcript::default(),
+    };
+    let key = &s.gateway_key;
+    let proxy = format!("leakuser:{}@127.0.0.1:3128", s.proxy_password);
+    let page = format!(
+        "https://pageuser:{}@shop.example.com/cart?session={}",
+        s.page_password, s.page_query
+    );
+
+    run_python_clients(&a.base, key, &rec.seen).await;
+
+    // Compatible API on `b`, answer read from `a` (a fleet shares task records).
+    let submitted = rec
+        .json(rec.http.post(b.url("/in.php")).form(&[
+            ("key", key.as_str()),
+            ("method", "userrecaptcha"),
+            ("googlekey", "6Le-secrets"),
+            ("pageurl", page.as_str()),
+            ("proxy", proxy.as_str()),
+            ("proxytype", "HTTP"),
+            ("json", "1"),
+        ]))
+        .await;
+    assert_eq!(submitted["status"], 1, "{submitted}");
+    let id = submitted["request"].as_str().unwrap().to_owned();
+    let done = rec
+        .json(
+            rec.http
+                .get(a.url(&format!("/v1/tasks/{id}?wait=30")))
+                .bearer_auth(key),
+        )
+        .await;
+    assert_eq!(done["status"], "ready", "{done}");
+    let (_, answer) = rec
+        .get(a.url(&format!("/res.php?key={key}&action=get&id={id}")))
+        .await;
+    assert!(answer.starts_with("OK|"), "{answer}");
+    rec.get(b.url(&format!("/res.php?key={key}&action=reportbad&id={id}")))
+        .await;
+
+    // Native API with the same secrets in body fields.
+    let solved = rec
+        .json(rec.http.post(a.url("/v1/solve")).bearer_auth(key).json(&json!({
+            "kind": "turnstile",
+            "sitekey": "0x4AAA-secrets",
+            "pageurl": page,
+            "proxy": proxy,
+            "proxytype": "HTTP",
+        })))
+        .await;
+    assert!(solved["token"].is_string(), "{solved}");
+
+    // Wrong keys in every place a key goes.
+    let wrong = &s.wrong_gateway_key;
+    let (_, refused) = rec
+        .get(a.url(&format!(
+            "/in.php?key={wrong}&method=turnstile&sitekey=x&pageurl=https://example.com/"
+        )))
+        .await;
+    assert_eq!(refused, "ERROR_KEY_DOES_NOT_EXIST");
+    let refused = rec
+        .json(rec.http.post(b.url("/v1/solve")).bearer_auth(wrong).json(&json!({
+            "kind": "turnstile", "sitekey": "x", "pageurl": "https://example.com/"
+        })))
+        .await;
+    assert!(refused["error"].is_object(), "{refused}");
+
+    // The gateway with the wrong provider key fails the solve without quoting the key.
+    let failed = rec
+        .json(rec.http.post(c.url("/v1/solve")).bearer_auth(key).json(&json!({
+            "kind": "recaptcha_v2", "sitekey": "6Le-c", "pageurl": page, "timeout_s": 20
+        })))
+        .await;
+    assert!(failed["error"].is_object(), "{failed}");
+    rec.get(c.url(&format!("/res.php?key={key}&action=getbalance")))
+        .await;
+
+    // Every operations page, on every instance.
+    for gw in [&a, &b, &c] {
+        for path in ["/metrics", "/health", "/"] {
+            rec.get(gw.url(path)).await;
+        }
+        rec.send(rec.http.get(gw.url("/v1/pools")).bearer_auth(key))
+            .await;
+    }
+
+    for gw in [a, b, c] {
+        gw.stop().await;
+    }
+    let logs = log.0.lock().unwrap().clone();
+    let responses = rec.seen.0.lock().unwrap().clone();
+    // The grep means something only if the logs are verbose and cover the requests above.
+    assert!(
+        logs.len() > 100 && logs.iter().any(|l| l.contains(&id)),
+        "trace logs are too thin to judge ({} lines)",
+        logs.len()
+    );
+    assert!(
+        responses.iter().any(|r| r.contains("shop.example.com")),
+        "the pages shown carry the target label"
+    );
+    let leaks: Vec<String> = s
+        .all()
+        .into_iter()
+        .flat_map(|(what, secret)| {
+            logs.iter()
+                .chain(&responses)
+                .filter(move |line| line.contains(secret))
+                .map(move |line| {
+                    let at = line.find(secret).unwrap_or(0).saturating_sub(150);
+                    let around: String = line[at..].chars().take(300).collect();
+                    format!("the {what} leaked into: ...{around}")
+                })
+        })
+        .collect();
+    assert!(leaks.is_empty(), "{} leaks:\n{}", leaks.len(), leaks.join("\n"));
+}
