@@ -225,7 +225,8 @@ fn python() -> std::path::PathBuf {
 
 /// The real client libraries, with the gateway key, against one gateway.
 async fn run_python_clients(base: &str, key: &str, seen: &Transcript) {
-    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/clients.py");
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/clients.py");
     for client in ["captchaai", "twocaptcha"] {
         let out = Command::new(python())
             .arg(&script)
@@ -253,7 +254,13 @@ async fn no_secret_reaches_a_log_line_a_response_or_a_label() {
     let redis = RedisServer::start();
     // Set after start: the support code's readiness ping speaks without a password.
     let set = std::process::Command::new("redis-cli")
-        .args(["-p", &redis.port.to_string(), "config", "set", "requirepass"])
+        .args([
+            "-p",
+            &redis.port.to_string(),
+            "config",
+            "set",
+            "requirepass",
+        ])
         .arg(&s.redis_password)
         .output()
         .expect("redis-cli runs");
@@ -334,13 +341,18 @@ async fn no_secret_reaches_a_log_line_a_response_or_a_label() {
 
     // Native API with the same secrets in body fields.
     let solved = rec
-        .json(rec.http.post(a.url("/v1/solve")).bearer_auth(key).json(&json!({
-            "kind": "turnstile",
-            "sitekey": "0x4AAA-secrets",
-            "pageurl": page,
-            "proxy": proxy,
-            "proxytype": "HTTP",
-        })))
+        .json(
+            rec.http
+                .post(a.url("/v1/solve"))
+                .bearer_auth(key)
+                .json(&json!({
+                    "kind": "turnstile",
+                    "sitekey": "0x4AAA-secrets",
+                    "pageurl": page,
+                    "proxy": proxy,
+                    "proxytype": "HTTP",
+                })),
+        )
         .await;
     assert!(solved["token"].is_string(), "{solved}");
 
@@ -353,17 +365,27 @@ async fn no_secret_reaches_a_log_line_a_response_or_a_label() {
         .await;
     assert_eq!(refused, "ERROR_KEY_DOES_NOT_EXIST");
     let refused = rec
-        .json(rec.http.post(b.url("/v1/solve")).bearer_auth(wrong).json(&json!({
-            "kind": "turnstile", "sitekey": "x", "pageurl": "https://example.com/"
-        })))
+        .json(
+            rec.http
+                .post(b.url("/v1/solve"))
+                .bearer_auth(wrong)
+                .json(&json!({
+                    "kind": "turnstile", "sitekey": "x", "pageurl": "https://example.com/"
+                })),
+        )
         .await;
     assert!(refused["error"].is_object(), "{refused}");
 
     // The gateway with the wrong provider key fails the solve without quoting the key.
     let failed = rec
-        .json(rec.http.post(c.url("/v1/solve")).bearer_auth(key).json(&json!({
-            "kind": "recaptcha_v2", "sitekey": "6Le-c", "pageurl": page, "timeout_s": 20
-        })))
+        .json(
+            rec.http
+                .post(c.url("/v1/solve"))
+                .bearer_auth(key)
+                .json(&json!({
+                    "kind": "recaptcha_v2", "sitekey": "6Le-c", "pageurl": page, "timeout_s": 20
+                })),
+        )
         .await;
     assert!(failed["error"].is_object(), "{failed}");
     rec.get(c.url(&format!("/res.php?key={key}&action=getbalance")))
@@ -407,5 +429,10 @@ async fn no_secret_reaches_a_log_line_a_response_or_a_label() {
                 })
         })
         .collect();
-    assert!(leaks.is_empty(), "{} leaks:\n{}", leaks.len(), leaks.join("\n"));
+    assert!(
+        leaks.is_empty(),
+        "{} leaks:\n{}",
+        leaks.len(),
+        leaks.join("\n")
+    );
 }
