@@ -381,7 +381,8 @@ async fn raw_garbage(rng: &mut StdRng, addr: &str) {
     let bytes: Vec<u8> = match rng.random_range(0..4) {
         0 => random_bytes(rng, 4096),
         1 => b"GET /in.php?key=".to_vec(),
-        2 => format!("POST /v1/solve HTTP/1.1\r\nHost: x\r\nContent-Length: 99999\r\n\r\n{{")
+        2 => "POST /v1/solve HTTP/1.1\r\nHost: x\r\nContent-Length: 99999\r\n\r\n{"
+            .to_owned()
             .into_bytes(),
         _ => format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000)).into_bytes(),
     };

@@ -103,7 +103,7 @@ struct Gateway {
 impl Gateway {
     async fn start(name: &str, toml: &str, provider_key: &str, log: &Transcript) -> Gateway {
         let mut key_file = tempfile::NamedTempFile::new().unwrap();
-        write!(key_file, "{provider_key}\n").unwrap();
+        writeln!(key_file, "{provider_key}").unwrap();
         let mut config = tempfile::NamedTempFile::new().unwrap();
         writeln!(
             config,
