@@ -95,6 +95,8 @@ struct FileConfig {
     redis_url: Option<String>,
     redis_cluster: Option<bool>,
     redis_required: Option<bool>,
+    /// PEM file of the CA that `rediss://` servers chain to (a private CA); default: system roots.
+    redis_ca_file: Option<PathBuf>,
     /// Seconds a crashed instance's waiters and tasks stay counted (default 15).
     redis_lease_s: Option<f64>,
     min_remaining_s: Option<f64>,
@@ -402,7 +404,40 @@ fn redis_settings(
     if let Some(s) = file.redis_lease_s {
         settings.lease = secs("redis_lease_s", s)?.max(Duration::from_millis(300));
     }
+    if let Some(path) = &file.redis_ca_file {
+        settings.target.ca_pem = Some(redis_ca(path, &settings.target.urls)?);
+    }
     Ok(Some(settings))
+}
+
+/// The private CA for `rediss://`, checked now so a wrong path fails at startup, not at the
+/// first reconnect.
+fn redis_ca(path: &Path, urls: &[String]) -> Result<Vec<u8>, ConfigError> {
+    if !urls.iter().all(|u| u.starts_with("rediss://")) {
+        return Err(bad(
+            "redis_ca_file",
+            "is set but the Redis URL is not rediss://",
+            "use rediss:// URLs for TLS, or drop redis_ca_file",
+        ));
+    }
+    let pem = std::fs::read(path).map_err(|e| {
+        bad(
+            "redis_ca_file",
+            format!("cannot read {}: {e}", path.display()),
+            "point it at a readable PEM file with the CA certificate",
+        )
+    })?;
+    if !pem
+        .windows(b"-----BEGIN CERTIFICATE-----".len())
+        .any(|w| w == b"-----BEGIN CERTIFICATE-----")
+    {
+        return Err(bad(
+            "redis_ca_file",
+            format!("{} holds no PEM certificate", path.display()),
+            "point it at the CA certificate in PEM form (-----BEGIN CERTIFICATE-----)",
+        ));
+    }
+    Ok(pem)
 }
 
 /// The simulator answers in seconds, so the gateway polls it sooner and more often than a real

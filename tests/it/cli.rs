@@ -21,7 +21,7 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     )
 }
 
-fn assert_config_error(args: &[&str], env: &[(&str, &str)], names: &str) {
+pub(crate) fn assert_config_error(args: &[&str], env: &[(&str, &str)], names: &str) {
     let (code, stderr) = run(args, env);
     assert_eq!(code, 2, "{args:?}: {stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");

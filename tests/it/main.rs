@@ -13,5 +13,6 @@ mod hostile;
 mod native_api;
 mod pools;
 mod redis_store;
+mod redis_tls;
 mod secrets;
 mod upstream;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, TlsCertificates, Value};
 
 /// Where Redis is and how patient to be with it.
 #[derive(Debug, Clone)]
@@ -18,6 +18,18 @@ pub struct RedisTarget {
     pub cluster: bool,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
+    /// PEM certificates that `rediss://` servers may chain to, for a private CA; `None` trusts
+    /// the system's roots.
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+impl RedisTarget {
+    fn certificates(&self) -> Option<TlsCertificates> {
+        self.ca_pem.as_ref().map(|pem| TlsCertificates {
+            client_tls: None,
+            root_cert: Some(pem.clone()),
+        })
+    }
 }
 
 /// A cheap-to-clone handle that reconnects by itself. It does not replay a command that was in
@@ -33,14 +45,20 @@ impl Conn {
     /// (degraded) while Redis is down; a Cluster needs its nodes reachable to learn the slots.
     pub async fn open(target: &RedisTarget, response_timeout: Duration) -> RedisResult<Conn> {
         if target.cluster {
-            let client = ClusterClientBuilder::new(target.urls.clone())
+            let mut builder = ClusterClientBuilder::new(target.urls.clone())
                 .connection_timeout(target.connect_timeout)
-                .response_timeout(response_timeout)
-                .build()?;
+                .response_timeout(response_timeout);
+            if let Some(certs) = target.certificates() {
+                builder = builder.certs(certs);
+            }
+            let client = builder.build()?;
             return Ok(Conn::Cluster(client.get_async_connection().await?));
         }
         let url = target.urls.first().cloned().unwrap_or_default();
-        let client = redis::Client::open(url)?;
+        let client = match target.certificates() {
+            Some(certs) => redis::Client::build_with_tls(url, certs)?,
+            None => redis::Client::open(url)?,
+        };
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(target.connect_timeout))
             .set_response_timeout(Some(response_timeout))

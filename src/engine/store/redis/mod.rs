@@ -66,6 +66,7 @@ impl RedisSettings {
                 connect_timeout: Duration::from_secs(1),
                 // Every script is O(waiters of one target); two seconds means trouble.
                 response_timeout: Duration::from_secs(2),
+                ca_pem: None,
             },
             // Short enough that a crashed instance's demand is re-covered quickly, long enough
             // that renewing every 5 s survives a missed beat.
