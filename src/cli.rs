@@ -91,6 +91,12 @@ pub struct ServeArgs {
     /// Log as JSON lines.
     #[arg(long)]
     pub log_json: bool,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key).
+    #[arg(long, env = "CAPTCHA_GATEWAY_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "CAPTCHA_GATEWAY_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Args)]

@@ -78,6 +78,12 @@ pub struct Settings {
     pub log_json: bool,
     /// Targets kept stocked with ready answers (`[[pools]]`).
     pub pools: Vec<PoolSpec>,
+    /// Tenants with their own keys, limits and pool mode (`[[tenants]]`).
+    pub tenants: Vec<crate::tenants::TenantSpec>,
+    /// Serve HTTPS (`--tls-cert` / `--tls-key`); `None`: plain HTTP.
+    pub tls: Option<crate::http::TlsSettings>,
+    /// How long shutdown waits for in-flight requests and tasks before cutting them short.
+    pub shutdown_grace: Duration,
 }
 
 /// The TOML file: every flag, plus the knobs that have no flag.
@@ -113,6 +119,12 @@ struct FileConfig {
     sim: SimFile,
     #[serde(default)]
     pools: Vec<PoolTable>,
+    #[serde(default)]
+    tenants: Vec<crate::tenants::TenantTable>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    /// Seconds shutdown waits for in-flight work (default `serve::SHUTDOWN_GRACE`).
+    shutdown_grace_s: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -243,7 +255,8 @@ pub fn load_serve(
             "use 32-character keys, e.g. `openssl rand -hex 16`",
         ));
     }
-    if keys.is_empty() && !listen.ip().is_loopback() {
+    let tenants = crate::tenants::specs(&file.tenants, &keys)?;
+    if keys.is_empty() && tenants.is_empty() && !listen.ip().is_loopback() {
         return Err(bad(
             "--gateway-key",
             format!("no gateway key is set while listening on {listen}, which is not loopback"),
@@ -338,6 +351,15 @@ pub fn load_serve(
 
     let pools = crate::pools::specs(&file.pools, engine.target_policy)?;
 
+    let tls = crate::http::tls_settings(
+        args.tls_cert.clone().or(file.tls_cert.clone()),
+        args.tls_key.clone().or(file.tls_key.clone()),
+    )?;
+    let shutdown_grace = match file.shutdown_grace_s {
+        Some(s) => secs("shutdown_grace_s", s)?,
+        None => crate::serve::SHUTDOWN_GRACE,
+    };
+
     Ok(Settings {
         listen,
         provider,
@@ -354,6 +376,9 @@ pub fn load_serve(
         sim,
         log_json: args.log_json || file.log_json.unwrap_or(false),
         pools,
+        tenants,
+        tls,
+        shutdown_grace,
     })
 }
 

@@ -37,7 +37,7 @@ async fn submit_task(state: &AppState, params: &Params) -> Reply {
         Ok(t) => t,
         Err(e) => return Reply::error(mode, e.code()),
     };
-    let req = match parse_submit(params) {
+    let mut req = match parse_submit(params) {
         Ok(r) => r,
         Err(v) => return Reply::error(mode, v.code),
     };
@@ -46,9 +46,18 @@ async fn submit_task(state: &AppState, params: &Params) -> Reply {
     let Some(permit) = state.admission.try_admit() else {
         return Reply::error(mode, codes::NO_SLOT_AVAILABLE);
     };
+    let pass = match state.tenants.admit(&tenant.0, &mut req) {
+        Ok(pass) => pass,
+        Err(refusal) => return super::usage::compat_refusal(mode, &refusal),
+    };
     match state
         .engine
-        .submit(&tenant.0, req, state.limits.compat_task_timeout, permit)
+        .submit(
+            &tenant.0,
+            req,
+            state.limits.compat_task_timeout,
+            (permit, pass),
+        )
         .await
     {
         Ok(id) => Reply::ok(mode, id),
