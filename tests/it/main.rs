@@ -13,4 +13,5 @@ mod native_api;
 mod pools;
 mod redis_store;
 mod tenants;
+mod tls;
 mod upstream;
