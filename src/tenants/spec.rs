@@ -52,8 +52,7 @@ impl fmt::Debug for KeyDigest {
 }
 
 /// Whether a tenant shares targets (and so pools and coalesced answers) with other tenants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PoolMode {
     /// One pool per target for every shared tenant: the most reuse.
     #[default]
@@ -82,8 +81,8 @@ pub struct TenantTable {
     pub max_concurrent: Option<u64>,
     pub max_solves_per_hour: Option<u64>,
     pub kinds: Option<Vec<String>>,
-    #[serde(default)]
-    pub pools: PoolMode,
+    /// `shared` (default) or `isolated`; checked in [`specs`] so a mistake names the tenant.
+    pub pools: Option<String>,
 }
 
 impl fmt::Debug for TenantTable {
@@ -189,13 +188,24 @@ pub fn specs(
                     .collect::<Result<BTreeSet<_>, _>>()?,
             ),
         };
+        let pools = match table.pools.as_deref().map(str::trim) {
+            None | Some("shared") => PoolMode::Shared,
+            Some("isolated") => PoolMode::Isolated,
+            Some(other) => {
+                return Err(bad(
+                    format!("{at}.pools"),
+                    format!("`{other}` is not a pool mode"),
+                    "write pools = \"shared\" (the default) or pools = \"isolated\"",
+                ));
+            }
+        };
         specs.push(TenantSpec {
             name,
             keys,
             max_concurrent,
             max_solves_per_hour,
             kinds,
-            pools: table.pools,
+            pools,
         });
     }
     Ok(specs)

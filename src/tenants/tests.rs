@@ -85,7 +85,7 @@ fn unlimited_tenants_are_never_refused_but_counted() {
 #[test]
 fn an_isolated_tenant_has_targets_of_its_own() {
     let shared = tenants(|_| {});
-    let isolated = tenants(|t| t.pools = PoolMode::Isolated);
+    let isolated = tenants(|t| t.pools = Some("isolated".into()));
     let (mut a, mut b) = (turnstile(), turnstile());
     let _pa = shared.admit("alpha", &mut a).unwrap();
     let _pb = isolated.admit("alpha", &mut b).unwrap();

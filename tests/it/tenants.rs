@@ -316,3 +316,102 @@ async fn an_isolated_tenant_never_shares_answers_and_gateway_keys_stay_unlimited
         .await;
     assert_eq!(status, 401);
 }
+
+/// Runs `serve` with `toml` as its config file; returns (exit code, stderr).
+fn serve_with_config(toml: &str, extra_args: &[&str]) -> (i32, String) {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    write!(file, "provider = \"sim\"\nlisten = \"127.0.0.1:0\"\n{toml}").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+        .args(["serve", "--config", file.path().to_str().unwrap()])
+        .args(extra_args)
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_tenant_and_tls_settings_exit_2_naming_the_setting_never_the_key() {
+    let tenant = |name: &str, body: &str| format!("[[tenants]]\nname = \"{name}\"\n{body}\n");
+    let alpha_key = format!("keys = [\"{ALPHA}\"]");
+    let cases = [
+        (
+            format!("{}{}", tenant("a", &alpha_key), tenant("b", &alpha_key)),
+            "tenants[1] (b).keys[0]",
+        ),
+        (
+            format!("gateway_keys = [\"{ALPHA}\"]\n{}", tenant("a", &alpha_key)),
+            "tenants[0] (a).keys[0]",
+        ),
+        (
+            tenant("a", "keys = [\"sha256:not-hex\"]"),
+            "tenants[0] (a).keys[0]",
+        ),
+        (tenant("a", "keys = [\"short\"]"), "tenants[0] (a).keys[0]"),
+        (
+            tenant("a", &format!("{alpha_key}\nkinds = [\"hcaptcha\"]")),
+            "tenants[0] (a).kinds",
+        ),
+        (
+            tenant("a", &format!("{alpha_key}\nmax_concurrent = 0")),
+            "tenants[0] (a).max_concurrent",
+        ),
+        (
+            tenant("a", &format!("{alpha_key}\npools = \"private\"")),
+            "tenants[0] (a).pools",
+        ),
+        (tenant("tenant-x", &alpha_key), "tenants[0].name"),
+        (
+            format!(
+                "{}{}",
+                tenant("a", &alpha_key),
+                tenant("a", &format!("keys = [\"{BETA}\"]"))
+            ),
+            "tenants[1] (a).name",
+        ),
+        (
+            "tls_cert = \"/nonexistent/cert.pem\"\ntls_key = \"/nonexistent/key.pem\"".to_owned(),
+            "--tls-cert",
+        ),
+        (
+            "tls_cert = \"/nonexistent/cert.pem\"".to_owned(),
+            "--tls-key",
+        ),
+        ("shutdown_grace_s = -1".to_owned(), "shutdown_grace_s"),
+    ];
+    for (toml, names) in cases {
+        let (code, stderr) = serve_with_config(&toml, &[]);
+        assert_eq!(code, 2, "{toml}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.contains(names), "should name {names}: {stderr}");
+        assert!(
+            !stderr.contains(ALPHA) && !stderr.contains("panicked"),
+            "{stderr}"
+        );
+    }
+    // A key file that is not a key, given as flags.
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.pem");
+    std::fs::write(&junk, "-----BEGIN NOTHING-----\n").unwrap();
+    let junk = junk.to_str().unwrap();
+    let (code, stderr) = serve_with_config("", &["--tls-cert", junk, "--tls-key", junk]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--tls-cert"), "{stderr}");
+    // Tenants' keys are keys: a gateway with only tenants may listen beyond loopback.
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    write!(
+        file,
+        "provider = \"sim\"\nlisten = \"0.0.0.0:0\"\n{}",
+        tenant("a", &alpha_key)
+    )
+    .unwrap();
+    let args = ServeArgs {
+        config: Some(file.path().to_owned()),
+        ..ServeArgs::default()
+    };
+    assert!(config::load_serve(&args, &|_| None).is_ok());
+}
