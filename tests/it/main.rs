@@ -12,6 +12,7 @@ mod fleet;
 mod native_api;
 mod pools;
 mod redis_store;
+mod shutdown;
 mod tenants;
 mod tls;
 mod upstream;
