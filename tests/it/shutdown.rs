@@ -180,8 +180,9 @@ async fn the_process_exits_within_the_grace_period_on_sigterm_while_a_caller_wai
     .await;
 
     let pid = child.id().expect("running").to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
+    // The shell's builtin `kill`: no extra package on a fresh machine.
+    let killed = std::process::Command::new("sh")
+        .args(["-c", &format!("kill -TERM {pid}")])
         .status()
         .unwrap();
     assert!(killed.success());
