@@ -85,14 +85,32 @@ fn task_id(submitted: &str) -> String {
         .to_owned()
 }
 
-#[tokio::test]
-async fn a_tenant_reads_only_its_own_task_ids() {
-    let gw = TestGateway::with(with_tenants(&format!(
+fn two_tenants() -> Settings {
+    with_tenants(&format!(
         "[[tenants]]\nname = \"alpha\"\nkeys = [\"{ALPHA}\"]\n\
          [[tenants]]\nname = \"beta\"\nkeys = [\"{}\"]\n",
         sha256_of(BETA)
-    )))
-    .await;
+    ))
+}
+
+#[tokio::test]
+async fn a_tenant_reads_only_its_own_task_ids() {
+    cross_tenant_reads(two_tenants()).await;
+}
+
+#[tokio::test]
+async fn a_tenant_reads_only_its_own_task_ids_on_the_redis_store() {
+    let redis = crate::support::redis::RedisServer::start();
+    let mut settings = two_tenants();
+    settings.redis = Some(captcha_gateway::engine::store::redis::RedisSettings::new(
+        vec![redis.url()],
+        false,
+    ));
+    cross_tenant_reads(settings).await;
+}
+
+async fn cross_tenant_reads(settings: Settings) {
+    let gw = TestGateway::with(settings).await;
     let id = task_id(&gw.submit_as(ALPHA, false, &[]).await);
     // The owner's long-poll sees it end; then the other tenant tries every way in.
     let (status, _, owner) = gw
