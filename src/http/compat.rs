@@ -110,11 +110,21 @@ async fn result_action(state: &AppState, params: &Params) -> Reply {
         },
         // The gateway's own capacity, the figures consistent with the only capacity error it
         // sends (item 12): `ERROR_NO_SLOT_AVAILABLE` exactly when working_threads reaches threads.
-        Some("threadsinfo") => Reply::document(json!({
-            "status": 1,
-            "threads": state.admission.max(),
-            "working_threads": state.admission.active(),
-        })),
+        Some("threadsinfo") => {
+            let (mut threads, mut working) = (state.admission.max(), state.admission.active());
+            // A tenant with `max_concurrent` is also refused at its own limit: it sees whichever
+            // of the two has fewer free slots, so the rule above holds for it too.
+            if let Some((limit, held)) = state.tenants.concurrency(&tenant) {
+                if limit.saturating_sub(held) < threads.saturating_sub(working) {
+                    (threads, working) = (limit, held);
+                }
+            }
+            Reply::document(json!({
+                "status": 1,
+                "threads": threads,
+                "working_threads": working,
+            }))
+        }
         Some(_) => Reply::error(mode, codes::BAD_PARAMETERS),
     }
 }

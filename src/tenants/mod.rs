@@ -237,6 +237,13 @@ impl Tenants {
         Ok(pass)
     }
 
+    /// `(max_concurrent, in flight)` of a tenant with a concurrency limit.
+    pub fn concurrency(&self, tenant: &str) -> Option<(u64, u64)> {
+        let entry = self.entry(tenant);
+        let limit = entry.spec.as_ref()?.max_concurrent?;
+        Some((limit, entry.in_flight.load(Ordering::Acquire)))
+    }
+
     /// The figures of `tenant` as of now.
     pub fn usage(&self, tenant: &str) -> Usage {
         Self::usage_of(self.entry(tenant), now_s())

@@ -223,6 +223,20 @@ async fn max_concurrent_answers_each_protocol_and_names_the_limit() {
     assert!(!metrics.contains(ALPHA), "a key in /metrics");
     assert_eq!(metrics.matches("# EOF").count(), 1);
 
+    // `threadsinfo` agrees with the refusals: alpha's one thread is working.
+    let (_, body) = gw
+        .get_text(&format!("/res.php?key={ALPHA}&action=threadsinfo"))
+        .await;
+    let threads: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (
+            threads["threads"].as_u64(),
+            threads["working_threads"].as_u64()
+        ),
+        (Some(1), Some(1)),
+        "{body}"
+    );
+
     // The held task is still alpha's own, and pending.
     let (_, body) = gw
         .get_text(&format!("/res.php?key={ALPHA}&action=get&id={held}"))
