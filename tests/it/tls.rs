@@ -98,6 +98,9 @@ async fn https_serves_every_api_and_plain_http_gets_no_answer() {
     let gw = TestGateway::with(pki.gateway_settings()).await;
     let https = pki.client();
     let base = format!("https://{}", gw.gateway.addr);
+    // A client that connects and never says a word holds only its own task: the handshake runs
+    // off the accept loop, so everyone else is served meanwhile.
+    let _silent = tokio::net::TcpStream::connect(gw.gateway.addr).await.unwrap();
     let res = https
         .post(format!("{base}/v1/solve"))
         .bearer_auth(KEY)
