@@ -447,3 +447,43 @@ fn bad_tenant_and_tls_settings_exit_2_naming_the_setting_never_the_key() {
     };
     assert!(config::load_serve(&args, &|_| None).is_ok());
 }
+
+#[tokio::test]
+async fn an_isolated_tenant_never_takes_a_pooled_answer_of_the_shared_target() {
+    let gw = TestGateway::with(with_tenants(&format!(
+        "[[tenants]]\nname = \"alpha\"\nkeys = [\"{ALPHA}\"]\n\
+         [[tenants]]\nname = \"gamma\"\nkeys = [\"{GAMMA}\"]\npools = \"isolated\"\n"
+    )))
+    .await;
+    let target = json!({"kind": "turnstile", "sitekey": "0x4AAAAAAApooled", "pageurl": "https://pooled.example.com/"});
+    let mut import = target.clone();
+    let solved_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    import["tokens"] = json!([{"token": "imported-shared-token", "solved_at": solved_at}]);
+    let (status, _, body) = gw
+        .native("POST", "/v1/pools/tokens", ALPHA, Some(import))
+        .await;
+    assert_eq!(
+        (status, body["accepted"].as_u64()),
+        (200, Some(1)),
+        "{body}"
+    );
+
+    // The isolated tenant asks for the same target: its own target, so a solve of its own.
+    let (status, _, body) = gw
+        .native("POST", "/v1/solve", GAMMA, Some(target.clone()))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["source"], "solved", "{body}");
+    assert_ne!(body["token"], "imported-shared-token");
+    // The shared tenant finds the pooled answer still there.
+    let (status, _, body) = gw.native("POST", "/v1/solve", ALPHA, Some(target)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (body["source"].as_str(), body["token"].as_str()),
+        (Some("pool"), Some("imported-shared-token")),
+        "{body}"
+    );
+}

@@ -100,7 +100,9 @@ async fn https_serves_every_api_and_plain_http_gets_no_answer() {
     let base = format!("https://{}", gw.gateway.addr);
     // A client that connects and never says a word holds only its own task: the handshake runs
     // off the accept loop, so everyone else is served meanwhile.
-    let _silent = tokio::net::TcpStream::connect(gw.gateway.addr).await.unwrap();
+    let _silent = tokio::net::TcpStream::connect(gw.gateway.addr)
+        .await
+        .unwrap();
     let res = https
         .post(format!("{base}/v1/solve"))
         .bearer_auth(KEY)
