@@ -7,6 +7,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::secret::Secret;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "captcha-gateway",
@@ -68,14 +70,14 @@ pub struct ServeArgs {
         value_delimiter = ',',
         hide_env_values = true
     )]
-    pub gateway_keys: Vec<String>,
+    pub gateway_keys: Vec<Secret>,
     /// Solves this process holds at once before answering 503 / ERROR_NO_SLOT_AVAILABLE.
     #[arg(long, env = "MAX_CONCURRENT")]
     pub max_concurrent: Option<u64>,
     /// Redis shared by a fleet of gateways (`redis://host:6379/0`); several comma-separated
     /// URLs, or --redis-cluster, for a Redis Cluster. Without it: the embedded store.
     #[arg(long, env = "REDIS_URL", hide_env_values = true)]
-    pub redis_url: Option<String>,
+    pub redis_url: Option<Secret>,
     /// The Redis URLs are nodes of a Redis Cluster.
     #[arg(long)]
     pub redis_cluster: bool,
@@ -91,6 +93,12 @@ pub struct ServeArgs {
     /// Log as JSON lines.
     #[arg(long)]
     pub log_json: bool,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key).
+    #[arg(long, env = "CAPTCHA_GATEWAY_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "CAPTCHA_GATEWAY_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Args)]

@@ -45,15 +45,7 @@ fn bad(setting: &str, problem: impl Into<String>, fix: impl Into<String>) -> Con
     }
 }
 
-/// A provider key. `Debug` never shows it (promise 8).
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(pub String);
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
+pub use crate::secret::Secret;
 
 /// Everything `serve` needs, validated.
 #[derive(Debug, Clone)]
@@ -78,10 +70,17 @@ pub struct Settings {
     pub log_json: bool,
     /// Targets kept stocked with ready answers (`[[pools]]`).
     pub pools: Vec<PoolSpec>,
+    /// Tenants with their own keys, limits and pool mode (`[[tenants]]`).
+    pub tenants: Vec<crate::tenants::TenantSpec>,
+    /// Serve HTTPS (`--tls-cert` / `--tls-key`); `None`: plain HTTP.
+    pub tls: Option<crate::http::TlsSettings>,
+    /// How long shutdown waits for in-flight requests and tasks before cutting them short.
+    pub shutdown_grace: Duration,
 }
 
 /// The TOML file: every flag, plus the knobs that have no flag.
-#[derive(Debug, Default, Deserialize)]
+// No `Debug`: it holds gateway keys (and tenants' keys) in clear until they are digested.
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     listen: Option<SocketAddr>,
@@ -115,6 +114,12 @@ struct FileConfig {
     sim: SimFile,
     #[serde(default)]
     pools: Vec<PoolTable>,
+    #[serde(default)]
+    tenants: Vec<crate::tenants::TenantTable>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    /// Seconds shutdown waits for in-flight work (default `serve::SHUTDOWN_GRACE`).
+    shutdown_grace_s: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -225,7 +230,7 @@ pub fn load_serve(
     let keys: Vec<String> = if args.gateway_keys.is_empty() {
         file.gateway_keys.clone()
     } else {
-        args.gateway_keys.clone()
+        args.gateway_keys.iter().map(|k| k.0.clone()).collect()
     };
     let keys: Vec<String> = keys
         .into_iter()
@@ -245,7 +250,8 @@ pub fn load_serve(
             "use 32-character keys, e.g. `openssl rand -hex 16`",
         ));
     }
-    if keys.is_empty() && !listen.ip().is_loopback() {
+    let tenants = crate::tenants::specs(&file.tenants, &keys)?;
+    if keys.is_empty() && tenants.is_empty() && !listen.ip().is_loopback() {
         return Err(bad(
             "--gateway-key",
             format!("no gateway key is set while listening on {listen}, which is not loopback"),
@@ -340,6 +346,15 @@ pub fn load_serve(
 
     let pools = crate::pools::specs(&file.pools, engine.target_policy)?;
 
+    let tls = crate::http::tls_settings(
+        args.tls_cert.clone().or(file.tls_cert.clone()),
+        args.tls_key.clone().or(file.tls_key.clone()),
+    )?;
+    let shutdown_grace = match file.shutdown_grace_s {
+        Some(s) => secs("shutdown_grace_s", s)?,
+        None => crate::serve::SHUTDOWN_GRACE,
+    };
+
     Ok(Settings {
         listen,
         provider,
@@ -356,6 +371,9 @@ pub fn load_serve(
         sim,
         log_json: args.log_json || file.log_json.unwrap_or(false),
         pools,
+        tenants,
+        tls,
+        shutdown_grace,
     })
 }
 
@@ -364,7 +382,8 @@ fn redis_settings(
     args: &ServeArgs,
     file: &FileConfig,
 ) -> Result<Option<RedisSettings>, ConfigError> {
-    let Some(raw) = args.redis_url.clone().or(file.redis_url.clone()) else {
+    let from_args = args.redis_url.as_ref().map(|u| u.0.clone());
+    let Some(raw) = from_args.or(file.redis_url.clone()) else {
         if args.redis_required || file.redis_required.unwrap_or(false) {
             return Err(bad(
                 "--redis-required",
@@ -617,5 +636,36 @@ mod tests {
         let settings = load_serve(&args, &|_| None).unwrap();
         assert_eq!(settings.poll.interval, Duration::from_millis(50));
         assert_eq!(settings.poll.coalesce, Duration::from_millis(10));
+    }
+
+    #[test]
+    fn debug_output_of_the_flags_and_the_settings_shows_no_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let key_file = dir.path().join("provider.key");
+        std::fs::write(&key_file, "ProviderKeyDebug0123456789abcdef\n").unwrap();
+        let path = dir.path().join("gateway.toml");
+        std::fs::write(
+            &path,
+            "[[tenants]]\nname = \"team\"\nkeys = [\"TenantKeyDebug0123456789abcdef01\"]\n",
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(path),
+            provider_key_file: Some(key_file),
+            gateway_keys: vec![Secret("GatewayKeyDebug0123456789abcdef0".into())],
+            redis_url: Some(Secret("redis://:RedisPasswordDebug@127.0.0.1:6379/".into())),
+            ..ServeArgs::default()
+        };
+        let settings = load_serve(&args, &|_| None).unwrap();
+        let shown = format!("{args:?}\n{settings:?}");
+        assert!(shown.contains("127.0.0.1:6379"), "the Redis host is shown");
+        for secret in [
+            "ProviderKeyDebug",
+            "TenantKeyDebug",
+            "GatewayKeyDebug",
+            "RedisPasswordDebug",
+        ] {
+            assert!(!shown.contains(secret), "{secret} in Debug output");
+        }
     }
 }

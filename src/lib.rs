@@ -14,6 +14,7 @@
 //!   hit-rate and waste figures.
 //! - [`upstream`]: the engine's view of the provider accounts.
 //! - [`http`]: the compatible, native, seed-worker and operations endpoints.
+//! - [`tenants`]: `[[tenants]]`: per-tenant keys, limits, isolation and usage.
 //! - [`sim`]: the provider simulator (a product feature; tests and benchmarks run against it).
 //! - [`bench`]: the `bench` load scenarios (gateway, simulator and Redis under load, with a
 //!   report).
@@ -30,8 +31,10 @@ pub mod http;
 pub mod model;
 pub mod pools;
 pub mod provider;
+pub mod secret;
 pub mod serve;
 pub mod shutdown;
 pub mod sim;
 pub mod telemetry;
+pub mod tenants;
 pub mod upstream;

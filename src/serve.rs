@@ -17,10 +17,13 @@ use crate::provider::{Account, AccountSettings, Family, InResProvider, Provider}
 use crate::shutdown::Shutdown;
 use crate::sim::{self, SimSettings, Simulator};
 use crate::telemetry::Metrics;
+use crate::tenants::Tenants;
 use crate::upstream::Upstream;
 
-/// How long in-flight work may take to finish after a shutdown signal.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How long in-flight work may take to finish after a shutdown signal (`shutdown_grace_s`): long
+/// enough for a pool hit or a nearly finished solve to reach its caller, short enough for an
+/// orchestrator's stop timeout (Kubernetes waits 30 s before SIGKILL).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Upstream concurrency for 2captcha when `--threads` is not given.
 const TWOCAPTCHA_THREADS: u32 = 50;
 /// How often expired task records and pooled answers are swept.
@@ -43,7 +46,10 @@ pub struct Gateway {
     pub addr: SocketAddr,
     pub simulator: Option<(Arc<Simulator>, SocketAddr)>,
     pub shutdown: Shutdown,
+    /// `https` with `--tls-cert`, else `http`.
+    pub scheme: &'static str,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
+    grace: Duration,
 }
 
 impl Gateway {
@@ -146,14 +152,22 @@ impl Gateway {
 
         let state = AppState {
             engine,
-            auth: Arc::new(Auth::new(
+            auth: Arc::new(Auth::with_tenants(
                 settings.gateway_keys.iter().map(|k| k.0.as_str()),
+                &settings.tenants,
             )),
             admission: Admission::new(settings.max_concurrent),
             upstream,
             metrics: Arc::new(Metrics::new()),
             limits: Arc::new(settings.limits.clone()),
             pools,
+            tenants: Arc::new(Tenants::new(
+                &settings.tenants,
+                settings
+                    .gateway_keys
+                    .iter()
+                    .map(|k| http::key_tenant(&k.0).0),
+            )),
         };
         let mut router = http::router(state);
         if let Some((sim, _)) = &simulator {
@@ -161,27 +175,39 @@ impl Gateway {
             router = router.nest("/sim", sim::router(sim.clone()));
         }
         let token = shutdown.token.clone();
-        let server =
-            tokio::spawn(
-                async move { http::serve(listener, router, token.cancelled_owned()).await },
-            );
-        tracing::info!(%addr, provider = name, threads, "gateway listening");
+        let tls = settings.tls.as_ref().map(http::TlsSettings::acceptor);
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let grace = settings.shutdown_grace;
+        let server = tokio::spawn(async move {
+            http::serve(listener, router, tls, token.cancelled_owned(), grace).await
+        });
+        tracing::info!(%addr, provider = name, threads, scheme, "gateway listening");
         Ok(Gateway {
             addr,
             simulator,
             shutdown,
+            scheme,
             server,
+            grace,
         })
     }
 
-    /// Serves until the shutdown token fires, then drains in-flight work.
-    pub async fn wait(self) -> Result<(), StartError> {
-        let served = self
-            .server
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+    /// Serves until the shutdown token fires (or the server fails), then gives open connections
+    /// and in-flight work one grace period, counted from the signal, and returns.
+    pub async fn wait(mut self) -> Result<(), StartError> {
+        let failed_early = tokio::select! {
+            served = &mut self.server => Some(served),
+            () = self.shutdown.token.cancelled() => None,
+        };
         self.shutdown.token.cancel();
-        self.shutdown.drain(SHUTDOWN_GRACE).await;
+        let deadline = tokio::time::Instant::now() + self.grace;
+        // `http::serve` stops waiting for connections after the same grace period.
+        let served = match failed_early {
+            Some(served) => served,
+            None => self.server.await,
+        }
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+        self.shutdown.drain_until(deadline).await;
         served.map_err(StartError::Io)
     }
 }
@@ -189,7 +215,10 @@ impl Gateway {
 /// `serve`: start, announce the address on stdout (scripts and tests read it), serve.
 pub async fn run(settings: Settings, shutdown: Shutdown) -> Result<(), StartError> {
     let gateway = Gateway::start(settings, shutdown).await?;
-    println!("captcha-gateway listening on http://{}", gateway.addr);
+    println!(
+        "captcha-gateway listening on {}://{}",
+        gateway.scheme, gateway.addr
+    );
     if let Some((_, sim_addr)) = &gateway.simulator {
         println!(
             "simulator listening on http://{sim_addr} (also under http://{}/sim)",

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -43,8 +44,13 @@ impl Shutdown {
 
     /// Waits for tracked work, at most `grace`; says what was cut short.
     pub async fn drain(&self, grace: Duration) {
+        self.drain_until(Instant::now() + grace).await;
+    }
+
+    /// Waits for tracked work until `deadline` at the latest; says what was cut short.
+    pub async fn drain_until(&self, deadline: Instant) {
         self.tracker.close();
-        if tokio::time::timeout(grace, self.tracker.wait())
+        if tokio::time::timeout_at(deadline, self.tracker.wait())
             .await
             .is_err()
         {

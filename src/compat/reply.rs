@@ -121,6 +121,8 @@ impl Reply {
     pub fn outcome(&self) -> &str {
         match &self.body {
             Body::Bare { text, status: 0 } => text,
+            // An error with `error_text` (tenant limits) is a document with status 0.
+            Body::Document(v) if v["status"] == 0 => v["request"].as_str().unwrap_or("error"),
             _ => "ok",
         }
     }

@@ -1,13 +1,15 @@
-//! Gateway keys: which tenant a request belongs to. Keys are compared by digest and never stored,
-//! logged or echoed in clear (promise 8).
+//! Gateway keys: which tenant a request belongs to. Keys are compared by digest, in constant time,
+//! and never stored, logged or echoed in clear (promise 8). A `--gateway-key` key is a tenant of
+//! its own, named by a short digest of the key; a `[[tenants]]` key belongs to its named tenant.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 
 use axum::extract::FromRequestParts;
 use axum::http::header;
 use axum::http::request::Parts;
 use sha2::{Digest, Sha256};
+
+use crate::tenants::{KeyDigest, TenantSpec};
 
 /// Length of a gateway key: the captchaai SDK refuses any other length before sending (item 11).
 pub const KEY_LEN: usize = 32;
@@ -64,21 +66,40 @@ impl AuthError {
 
 #[derive(Debug, Clone)]
 pub struct Auth {
-    /// digest -> tenant; empty means open mode (loopback only, enforced at startup).
-    keys: HashMap<String, Tenant>,
+    /// Every accepted key's digest and its tenant; empty means open mode (loopback only,
+    /// enforced at startup).
+    keys: Vec<(KeyDigest, Tenant)>,
 }
 
 fn digest(key: &str) -> String {
     hex::encode(&Sha256::digest(key.as_bytes())[..8])
 }
 
+/// The tenant name of a `--gateway-key` key (and of any key in open mode).
+pub fn key_tenant(key: &str) -> Tenant {
+    Tenant(format!("tenant-{}", digest(key)))
+}
+
 impl Auth {
     pub fn new<'a>(keys: impl IntoIterator<Item = &'a str>) -> Self {
-        let keys = keys
+        Self::with_tenants(keys, &[])
+    }
+
+    /// `--gateway-key` keys, each its own tenant, plus the keys of configured tenants.
+    pub fn with_tenants<'a>(
+        keys: impl IntoIterator<Item = &'a str>,
+        tenants: &[TenantSpec],
+    ) -> Self {
+        let mut entries: Vec<(KeyDigest, Tenant)> = keys
             .into_iter()
-            .map(|k| (digest(k), Tenant(format!("tenant-{}", digest(k)))))
+            .map(|k| (KeyDigest::of(k), key_tenant(k)))
             .collect();
-        Self { keys }
+        for spec in tenants {
+            for key in &spec.keys {
+                entries.push((*key, Tenant(spec.name.clone())));
+            }
+        }
+        Self { keys: entries }
     }
 
     pub fn is_open(&self) -> bool {
@@ -90,19 +111,21 @@ impl Auth {
     pub fn tenant(&self, key: Option<&str>) -> Result<Tenant, AuthError> {
         let key = key.map(str::trim).filter(|k| !k.is_empty());
         if self.is_open() {
-            return Ok(Tenant(key.map_or_else(
-                || "anonymous".to_owned(),
-                |k| format!("tenant-{}", digest(k)),
-            )));
+            return Ok(key.map_or_else(|| Tenant("anonymous".to_owned()), key_tenant));
         }
         let key = key.ok_or(AuthError::WrongKey)?;
         if key.chars().count() != KEY_LEN {
             return Err(AuthError::WrongKey);
         }
-        self.keys
-            .get(&digest(key))
-            .cloned()
-            .ok_or(AuthError::UnknownKey)
+        let presented = KeyDigest::of(key);
+        // Every entry is compared (no early exit), each in constant time.
+        let mut found = None;
+        for (digest, tenant) in &self.keys {
+            if digest.matches(&presented) {
+                found = Some(tenant);
+            }
+        }
+        found.cloned().ok_or(AuthError::UnknownKey)
     }
 }
 
@@ -122,6 +145,29 @@ mod tests {
             Err(AuthError::UnknownKey)
         );
         assert!(!auth.tenant(Some(good)).unwrap().0.contains(good));
+    }
+
+    #[test]
+    fn configured_tenants_are_found_by_clear_or_digest_keys() {
+        let clear = "0123456789abcdef0123456789abcdef";
+        let other = "ffffffffffffffffffffffffffffffff";
+        let by_digest = format!("sha256:{}", hex::encode(Sha256::digest(other)));
+        let table = |name: &str, key: &str| crate::tenants::TenantTable {
+            name: Some(name.into()),
+            keys: vec![key.into()],
+            ..Default::default()
+        };
+        let specs = crate::tenants::specs(&[table("alpha", clear), table("beta", &by_digest)], &[])
+            .unwrap();
+        let gateway = "g123456789abcdef0123456789abcdef";
+        let auth = Auth::with_tenants([gateway], &specs);
+        assert_eq!(auth.tenant(Some(clear)).unwrap().0, "alpha");
+        assert_eq!(auth.tenant(Some(other)).unwrap().0, "beta");
+        assert_eq!(auth.tenant(Some(gateway)).unwrap(), key_tenant(gateway));
+        assert_eq!(
+            auth.tenant(Some("eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee")),
+            Err(AuthError::UnknownKey)
+        );
     }
 
     #[test]

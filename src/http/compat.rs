@@ -37,7 +37,7 @@ async fn submit_task(state: &AppState, params: &Params) -> Reply {
         Ok(t) => t,
         Err(e) => return Reply::error(mode, e.code()),
     };
-    let req = match parse_submit(params) {
+    let mut req = match parse_submit(params) {
         Ok(r) => r,
         Err(v) => return Reply::error(mode, v.code),
     };
@@ -46,9 +46,18 @@ async fn submit_task(state: &AppState, params: &Params) -> Reply {
     let Some(permit) = state.admission.try_admit() else {
         return Reply::error(mode, codes::NO_SLOT_AVAILABLE);
     };
+    let pass = match state.tenants.admit(&tenant.0, &mut req) {
+        Ok(pass) => pass,
+        Err(refusal) => return super::usage::compat_refusal(mode, &refusal),
+    };
     match state
         .engine
-        .submit(&tenant.0, req, state.limits.compat_task_timeout, permit)
+        .submit(
+            &tenant.0,
+            req,
+            state.limits.compat_task_timeout,
+            (permit, pass),
+        )
         .await
     {
         Ok(id) => Reply::ok(mode, id),
@@ -101,11 +110,21 @@ async fn result_action(state: &AppState, params: &Params) -> Reply {
         },
         // The gateway's own capacity, the figures consistent with the only capacity error it
         // sends (item 12): `ERROR_NO_SLOT_AVAILABLE` exactly when working_threads reaches threads.
-        Some("threadsinfo") => Reply::document(json!({
-            "status": 1,
-            "threads": state.admission.max(),
-            "working_threads": state.admission.active(),
-        })),
+        Some("threadsinfo") => {
+            let (mut threads, mut working) = (state.admission.max(), state.admission.active());
+            // A tenant with `max_concurrent` is also refused at its own limit: it sees whichever
+            // of the two has fewer free slots, so the rule above holds for it too.
+            if let Some((limit, held)) = state.tenants.concurrency(&tenant) {
+                if limit.saturating_sub(held) < threads.saturating_sub(working) {
+                    (threads, working) = (limit, held);
+                }
+            }
+            Reply::document(json!({
+                "status": 1,
+                "threads": threads,
+                "working_threads": working,
+            }))
+        }
         Some(_) => Reply::error(mode, codes::BAD_PARAMETERS),
     }
 }

@@ -10,6 +10,9 @@
 //!   proxies (nginx, ingress controllers) forward HTTP/1.1 to pods; serving cleartext HTTP/2 as
 //!   well (hyper-util's `auto` builder) costs about 1.6 KB more per connection for nobody.
 //!
+//! With `--tls-cert`/`--tls-key` the same connections are served inside rustls (`tls.rs`); the
+//! handshake runs in the connection's task, never in the accept loop.
+//!
 //! Measured with `captcha-gateway bench capacity` (docs/BENCHMARKS.md): 338 MB -> 185 MB peak
 //! for 10,000 waiting callers.
 
@@ -20,9 +23,12 @@ use std::time::Duration;
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
 
 /// hyper's smallest allowed read buffer.
 const READ_BUFFER_BYTES: usize = 8 * 1024;
@@ -31,16 +37,27 @@ const READ_BUFFER_BYTES: usize = 8 * 1024;
 /// retrying at once would spin on the same error.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Serves `router` on `listener` until `shutdown` completes, then lets every open connection
-/// finish its in-flight requests (idle keep-alive connections are closed) and returns.
+/// How long a client may take over its TLS handshake. Handshakes run in the connection's own
+/// task, so a silent client never holds up accepting; this bounds how long it holds that task
+/// (and its socket) for nothing.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves `router` on `listener` (over TLS when `tls` is given) until `shutdown` completes, then
+/// lets every open connection finish its in-flight requests (idle keep-alive connections are
+/// closed) for at most `grace`; connections still busy after that are dropped, so this returns
+/// at most `grace` after `shutdown` completes whatever the callers do.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
+    tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
+    grace: Duration,
 ) -> io::Result<()> {
     let mut builder = http1::Builder::new();
     builder.max_buf_size(READ_BUFFER_BYTES);
     let graceful = GracefulShutdown::new();
+    // Cancelled when the grace period is over: every connection task then drops its connection.
+    let hard_stop = CancellationToken::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let stream = tokio::select! {
@@ -55,18 +72,68 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let service = TowerToHyperService::new(router.clone());
-        let connection = builder.serve_connection(TokioIo::new(stream), service);
-        let connection = graceful.watch(connection);
+        // Subscribed now, before any shutdown signal, so a connection whose TLS handshake is
+        // still running when shutdown starts is told about it once it is served.
+        let watcher = graceful.watcher();
+        let connection = Connection {
+            builder: builder.clone(),
+            router: router.clone(),
+            watcher,
+        };
+        let hard_stop = hard_stop.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::trace!(error = %e, "connection ended with an error");
+            tokio::select! {
+                () = connection.run(stream, tls) => {}
+                () = hard_stop.cancelled() => {}
             }
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            grace_s = grace.as_secs_f64(),
+            "shutdown grace period over; closing connections with requests still running"
+        );
+    }
+    hard_stop.cancel();
     Ok(())
+}
+
+/// One accepted connection and what serving it needs.
+struct Connection {
+    builder: http1::Builder,
+    router: Router,
+    watcher: Watcher,
+}
+
+impl Connection {
+    async fn run(self, stream: TcpStream, tls: Option<TlsAcceptor>) {
+        match tls {
+            None => self.serve(stream).await,
+            Some(acceptor) => {
+                match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => self.serve(stream).await,
+                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!("TLS handshake timed out"),
+                }
+            }
+        }
+    }
+
+    async fn serve<S>(self, stream: S)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let service = TowerToHyperService::new(self.router);
+        let connection = self.builder.serve_connection(TokioIo::new(stream), service);
+        if let Err(e) = self.watcher.watch(connection).await {
+            tracing::trace!(error = %e, "connection ended with an error");
+        }
+    }
 }
 
 /// Errors that end one accepted connection, not the listener.

@@ -14,12 +14,15 @@ mod native;
 mod ops;
 mod pools;
 mod state;
+mod tls;
+mod usage;
 mod worker;
 
 pub use admission::Admission;
-pub use auth::{Auth, AuthError, BearerKey, KEY_LEN, Tenant};
+pub use auth::{Auth, AuthError, BearerKey, KEY_LEN, Tenant, key_tenant};
 pub use listen::serve;
 pub use state::{AppState, Limits};
+pub use tls::{TlsSettings, settings as tls_settings};
 
 use axum::Router;
 use axum::extract::Request;
@@ -35,6 +38,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/solve", post(native::solve))
         .route("/v1/tasks", post(native::create_task))
         .route("/v1/tasks/{id}", get(native::get_task))
+        .route("/v1/usage", get(usage::usage))
         .route("/v1/pools", get(pools::list))
         .route("/v1/pools/tokens", post(pools::import_tokens))
         .route("/solve", post(worker::solve))

@@ -119,12 +119,16 @@ pub async fn solve(
     key: BearerKey,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let _tenant = tenant(&state, &key)?;
-    let native = parse_native(body).await?;
+    let tenant = tenant(&state, &key)?;
+    let mut native = parse_native(body).await?;
     let _permit = state
         .admission
         .try_admit()
         .ok_or_else(ApiError::overloaded)?;
+    let _pass = state
+        .tenants
+        .admit(&tenant.0, &mut native.req)
+        .map_err(|r| super::usage::native_refusal(&r))?;
     let started = Instant::now();
     let kind = native.req.kind();
     let result = state
@@ -143,15 +147,19 @@ pub async fn create_task(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let tenant = tenant(&state, &key)?;
-    let native = parse_native(body).await?;
+    let mut native = parse_native(body).await?;
     let permit = state
         .admission
         .try_admit()
         .ok_or_else(ApiError::overloaded)?;
+    let pass = state
+        .tenants
+        .admit(&tenant.0, &mut native.req)
+        .map_err(|r| super::usage::native_refusal(&r))?;
     let timeout = clamp(&state, native.timeout);
     let id = state
         .engine
-        .submit(&tenant.0, native.req, timeout, permit)
+        .submit(&tenant.0, native.req, timeout, (permit, pass))
         .await?;
     Ok((
         StatusCode::ACCEPTED,

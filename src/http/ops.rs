@@ -32,6 +32,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
     let text = state
         .metrics
         .render(&state.admission, &state.upstream, &targets);
+    let text = crate::tenants::metrics::splice(text, &state.tenants);
     (
         [(
             header::CONTENT_TYPE,

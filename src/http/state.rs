@@ -47,4 +47,6 @@ pub struct AppState {
     pub limits: Arc<Limits>,
     /// Configured pools, their sizes and import bookkeeping.
     pub pools: Arc<Pools>,
+    /// Per-tenant limits and usage (`[[tenants]]`).
+    pub tenants: Arc<crate::tenants::Tenants>,
 }

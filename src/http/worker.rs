@@ -23,13 +23,14 @@ fn error(status: StatusCode, code: &str) -> Response {
 /// As in the seed, solving errors come with HTTP 200 and only capacity is a 503.
 pub async fn solve(State(state): State<AppState>, key: BearerKey, body: Bytes) -> Response {
     let mut params = Params::read(None, Some("application/json"), body).await;
-    if let Err(e) = state.auth.tenant(key.as_deref().or(params.get(&["key"]))) {
-        return error(StatusCode::UNAUTHORIZED, e.code());
-    }
+    let tenant = match state.auth.tenant(key.as_deref().or(params.get(&["key"]))) {
+        Ok(t) => t,
+        Err(e) => return error(StatusCode::UNAUTHORIZED, e.code()),
+    };
     if params.get(&["method"]).is_none() {
         params.set("method", "userrecaptcha");
     }
-    let req = match parse_submit(&params) {
+    let mut req = match parse_submit(&params) {
         Ok(r) => r,
         Err(v) => return error(StatusCode::OK, v.code),
     };
@@ -38,6 +39,10 @@ pub async fn solve(State(state): State<AppState>, key: BearerKey, body: Bytes) -
         res.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         return res;
+    };
+    let _pass = match state.tenants.admit(&tenant.0, &mut req) {
+        Ok(pass) => pass,
+        Err(refusal) => return super::usage::worker_refusal(&refusal),
     };
     let started = Instant::now();
     let kind = req.kind();

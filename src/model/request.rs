@@ -13,6 +13,9 @@ pub struct SolveRequest {
     pub proxy: Option<Proxy>,
     pub user_agent: Option<String>,
     pub cookies: Option<String>,
+    /// Whose targets these are: `None` shares them with every tenant; a tenant with
+    /// `pools = "isolated"` puts its name here, so its targets, pools and answers are its own.
+    pub partition: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +146,7 @@ impl fmt::Debug for SolveRequest {
             .field("proxy", &self.proxy)
             .field("user_agent", &self.user_agent)
             .field("cookies", &self.cookies.as_ref().map(|_| "<set>"))
+            .field("partition", &self.partition)
             .finish()
     }
 }
@@ -177,6 +181,7 @@ impl SolveRequest {
             proxy: None,
             user_agent: None,
             cookies: None,
+            partition: None,
         }
     }
 

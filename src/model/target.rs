@@ -115,6 +115,10 @@ impl Target {
             push("proxytype", proxy.map(|p| p.kind.as_str()).unwrap_or(""));
             push("ua", req.user_agent.as_deref().unwrap_or(""));
         }
+        // An isolated tenant's targets are its own (`pools = "isolated"`).
+        if let Some(tenant) = &req.partition {
+            push("tenant", tenant);
+        }
         let mut hasher = Sha256::new();
         for part in &parts {
             // Length-prefixed so that no two part lists digest alike.

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::support::{KEY, TestGateway};
 
 /// The virtualenv's Python that `scripts/test` prepares with tests/python/requirements.txt.
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     if let Ok(p) = std::env::var("CAPTCHA_GATEWAY_TEST_PYTHON") {
         return PathBuf::from(p);
     }

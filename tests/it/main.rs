@@ -15,4 +15,7 @@ mod pools;
 mod redis_store;
 mod redis_tls;
 mod secrets;
+mod shutdown;
+mod tenants;
+mod tls;
 mod upstream;

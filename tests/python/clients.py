@@ -1,6 +1,7 @@
 """Drive real client libraries against a running gateway and print what they received.
 
 Usage: clients.py captchaai|twocaptcha GATEWAY_URL KEY
+       clients.py twocaptcha_server HOST:PORT KEY   (over https; set REQUESTS_CA_BUNDLE)
 
 Prints one JSON object: {"results": [{"case", "kind", "answer", "user_agent"}...], "extras": {...}}.
 The calling Rust test verifies every token through the simulator's /verify; this script only
@@ -126,9 +127,23 @@ def run_twocaptcha(base, key):
     return results, extras
 
 
+def run_twocaptcha_server(server, key):
+    """2captcha-python as its users configure it for another host: `server="host:port"` and
+    nothing else. The library always speaks https; the caller points REQUESTS_CA_BUNDLE at the
+    gateway's certificate authority."""
+    from twocaptcha import TwoCaptcha
+
+    solver = TwoCaptcha(key, server=server, pollingInterval=1)
+    r = solver.turnstile(sitekey="0x4AAAAAAA2captcha-tls", url=PAGE)
+    results = [{"case": "turnstile", "kind": "turnstile", "answer": r["code"], "user_agent": None,
+                "task_id": r["captchaId"]}]
+    return results, {"balance": solver.balance()}
+
+
 def main():
     client, base, key = sys.argv[1], sys.argv[2].rstrip("/"), sys.argv[3]
-    run = {"captchaai": run_captchaai, "twocaptcha": run_twocaptcha}[client]
+    run = {"captchaai": run_captchaai, "twocaptcha": run_twocaptcha,
+           "twocaptcha_server": run_twocaptcha_server}[client]
     results, extras = run(base, key)
     print(json.dumps({"results": results, "extras": extras}, default=str))
 

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 
 pub struct TestCa {
     issuer: CertifiedIssuer<'static, KeyPair>,
@@ -20,6 +20,11 @@ impl TestCa {
     pub fn new() -> TestCa {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        // Distinct names for CA and leaf: with rcgen's default name on both, OpenSSL (Python's
+        // ssl, redis-server) takes the leaf for self-signed and never looks for its issuer.
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "captcha-gateway test CA");
         let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("ca.pem"), issuer.pem()).unwrap();
@@ -33,8 +38,11 @@ impl TestCa {
 
     /// A server certificate for `localhost` and 127.0.0.1, named `name` on disk.
     pub fn server(&self, name: &str) -> ServerCert {
-        let params =
+        let mut params =
             CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("captcha-gateway test {name}"));
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         let out = ServerCert {

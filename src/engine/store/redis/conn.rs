@@ -5,13 +5,14 @@
 
 use std::time::Duration;
 
+use crate::secret::redact_url;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, TlsCertificates, Value};
 
 /// Where Redis is and how patient to be with it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RedisTarget {
     /// One URL for a single server; several (any of the masters) for a Cluster.
     pub urls: Vec<String>,
@@ -21,6 +22,20 @@ pub struct RedisTarget {
     /// PEM certificates that `rediss://` servers may chain to, for a private CA; `None` trusts
     /// the system's roots.
     pub ca_pem: Option<Vec<u8>>,
+}
+
+/// The URLs may carry a password: `Debug` shows them redacted.
+impl std::fmt::Debug for RedisTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let urls: Vec<String> = self.urls.iter().map(|u| redact_url(u)).collect();
+        f.debug_struct("RedisTarget")
+            .field("urls", &urls)
+            .field("cluster", &self.cluster)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .field("private_ca", &self.ca_pem.is_some())
+            .finish()
+    }
 }
 
 impl RedisTarget {
