@@ -22,6 +22,15 @@ use super::{Delivery, SolveFailure, TaskRecord, TaskState};
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct WaiterId(pub String);
 
+impl WaiterId {
+    /// The id of an instance's `seq`-th caller. The number is zero-padded so one instance's ids
+    /// sort in arrival order as text: Redis orders waiters by arrival millisecond, then by id, and
+    /// unpadded, caller 10 would be served before caller 9 of the same millisecond.
+    pub fn new(instance: &str, seq: u64) -> Self {
+        WaiterId(format!("{instance}:{seq:020}"))
+    }
+}
+
 /// Identifies one upstream task's claim on a target's in-flight count, fleet-wide.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClaimId(pub String);

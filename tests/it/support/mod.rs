@@ -167,6 +167,7 @@ impl TestGateway {
         v
     }
 }
+pub mod eventually;
 pub mod fleet;
 pub mod redis;
 
