@@ -161,6 +161,11 @@ impl Store for MemoryStore {
         let t = targets.entry(target.id.clone()).or_default();
         t.in_flight.remove(claim);
         t.waiters.retain(|(_, tx)| !tx.is_closed());
+        let outcome = match outcome {
+            // Expired on its way here (a pause after the engine's freshness check): stale.
+            TaskOutcome::Answer(answer) if answer.expires_at <= now => TaskOutcome::Stale,
+            other => other,
+        };
         match outcome {
             TaskOutcome::Answer(answer) => t.place(answer, poolable, now),
             TaskOutcome::Failed(failure) => {

@@ -34,6 +34,7 @@ macro_rules! store_promises {
             single_use::fresh_only_answers_with_enough_life_are_handed_out,
             single_use::an_answer_expired_on_arrival_is_waste_not_a_handout,
             single_use::a_stale_answer_is_waste_and_restarts_a_task_for_an_uncovered_waiter,
+            single_use::an_answer_expired_on_finish_restarts_a_task_for_its_waiter,
             single_use::a_failure_fails_only_a_waiter_no_task_covers,
             single_use::a_caller_that_leaves_hands_on_what_reached_it,
             single_use::put_goes_to_the_oldest_waiter_else_the_pool,

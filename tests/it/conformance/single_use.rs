@@ -144,6 +144,26 @@ pub async fn an_answer_expired_on_arrival_is_waste_not_a_handout<B: Backend>() {
     assert_eq!(delivered(rx).await.unwrap(), "good");
 }
 
+/// A task's answer that expired on its way to the store (the engine paused between its
+/// freshness check and `finish`) is stale: waste, and a new task for the caller it was for.
+pub async fn an_answer_expired_on_finish_restarts_a_task_for_its_waiter<B: Backend>() {
+    let backend = B::start(Tuning::default()).await;
+    let store = backend.instance().await;
+    let s = &*store;
+    let t = target();
+    let (_, mut rx, claim) = arrive_start(s, &t, NOW).await;
+    let expired = TaskOutcome::Answer(answer("expired", NOW - 20_000, 10_000));
+    let again = match s.finish(&t, &claim, expired, true, NOW).await.unwrap() {
+        Finished::Restart(next) => next,
+        Finished::Done => panic!("the waiter was left without a task"),
+    };
+    assert!(still_waiting(&mut rx), "an expired answer reached a caller");
+    s.finish(&t, &again, solved("fresh"), true, NOW).await.unwrap();
+    assert_eq!(delivered(rx).await.unwrap(), "fresh");
+    let fig = figures(s, &t).await;
+    assert_eq!((fig.expired_unused, fig.new_tasks), (1, 2));
+}
+
 pub async fn a_stale_answer_is_waste_and_restarts_a_task_for_an_uncovered_waiter<B: Backend>() {
     let backend = B::start(Tuning::default()).await;
     let store = backend.instance().await;
