@@ -35,3 +35,8 @@ pub mod shutdown;
 pub mod sim;
 pub mod telemetry;
 pub mod upstream;
+
+/// The tests' one bounded wait, shared with the integration tests (`tests/it/support`).
+#[cfg(test)]
+#[path = "../tests/it/support/eventually.rs"]
+mod eventually;

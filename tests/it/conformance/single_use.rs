@@ -158,7 +158,9 @@ pub async fn an_answer_expired_on_finish_restarts_a_task_for_its_waiter<B: Backe
         Finished::Done => panic!("the waiter was left without a task"),
     };
     assert!(still_waiting(&mut rx), "an expired answer reached a caller");
-    s.finish(&t, &again, solved("fresh"), true, NOW).await.unwrap();
+    s.finish(&t, &again, solved("fresh"), true, NOW)
+        .await
+        .unwrap();
     assert_eq!(delivered(rx).await.unwrap(), "fresh");
     let fig = figures(s, &t).await;
     assert_eq!((fig.expired_unused, fig.new_tasks), (1, 2));
