@@ -129,7 +129,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Arrival, StoreError>;
 
     /// An upstream task for `target` ended: the answer goes to the oldest live waiter, else to the
-    /// pool (when `poolable`); a failure goes to the oldest waiter no task covers any more.
+    /// pool (when `poolable`); a failure goes to the oldest waiter no task covers any more. An
+    /// answer already expired at `now` is handled as [`TaskOutcome::Stale`].
     async fn finish(
         &self,
         target: &Target,
@@ -181,7 +182,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// The one task for a reusable target ended: every follower gets the outcome; an answer is
     /// cached until it expires. `lead` is the fencing token from [`SharedArrival::Lead`]: a
-    /// leader whose lease ran out must not release a newer leader's lock.
+    /// leader whose lease ran out must not release a newer leader's lock, nor fail the followers
+    /// the newer leader's task covers (its answer is still shared and cached).
     async fn shared_finish(
         &self,
         target: &Target,
