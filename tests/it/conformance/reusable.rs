@@ -153,3 +153,29 @@ pub async fn an_old_leaders_finish_leaves_the_current_leader_alone<B: Backend>()
     s.shared_evict(&t.id).await.unwrap();
     lead(s, &t, NOW).await;
 }
+
+/// Per-target figures (pool, demand, waste) are about single-use targets. A reusable target has
+/// none: it must not add a row to the figures (and so a series to `/metrics`, and a target to
+/// every sweep) for each distinct image ever solved.
+pub async fn a_reusable_target_adds_no_per_target_figures<B: Backend>() {
+    let backend = B::start(Tuning::default()).await;
+    let store = backend.instance().await;
+    let s = &*store;
+    let single = target();
+    s.put(&single, answer("pooled", NOW, 60_000), NOW)
+        .await
+        .unwrap();
+    let t = image_target();
+    let (_, token) = lead(s, &t, NOW).await;
+    s.shared_finish(&t, token, Ok(answer("OCR", NOW, 60_000)), NOW)
+        .await
+        .unwrap();
+    let ids: Vec<String> = s
+        .figures()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| f.id)
+        .collect();
+    assert_eq!(ids, [single.id], "only the single-use target has figures");
+}
