@@ -204,14 +204,17 @@ pub async fn arrive_pooled(store: &dyn Store, t: &Target, now: u64) -> String {
     }
 }
 
-/// The delivery in a mailbox: an answer's text, or the failure's code.
-pub async fn delivered(rx: Mailbox) -> Result<String, String> {
+/// What reached a mailbox (bounded: a store that never delivers fails the test).
+pub async fn received(rx: Mailbox) -> captcha_gateway::engine::Delivery {
     tokio::time::timeout(Duration::from_secs(30), rx)
         .await
         .expect("a delivery within 30 s")
         .expect("the store kept the mailbox")
-        .map(|a| a.text)
-        .map_err(|f| f.code)
+}
+
+/// The delivery in a mailbox: an answer's text, or the failure's code.
+pub async fn delivered(rx: Mailbox) -> Result<String, String> {
+    received(rx).await.map(|a| a.text).map_err(|f| f.code)
 }
 
 /// True when nothing has been delivered to `rx` yet (it stays open and empty).

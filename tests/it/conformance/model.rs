@@ -1,9 +1,13 @@
-//! The model-based property: random sequences of puts, takes (a caller who arrives and leaves at
-//! once), task ends (answer, failure, stale), refills and time passing, checked step by step
-//! against a plain-Rust model of what the store must do.
+//! The model-based property: random sequences of puts, callers arriving (to stay, or to leave at
+//! once), callers giving up or leaving with an answer to hand on, task ends (answer, failure,
+//! stale), refills and time passing, checked step by step against a plain-Rust model of what the
+//! store must do: who gets which answer (once, oldest first), who fails, how many tasks start.
+
+use std::collections::VecDeque;
 
 use captcha_gateway::engine::SolveFailure;
-use captcha_gateway::engine::store::{Arrival, ClaimId, Finished, Store, TaskOutcome};
+use captcha_gateway::engine::store::{Arrival, ClaimId, Finished, Store, TaskOutcome, WaiterId};
+use captcha_gateway::model::Answer;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -11,10 +15,16 @@ use super::backend::*;
 
 #[derive(Debug, Clone)]
 pub enum Op {
-    /// An answer with this much life left arrives in the pool.
+    /// An answer with this much life left arrives (an import): oldest waiter, else the pool.
     Put(u64),
-    /// A caller arrives and leaves at once (so no waiter lingers between ops).
+    /// A caller arrives and stays until served or until it leaves.
+    Arrive,
+    /// A caller arrives and leaves at once.
     Take,
+    /// The waiting caller at this index (modulo how many wait) gives up.
+    Leave(usize),
+    /// The oldest caller holding a delivered answer leaves and hands it on.
+    PassOn,
     /// The oldest running task ends with an answer with this much life left.
     Finish(u64),
     /// The oldest running task fails.
@@ -30,7 +40,10 @@ pub enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (1u64..120_000).prop_map(Op::Put),
-        4 => Just(Op::Take),
+        3 => Just(Op::Arrive),
+        2 => Just(Op::Take),
+        1 => (0usize..8).prop_map(Op::Leave),
+        1 => Just(Op::PassOn),
         3 => (1u64..120_000).prop_map(Op::Finish),
         1 => Just(Op::Fail),
         1 => Just(Op::Stale),
@@ -39,119 +52,208 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// What the store must hold, in plain Rust: expiries in the pool, running tasks, counters.
-#[derive(Default)]
+/// A caller the model has told to wait.
+struct Caller {
+    id: WaiterId,
+    rx: Mailbox,
+}
+
+/// What the store must hold, in plain Rust: expiries in the pool, running tasks, callers in
+/// arrival order, callers holding an answer, counters.
 struct Model {
+    now: u64,
     pool: Vec<u64>,
     running: Vec<ClaimId>,
+    waiting: VecDeque<Caller>,
+    served: VecDeque<(WaiterId, Answer)>,
     waste: u64,
     hits: u64,
+    waits: u64,
     new_tasks: u64,
     refills: u64,
 }
 
 impl Model {
-    /// Answers too close to expiry for a caller at `now` leave the pool as waste.
-    fn drop_stale(&mut self, now: u64) {
+    fn new(now: u64) -> Self {
+        Model {
+            now,
+            pool: Vec::new(),
+            running: Vec::new(),
+            waiting: VecDeque::new(),
+            served: VecDeque::new(),
+            waste: 0,
+            hits: 0,
+            waits: 0,
+            new_tasks: 0,
+            refills: 0,
+        }
+    }
+
+    /// Answers too close to expiry for a caller now leave the pool as waste.
+    fn drop_stale(&mut self) {
         let before = self.pool.len();
-        self.pool.retain(|&e| e >= now + MIN_REMAINING);
+        let min_expiry = self.now + MIN_REMAINING;
+        self.pool.retain(|&e| e >= min_expiry);
         self.waste += (before - self.pool.len()) as u64;
+    }
+
+    /// An answer with no caller attached: waste if expired, else the oldest waiter (whose
+    /// mailbox must hold exactly it), else the pool.
+    fn place(&mut self, a: Answer) -> Result<(), TestCaseError> {
+        if a.expires_at <= self.now {
+            self.waste += 1;
+            return Ok(());
+        }
+        let Some(mut oldest) = self.waiting.pop_front() else {
+            self.pool.push(a.expires_at);
+            return Ok(());
+        };
+        let got = oldest.rx.try_recv().map(|d| d.map(|a| a.text));
+        prop_assert_eq!(got, Ok(Ok(a.text.clone())), "the oldest waiter gets it");
+        self.served.push_back((oldest.id, a));
+        Ok(())
+    }
+
+    /// The oldest waiter no running task covers gets a failure.
+    fn fail_uncovered(&mut self) -> Result<(), TestCaseError> {
+        if self.waiting.len() > self.running.len() {
+            let mut oldest = self.waiting.pop_front().expect("a waiter");
+            let got = oldest.rx.try_recv().map(|d| d.map_err(|f| f.code));
+            prop_assert_eq!(
+                got,
+                Ok(Err("ERROR_X".to_owned())),
+                "the uncovered waiter fails"
+            );
+        }
+        Ok(())
     }
 }
 
 pub async fn run_case(s: &dyn Store, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let t = target();
-    let mut now = 10_000_000u64;
-    let mut model = Model::default();
+    let mut m = Model::new(10_000_000);
     for (i, op) in ops.into_iter().enumerate() {
+        let now = m.now;
         match op {
-            Op::Advance(dt) => now += dt,
+            Op::Advance(dt) => m.now += dt,
             Op::Put(left) => {
-                s.put(&t, answer(format!("p{i}"), now, left), now)
-                    .await
-                    .unwrap();
-                model.pool.push(now + left);
+                let a = answer(format!("p{i}"), now, left);
+                s.put(&t, a.clone(), now).await.unwrap();
+                m.place(a)?;
             }
             Op::Reserve => {
-                model.running.push(s.reserve(&t, now).await.unwrap());
-                model.new_tasks += 1;
-                model.refills += 1;
+                m.running.push(s.reserve(&t, now).await.unwrap());
+                m.new_tasks += 1;
+                m.refills += 1;
             }
-            Op::Finish(_) | Op::Fail | Op::Stale if model.running.is_empty() => {}
+            Op::Finish(_) | Op::Fail | Op::Stale if m.running.is_empty() => {}
             Op::Finish(left) => {
-                let claim = model.running.remove(0);
-                let outcome = TaskOutcome::Answer(answer(format!("f{i}"), now, left));
+                let claim = m.running.remove(0);
+                let a = answer(format!("f{i}"), now, left);
+                let outcome = TaskOutcome::Answer(a.clone());
                 let done = s.finish(&t, &claim, outcome, true, now).await.unwrap();
                 prop_assert_eq!(done, Finished::Done);
-                model.pool.push(now + left);
+                m.place(a)?;
             }
             Op::Fail => {
-                let claim = model.running.remove(0);
+                let claim = m.running.remove(0);
                 let outcome = TaskOutcome::Failed(SolveFailure::new("ERROR_X", "model"));
                 let done = s.finish(&t, &claim, outcome, true, now).await.unwrap();
-                prop_assert_eq!(done, Finished::Done, "nobody waits: nothing to restart");
+                prop_assert_eq!(done, Finished::Done, "a failure restarts nothing");
+                m.fail_uncovered()?;
             }
             Op::Stale => {
-                let claim = model.running.remove(0);
-                let done = s
+                let claim = m.running.remove(0);
+                m.waste += 1;
+                let uncovered = m.waiting.len() > m.running.len();
+                match s
                     .finish(&t, &claim, TaskOutcome::Stale, true, now)
                     .await
-                    .unwrap();
-                prop_assert_eq!(done, Finished::Done, "nobody waits: nothing to restart");
-                model.waste += 1;
+                    .unwrap()
+                {
+                    Finished::Restart(next) => {
+                        prop_assert!(uncovered, "restarted with every waiter covered");
+                        m.running.push(next);
+                        m.new_tasks += 1;
+                    }
+                    Finished::Done => prop_assert!(!uncovered, "left a waiter uncovered"),
+                }
             }
-            Op::Take => {
-                model.drop_stale(now);
-                let expected = model
-                    .pool
-                    .iter()
-                    .copied()
-                    .enumerate()
-                    .min_by_key(|(_, e)| *e);
-                let w = waiter(s);
-                match s.arrive(&t, &w, now, MIN_REMAINING).await.unwrap() {
+            Op::Arrive | Op::Take => {
+                m.drop_stale();
+                let expected = m.pool.iter().copied().enumerate().min_by_key(|(_, e)| *e);
+                let id = waiter(s);
+                let covered = m.waiting.len() < m.running.len();
+                let context = format!(
+                    "pool {:?}, running {}, waiting {}",
+                    m.pool,
+                    m.running.len(),
+                    m.waiting.len()
+                );
+                match s.arrive(&t, &id, now, MIN_REMAINING).await.unwrap() {
                     Arrival::Pooled(a) => {
                         let (idx, exp) = expected
                             .ok_or_else(|| TestCaseError::fail("pooled answer the model lacks"))?;
                         prop_assert_eq!(a.expires_at, exp, "earliest fresh expiry first");
-                        model.pool.remove(idx);
-                        model.hits += 1;
+                        m.pool.remove(idx);
+                        m.hits += 1;
+                        continue;
                     }
                     Arrival::Wait(rx) => {
-                        prop_assert!(
-                            expected.is_none() && !model.running.is_empty(),
-                            "waited with pool {:?} running {}",
-                            model.pool,
-                            model.running.len()
-                        );
-                        drop(rx);
-                        s.abandon(&t, &w, None, true, now).await.unwrap();
+                        prop_assert!(expected.is_none() && covered, "waited with {}", context);
+                        m.waits += 1;
+                        m.waiting.push_back(Caller { id, rx });
                     }
                     Arrival::Start(rx, claim) => {
-                        prop_assert!(
-                            expected.is_none() && model.running.is_empty(),
-                            "started with pool {:?} running {}",
-                            model.pool,
-                            model.running.len()
-                        );
-                        model.running.push(claim);
-                        model.new_tasks += 1;
-                        drop(rx);
-                        s.abandon(&t, &w, None, true, now).await.unwrap();
+                        prop_assert!(expected.is_none() && !covered, "started with {}", context);
+                        m.running.push(claim);
+                        m.new_tasks += 1;
+                        m.waiting.push_back(Caller { id, rx });
                     }
                 }
+                if matches!(op, Op::Take) {
+                    let caller = m.waiting.pop_back().expect("just arrived");
+                    drop(caller.rx);
+                    s.abandon(&t, &caller.id, None, true, now).await.unwrap();
+                }
+            }
+            Op::Leave(k) => {
+                if m.waiting.is_empty() {
+                    continue;
+                }
+                let k = k % m.waiting.len();
+                let caller = m.waiting.remove(k).expect("in range");
+                drop(caller.rx);
+                s.abandon(&t, &caller.id, None, true, now).await.unwrap();
+            }
+            Op::PassOn => {
+                let Some((id, a)) = m.served.pop_front() else {
+                    continue;
+                };
+                s.abandon(&t, &id, Some(Ok(a.clone())), true, now)
+                    .await
+                    .unwrap();
+                m.place(a)?;
             }
         }
+        // Nobody got anything the model did not hand them.
+        for c in m.waiting.iter_mut() {
+            prop_assert!(
+                still_waiting(&mut c.rx),
+                "an unexpected delivery after op {}",
+                i
+            );
+        }
     }
-    let counts = s.counts(&t, now, MIN_REMAINING).await.unwrap();
-    model.drop_stale(now);
-    prop_assert_eq!(counts.pooled, model.pool.len() as u64, "pooled at the end");
+    let counts = s.counts(&t, m.now, MIN_REMAINING).await.unwrap();
+    m.drop_stale();
+    prop_assert_eq!(counts.pooled, m.pool.len() as u64, "pooled at the end");
     prop_assert_eq!(
         counts.in_flight,
-        model.running.len() as u64,
+        m.running.len() as u64,
         "in flight at the end"
     );
-    prop_assert_eq!(counts.waiting, 0, "nobody lingers");
+    prop_assert_eq!(counts.waiting, m.waiting.len() as u64, "waiting at the end");
     if let Some(f) = s
         .figures()
         .await
@@ -160,9 +262,15 @@ pub async fn run_case(s: &dyn Store, ops: Vec<Op>) -> Result<(), TestCaseError> 
         .find(|f| f.id == t.id)
     {
         prop_assert_eq!(
-            (f.expired_unused, f.pool_hits, f.new_tasks, f.refills),
-            (model.waste, model.hits, model.new_tasks, model.refills),
-            "(waste, hits, new tasks, refills)"
+            (
+                f.expired_unused,
+                f.pool_hits,
+                f.waits_served,
+                f.new_tasks,
+                f.refills
+            ),
+            (m.waste, m.hits, m.waits, m.new_tasks, m.refills),
+            "(waste, hits, waits, new tasks, refills)"
         );
     }
     Ok(())

@@ -243,7 +243,7 @@ pub async fn a_caller_that_leaves_hands_on_what_reached_it<B: Backend>() {
     s.finish(&t, &c1, solved("passed"), true, NOW)
         .await
         .unwrap();
-    let got = rx1.await.expect("delivered");
+    let got = received(rx1).await;
     s.abandon(&t, &w1, Some(got), true, NOW).await.unwrap();
     assert_eq!(delivered(rx2).await.unwrap(), "passed");
     // ... and with nobody left waiting, to the pool.
@@ -253,7 +253,7 @@ pub async fn a_caller_that_leaves_hands_on_what_reached_it<B: Backend>() {
     // Nobody waiting and not poolable: waste, not a pool entry.
     let (w, rx, c) = arrive_start(s, &t, NOW).await;
     s.finish(&t, &c, solved("kept"), true, NOW).await.unwrap();
-    let got = rx.await.expect("delivered");
+    let got = received(rx).await;
     s.abandon(&t, &w, Some(got), false, NOW).await.unwrap();
     assert_eq!(s.counts(&t, NOW, 0).await.unwrap().pooled, 0);
     assert_eq!(figures(s, &t).await.expired_unused, 1);
@@ -261,7 +261,7 @@ pub async fn a_caller_that_leaves_hands_on_what_reached_it<B: Backend>() {
     // What reached it had expired by the time it left: waste as well.
     let (w, rx, c) = arrive_start(s, &t, NOW).await;
     s.finish(&t, &c, solved("aged"), true, NOW).await.unwrap();
-    let got = rx.await.expect("delivered");
+    let got = received(rx).await;
     s.abandon(&t, &w, Some(got), true, NOW + 60_001)
         .await
         .unwrap();
