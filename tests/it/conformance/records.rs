@@ -140,7 +140,8 @@ pub async fn a_sweep_keeps_live_records_and_drops_expired_pooled_answers<B: Back
 }
 
 /// Past their retention (finished) or pending limit (never finished), records go. The embedded
-/// store drops them when swept; Redis lets their key lifetimes run out: either way they go.
+/// store drops them when swept; Redis lets their key lifetimes run out: either way they go. (So
+/// `sweep`'s count is not compared: Redis cannot count what its key lifetimes removed.)
 pub async fn a_sweep_drops_records_past_their_retention_or_pending_limit<B: Backend>() {
     let tuning = Tuning {
         retention: Duration::from_millis(200),

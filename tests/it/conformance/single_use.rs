@@ -305,6 +305,7 @@ pub async fn a_refill_counts_in_flight_and_serves_a_waiter_first<B: Backend>() {
         (fig.new_tasks, fig.refills, fig.waits_served, fig.pool_hits),
         (1, 1, 1, 0)
     );
+    assert_eq!(fig.label, t.label, "figures carry the target's label");
 }
 
 /// On the embedded store both "instances" are the one store; on Redis the answer crosses
