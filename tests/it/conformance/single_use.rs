@@ -365,3 +365,43 @@ pub async fn callers_in_one_millisecond_are_served_in_arrival_order<B: Backend>(
     let expected: Vec<String> = (0..12).map(|i| format!("a{i:02}")).collect();
     assert_eq!(got, expected, "oldest first");
 }
+
+/// Exact demand holds when callers arrive at once on two instances: each decision is atomic, so
+/// 30 callers with 10 pooled answers take the 10 and start exactly 20 tasks.
+pub async fn callers_arriving_at_once_take_the_pool_and_start_the_rest<B: Backend>() {
+    let backend = B::start(Tuning::default()).await;
+    let (a, b) = (backend.instance().await, backend.instance().await);
+    let t = target();
+    for i in 0..10 {
+        a.put(&t, answer(format!("p{i}"), NOW, 60_000), NOW)
+            .await
+            .unwrap();
+    }
+    let callers = (0..30).map(|i| {
+        let (s, t) = (if i % 2 == 0 { a.clone() } else { b.clone() }, t.clone());
+        tokio::spawn(async move {
+            let w = waiter(&*s);
+            s.arrive(&t, &w, NOW, MIN_REMAINING).await.unwrap()
+        })
+    });
+    let (mut pooled, mut started, mut mailboxes) = (Vec::new(), 0, Vec::new());
+    for caller in futures::future::join_all(callers).await {
+        match caller.unwrap() {
+            Arrival::Pooled(answer) => pooled.push(answer.text),
+            Arrival::Start(rx, _) => {
+                started += 1;
+                mailboxes.push(rx);
+            }
+            Arrival::Wait(_) => panic!("nothing was running for anyone to wait on"),
+        }
+    }
+    pooled.sort();
+    pooled.dedup();
+    assert_eq!(pooled.len(), 10, "each pooled answer went to one caller");
+    assert_eq!(started, 20, "one task per caller the pool could not serve");
+    let counts = a.counts(&t, NOW, MIN_REMAINING).await.unwrap();
+    assert_eq!(
+        (counts.pooled, counts.in_flight, counts.waiting),
+        (0, 20, 20)
+    );
+}
