@@ -38,3 +38,8 @@ pub mod sim;
 pub mod telemetry;
 pub mod tenants;
 pub mod upstream;
+
+/// The tests' one bounded wait, shared with the integration tests (`tests/it/support`).
+#[cfg(test)]
+#[path = "../tests/it/support/eventually.rs"]
+mod eventually;

@@ -175,7 +175,7 @@ impl Engine {
     ) -> Result<Handout, SolveError> {
         let kind = target.kind;
         let seq = self.next_waiter.fetch_add(1, Ordering::Relaxed);
-        let waiter = WaiterId(format!("{}:{seq}", self.instance));
+        let waiter = WaiterId::new(&self.instance, seq);
         let arrival = match self
             .store
             .arrive(&target, &waiter, now_ms(), self.min_remaining_ms())

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use super::*;
+use crate::eventually::eventually;
 use crate::model::{
     Answer, ImageOptions, Kind, SolveRequest, Source, TaskParams, UpstreamRef, now_ms,
 };
@@ -185,13 +186,12 @@ async fn a_leaving_callers_task_serves_the_next_caller_without_a_new_task() {
     let e = engine.clone();
     let b = tokio::spawn(async move { e.solve(recaptcha(), far()).await });
     // Let B register before the task ends; B's arrival is observable in the store.
-    loop {
-        let f = engine.store().figures().await.unwrap();
-        if f[0].waiting == 1 {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        "caller B to wait in the store",
+        || async { engine.store().figures().await.unwrap()[0].waiting == 1 },
+    )
+    .await;
     solver.release_all(Duration::from_secs(100));
     let got = b.await.unwrap().unwrap();
     assert_eq!(got.source, Source::Solved);
@@ -314,9 +314,15 @@ async fn a_refill_fills_the_pool_reports_its_solve_and_a_take_leaves_a_wake_up()
 
     solver.release_all(Duration::from_secs(100));
     assert!(done.await.unwrap().answered);
-    while counts(engine.clone()).await.pooled < 1 {
-        tokio::task::yield_now().await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        "the refill's answer in the pool",
+        || {
+            let pooled = counts(engine.clone());
+            async { pooled.await.pooled >= 1 }
+        },
+    )
+    .await;
     use futures::FutureExt as _;
     assert!(
         engine.pool_taken().notified().now_or_never().is_none(),

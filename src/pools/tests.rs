@@ -13,6 +13,7 @@ use crate::compat::{Params, parse_submit};
 use crate::engine::{
     EngineSettings, MemoryStore, Priority, Solution, SolveFailure, Solver, TargetCounts,
 };
+use crate::eventually::eventually;
 use crate::model::{SolveRequest, Source, UpstreamRef, now_ms};
 
 type Release = oneshot::Sender<Result<Solution, SolveFailure>>;
@@ -126,9 +127,12 @@ async fn counts(engine: &Engine, pools: &Pools) -> TargetCounts {
 }
 
 async fn until_pooled(engine: &Engine, pools: &Pools, n: u64) {
-    while counts(engine, pools).await.pooled < n {
-        tokio::task::yield_now().await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        &format!("{n} answers in the pool"),
+        || async { counts(engine, pools).await.pooled >= n },
+    )
+    .await;
 }
 
 #[test]
@@ -176,9 +180,12 @@ async fn failing_refills_back_off_and_an_answer_ends_the_backoff() {
     assert_eq!(top_up(&engine, &pools, Instant::now()).await, 2);
     solver.wait_started(2).await;
     solver.finish_all(false);
-    while pool.failures() < 2 || counts(&engine, &pools).await.in_flight > 0 {
-        tokio::task::yield_now().await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        "two failed refills, none in flight",
+        || async { pool.failures() >= 2 && counts(&engine, &pools).await.in_flight == 0 },
+    )
+    .await;
     assert!(pool.paused(Instant::now()));
     assert_eq!(
         top_up(&engine, &pools, Instant::now()).await,

@@ -5,6 +5,7 @@ use std::time::Duration;
 use futures::future::join_all;
 
 use super::*;
+use crate::eventually::eventually;
 use crate::model::{RecaptchaVersion, TaskParams};
 use crate::provider::testing::fake::FakeProvider;
 use crate::provider::{Family, code_error};
@@ -252,18 +253,23 @@ async fn refills_only_take_threads_no_caller_is_waiting_for() {
         })
     };
     let first = run(Priority::Interactive, "first");
-    while account.in_flight() < 1 {
-        tokio::task::yield_now().await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        "the first caller to hold the thread",
+        || async { account.in_flight() >= 1 },
+    )
+    .await;
     // The refill queues before the caller, yet the caller gets the thread first.
     let refill = run(Priority::Refill, "refill");
-    while account.queued(Priority::Refill) < 1 {
-        tokio::task::yield_now().await;
-    }
+    eventually(Duration::from_secs(30), "the refill to queue", || async {
+        account.queued(Priority::Refill) >= 1
+    })
+    .await;
     let caller = run(Priority::Interactive, "caller");
-    while account.queued(Priority::Interactive) < 1 {
-        tokio::task::yield_now().await;
-    }
+    eventually(Duration::from_secs(30), "the caller to queue", || async {
+        account.queued(Priority::Interactive) >= 1
+    })
+    .await;
     for task in [first, refill, caller] {
         task.await.unwrap().unwrap();
     }

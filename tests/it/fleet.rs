@@ -10,6 +10,7 @@ use futures::future::join_all;
 use serde_json::{Value, json};
 
 use crate::support::KEY;
+use crate::support::eventually::eventually;
 use crate::support::fleet::{GatewayProcess, SimServer, client};
 use crate::support::redis::RedisServer;
 
@@ -151,9 +152,12 @@ async fn a_killed_gateways_claims_expire_and_its_waiting_demand_gets_new_tasks()
         })
         .collect();
     // The waiting figure is fleet-wide: it comes from Redis.
-    while metric_sum(&http, &b.base, "gateway_target_waiting").await < 5 {
-        tokio::task::yield_now().await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        "five callers waiting fleet-wide",
+        || async { metric_sum(&http, &b.base, "gateway_target_waiting").await >= 5 },
+    )
+    .await;
     assert_eq!(
         sim.sim.stats().submits,
         5,
@@ -207,9 +211,12 @@ async fn a_redis_outage_degrades_and_recovers_without_a_restart() {
         200
     );
     redis.kill();
-    while health().await != "degraded" {
-        tokio::task::yield_now().await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        "/health to say degraded",
+        || async { health().await == "degraded" },
+    )
+    .await;
     // Solving continues without Redis, through both APIs.
     let (status, v) = solve(&http, &gw.base, body("6Le-outage", 30.0)).await;
     assert_eq!(status, 200, "{v}");
@@ -252,15 +259,21 @@ async fn a_redis_outage_degrades_and_recovers_without_a_restart() {
     );
 
     redis.restart();
-    while health().await != "healthy" {
-        tokio::task::yield_now().await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        "/health to say healthy again",
+        || async { health().await == "healthy" },
+    )
+    .await;
     // The pool works again: an answer whose caller gave up is pooled and taken by the next.
     let (status, _) = solve(&http, &gw.base, body("6Le-after", 0.01)).await;
     assert_eq!(status, 504);
-    while metric_sum(&http, &gw.base, "gateway_pool_size").await < 1 {
-        tokio::task::yield_now().await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        "the given-up answer in the pool",
+        || async { metric_sum(&http, &gw.base, "gateway_pool_size").await >= 1 },
+    )
+    .await;
     let (status, v) = solve(&http, &gw.base, body("6Le-after", 30.0)).await;
     assert_eq!((status, v["source"].as_str()), (200, Some("pool")), "{v}");
     assert_eq!(

@@ -6,6 +6,7 @@ use captcha_gateway::model::Kind;
 use captcha_gateway::sim::LatencyRange;
 use serde_json::{Value, json};
 
+use crate::support::eventually::eventually;
 use crate::support::{KEY, TestGateway, fast_settings};
 
 #[tokio::test]
@@ -174,18 +175,24 @@ async fn seed_worker_api_solves_and_sheds_load_at_max_concurrent() {
         http.post(slow_url).json(&json!({"method": "turnstile", "sitekey": "0x4", "pageurl": "https://example.com/"})).send().await
     });
     // Wait until the slow caller holds the slot, as /health reports it.
-    loop {
-        let res = gw.http.get(gw.url("/health")).send().await.unwrap();
-        let status = res.status();
-        let h: Value = res.json().await.unwrap();
-        if h["active_tasks"] == 1 {
-            assert_eq!(status, 503);
-            assert_eq!(h["status"], "overloaded");
-            assert_eq!(h["load_pct"], 100.0);
-            break;
-        }
-        assert_eq!(h["status"], "healthy");
-    }
+    eventually(
+        Duration::from_secs(60),
+        "/health to show the held slot",
+        || async {
+            let res = gw.http.get(gw.url("/health")).send().await.unwrap();
+            let status = res.status();
+            let h: Value = res.json().await.unwrap();
+            if h["active_tasks"] == 1 {
+                assert_eq!(status, 503);
+                assert_eq!(h["status"], "overloaded");
+                assert_eq!(h["load_pct"], 100.0);
+                return true;
+            }
+            assert_eq!(h["status"], "healthy");
+            false
+        },
+    )
+    .await;
     let res = gw
         .http
         .post(gw.url("/solve"))

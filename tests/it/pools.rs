@@ -4,7 +4,6 @@
 //! bounded by one generous timeout; nothing asserts on elapsed time.
 
 use std::collections::HashSet;
-use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use captcha_gateway::config::Secret;
@@ -14,6 +13,7 @@ use captcha_gateway::sim::LatencyRange;
 use futures::future::join_all;
 use serde_json::{Value, json};
 
+use crate::support::eventually::eventually;
 use crate::support::{KEY, TestGateway, fast_settings};
 
 const V2_LABEL: &str = "recaptcha_v2:example.com";
@@ -26,18 +26,6 @@ fn pools(toml_text: &str) -> Vec<PoolSpec> {
     }
     let file: File = toml::from_str(toml_text).expect("test TOML parses");
     specs(&file.pools, TargetPolicy::default()).expect("test pools are valid")
-}
-
-/// Polls `check` until it holds; fails the test if it has not within a minute.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let polled = tokio::time::timeout(Duration::from_secs(60), async { while !check().await {} });
-    polled
-        .await
-        .unwrap_or_else(|_| panic!("{what}: not reached within 60 s"));
 }
 
 impl TestGateway {
@@ -139,7 +127,7 @@ async fn pool_of_twenty(mut settings: captcha_gateway::config::Settings) {
            size = 20"#,
     );
     let gw = TestGateway::with(settings).await;
-    eventually("the pool fills", || async {
+    eventually(Duration::from_secs(60), "the pool fills", || async {
         gw.pool_view(V2_LABEL).await["pooled"] == 20
     })
     .await;
@@ -156,9 +144,11 @@ async fn pool_of_twenty(mut settings: captcha_gateway::config::Settings) {
     assert_eq!(tokens.len(), 20, "no answer handed out twice");
 
     // The twenty refills run together: the simulator sees twenty tasks at once, not one.
-    eventually("twenty refills run at once", || async {
-        gw.stat("current_concurrent").await >= 20
-    })
+    eventually(
+        Duration::from_secs(60),
+        "twenty refills run at once",
+        || async { gw.stat("current_concurrent").await >= 20 },
+    )
     .await;
     assert_eq!(
         gw.stat("peak_concurrent").await,
@@ -175,9 +165,11 @@ async fn pool_of_twenty(mut settings: captcha_gateway::config::Settings) {
     }
     assert_eq!(gw.stat("verify_duplicate").await, 20);
 
-    eventually("the pool is full again", || async {
-        gw.pool_view(V2_LABEL).await["pooled"] == 20
-    })
+    eventually(
+        Duration::from_secs(60),
+        "the pool is full again",
+        || async { gw.pool_view(V2_LABEL).await["pooled"] == 20 },
+    )
     .await;
     let v = gw.pool_view(V2_LABEL).await;
     assert_eq!(v["kind"], "recaptcha_v2");

@@ -90,7 +90,12 @@ impl TargetState {
     }
 
     /// An answer with no task attached (import, a leaving caller's answer): next waiter or pool.
-    fn place(&mut self, answer: Answer, poolable: bool) {
+    /// One already expired at `now` (its holder was paused on the way) is waste, never handed out.
+    fn place(&mut self, answer: Answer, poolable: bool, now: Millis) {
+        if answer.expires_at <= now {
+            self.figures.expired_unused += 1;
+            return;
+        }
         if let Some(Ok(answer)) = self.hand_to_oldest(Ok(answer)) {
             if poolable {
                 self.pool.push(answer);
@@ -150,14 +155,19 @@ impl Store for MemoryStore {
         claim: &ClaimId,
         outcome: TaskOutcome,
         poolable: bool,
-        _now: Millis,
+        now: Millis,
     ) -> Result<Finished, StoreError> {
         let mut targets = lock(&self.targets);
         let t = targets.entry(target.id.clone()).or_default();
         t.in_flight.remove(claim);
         t.waiters.retain(|(_, tx)| !tx.is_closed());
+        let outcome = match outcome {
+            // Expired on its way here (a pause after the engine's freshness check): stale.
+            TaskOutcome::Answer(answer) if answer.expires_at <= now => TaskOutcome::Stale,
+            other => other,
+        };
         match outcome {
-            TaskOutcome::Answer(answer) => t.place(answer, poolable),
+            TaskOutcome::Answer(answer) => t.place(answer, poolable, now),
             TaskOutcome::Failed(failure) => {
                 // Only a waiter that no remaining task covers loses out; the rest keep waiting.
                 if t.waiters.len() > t.in_flight.len() {
@@ -191,20 +201,18 @@ impl Store for MemoryStore {
         };
         t.waiters.retain(|(id, _)| id != waiter);
         if let Some(Ok(answer)) = delivered {
-            if answer.fresh_at(now, 0) {
-                t.place(answer, poolable);
-            }
+            t.place(answer, poolable, now);
         }
         Ok(())
     }
 
-    async fn put(&self, target: &Target, answer: Answer, _now: Millis) -> Result<(), StoreError> {
+    async fn put(&self, target: &Target, answer: Answer, now: Millis) -> Result<(), StoreError> {
         let mut targets = lock(&self.targets);
         let t = targets.entry(target.id.clone()).or_default();
         if t.label.is_empty() {
             t.label = target.label.clone();
         }
-        t.place(answer, true);
+        t.place(answer, true, now);
         Ok(())
     }
 
@@ -278,7 +286,15 @@ impl Store for MemoryStore {
         let mut shared = lock(&self.shared);
         let s = shared.entry(target.id.clone()).or_default();
         if s.lead != lead {
-            // A newer leader took over; its task will answer the followers.
+            // A newer leader holds the target (this finish is late: a lost reply run again). Its
+            // task covers everyone waiting, so a failure here fails nobody; an answer is as good
+            // as any for a reusable target, so it is shared and cached, and the lock stays.
+            if let Ok(answer) = outcome {
+                for tx in s.followers.iter_mut().flat_map(|f| f.drain(..)) {
+                    let _ = tx.send(Ok(answer.clone()));
+                }
+                s.cached = Some(answer);
+            }
             return Ok(());
         }
         for tx in s.followers.take().unwrap_or_default() {

@@ -22,6 +22,15 @@ use super::{Delivery, SolveFailure, TaskRecord, TaskState};
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct WaiterId(pub String);
 
+impl WaiterId {
+    /// The id of an instance's `seq`-th caller. The number is zero-padded so one instance's ids
+    /// sort in arrival order as text: Redis orders waiters by arrival millisecond, then by id, and
+    /// unpadded, caller 10 would be served before caller 9 of the same millisecond.
+    pub fn new(instance: &str, seq: u64) -> Self {
+        WaiterId(format!("{instance}:{seq:020}"))
+    }
+}
+
 /// Identifies one upstream task's claim on a target's in-flight count, fleet-wide.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClaimId(pub String);
@@ -120,7 +129,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Arrival, StoreError>;
 
     /// An upstream task for `target` ended: the answer goes to the oldest live waiter, else to the
-    /// pool (when `poolable`); a failure goes to the oldest waiter no task covers any more.
+    /// pool (when `poolable`); a failure goes to the oldest waiter no task covers any more. An
+    /// answer already expired at `now` is handled as [`TaskOutcome::Stale`].
     async fn finish(
         &self,
         target: &Target,
@@ -172,7 +182,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// The one task for a reusable target ended: every follower gets the outcome; an answer is
     /// cached until it expires. `lead` is the fencing token from [`SharedArrival::Lead`]: a
-    /// leader whose lease ran out must not release a newer leader's lock.
+    /// leader whose lease ran out must not release a newer leader's lock, nor fail the followers
+    /// the newer leader's task covers (its answer is still shared and cached).
     async fn shared_finish(
         &self,
         target: &Target,

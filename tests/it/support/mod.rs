@@ -168,6 +168,7 @@ impl TestGateway {
     }
 }
 pub mod certs;
+pub mod eventually;
 pub mod fleet;
 pub mod redis;
 

@@ -21,7 +21,8 @@ impl Inner {
         min_remaining_ms: u64,
     ) -> Result<SharedArrival, StoreError> {
         let inner = self;
-        inner.note_target(target).await;
+        // Not registered in `cg:targets`: figures and sweeps are about single-use targets, and
+        // every distinct image would otherwise add a row and a sweep step for good.
         let waiter = format!(
             "{}:s{}",
             inner.instance,

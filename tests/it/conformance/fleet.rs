@@ -1,0 +1,142 @@
+//! Promises that only a fleet can break, so only Redis runs them: the embedded store is one
+//! process, whose claims, waiters and leader locks live and die with it (an instance cannot die
+//! while its store lives on), so it has nothing to re-cover and no lock to take over.
+
+use std::time::Duration;
+
+use captcha_gateway::engine::store::{SharedArrival, Store, TaskOutcome};
+
+use super::backend::*;
+use super::reusable::{follow, image_target, lead};
+use crate::support::eventually::eventually;
+
+const NOW: u64 = 1_000_000;
+
+/// A dead instance's claims expire after one lease; the survivors then claim one task for each
+/// of their waiters left uncovered, and no more (promise 3 after a crash).
+pub async fn cover_claims_tasks_for_waiters_a_dead_instance_left_uncovered<T>()
+where
+    Redis<T>: Backend,
+{
+    // A lease of an hour on the explicit clock. Renewers tick every 20 minutes of real time, so
+    // none races this test; the dead instance's is stopped anyway.
+    let lease = 3_600_000;
+    let backend = Redis::<T>::start(Tuning {
+        lease: Duration::from_millis(lease),
+        ..Tuning::default()
+    })
+    .await;
+    let (dead, life) = backend.connect().await;
+    let (survivor, _life) = backend.connect().await;
+    let t = target();
+    // Two callers of the doomed instance start tasks, then leave: the tasks are not spoken for.
+    let mut left = Vec::new();
+    for _ in 0..2 {
+        left.push(arrive_start(&dead, &t, NOW).await);
+    }
+    for (w, rx, _) in left {
+        drop(rx);
+        dead.abandon(&t, &w, None, true, NOW).await.unwrap();
+    }
+    // Half a lease later the survivor's three callers are covered by those two tasks and a
+    // refill the doomed instance claimed just now.
+    let mid = NOW + lease / 2;
+    let (_, first) = arrive_wait(&survivor, &t, mid).await;
+    let (_, second) = arrive_wait(&survivor, &t, mid).await;
+    dead.reserve(&t, mid).await.unwrap();
+    let (_, mut third) = arrive_wait(&survivor, &t, mid).await;
+    assert!(
+        survivor.cover(&t, mid).await.unwrap().is_empty(),
+        "all covered"
+    );
+
+    life.cancel();
+    drop(dead);
+    // One lease after the first two claims: they are gone, the refill's claim is not. Two of the
+    // three callers are uncovered: exactly two tasks start, and asking again starts none.
+    let after = NOW + lease + 1;
+    let claims = survivor.cover(&t, after).await.unwrap();
+    assert_eq!(claims.len(), 2, "one task per uncovered caller");
+    assert!(
+        survivor.cover(&t, after).await.unwrap().is_empty(),
+        "covered now"
+    );
+    for (claim, text) in claims.iter().zip(["r1", "r2"]) {
+        let outcome = TaskOutcome::Answer(answer(text, after, 60_000));
+        survivor
+            .finish(&t, claim, outcome, true, after)
+            .await
+            .unwrap();
+    }
+    assert_eq!(delivered(first).await.unwrap(), "r1");
+    assert_eq!(delivered(second).await.unwrap(), "r2");
+    assert!(
+        still_waiting(&mut third),
+        "the refill still covers the third caller"
+    );
+    let counts = survivor.counts(&t, after, MIN_REMAINING).await.unwrap();
+    assert_eq!((counts.in_flight, counts.waiting), (1, 1));
+}
+
+/// A leader whose lock ran out (its instance paused or died) is replaced by a newer leader with
+/// a newer fencing token; the old leader's late finish must not release the new lock.
+pub async fn a_leader_whose_lock_ran_out_is_fenced_off<T>()
+where
+    Redis<T>: Backend,
+{
+    let backend = Redis::<T>::start(Tuning::default()).await;
+    // The first leader's instance holds locks briefly; the second's for as long as the default.
+    let brief = Tuning {
+        lock_ttl: Duration::from_millis(300),
+        ..Tuning::default()
+    };
+    let (a, _la) = backend.connect_tuned(brief).await;
+    let (b, _lb) = backend.connect().await;
+    let t = image_target();
+    let now = captcha_gateway::model::now_ms();
+    let (rx_a, first) = lead(&a, &t, now).await;
+    let rx_b = follow(&b, &t, now).await;
+    // The lock runs out on Redis's clock: a caller then leads instead of following.
+    let late = std::sync::Mutex::new(Vec::new());
+    let second = std::sync::Mutex::new(None);
+    eventually(
+        Duration::from_secs(10),
+        "the first leader's lock to run out",
+        || {
+            let (arrived, late, second) = (b.shared_arrive(&t, now, MIN_REMAINING), &late, &second);
+            async move {
+                match arrived.await.unwrap() {
+                    SharedArrival::Lead(rx, token) => {
+                        late.lock().unwrap().push(rx);
+                        *second.lock().unwrap() = Some(token);
+                        true
+                    }
+                    SharedArrival::Follow(rx) => {
+                        late.lock().unwrap().push(rx);
+                        false
+                    }
+                    SharedArrival::Cached(_) => panic!("nothing was solved yet"),
+                }
+            }
+        },
+    )
+    .await;
+    let second = second.into_inner().unwrap().expect("a new leader");
+    let late = late.into_inner().unwrap();
+    assert!(second > first, "fencing tokens increase");
+
+    // The old leader finishes first: its answer reaches everyone waiting and is cached...
+    a.shared_finish(&t, first, Ok(answer("OCR1", now, 3_600_000)), now)
+        .await
+        .unwrap();
+    for rx in [rx_a, rx_b].into_iter().chain(late) {
+        assert_eq!(delivered(rx).await.unwrap(), "OCR1");
+    }
+    // ... but the new leader's lock stays: without the cache, a caller follows it.
+    b.shared_evict(&t.id).await.unwrap();
+    let waiting = follow(&a, &t, now).await;
+    b.shared_finish(&t, second, Ok(answer("OCR2", now, 3_600_000)), now)
+        .await
+        .unwrap();
+    assert_eq!(delivered(waiting).await.unwrap(), "OCR2");
+}
