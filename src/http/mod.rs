@@ -9,6 +9,7 @@ mod admission;
 mod auth;
 mod compat;
 mod error;
+mod input;
 mod listen;
 mod native;
 mod ops;

@@ -5,15 +5,14 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::error::ApiError;
+use super::input::{self, LimitedBody};
 use super::{AppState, BearerKey, Tenant};
 use crate::compat::{Params, parse_submit};
 use crate::engine::{Handout, TaskRecord, TaskState};
@@ -37,8 +36,10 @@ pub(super) struct NativeRequest {
     pub timeout: Option<Duration>,
 }
 
-pub(super) async fn parse_native(body: Bytes) -> Result<NativeRequest, ApiError> {
-    let value: Value = serde_json::from_slice(&body)
+/// Parses a native body. `max_timeout` bounds `timeout_s` (the caller hears the bound, rather
+/// than having a larger value silently cut).
+pub(super) fn parse_native(body: &[u8], max_timeout: Duration) -> Result<NativeRequest, ApiError> {
+    let value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request("bad_json", format!("the body is not JSON: {e}")))?;
     let Value::Object(obj) = value else {
         return Err(ApiError::bad_request(
@@ -52,17 +53,13 @@ pub(super) async fn parse_native(body: Bytes) -> Result<NativeRequest, ApiError>
         .ok_or_else(|| ApiError::bad_request("bad_kind", "`kind` is missing"))?
         .parse()
         .map_err(|e: String| ApiError::bad_request("bad_kind", e))?;
-    let timeout = match obj.get("timeout_s") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_f64()
-                .filter(|s| s.is_finite() && *s > 0.0)
-                .map(Duration::from_secs_f64)
-                .ok_or_else(|| {
-                    ApiError::bad_request("bad_timeout", "`timeout_s` must be a positive number")
-                })?,
-        ),
-    };
+    let timeout = input::seconds_field(
+        "timeout_s",
+        "bad_timeout",
+        obj.get("timeout_s"),
+        max_timeout,
+        false,
+    )?;
     let mut params = Params::from_json_object(obj);
     let (method, version) = match kind {
         Kind::RecaptchaV2 => ("userrecaptcha", Some("v2")),
@@ -117,10 +114,10 @@ fn clamp(state: &AppState, asked: Option<Duration>) -> Duration {
 pub async fn solve(
     State(state): State<AppState>,
     key: BearerKey,
-    body: Bytes,
+    LimitedBody(body): LimitedBody,
 ) -> Result<Json<Value>, ApiError> {
     let _tenant = tenant(&state, &key)?;
-    let native = parse_native(body).await?;
+    let native = parse_native(&body, state.limits.max_solve_timeout)?;
     let _permit = state
         .admission
         .try_admit()
@@ -140,10 +137,10 @@ pub async fn solve(
 pub async fn create_task(
     State(state): State<AppState>,
     key: BearerKey,
-    body: Bytes,
+    LimitedBody(body): LimitedBody,
 ) -> Result<Response, ApiError> {
     let tenant = tenant(&state, &key)?;
-    let native = parse_native(body).await?;
+    let native = parse_native(&body, state.limits.max_solve_timeout)?;
     let permit = state
         .admission
         .try_admit()
@@ -160,27 +157,18 @@ pub async fn create_task(
         .into_response())
 }
 
-#[derive(Deserialize)]
-pub struct WaitQuery {
-    wait: Option<f64>,
-}
-
 pub async fn get_task(
     State(state): State<AppState>,
     key: BearerKey,
     Path(id): Path<String>,
-    Query(q): Query<WaitQuery>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let tenant = tenant(&state, &key)?;
-    let wait = q
-        .wait
-        .filter(|w| w.is_finite() && *w > 0.0)
-        .map(Duration::from_secs_f64)
-        .unwrap_or_default()
-        .min(state.limits.max_solve_timeout);
+    let id = input::task_id(&id)?;
+    let wait = input::wait_query(query.as_deref(), state.limits.max_solve_timeout)?;
     let record = state
         .engine
-        .task(&tenant.0, &id, wait)
+        .task(&tenant.0, id, wait)
         .await?
         .ok_or_else(|| {
             ApiError::new(

@@ -7,12 +7,12 @@
 use std::time::UNIX_EPOCH;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
+use super::input::LimitedBody;
 use super::native::{parse_native, tenant};
 use super::{AppState, BearerKey};
 use crate::engine::SolveError;
@@ -37,7 +37,7 @@ pub async fn list(State(state): State<AppState>, key: BearerKey) -> Result<Json<
 pub async fn import_tokens(
     State(state): State<AppState>,
     key: BearerKey,
-    body: Bytes,
+    LimitedBody(body): LimitedBody,
 ) -> Result<Json<Value>, ApiError> {
     tenant(&state, &key)?;
     let value: Value = serde_json::from_slice(&body)
@@ -63,7 +63,7 @@ pub async fn import_tokens(
         }
     };
     let offered: Vec<_> = tokens.iter().map(parse_token).collect();
-    let native = parse_native(body).await?;
+    let native = parse_native(&body, state.limits.max_solve_timeout)?;
     let outcome = pools::import(&state.engine, &state.pools, &native.req, offered)
         .await
         .map_err(|e| match e {

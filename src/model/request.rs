@@ -223,6 +223,7 @@ impl SolveRequest {
 
     /// The checks every entry point shares, so each protocol reports the same problems.
     pub fn validate(&self) -> Result<(), Validation> {
+        super::limits::check_request(self)?;
         fn page(url: &str) -> Result<(), Validation> {
             match url::Url::parse(url) {
                 Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),
@@ -234,7 +235,7 @@ impl SolveRequest {
         }
         fn sitekey(key: &str, code: &'static str) -> Result<(), Validation> {
             let ok = !key.is_empty()
-                && key.len() <= 256
+                && key.len() <= super::limits::MAX_SITEKEY_LEN
                 && key
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');

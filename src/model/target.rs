@@ -216,7 +216,10 @@ mod tests {
     #[test]
     fn user_info_reaches_neither_label_nor_key() {
         let p = TargetPolicy::default();
-        let with = Target::of(&v2("https://user:secret@Example.com:8443/login?token=abc"), p);
+        let with = Target::of(
+            &v2("https://user:secret@Example.com:8443/login?token=abc"),
+            p,
+        );
         let without = Target::of(&v2("https://example.com:8443/login"), p);
         assert_eq!(with, without, "user info is not part of the page");
         assert_eq!(with.label, "recaptcha_v2:example.com:8443");
@@ -231,7 +234,10 @@ mod tests {
             pageurl: "http://a:b@shop.example/x".into(),
             sitekey: None,
         });
-        assert_eq!(Target::of(&cf, p).label, "cloudflare_challenge:shop.example");
+        assert_eq!(
+            Target::of(&cf, p).label,
+            "cloudflare_challenge:shop.example"
+        );
     }
 
     proptest! {
