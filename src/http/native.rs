@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use super::error::ApiError;
 use super::input::{self, LimitedBody};
 use super::{AppState, BearerKey, Tenant};
+use crate::callback::Payload;
 use crate::compat::{Params, parse_submit};
 use crate::engine::{Handout, TaskRecord, TaskState};
 use crate::model::{Kind, SolveRequest};
@@ -34,6 +35,8 @@ pub(super) fn tenant(state: &AppState, key: &BearerKey) -> Result<Tenant, ApiErr
 pub(super) struct NativeRequest {
     pub req: SolveRequest,
     pub timeout: Option<Duration>,
+    /// `callback_url` as sent (checked by the handler that takes callbacks).
+    pub callback_url: Option<String>,
 }
 
 /// Parses a native body. `max_timeout` bounds `timeout_s` (the caller hears the bound, rather
@@ -60,6 +63,16 @@ pub(super) fn parse_native(body: &[u8], max_timeout: Duration) -> Result<NativeR
         max_timeout,
         false,
     )?;
+    let callback_url = match obj.get("callback_url") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "bad_callback_url",
+                "`callback_url` must be a string",
+            ));
+        }
+    };
     let mut params = Params::from_json_object(obj);
     let (method, version) = match kind {
         Kind::RecaptchaV2 => ("userrecaptcha", Some("v2")),
@@ -80,7 +93,11 @@ pub(super) fn parse_native(body: &[u8], max_timeout: Duration) -> Result<NativeR
         }
     }
     let req = parse_submit(&params).map_err(|v| ApiError::bad_request(v.code, v.message))?;
-    Ok(NativeRequest { req, timeout })
+    Ok(NativeRequest {
+        req,
+        timeout,
+        callback_url,
+    })
 }
 
 fn expires_iso(ms: u64) -> String {
@@ -118,6 +135,12 @@ pub async fn solve(
 ) -> Result<Json<Value>, ApiError> {
     let _tenant = tenant(&state, &key)?;
     let native = parse_native(&body, state.limits.max_solve_timeout)?;
+    if native.callback_url.is_some() {
+        return Err(ApiError::bad_request(
+            "bad_callback_url",
+            "`callback_url` is for POST /v1/tasks; /v1/solve answers in the response",
+        ));
+    }
     let _permit = state
         .admission
         .try_admit()
@@ -141,6 +164,12 @@ pub async fn create_task(
 ) -> Result<Response, ApiError> {
     let tenant = tenant(&state, &key)?;
     let native = parse_native(&body, state.limits.max_solve_timeout)?;
+    let callback = native
+        .callback_url
+        .as_deref()
+        .map(|u| state.callbacks.check(u))
+        .transpose()
+        .map_err(|e| ApiError::bad_request("bad_callback_url", format!("`callback_url`: {e}")))?;
     let permit = state
         .admission
         .try_admit()
@@ -150,6 +179,16 @@ pub async fn create_task(
         .engine
         .submit(&tenant.0, native.req, timeout, permit)
         .await?;
+    if let Some(url) = callback {
+        state.callbacks.after_task(
+            state.engine.clone(),
+            tenant.0,
+            id.clone(),
+            url,
+            timeout,
+            |record| Payload::Json(task_json(record)),
+        );
+    }
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"task_id": id, "status": "pending"})),

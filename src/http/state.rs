@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Admission, Auth};
+use crate::callback::Callbacks;
 use crate::engine::Engine;
 use crate::pools::Pools;
 use crate::telemetry::Metrics;
@@ -47,4 +48,6 @@ pub struct AppState {
     pub limits: Arc<Limits>,
     /// Configured pools, their sizes and import bookkeeping.
     pub pools: Arc<Pools>,
+    /// Result callbacks (`pingback`, `callback_url`): the allow-list and delivery.
+    pub callbacks: Arc<Callbacks>,
 }
