@@ -5,6 +5,7 @@ mod support;
 
 mod bench;
 mod burst;
+mod callbacks;
 mod cli;
 mod clients;
 mod compat_api;
