@@ -13,6 +13,8 @@ mod input;
 mod listen;
 mod native;
 mod ops;
+#[cfg(test)]
+mod parse_tests;
 mod pools;
 mod state;
 mod worker;
