@@ -335,3 +335,45 @@ async fn redirects_are_not_followed_and_retries_are_bounded() {
     callbacks.deliver(&url, &payload()).await.unwrap();
     assert_eq!(recovering.count_now(), 2, "a 503, then the delivered retry");
 }
+
+#[test]
+fn callback_settings_are_checked_when_loading() {
+    use captcha_gateway::cli::ServeArgs;
+    use captcha_gateway::config;
+    let load = |toml: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.toml");
+        std::fs::write(&path, format!("provider = \"sim\"\n{toml}")).unwrap();
+        let args = ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        };
+        config::load_serve(&args, &|_| None)
+    };
+    let ok = load(
+        "callback_hosts = [\"Hooks.Example.com\", \"*.w.example\"]\ncallback_allow_networks = [\"10.0.0.0/8\"]\ncallback_attempts = 2\n",
+    )
+    .unwrap();
+    assert_eq!(ok.callbacks.hosts, ["hooks.example.com", "*.w.example"]);
+    assert_eq!(ok.callbacks.attempts, 2);
+    assert!(
+        load("").unwrap().callbacks.hosts.is_empty(),
+        "off by default"
+    );
+    for (toml, setting) in [
+        ("callback_hosts = [\"http://x.example\"]", "callback_hosts"),
+        ("callback_hosts = [\"x.example:8080\"]", "callback_hosts"),
+        (
+            "callback_allow_networks = [\"10.0.0.0\"]",
+            "callback_allow_networks",
+        ),
+        ("callback_attempts = 0", "callback_attempts"),
+        ("callback_attempts = 11", "callback_attempts"),
+        ("callback_timeout_s = 0", "callback_timeout_s"),
+        ("callback_timeout_s = 1e20", "callback_timeout_s"),
+        ("callback_max_concurrent = 0", "callback_max_concurrent"),
+    ] {
+        let err = load(toml).unwrap_err();
+        assert_eq!(err.setting, setting, "{toml}: {err}");
+    }
+}
