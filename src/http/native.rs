@@ -5,6 +5,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use axum::Json;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -199,10 +200,12 @@ pub async fn create_task(
 pub async fn get_task(
     State(state): State<AppState>,
     key: BearerKey,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let tenant = tenant(&state, &key)?;
+    // A path that does not even decode (`%FF`) gets the same JSON answer as a malformed id.
+    let id = id.map(|Path(id)| id).unwrap_or_default();
     let id = input::task_id(&id)?;
     let wait = input::wait_query(query.as_deref(), state.limits.max_solve_timeout)?;
     let record = state

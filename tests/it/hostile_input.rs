@@ -66,7 +66,7 @@ async fn defect1_huge_timeouts_and_waits_answer_400_and_the_gateway_keeps_servin
         let got = native(&gw, "GET", &format!("/v1/tasks/{id}?wait={wait}"), None).await;
         assert_refused(&got, "bad_wait", "wait");
     }
-    for bad_id in ["abc", "1%2F..", "12345678901234567890123"] {
+    for bad_id in ["abc", "1%2F..", "%FF%FE", "12345678901234567890123"] {
         let got = native(&gw, "GET", &format!("/v1/tasks/{bad_id}"), None).await;
         assert_refused(&got, "bad_task_id", "task id");
     }
