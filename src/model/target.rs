@@ -158,7 +158,7 @@ pub fn normalize_url(raw: &str, policy: TargetPolicy) -> String {
 
 /// `host` or `host:port` of a normalized URL: the only part of a caller's page that reaches a
 /// label (metrics, `/`, `/v1/pools`, logs). Never user info, path or query.
-fn host_of(url: &str) -> String {
+pub(super) fn host_of(url: &str) -> String {
     let Ok(url) = url::Url::parse(url) else {
         return String::new();
     };
@@ -225,8 +225,9 @@ mod tests {
         assert_eq!(with.label, "recaptcha_v2:example.com:8443");
         let page = normalize_url("https://user:secret@example.com/a?token=abc#f", p);
         assert_eq!(page, "https://example.com/a");
-        for shown in [format!("{with:?}"), with.label.clone()] {
-            for secret in ["user", "secret", "token", "abc", "@"] {
+        let req = v2("https://alice:s3cret@Example.com:8443/login?session=tok3n");
+        for shown in [format!("{with:?}"), with.label.clone(), format!("{req:?}")] {
+            for secret in ["alice", "s3cret", "secret", "tok3n", "abc", "@"] {
                 assert!(!shown.contains(secret), "{secret} in {shown}");
             }
         }
