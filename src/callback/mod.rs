@@ -22,6 +22,7 @@ pub use deliver::{DeliveryError, Payload};
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -105,6 +106,8 @@ pub struct Callbacks {
     settings: CallbackSettings,
     client: reqwest::Client,
     permits: Semaphore,
+    /// Deliveries started and not yet finished (sending, or waiting for a permit or a retry).
+    pending: AtomicUsize,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -119,6 +122,7 @@ impl Callbacks {
         let client = deliver::client(&settings)?;
         Ok(Arc::new(Self {
             permits: Semaphore::new(settings.max_concurrent.max(1)),
+            pending: AtomicUsize::new(0),
             settings,
             client,
             shutdown,
@@ -128,6 +132,11 @@ impl Callbacks {
 
     pub fn settings(&self) -> &CallbackSettings {
         &self.settings
+    }
+
+    /// Deliveries started and not finished: at most `max_concurrent x QUEUE_PER_SLOT`.
+    pub fn pending(&self) -> usize {
+        self.pending.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Checks a caller's callback URL: absolute http(s), host on the allow-list, and an IP
