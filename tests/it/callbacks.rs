@@ -154,6 +154,37 @@ async fn pingback_posts_id_and_answer_to_an_allowed_receiver() {
 }
 
 #[tokio::test]
+async fn a_failed_task_pings_back_its_error_code() {
+    let mut receiver = Receiver::start(&[]).await;
+    let mut s = fast_settings();
+    s.sim.unsolvable_rate = 1.0;
+    s.callbacks = settings(&["127.0.0.1"], &["127.0.0.1/32"]);
+    let gw = TestGateway::with(s).await;
+    let (_, body) = gw
+        .post_form(
+            "/in.php",
+            &[
+                ("key", KEY),
+                ("method", "turnstile"),
+                ("sitekey", "0x4-fails"),
+                ("pageurl", "https://example.com/"),
+                ("pingback", &format!("http://{}/hook", receiver.addr)),
+            ],
+        )
+        .await;
+    let id = body.strip_prefix("OK|").expect("submitted").to_owned();
+    let got = receiver.next(Duration::from_secs(30)).await;
+    let form: Vec<(String, String)> = form_urlencoded::parse(&got.body).into_owned().collect();
+    assert_eq!(
+        form,
+        [
+            ("id".to_owned(), id),
+            ("code".to_owned(), "ERROR_CAPTCHA_UNSOLVABLE".to_owned())
+        ]
+    );
+}
+
+#[tokio::test]
 async fn callback_url_posts_the_task_document() {
     let mut receiver = Receiver::start(&[]).await;
     let gw = gateway_allowing_loopback().await;
