@@ -10,6 +10,7 @@ mod cli;
 mod clients;
 mod compat_api;
 mod fleet;
+mod hostile_client;
 mod hostile_input;
 mod native_api;
 mod pools;
