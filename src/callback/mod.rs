@@ -290,6 +290,20 @@ mod tests {
         assert!(!e.to_string().contains("s3cret"), "{e}");
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_text_is_checked_without_panicking(raw in "\\PC{0,80}", host in "[a-z0-9.*:\\[\\]-]{0,20}") {
+            let s = service(&["hooks.example.com", "*.example.org"], &[]);
+            if let Ok(url) = s.check(&raw) {
+                let h = url.host().to_owned();
+                proptest::prop_assert!(h == "hooks.example.com" || h.ends_with(".example.org"), "{}", h);
+            }
+            let _ = s.check(&format!("http://{host}/"));
+            let _ = normalize_host_entry(&host);
+            let _ = host_allowed(&host, &["*.example.org".to_owned()]);
+        }
+    }
+
     #[test]
     fn allow_list_entries_are_hosts() {
         assert_eq!(

@@ -235,4 +235,18 @@ async fn hostile_clients_are_answered_while_legitimate_callers_solve() {
     }
     let (status, _) = gw.get_text("/livez").await;
     assert_eq!(status, 200);
+    // Every admission slot the hostile tasks took comes back once they end.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, body) = gw.get_text("/health").await;
+        let health: Value = serde_json::from_str(&body).unwrap();
+        if health["active_tasks"] == 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "admission slots still held a minute after the hostile load: {health}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
