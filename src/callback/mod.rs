@@ -197,7 +197,10 @@ pub fn normalize_host_entry(entry: &str) -> Option<String> {
         Some(rest) => (true, rest),
         None => (false, entry),
     };
-    if name.is_empty() || name.contains(['/', '@', '?', '#', ':']) && !name.starts_with('[') {
+    // No scheme, user info, path, query or port; `:` only inside an IPv6 literal's brackets.
+    let has_extras =
+        name.contains(['/', '@', '?', '#']) || (name.contains(':') && !name.starts_with('['));
+    if name.is_empty() || has_extras {
         return None;
     }
     let url = url::Url::parse(&format!("http://{name}/")).ok()?;
