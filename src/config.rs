@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::callback::CallbackSettings;
 use crate::cli::{ProviderName, ServeArgs, SimulateArgs};
 use crate::engine::EngineSettings;
 use crate::engine::store::redis::RedisSettings;
@@ -76,6 +77,8 @@ pub struct Settings {
     pub tls: Option<crate::http::TlsSettings>,
     /// How long shutdown waits for in-flight requests and tasks before cutting them short.
     pub shutdown_grace: Duration,
+    /// Result callbacks (`pingback`, `callback_url`): allow-list and delivery limits.
+    pub callbacks: CallbackSettings,
 }
 
 /// The TOML file: every flag, plus the knobs that have no flag.
@@ -120,6 +123,15 @@ struct FileConfig {
     tls_key: Option<PathBuf>,
     /// Seconds shutdown waits for in-flight work (default `serve::SHUTDOWN_GRACE`).
     shutdown_grace_s: Option<f64>,
+    /// Hosts callbacks may go to (`*.example.com` for subdomains); empty refuses callbacks.
+    #[serde(default)]
+    callback_hosts: Vec<String>,
+    /// CIDR networks callbacks may reach although special (loopback, private, link-local...).
+    #[serde(default)]
+    callback_allow_networks: Vec<String>,
+    callback_timeout_s: Option<f64>,
+    callback_attempts: Option<u32>,
+    callback_max_concurrent: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -345,6 +357,7 @@ pub fn load_serve(
     }
 
     let pools = crate::pools::specs(&file.pools, engine.target_policy)?;
+    let callbacks = callback_settings(&file)?;
 
     let tls = crate::http::tls_settings(
         args.tls_cert.clone().or(file.tls_cert.clone()),
@@ -374,6 +387,7 @@ pub fn load_serve(
         tenants,
         tls,
         shutdown_grace,
+        callbacks,
     })
 }
 
@@ -586,6 +600,55 @@ fn secs(setting: &str, s: f64) -> Result<Duration, ConfigError> {
             "give a non-negative number of seconds",
         ))
     }
+}
+
+/// The `callback_*` settings, validated: hosts are host names or IP literals (no scheme, path or
+/// port), networks are CIDR, the counts at least 1.
+fn callback_settings(file: &FileConfig) -> Result<CallbackSettings, ConfigError> {
+    let mut s = CallbackSettings::default();
+    for entry in &file.callback_hosts {
+        let host = crate::callback::normalize_host_entry(entry).ok_or_else(|| {
+            bad(
+                "callback_hosts",
+                format!("`{entry}` is not a host name"),
+                "list bare host names or IP literals, e.g. \"hooks.example.com\" or \"*.example.com\"",
+            )
+        })?;
+        s.hosts.push(host);
+    }
+    for entry in &file.callback_allow_networks {
+        let net = entry.trim().parse().map_err(|_| {
+            bad(
+                "callback_allow_networks",
+                format!("`{entry}` is not a CIDR network"),
+                "write networks as address/prefix, e.g. \"10.0.0.0/8\" or \"127.0.0.1/32\"",
+            )
+        })?;
+        s.allow_networks.push(net);
+    }
+    if let Some(t) = file.callback_timeout_s {
+        s.timeout = secs("callback_timeout_s", t)?;
+        if s.timeout.is_zero() {
+            return Err(bad("callback_timeout_s", "must be above 0", "e.g. 10"));
+        }
+    }
+    if let Some(n) = file.callback_attempts {
+        if !(1..=10).contains(&n) {
+            return Err(bad("callback_attempts", "must be from 1 to 10", "e.g. 3"));
+        }
+        s.attempts = n;
+    }
+    if let Some(n) = file.callback_max_concurrent {
+        if n == 0 {
+            return Err(bad(
+                "callback_max_concurrent",
+                "must be at least 1",
+                "e.g. 16",
+            ));
+        }
+        s.max_concurrent = n;
+    }
+    Ok(s)
 }
 
 fn kind(setting: &str, name: &str) -> Result<Kind, ConfigError> {

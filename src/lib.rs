@@ -13,6 +13,7 @@
 //! - [`pools`]: warm pools (configured, auto-sized, refilled on spare threads), token import,
 //!   hit-rate and waste figures.
 //! - [`upstream`]: the engine's view of the provider accounts.
+//! - [`callback`]: result callbacks (`pingback`, `callback_url`) to allow-listed hosts only.
 //! - [`http`]: the compatible, native, seed-worker and operations endpoints.
 //! - [`tenants`]: `[[tenants]]`: per-tenant keys, limits, isolation and usage.
 //! - [`sim`]: the provider simulator (a product feature; tests and benchmarks run against it).
@@ -23,6 +24,7 @@
 //! See `docs/ARCHITECTURE.md` for how the pieces fit and which promises each keeps.
 
 pub mod bench;
+pub mod callback;
 pub mod cli;
 pub mod compat;
 pub mod config;

@@ -1,6 +1,7 @@
 //! Wiring: builds the parts from [`Settings`] and runs them until shutdown. The one place that
 //! knows every component; each component only knows its own settings.
 
+use crate::callback::Callbacks;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -168,6 +169,12 @@ impl Gateway {
                     .iter()
                     .map(|k| http::key_tenant(&k.0).0),
             )),
+            callbacks: Callbacks::new(
+                settings.callbacks.clone(),
+                shutdown.token.clone(),
+                shutdown.tracker.clone(),
+            )
+            .map_err(|e| StartError::Io(std::io::Error::other(e.to_string())))?,
         };
         let mut router = http::router(state);
         if let Some((sim, _)) = &simulator {

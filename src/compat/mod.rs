@@ -6,6 +6,8 @@
 //! ([`codes`]) and the exact reply bodies ([`Reply`]). Does not own routing or authentication.
 
 pub mod codes;
+#[cfg(test)]
+mod limits_tests;
 mod params;
 mod reply;
 mod submit;

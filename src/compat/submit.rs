@@ -3,7 +3,7 @@ use bytes::Bytes;
 
 use super::{Params, codes};
 use crate::model::{
-    ImageOptions, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams, Validation,
+    ImageOptions, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams, Validation, limits,
 };
 
 /// Turns `in.php` parameters into a request, accepting every alias clients send
@@ -44,7 +44,7 @@ pub fn parse_submit(p: &Params) -> Result<SolveRequest, Validation> {
         },
         (Some("base64"), _) => TaskParams::Image {
             body: decode_base64_image(p.get(&["body"]))?,
-            options: image_options(p),
+            options: image_options(p)?,
         },
         (Some("post"), _) => TaskParams::Image {
             body: p
@@ -57,7 +57,7 @@ pub fn parse_submit(p: &Params) -> Result<SolveRequest, Validation> {
                         "multipart field `file` is empty or missing",
                     )
                 })?,
-            options: image_options(p),
+            options: image_options(p)?,
         },
         (None, _) => {
             return Err(Validation::new(codes::BAD_PARAMETERS, "method is missing"));
@@ -98,19 +98,46 @@ fn recaptcha(p: &Params) -> Result<TaskParams, Validation> {
     })
 }
 
-fn image_options(p: &Params) -> ImageOptions {
-    let num = |names: &[&str]| p.get(names).and_then(|v| v.parse::<u32>().ok());
-    ImageOptions {
+/// Image hints. A number that does not parse is refused (naming the parameter) rather than
+/// dropped, and ranges are checked by `model::limits` before any narrowing.
+fn image_options(p: &Params) -> Result<ImageOptions, Validation> {
+    let num = |names: &[&str]| -> Result<Option<u32>, Validation> {
+        match p.get(names) {
+            None => Ok(None),
+            Some(v) => v.parse::<u32>().map(Some).map_err(|_| {
+                Validation::new(
+                    codes::BAD_PARAMETERS,
+                    format!("`{}` must be a whole number", names[0]),
+                )
+            }),
+        }
+    };
+    let small = |names: &[&str], max: u8| -> Result<Option<u8>, Validation> {
+        match num(names)? {
+            None => Ok(None),
+            Some(n) => u8::try_from(n)
+                .ok()
+                .filter(|n| *n <= max)
+                .map(Some)
+                .ok_or_else(|| {
+                    Validation::new(
+                        codes::BAD_PARAMETERS,
+                        format!("`{}` must be from 0 to {max}", names[0]),
+                    )
+                }),
+        }
+    };
+    Ok(ImageOptions {
         phrase: p.flag(&["phrase"]),
         case_sensitive: p.flag(&["regsense", "caseSensitive"]),
-        numeric: num(&["numeric"]).unwrap_or(0).min(4) as u8,
+        numeric: small(&["numeric"], limits::MAX_NUMERIC)?.unwrap_or(0),
         calc: p.flag(&["calc"]),
-        min_len: num(&["min_len", "minLen"]),
-        max_len: num(&["max_len", "maxLen"]),
-        language: num(&["language"]).map(|l| l.min(2) as u8),
+        min_len: num(&["min_len", "minLen"])?,
+        max_len: num(&["max_len", "maxLen"])?,
+        language: small(&["language"], limits::MAX_LANGUAGE)?,
         lang: opt(p, &["lang"]),
         instructions: opt(p, &["textinstructions", "instructions"]),
-    }
+    })
 }
 
 fn decode_base64_image(raw: Option<&str>) -> Result<Bytes, Validation> {
@@ -346,13 +373,18 @@ mod tests {
                     Just("pageurl".to_owned()), Just("version".to_owned()), Just("body".to_owned()),
                     Just("proxy".to_owned()), Just("proxytype".to_owned()), Just("textcaptcha".to_owned()),
                     Just("gt".to_owned()), Just("challenge".to_owned()), Just("min_len".to_owned()),
+                    Just("max_len".to_owned()), Just("numeric".to_owned()), Just("language".to_owned()),
+                    Just("min_score".to_owned()), Just("action".to_owned()), Just("enterprise".to_owned()),
+                    Just("userAgent".to_owned()), Just("cookies".to_owned()), Just("data-s".to_owned()),
                     ".{0,12}"
                 ],
                 prop_oneof![
                     Just("userrecaptcha".to_owned()), Just("turnstile".to_owned()), Just("geetest".to_owned()),
                     Just("base64".to_owned()), Just("post".to_owned()), Just("cloudflare_challenge".to_owned()),
                     Just("https://example.com/a".to_owned()), Just("v3".to_owned()), Just("u:p@h:1".to_owned()),
-                    ".{0,40}"
+                    Just("https://u:p@example.com/a?q=1".to_owned()), Just("1e20".to_owned()), Just("-1".to_owned()),
+                    Just("NaN".to_owned()), Just("4294967296".to_owned()), Just("0.3".to_owned()),
+                    "[0-9.eE+-]{1,24}", ".{0,40}"
                 ]),
                 0..12,
             )

@@ -7,6 +7,7 @@ use axum::extract::{Request, State};
 use serde_json::json;
 
 use super::AppState;
+use crate::callback::Payload;
 use crate::compat::{Mode, Params, Reply, codes, parse_submit};
 use crate::engine::{ReportOutcome, TaskRecord, TaskState};
 
@@ -41,6 +42,12 @@ async fn submit_task(state: &AppState, params: &Params) -> Reply {
         Ok(r) => r,
         Err(v) => return Reply::error(mode, v.code),
     };
+    // 2captcha's `pingback`: checked now, so a refused URL is refused before any money is spent.
+    let pingback = match params.get(&["pingback"]).map(|u| state.callbacks.check(u)) {
+        None => None,
+        Some(Ok(url)) => Some(url),
+        Some(Err(_)) => return Reply::error(mode, codes::BAD_PARAMETERS),
+    };
     // Clients never retry a refusal by themselves (item 12), so we only refuse when this process
     // holds as many tasks as it is allowed to; `threadsinfo` reports the same figures.
     let Some(permit) = state.admission.try_admit() else {
@@ -50,17 +57,25 @@ async fn submit_task(state: &AppState, params: &Params) -> Reply {
         Ok(pass) => pass,
         Err(refusal) => return super::usage::compat_refusal(mode, &refusal),
     };
+    let timeout = state.limits.compat_task_timeout;
     match state
         .engine
-        .submit(
-            &tenant.0,
-            req,
-            state.limits.compat_task_timeout,
-            (permit, pass),
-        )
+        .submit(&tenant.0, req, timeout, (permit, pass))
         .await
     {
-        Ok(id) => Reply::ok(mode, id),
+        Ok(id) => {
+            if let Some(url) = pingback {
+                state.callbacks.after_task(
+                    state.engine.clone(),
+                    tenant.0,
+                    id.clone(),
+                    url,
+                    timeout,
+                    pingback_payload,
+                );
+            }
+            Reply::ok(mode, id)
+        }
         Err(e) => Reply::error(mode, e.code()),
     }
 }
@@ -127,6 +142,19 @@ async fn result_action(state: &AppState, params: &Params) -> Reply {
         }
         Some(_) => Reply::error(mode, codes::BAD_PARAMETERS),
     }
+}
+
+/// 2captcha's pingback body: `id` and `code` (the answer, or the error code the task ended with).
+fn pingback_payload(record: &TaskRecord) -> Payload {
+    let code = match &record.state {
+        TaskState::Ready(h) => h.answer.text.clone(),
+        TaskState::Failed(f) => f.code.clone(),
+        TaskState::Pending => codes::NOT_READY.to_owned(),
+    };
+    Payload::Form(vec![
+        ("id".into(), record.id.clone()),
+        ("code".into(), code),
+    ])
 }
 
 fn valid_id(id: &str) -> bool {

@@ -9,9 +9,12 @@ mod admission;
 mod auth;
 mod compat;
 mod error;
+mod input;
 mod listen;
 mod native;
 mod ops;
+#[cfg(test)]
+mod parse_tests;
 mod pools;
 mod state;
 mod tls;

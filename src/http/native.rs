@@ -5,16 +5,17 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::error::ApiError;
+use super::input::{self, LimitedBody};
 use super::{AppState, BearerKey, Tenant};
+use crate::callback::Payload;
 use crate::compat::{Params, parse_submit};
 use crate::engine::{Handout, TaskRecord, TaskState};
 use crate::model::{Kind, SolveRequest};
@@ -35,10 +36,14 @@ pub(super) fn tenant(state: &AppState, key: &BearerKey) -> Result<Tenant, ApiErr
 pub(super) struct NativeRequest {
     pub req: SolveRequest,
     pub timeout: Option<Duration>,
+    /// `callback_url` as sent (checked by the handler that takes callbacks).
+    pub callback_url: Option<String>,
 }
 
-pub(super) async fn parse_native(body: Bytes) -> Result<NativeRequest, ApiError> {
-    let value: Value = serde_json::from_slice(&body)
+/// Parses a native body. `max_timeout` bounds `timeout_s` (the caller hears the bound, rather
+/// than having a larger value silently cut).
+pub(super) fn parse_native(body: &[u8], max_timeout: Duration) -> Result<NativeRequest, ApiError> {
+    let value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request("bad_json", format!("the body is not JSON: {e}")))?;
     let Value::Object(obj) = value else {
         return Err(ApiError::bad_request(
@@ -52,16 +57,22 @@ pub(super) async fn parse_native(body: Bytes) -> Result<NativeRequest, ApiError>
         .ok_or_else(|| ApiError::bad_request("bad_kind", "`kind` is missing"))?
         .parse()
         .map_err(|e: String| ApiError::bad_request("bad_kind", e))?;
-    let timeout = match obj.get("timeout_s") {
+    let timeout = input::seconds_field(
+        "timeout_s",
+        "bad_timeout",
+        obj.get("timeout_s"),
+        max_timeout,
+        false,
+    )?;
+    let callback_url = match obj.get("callback_url") {
         None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_f64()
-                .filter(|s| s.is_finite() && *s > 0.0)
-                .map(Duration::from_secs_f64)
-                .ok_or_else(|| {
-                    ApiError::bad_request("bad_timeout", "`timeout_s` must be a positive number")
-                })?,
-        ),
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "bad_callback_url",
+                "`callback_url` must be a string",
+            ));
+        }
     };
     let mut params = Params::from_json_object(obj);
     let (method, version) = match kind {
@@ -83,7 +94,11 @@ pub(super) async fn parse_native(body: Bytes) -> Result<NativeRequest, ApiError>
         }
     }
     let req = parse_submit(&params).map_err(|v| ApiError::bad_request(v.code, v.message))?;
-    Ok(NativeRequest { req, timeout })
+    Ok(NativeRequest {
+        req,
+        timeout,
+        callback_url,
+    })
 }
 
 fn expires_iso(ms: u64) -> String {
@@ -117,10 +132,16 @@ fn clamp(state: &AppState, asked: Option<Duration>) -> Duration {
 pub async fn solve(
     State(state): State<AppState>,
     key: BearerKey,
-    body: Bytes,
+    LimitedBody(body): LimitedBody,
 ) -> Result<Json<Value>, ApiError> {
     let tenant = tenant(&state, &key)?;
-    let mut native = parse_native(body).await?;
+    let mut native = parse_native(&body, state.limits.max_solve_timeout)?;
+    if native.callback_url.is_some() {
+        return Err(ApiError::bad_request(
+            "bad_callback_url",
+            "`callback_url` is for POST /v1/tasks; /v1/solve answers in the response",
+        ));
+    }
     let _permit = state
         .admission
         .try_admit()
@@ -144,10 +165,16 @@ pub async fn solve(
 pub async fn create_task(
     State(state): State<AppState>,
     key: BearerKey,
-    body: Bytes,
+    LimitedBody(body): LimitedBody,
 ) -> Result<Response, ApiError> {
     let tenant = tenant(&state, &key)?;
-    let mut native = parse_native(body).await?;
+    let mut native = parse_native(&body, state.limits.max_solve_timeout)?;
+    let callback = native
+        .callback_url
+        .as_deref()
+        .map(|u| state.callbacks.check(u))
+        .transpose()
+        .map_err(|e| ApiError::bad_request("bad_callback_url", format!("`callback_url`: {e}")))?;
     let permit = state
         .admission
         .try_admit()
@@ -161,6 +188,16 @@ pub async fn create_task(
         .engine
         .submit(&tenant.0, native.req, timeout, (permit, pass))
         .await?;
+    if let Some(url) = callback {
+        state.callbacks.after_task(
+            state.engine.clone(),
+            tenant.0,
+            id.clone(),
+            url,
+            timeout,
+            |record| Payload::Json(task_json(record)),
+        );
+    }
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"task_id": id, "status": "pending"})),
@@ -168,27 +205,20 @@ pub async fn create_task(
         .into_response())
 }
 
-#[derive(Deserialize)]
-pub struct WaitQuery {
-    wait: Option<f64>,
-}
-
 pub async fn get_task(
     State(state): State<AppState>,
     key: BearerKey,
-    Path(id): Path<String>,
-    Query(q): Query<WaitQuery>,
+    id: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let tenant = tenant(&state, &key)?;
-    let wait = q
-        .wait
-        .filter(|w| w.is_finite() && *w > 0.0)
-        .map(Duration::from_secs_f64)
-        .unwrap_or_default()
-        .min(state.limits.max_solve_timeout);
+    // A path that does not even decode (`%FF`) gets the same JSON answer as a malformed id.
+    let id = id.map(|Path(id)| id).unwrap_or_default();
+    let id = input::task_id(&id)?;
+    let wait = input::wait_query(query.as_deref(), state.limits.max_solve_timeout)?;
     let record = state
         .engine
-        .task(&tenant.0, &id, wait)
+        .task(&tenant.0, id, wait)
         .await?
         .ok_or_else(|| {
             ApiError::new(

@@ -7,13 +7,13 @@
 use std::time::UNIX_EPOCH;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use super::native::{parse_native, tenant};
+use super::input::LimitedBody;
+use super::native::{NativeRequest, parse_native, tenant};
 use super::{AppState, BearerKey};
 use crate::engine::SolveError;
 use crate::model::{Kind, Millis, Reuse};
@@ -37,10 +37,32 @@ pub async fn list(State(state): State<AppState>, key: BearerKey) -> Result<Json<
 pub async fn import_tokens(
     State(state): State<AppState>,
     key: BearerKey,
-    body: Bytes,
+    LimitedBody(body): LimitedBody,
 ) -> Result<Json<Value>, ApiError> {
     tenant(&state, &key)?;
-    let value: Value = serde_json::from_slice(&body)
+    let (native, offered) = parse_import(&body, state.limits.max_solve_timeout)?;
+    let outcome = pools::import(&state.engine, &state.pools, &native.req, offered)
+        .await
+        .map_err(|e| match e {
+            ImportError::NotPoolable(kind) => not_poolable(kind),
+            ImportError::Unavailable => ApiError::from(SolveError::Unavailable),
+        })?;
+    let rejected: Vec<Value> = outcome
+        .rejected
+        .iter()
+        .map(|(index, reason)| json!({"index": index, "reason": reason}))
+        .collect();
+    Ok(Json(
+        json!({"accepted": outcome.accepted, "rejected": rejected}),
+    ))
+}
+
+/// An import body: the target's request and each offered token (or why it cannot be read).
+pub(super) fn parse_import(
+    body: &[u8],
+    max_timeout: std::time::Duration,
+) -> Result<(NativeRequest, Vec<Result<ImportToken, String>>), ApiError> {
+    let value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request("bad_json", format!("the body is not JSON: {e}")))?;
     // Checked before the target parameters, so an image import hears "not poolable", not
     // "the image body is missing".
@@ -63,21 +85,8 @@ pub async fn import_tokens(
         }
     };
     let offered: Vec<_> = tokens.iter().map(parse_token).collect();
-    let native = parse_native(body).await?;
-    let outcome = pools::import(&state.engine, &state.pools, &native.req, offered)
-        .await
-        .map_err(|e| match e {
-            ImportError::NotPoolable(kind) => not_poolable(kind),
-            ImportError::Unavailable => ApiError::from(SolveError::Unavailable),
-        })?;
-    let rejected: Vec<Value> = outcome
-        .rejected
-        .iter()
-        .map(|(index, reason)| json!({"index": index, "reason": reason}))
-        .collect();
-    Ok(Json(
-        json!({"accepted": outcome.accepted, "rejected": rejected}),
-    ))
+    let native = parse_native(body, max_timeout)?;
+    Ok((native, offered))
 }
 
 fn not_poolable(kind: Kind) -> ApiError {

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Admission, Auth};
+use crate::callback::Callbacks;
 use crate::engine::Engine;
 use crate::pools::Pools;
 use crate::telemetry::Metrics;
@@ -49,4 +50,6 @@ pub struct AppState {
     pub pools: Arc<Pools>,
     /// Per-tenant limits and usage (`[[tenants]]`).
     pub tenants: Arc<crate::tenants::Tenants>,
+    /// Result callbacks (`pingback`, `callback_url`): the allow-list and delivery.
+    pub callbacks: Arc<Callbacks>,
 }

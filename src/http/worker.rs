@@ -2,7 +2,7 @@
 //! unchanged: `POST /solve` and `GET /health` with `load_pct`.
 
 use axum::Json;
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -21,7 +21,13 @@ fn error(status: StatusCode, code: &str) -> Response {
 
 /// `{sitekey, pageurl, method, proxy, proxytype}` -> `{solution, captcha_id}` or `{error}`.
 /// As in the seed, solving errors come with HTTP 200 and only capacity is a 503.
-pub async fn solve(State(state): State<AppState>, key: BearerKey, body: Bytes) -> Response {
+pub async fn solve(State(state): State<AppState>, key: BearerKey, body: Body) -> Response {
+    let Ok(body) = super::input::read_limited(body, state.limits.max_body_bytes).await else {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            crate::compat::codes::TOO_BIG_CAPTCHA_FILESIZE,
+        );
+    };
     let mut params = Params::read(None, Some("application/json"), body).await;
     let tenant = match state.auth.tenant(key.as_deref().or(params.get(&["key"]))) {
         Ok(t) => t,

@@ -5,6 +5,7 @@
 
 mod answer;
 mod kind;
+pub mod limits;
 mod request;
 mod target;
 

@@ -140,9 +140,19 @@ impl fmt::Debug for Proxy {
 
 impl fmt::Debug for SolveRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Cookies can carry sessions: their presence is logged, never their value.
+        // What a log line may show: the kind and the page's host (a page URL can carry user
+        // info and a session in its query), the proxy's endpoint, whether cookies were sent
+        // (they carry sessions), never their values.
+        let page = match &self.params {
+            TaskParams::Recaptcha { pageurl, .. }
+            | TaskParams::Turnstile { pageurl, .. }
+            | TaskParams::CloudflareChallenge { pageurl, .. }
+            | TaskParams::Geetest { pageurl, .. } => Some(super::target::host_of(pageurl)),
+            TaskParams::Image { .. } | TaskParams::Text { .. } => None,
+        };
         f.debug_struct("SolveRequest")
-            .field("params", &self.params)
+            .field("kind", &self.kind())
+            .field("page_host", &page)
             .field("proxy", &self.proxy)
             .field("user_agent", &self.user_agent)
             .field("cookies", &self.cookies.as_ref().map(|_| "<set>"))
@@ -228,6 +238,7 @@ impl SolveRequest {
 
     /// The checks every entry point shares, so each protocol reports the same problems.
     pub fn validate(&self) -> Result<(), Validation> {
+        super::limits::check_request(self)?;
         fn page(url: &str) -> Result<(), Validation> {
             match url::Url::parse(url) {
                 Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),
@@ -239,7 +250,7 @@ impl SolveRequest {
         }
         fn sitekey(key: &str, code: &'static str) -> Result<(), Validation> {
             let ok = !key.is_empty()
-                && key.len() <= 256
+                && key.len() <= super::limits::MAX_SITEKEY_LEN
                 && key
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');

@@ -79,7 +79,7 @@ impl Target {
             }
             TaskParams::CloudflareChallenge { pageurl, .. } => {
                 // The clearance cookie is valid for the site's whole host, per proxy and UA.
-                let host = host_of(&normalize_url(pageurl, policy)).to_owned();
+                let host = host_of(&normalize_url(pageurl, policy));
                 push("host", &host);
                 format!("{kind}:{host}")
             }
@@ -133,13 +133,22 @@ impl Target {
     }
 }
 
-/// Lower-cases scheme and host (the `url` crate does), drops the fragment always and the query when
-/// the policy says so, and drops a trailing `/` on the path unless it is the root. Unparsable URLs
-/// are kept as given (validation rejects them before they get here).
+/// Lower-cases scheme and host (the `url` crate does), drops user info (`user:secret@`) and the
+/// fragment always and the query when the policy says so, and drops a trailing `/` on the path
+/// unless it is the root. Unparsable URLs become an empty string: validation rejects them before
+/// they get here, and whatever they hold must not reach a label.
+///
+/// User info is not part of the page: it is HTTP credentials for the site, which neither the
+/// captcha's sitekey nor its token is bound to (the widget reports the page's origin, which has no
+/// user info), so two URLs differing only in it are one target. Keeping it, even digested, would
+/// split one site's pool by whoever's credentials came along.
 pub fn normalize_url(raw: &str, policy: TargetPolicy) -> String {
     let Ok(mut url) = url::Url::parse(raw.trim()) else {
-        return raw.trim().to_owned();
+        return String::new();
     };
+    // Both fail only for URLs that cannot have user info (no host), which have none to drop.
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
     url.set_fragment(None);
     if policy.drop_query {
         url.set_query(None);
@@ -151,9 +160,17 @@ pub fn normalize_url(raw: &str, policy: TargetPolicy) -> String {
     url.to_string()
 }
 
-fn host_of(url: &str) -> &str {
-    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
-    rest.split(['/', '?', '#']).next().unwrap_or(rest)
+/// `host` or `host:port` of a normalized URL: the only part of a caller's page that reaches a
+/// label (metrics, `/`, `/v1/pools`, logs). Never user info, path or query.
+pub(super) fn host_of(url: &str) -> String {
+    let Ok(url) = url::Url::parse(url) else {
+        return String::new();
+    };
+    match (url.host_str(), url.port()) {
+        (Some(host), Some(port)) => format!("{host}:{port}"),
+        (Some(host), None) => host.to_owned(),
+        (None, _) => String::new(),
+    }
 }
 
 #[cfg(test)]
@@ -200,7 +217,56 @@ mod tests {
         );
     }
 
+    #[test]
+    fn user_info_reaches_neither_label_nor_key() {
+        let p = TargetPolicy::default();
+        let with = Target::of(
+            &v2("https://user:secret@Example.com:8443/login?token=abc"),
+            p,
+        );
+        let without = Target::of(&v2("https://example.com:8443/login"), p);
+        assert_eq!(with, without, "user info is not part of the page");
+        assert_eq!(with.label, "recaptcha_v2:example.com:8443");
+        let page = normalize_url("https://user:secret@example.com/a?token=abc#f", p);
+        assert_eq!(page, "https://example.com/a");
+        let req = v2("https://alice:s3cret@Example.com:8443/login?session=tok3n");
+        for shown in [format!("{with:?}"), with.label.clone(), format!("{req:?}")] {
+            for secret in ["alice", "s3cret", "secret", "tok3n", "abc", "@"] {
+                assert!(!shown.contains(secret), "{secret} in {shown}");
+            }
+        }
+        let cf = crate::model::SolveRequest::new(TaskParams::CloudflareChallenge {
+            pageurl: "http://a:b@shop.example/x".into(),
+            sitekey: None,
+        });
+        assert_eq!(
+            Target::of(&cf, p).label,
+            "cloudflare_challenge:shop.example"
+        );
+    }
+
     proptest! {
+        #[test]
+        fn labels_never_carry_user_info_or_query(
+            user in "[a-zA-Z0-9%]{1,8}", pass in "[a-zA-Z0-9%:]{0,8}",
+            host in "[a-z]{1,8}\\.[a-z]{2,3}", path in "(/[a-z0-9@:]{0,5}){0,3}",
+            query in "[a-z0-9=&@:]{0,12}",
+        ) {
+            let url = format!("https://{user}:{pass}@{host}{path}?{query}");
+            let t = Target::of(&v2(&url), TargetPolicy { drop_query: false });
+            prop_assert_eq!(t.label, format!("recaptcha_v2:{host}"));
+            let page = normalize_url(&url, TargetPolicy { drop_query: true });
+            prop_assert!(!page.contains('@') || path.contains('@'), "{}", page);
+            prop_assert!(!page.contains('?'));
+        }
+
+        #[test]
+        fn normalizing_any_text_never_panics(s in "\\PC{0,60}") {
+            for drop_query in [true, false] {
+                let _ = Target::of(&v2(&s), TargetPolicy { drop_query });
+            }
+        }
+
         #[test]
         fn normalization_is_idempotent(s in "https?://[a-zA-Z]{1,8}\\.[a-z]{2,3}(/[a-z0-9]{0,5}){0,3}/?(\\?[a-z=&]{0,8})?(#[a-z]{0,4})?") {
             for drop_query in [true, false] {

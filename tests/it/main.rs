@@ -5,12 +5,14 @@ mod support;
 
 mod bench;
 mod burst;
+mod callbacks;
 mod cli;
 mod clients;
 mod compat_api;
 mod conformance;
 mod fleet;
 mod hostile;
+mod hostile_input;
 mod native_api;
 mod pools;
 mod redis_tls;

@@ -1,0 +1,139 @@
+//! The compatible parser against the limits of `model::limits`: numbers out of range, values
+//! too long, malformed sitekeys and page URLs get their protocol codes.
+
+use base64::Engine as _;
+
+use super::{Params, codes, parse_submit};
+use crate::model::{SolveRequest, Validation, limits};
+
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789";
+
+fn parse(pairs: &[(&str, &str)]) -> Result<SolveRequest, Validation> {
+    parse_submit(&Params::from_pairs(pairs.iter().copied()))
+}
+
+#[test]
+fn numbers_and_lengths_are_range_checked() {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(PNG);
+    let image = |extra: (&str, &str)| {
+        parse(&[("method", "base64"), ("body", &b64), extra]).map(|r| r.params)
+    };
+    for ok in [
+        ("numeric", "4"),
+        ("min_len", "0"),
+        ("max_len", "20"),
+        ("language", "2"),
+    ] {
+        assert!(image(ok).is_ok(), "{ok:?}");
+    }
+    for bad in [
+        ("numeric", "5"),
+        ("numeric", "300"),
+        ("numeric", "-1"),
+        ("numeric", "1e20"),
+        ("min_len", "21"),
+        ("minLen", "4294967296"),
+        ("max_len", "abc"),
+        ("language", "3"),
+        ("language", "256"),
+        ("textinstructions", &"x".repeat(limits::MAX_TEXT_LEN + 1)),
+    ] {
+        assert_eq!(
+            image(bad).unwrap_err().code,
+            codes::BAD_PARAMETERS,
+            "{bad:?}"
+        );
+    }
+    let v3 = |score: &str| {
+        parse(&[
+            ("method", "userrecaptcha"),
+            ("version", "v3"),
+            ("googlekey", "k"),
+            ("pageurl", "https://a.example/"),
+            ("action", "login"),
+            ("min_score", score),
+        ])
+    };
+    assert!(v3("0.3").is_ok());
+    for bad in ["1e20", "-0.1", "NaN", "inf", "1.5", "high"] {
+        let e = v3(bad).unwrap_err();
+        assert_eq!(e.code, codes::BAD_PARAMETERS, "{bad}");
+        assert!(e.message.contains("min_score"), "{}", e.message);
+    }
+    let long_page = format!("https://a.example/{}", "p".repeat(limits::MAX_PAGEURL_LEN));
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[
+                ("method", "turnstile"),
+                ("sitekey", "k"),
+                ("pageurl", &long_page),
+            ],
+            codes::PAGEURL,
+        ),
+        (
+            &[
+                ("method", "turnstile"),
+                ("sitekey", "k"),
+                ("pageurl", "https://a.example/"),
+                ("userAgent", &"u".repeat(limits::MAX_USER_AGENT_LEN + 1)),
+            ],
+            codes::BAD_PARAMETERS,
+        ),
+        (
+            &[
+                ("method", "turnstile"),
+                ("sitekey", "k"),
+                ("pageurl", "https://a.example/"),
+                (
+                    "proxy",
+                    &format!("{}:p@h:1", "u".repeat(limits::MAX_PROXY_LEN)),
+                ),
+            ],
+            codes::BAD_PROXY,
+        ),
+        (
+            &[
+                ("method", "turnstile"),
+                ("sitekey", "k e y"),
+                ("pageurl", "https://a.example/"),
+            ],
+            codes::BAD_PARAMETERS,
+        ),
+        (
+            &[
+                ("method", "userrecaptcha"),
+                ("googlekey", "6Le<script>"),
+                ("pageurl", "https://a.example/"),
+            ],
+            codes::GOOGLEKEY,
+        ),
+        (
+            &[
+                ("method", "userrecaptcha"),
+                ("googlekey", "k"),
+                ("pageurl", "/relative/page"),
+            ],
+            codes::PAGEURL,
+        ),
+        (
+            &[
+                ("method", "userrecaptcha"),
+                ("googlekey", "k"),
+                ("pageurl", "ftp://a.example/"),
+            ],
+            codes::PAGEURL,
+        ),
+        (
+            &[("textcaptcha", &"q".repeat(limits::MAX_TEXT_LEN + 1))],
+            codes::BAD_PARAMETERS,
+        ),
+    ];
+    for (pairs, code) in cases {
+        assert_eq!(
+            parse(pairs).unwrap_err().code,
+            *code,
+            "{:?}",
+            pairs[..2].to_vec()
+        );
+    }
+}

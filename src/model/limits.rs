@@ -1,0 +1,161 @@
+//! How long and how large each caller-sent value of a [`SolveRequest`] may be, and the ranges of
+//! its numeric hints. Checked by `SolveRequest::validate`, so every protocol (compatible, native,
+//! seed worker API, pool imports) refuses the same things with the same compatible code.
+//!
+//! The bounds are generous for real use (each comment says what real values look like) and small
+//! enough that one request cannot make the gateway hold, hash, forward or label megabytes.
+
+use super::{SolveRequest, TaskParams, Validation};
+
+/// Page URLs: real ones are under 2 KB; 8 KB is the most a request line may carry anyway.
+pub const MAX_PAGEURL_LEN: usize = 4096;
+/// reCAPTCHA (40), Turnstile (~24), GeeTest `gt` (32) and `challenge` (32-34) are far shorter.
+pub const MAX_SITEKEY_LEN: usize = 256;
+/// A reCAPTCHA action, a min score, a Turnstile action, a domain or an API server: short words.
+pub const MAX_WORD_LEN: usize = 256;
+/// reCAPTCHA `data-s` and Turnstile `cData`/`pagedata`: opaque values of a few hundred bytes.
+pub const MAX_DATA_LEN: usize = 8192;
+/// A text captcha's question or an image's instructions (2captcha takes 140 characters).
+pub const MAX_TEXT_LEN: usize = 2048;
+/// Browser user agents are 100-300 characters.
+pub const MAX_USER_AGENT_LEN: usize = 1024;
+/// Cookies passed to the provider's worker; browsers cap one cookie at 4 KB.
+pub const MAX_COOKIES_LEN: usize = 16 * 1024;
+/// `user:password@host:port`.
+pub const MAX_PROXY_LEN: usize = 512;
+/// Image `min_len`/`max_len` (2captcha: 1 to 20; 0 means no limit).
+pub const MAX_ANSWER_LEN_HINT: u32 = 20;
+/// Image `numeric`: 0 any, 1 digits, 2 letters, 3 either, 4 no digits.
+pub const MAX_NUMERIC: u8 = 4;
+/// Image `language`: 0 any, 1 Cyrillic, 2 Latin.
+pub const MAX_LANGUAGE: u8 = 2;
+
+fn too_long(code: &'static str, field: &str, max: usize) -> Validation {
+    Validation::new(code, format!("`{field}` is longer than {max} bytes"))
+}
+
+fn check(
+    code: &'static str,
+    field: &str,
+    value: Option<&str>,
+    max: usize,
+) -> Result<(), Validation> {
+    match value {
+        Some(v) if v.len() > max => Err(too_long(code, field, max)),
+        _ => Ok(()),
+    }
+}
+
+/// A reCAPTCHA v3 `min_score`: a number from 0 to 1 (providers take 0.1 to 0.9).
+pub fn check_min_score(raw: &str) -> Result<(), Validation> {
+    match raw.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && (0.0..=1.0).contains(&s) => Ok(()),
+        _ => Err(Validation::new(
+            "ERROR_BAD_PARAMETERS",
+            "`min_score` must be a number from 0 to 1, e.g. 0.3",
+        )),
+    }
+}
+
+/// The length and range checks of every caller-sent value of `req`.
+pub fn check_request(req: &SolveRequest) -> Result<(), Validation> {
+    const BAD: &str = "ERROR_BAD_PARAMETERS";
+    match &req.params {
+        TaskParams::Recaptcha {
+            pageurl,
+            action,
+            min_score,
+            data_s,
+            domain,
+            ..
+        } => {
+            check("ERROR_PAGEURL", "pageurl", Some(pageurl), MAX_PAGEURL_LEN)?;
+            check(BAD, "action", action.as_deref(), MAX_WORD_LEN)?;
+            check(BAD, "data-s", data_s.as_deref(), MAX_DATA_LEN)?;
+            check(BAD, "domain", domain.as_deref(), MAX_WORD_LEN)?;
+            if let Some(score) = min_score {
+                check_min_score(score)?;
+            }
+        }
+        TaskParams::Turnstile {
+            pageurl,
+            action,
+            data,
+            pagedata,
+            ..
+        } => {
+            check("ERROR_PAGEURL", "pageurl", Some(pageurl), MAX_PAGEURL_LEN)?;
+            check(BAD, "action", action.as_deref(), MAX_WORD_LEN)?;
+            check(BAD, "data", data.as_deref(), MAX_DATA_LEN)?;
+            check(BAD, "pagedata", pagedata.as_deref(), MAX_DATA_LEN)?;
+        }
+        TaskParams::CloudflareChallenge { pageurl, sitekey } => {
+            check("ERROR_PAGEURL", "pageurl", Some(pageurl), MAX_PAGEURL_LEN)?;
+            check(BAD, "sitekey", sitekey.as_deref(), MAX_SITEKEY_LEN)?;
+        }
+        TaskParams::Geetest {
+            gt,
+            challenge,
+            pageurl,
+            api_server,
+        } => {
+            check(BAD, "gt", Some(gt), MAX_SITEKEY_LEN)?;
+            check(BAD, "challenge", Some(challenge), MAX_SITEKEY_LEN)?;
+            check("ERROR_PAGEURL", "pageurl", Some(pageurl), MAX_PAGEURL_LEN)?;
+            check(BAD, "api_server", api_server.as_deref(), MAX_WORD_LEN)?;
+        }
+        TaskParams::Image { options, .. } => {
+            check(BAD, "lang", options.lang.as_deref(), MAX_WORD_LEN)?;
+            check(
+                BAD,
+                "textinstructions",
+                options.instructions.as_deref(),
+                MAX_TEXT_LEN,
+            )?;
+            let hint = |field: &str, v: Option<u32>| match v {
+                Some(n) if n > MAX_ANSWER_LEN_HINT => Err(Validation::new(
+                    BAD,
+                    format!("`{field}` must be from 0 to {MAX_ANSWER_LEN_HINT}"),
+                )),
+                _ => Ok(()),
+            };
+            hint("min_len", options.min_len)?;
+            hint("max_len", options.max_len)?;
+            if let (Some(min), Some(max)) = (options.min_len, options.max_len) {
+                if min > 0 && max > 0 && min > max {
+                    return Err(Validation::new(BAD, "`min_len` is above `max_len`"));
+                }
+            }
+            if options.numeric > MAX_NUMERIC {
+                return Err(Validation::new(
+                    BAD,
+                    format!("`numeric` must be from 0 to {MAX_NUMERIC}"),
+                ));
+            }
+            if options.language.is_some_and(|l| l > MAX_LANGUAGE) {
+                return Err(Validation::new(
+                    BAD,
+                    format!("`language` must be from 0 to {MAX_LANGUAGE}"),
+                ));
+            }
+        }
+        TaskParams::Text { text, lang } => {
+            check(BAD, "textcaptcha", Some(text), MAX_TEXT_LEN)?;
+            check(BAD, "lang", lang.as_deref(), MAX_WORD_LEN)?;
+        }
+    }
+    check(
+        BAD,
+        "userAgent",
+        req.user_agent.as_deref(),
+        MAX_USER_AGENT_LEN,
+    )?;
+    check(BAD, "cookies", req.cookies.as_deref(), MAX_COOKIES_LEN)?;
+    check(
+        "ERROR_BAD_PROXY",
+        "proxy",
+        req.proxy.as_ref().map(|p| p.address.as_str()),
+        MAX_PROXY_LEN,
+    )?;
+    Ok(())
+}
