@@ -167,6 +167,7 @@ impl TestGateway {
         v
     }
 }
+pub mod fault_proxy;
 pub mod fleet;
 pub mod redis;
 
