@@ -504,3 +504,45 @@ async fn with_redis_required_a_broken_redis_gets_callers_a_clear_refusal_and_rec
     .await;
     assert_slots_return(http, base, "required").await;
 }
+
+/// The Redis store's response timeout (`RedisSettings::new`): an answer that waited on a
+/// blackholed Redis cannot come sooner than this.
+const REDIS_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[tokio::test]
+async fn with_redis_blackholed_or_stalled_a_callers_timeout_comes_at_its_deadline() {
+    let rig = RedisRig::start("redis_lease_s = 3").await;
+    let (http, base) = (&rig.http, rig.gw.base.as_str());
+    assert_serves_again(http, base, "6Le-deadline-before", "before any fault").await;
+    for mode in [Mode::Blackhole, Mode::Stall] {
+        rig.proxy.set(mode);
+        for _ in 0..3 {
+            let asked = std::time::Instant::now();
+            let (status, v) = solve(http, base, body("6Le-deadline", 0.2)).await;
+            let took = asked.elapsed();
+            assert_answer_or_clear_error(status, &v, &format!("{mode:?}"));
+            assert_eq!(status, 504, "{mode:?}: {v}");
+            // Ten times the caller's deadline: only an answer that waited on Redis is this late.
+            assert!(
+                took < REDIS_RESPONSE_TIMEOUT,
+                "{mode:?}: a caller with a 0.2 s deadline was answered after {took:?}: it waited \
+                 on the store instead of its deadline"
+            );
+        }
+        rig.proxy.set(Mode::Pass);
+        rig.health_is("healthy", &format!("{mode:?}, then pass"))
+            .await;
+        // The arrivals those callers left behind finished as departures: nobody waits on.
+        eventually(
+            SOON,
+            &format!("{mode:?}: no waiter left behind"),
+            || async {
+                let waiting = metric(http, base, "gateway_target_waiting").await;
+                (waiting == 0.0, waiting)
+            },
+        )
+        .await;
+        assert_slots_return(http, base, &format!("{mode:?}")).await;
+        assert_serves_again(http, base, "6Le-deadline-after", &format!("{mode:?}")).await;
+    }
+}
