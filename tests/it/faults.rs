@@ -236,7 +236,7 @@ async fn load(http: &reqwest::Client, base: &str, sitekey: &str, n: usize, conte
 async fn every_injected_provider_fault_gets_callers_an_answer_and_frees_every_slot() {
     let redis = RedisServer::start();
     let sim = simulator().await;
-    let gw = GatewayProcess::start(&sim, &redis.url(), "compat_task_timeout_s = 10", 0.05).await;
+    let gw = GatewayProcess::start(&sim, &redis.url(), "compat_task_timeout_s = 5", 0.05).await;
     let http = client();
     let off = Faults::default();
     let faults = [
@@ -329,7 +329,7 @@ async fn a_broken_road_to_the_provider_gets_callers_an_answer_and_frees_every_sl
     let gw = GatewayProcess::start(
         &behind(&sim, proxy.addr),
         &redis.url(),
-        "compat_task_timeout_s = 10",
+        "compat_task_timeout_s = 5",
         0.05,
     )
     .await;

@@ -125,3 +125,38 @@ async fn bad_fault_settings_are_refused_by_name_and_change_nothing() {
     assert_eq!(json(&s.get("/faults").await)["drop_rate"], 0.0);
     assert!(s.submit_text().await.starts_with("OK|"));
 }
+
+#[test]
+fn faults_come_from_the_sim_table_and_bad_ones_name_the_setting() {
+    use crate::cli::SimulateArgs;
+    use crate::config::load_simulate;
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("sim.toml");
+    std::fs::write(
+        &path,
+        "[sim]\nserver_error_rate = 0.1\ncapacity_error_rate = 0.2\nzero_balance_rate = 0.3\n\
+         drop_rate = 0.4\nmalformed_rate = 0.5\nslow_rate = 0.6\nslow_ms = 700\n",
+    )
+    .expect("written");
+    let faults = load_simulate(&SimulateArgs::default(), Some(&path))
+        .expect("valid faults")
+        .faults;
+    assert_eq!(
+        (
+            faults.server_error_rate,
+            faults.capacity_error_rate,
+            faults.zero_balance_rate,
+            faults.drop_rate,
+            faults.malformed_rate,
+            faults.slow_rate,
+            faults.slow_ms
+        ),
+        (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 700)
+    );
+    std::fs::write(&path, "[sim]\ndrop_rate = 0.7\nmalformed_rate = 0.7\n").expect("written");
+    let err = load_simulate(&SimulateArgs::default(), Some(&path)).unwrap_err();
+    assert!(
+        err.to_string().contains("drop_rate + malformed_rate"),
+        "{err}"
+    );
+}
