@@ -9,8 +9,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use captcha_gateway::model::Kind;
-use captcha_gateway::sim::{Faults, LatencyRange, SimSettings, Simulator};
+use captcha_gateway::sim::{Faults, LatencyRange};
 use futures::future::join_all;
 use serde_json::{Value, json};
 
@@ -361,24 +360,8 @@ impl RedisRig {
     async fn start(extra_toml: &str) -> RedisRig {
         let redis = RedisServer::start();
         let proxy = FaultProxy::start(([127, 0, 0, 1], redis.port).into()).await;
-        let mut settings = SimSettings {
-            threads: 200,
-            ..SimSettings::default()
-        };
-        for kind in Kind::ALL {
-            settings
-                .latency
-                .insert(kind, LatencyRange::fixed(Duration::from_millis(1_500)));
-        }
-        let sim = Simulator::new(settings);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(captcha_gateway::sim::serve(
-            sim.clone(),
-            listener,
-            std::future::pending(),
-        ));
-        let sim = SimServer { sim, addr };
+        // Solves slow enough that callers are still waiting when the proxy breaks the road.
+        let sim = SimServer::start(LatencyRange::fixed(Duration::from_millis(1_500)), 200).await;
         let url = format!("redis://127.0.0.1:{}/", proxy.port());
         let gw = GatewayProcess::start(&sim, &url, extra_toml, 0.05).await;
         RedisRig {
@@ -545,4 +528,73 @@ async fn with_redis_blackholed_or_stalled_a_callers_timeout_comes_at_its_deadlin
         assert_slots_return(http, base, &format!("{mode:?}")).await;
         assert_serves_again(http, base, "6Le-deadline-after", &format!("{mode:?}")).await;
     }
+}
+
+/// The proxy itself, against an echo server: passing echoes, a stalled stream resumes intact,
+/// a reset connection reads an RST, and a blackholed one is closed when the proxy passes again
+/// (what it swallowed is gone).
+#[tokio::test]
+async fn the_fault_proxy_passes_stalls_resets_and_blackholes() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let echo_addr = echo.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = echo.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    let proxy = FaultProxy::start(echo_addr).await;
+    let connect = || tokio::net::TcpStream::connect(proxy.addr);
+    let mut buf = [0u8; 5];
+
+    let mut conn = connect().await.unwrap();
+    conn.write_all(b"hello").await.unwrap();
+    within(SOON, "echo through the proxy", conn.read_exact(&mut buf))
+        .await
+        .unwrap();
+    assert_eq!(&buf, b"hello");
+
+    proxy.set(Mode::Stall);
+    conn.write_all(b"world").await.unwrap();
+    proxy.set(Mode::Pass);
+    within(SOON, "a stalled stream resumes", conn.read_exact(&mut buf))
+        .await
+        .unwrap();
+    assert_eq!(&buf, b"world", "nothing lost while stalled");
+
+    proxy.set(Mode::Reset);
+    let read = within(SOON, "an existing connection reset", conn.read(&mut buf)).await;
+    assert!(
+        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{read:?}"
+    );
+    let mut fresh = connect().await.unwrap();
+    let read = within(SOON, "a new connection reset", fresh.read(&mut buf)).await;
+    assert!(
+        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{read:?}"
+    );
+
+    proxy.set(Mode::Blackhole);
+    let mut hole = connect().await.unwrap();
+    hole.write_all(b"gone!").await.unwrap();
+    eventually(SOON, "the proxy swallowed the bytes", || async {
+        (proxy.swallowed() >= 5, proxy.swallowed())
+    })
+    .await;
+    proxy.set(Mode::Pass);
+    let read = within(SOON, "a blackholed connection ends", hole.read(&mut buf)).await;
+    assert!(
+        matches!(&read, Ok(0)) || read.is_err(),
+        "no echo of swallowed bytes: {read:?}"
+    );
+    let mut after = connect().await.unwrap();
+    after.write_all(b"again").await.unwrap();
+    within(SOON, "passing again", after.read_exact(&mut buf))
+        .await
+        .unwrap();
+    assert_eq!(&buf, b"again");
 }

@@ -13,6 +13,8 @@
 //!   nothing is lost, and passing again resumes each stream where it stopped.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -31,6 +33,7 @@ pub struct FaultProxy {
     pub addr: SocketAddr,
     mode: watch::Sender<Mode>,
     accept: JoinHandle<()>,
+    swallowed: Arc<AtomicU64>,
 }
 
 impl FaultProxy {
@@ -42,17 +45,29 @@ impl FaultProxy {
         let addr = listener.local_addr().expect("a bound address");
         let (mode, _) = watch::channel(Mode::Pass);
         let modes = mode.clone();
+        let swallowed = Arc::new(AtomicU64::new(0));
+        let counter = swallowed.clone();
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                tokio::spawn(relay(client, target, modes.subscribe()));
+                tokio::spawn(relay(client, target, modes.subscribe(), counter.clone()));
             }
         });
-        FaultProxy { addr, mode, accept }
+        FaultProxy {
+            addr,
+            mode,
+            accept,
+            swallowed,
+        }
     }
 
     /// Switches every connection, present and future, to `mode`.
     pub fn set(&self, mode: Mode) {
         self.mode.send_replace(mode);
+    }
+
+    /// Bytes read and thrown away while blackholed, over all connections.
+    pub fn swallowed(&self) -> u64 {
+        self.swallowed.load(Ordering::SeqCst)
     }
 
     pub fn port(&self) -> u16 {
@@ -75,7 +90,12 @@ enum Ended {
     Closed,
 }
 
-async fn relay(mut client: TcpStream, target: SocketAddr, mut mode: watch::Receiver<Mode>) {
+async fn relay(
+    mut client: TcpStream,
+    target: SocketAddr,
+    mut mode: watch::Receiver<Mode>,
+    swallowed_bytes: Arc<AtomicU64>,
+) {
     let mut upstream: Option<TcpStream> = None;
     let mut swallowed = false;
     loop {
@@ -91,7 +111,7 @@ async fn relay(mut client: TcpStream, target: SocketAddr, mut mode: watch::Recei
             },
             Mode::Blackhole => {
                 swallowed = true;
-                swallow(&mut client, &mut mode).await
+                swallow(&mut client, &mut mode, &swallowed_bytes).await
             }
             Mode::Pass if swallowed => {
                 // The stream lost bytes while blackholed: it cannot be resumed.
@@ -119,13 +139,19 @@ async fn relay(mut client: TcpStream, target: SocketAddr, mut mode: watch::Recei
 }
 
 /// Reads and discards what the client sends until the mode changes or the client leaves.
-async fn swallow(client: &mut TcpStream, mode: &mut watch::Receiver<Mode>) -> Ended {
+async fn swallow(
+    client: &mut TcpStream,
+    mode: &mut watch::Receiver<Mode>,
+    swallowed: &AtomicU64,
+) -> Ended {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         tokio::select! {
             read = client.read(&mut buf) => match read {
                 Ok(0) | Err(_) => return Ended::Closed,
-                Ok(_) => {}
+                Ok(n) => {
+                    swallowed.fetch_add(n as u64, Ordering::SeqCst);
+                }
             },
             changed = mode.changed() => return match changed {
                 Ok(()) => Ended::Switched,
