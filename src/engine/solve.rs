@@ -174,6 +174,9 @@ impl Engine {
         poolable: bool,
     ) -> Result<Handout, SolveError> {
         let kind = target.kind;
+        if self.store.degraded() {
+            return self.degraded(req, deadline).await;
+        }
         let seq = self.next_waiter.fetch_add(1, Ordering::Relaxed);
         let waiter = WaiterId(format!("{}:{seq}", self.instance));
         let arriving = self.arrive_single_use(&target, &req, &waiter, poolable);
@@ -306,6 +309,9 @@ impl Engine {
         deadline: Instant,
     ) -> Result<Handout, SolveError> {
         let kind = target.kind;
+        if self.store.degraded() {
+            return self.degraded(req, deadline).await;
+        }
         let arriving = self.arrive_shared(&target, &req);
         let arrival = match arriving.by(deadline).await {
             Some(Ok(a)) => a,
@@ -387,7 +393,8 @@ impl Engine {
     }
 
     /// The store cannot be reached: unless it is required, solve for this caller alone, without
-    /// pool, demand matching or coalescing (promise 7). The answer is this caller's; if it
+    /// pool, demand matching or coalescing (promise 7). Taken at once while the store is known to
+    /// be away, so no caller waits out its timeouts (its health check notices its return). The answer is this caller's; if it
     /// leaves first, the answer is lost, which is the price of degrading.
     async fn degraded(&self, req: SolveRequest, deadline: Instant) -> Result<Handout, SolveError> {
         if self.settings.store_required {

@@ -512,6 +512,11 @@ async fn with_redis_blackholed_or_stalled_a_callers_timeout_comes_at_its_deadlin
                  on the store instead of its deadline"
             );
         }
+        // Once the gateway knows Redis is away, a caller whose deadline is shorter than the
+        // store's timeouts is still served, without the pool (promise 7).
+        rig.health_is("degraded", &format!("{mode:?}")).await;
+        let (status, v) = solve(http, base, body("6Le-deadline-degraded", 3.0)).await;
+        assert_eq!(status, 200, "{mode:?}: a 3 s caller while degraded: {v}");
         rig.proxy.set(Mode::Pass);
         rig.health_is("healthy", &format!("{mode:?}, then pass"))
             .await;
