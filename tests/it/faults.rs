@@ -603,3 +603,51 @@ async fn the_fault_proxy_passes_stalls_resets_and_blackholes() {
         .unwrap();
     assert_eq!(&buf, b"again");
 }
+
+/// Callers already waiting on running tasks when the road to the provider breaks: once it heals
+/// (before their deadlines), every one gets its answer; none is lost to a failed poll.
+#[tokio::test]
+async fn callers_waiting_when_the_road_to_the_provider_breaks_get_their_answers_once_it_heals() {
+    let redis = RedisServer::start();
+    let sim = SimServer::start(LatencyRange::fixed(Duration::from_millis(1_500)), 200).await;
+    let proxy = FaultProxy::start(sim.addr).await;
+    let gw = GatewayProcess::start(&behind(&sim, proxy.addr), &redis.url(), "", 0.05).await;
+    let http = client();
+    for (i, mode) in [Mode::Blackhole, Mode::Reset, Mode::Stall]
+        .into_iter()
+        .enumerate()
+    {
+        let context = format!("provider road {mode:?} under waiting callers");
+        let before = sim.sim.stats();
+        let waiting: Vec<_> = (0..5)
+            .map(|_| {
+                let (http, base) = (http.clone(), gw.base.clone());
+                let body = body(&format!("6Le-heal-{i}"), 25.0);
+                tokio::spawn(async move { solve(&http, &base, body).await })
+            })
+            .collect();
+        eventually(SOON, &format!("{context}: tasks started"), || async {
+            let submits = sim.sim.stats().submits - before.submits;
+            (submits >= 5, submits)
+        })
+        .await;
+        proxy.set(mode);
+        // The answers become ready upstream while the gateway cannot reach them.
+        eventually(
+            SOON,
+            &format!("{context}: tasks ready upstream"),
+            || async {
+                let now = sim.sim.stats();
+                let ready = now.solved - before.solved;
+                (ready >= 5, ready)
+            },
+        )
+        .await;
+        proxy.set(Mode::Pass);
+        for w in waiting {
+            let (status, v) = within(SOON, &context, w).await.expect("the caller's task");
+            assert_eq!(status, 200, "{context}: {v}");
+        }
+        assert_slots_return(&http, &gw.base, &context).await;
+    }
+}
