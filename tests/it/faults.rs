@@ -643,6 +643,13 @@ async fn callers_waiting_when_the_road_to_the_provider_breaks_get_their_answers_
             },
         )
         .await;
+        if mode == Mode::Blackhole {
+            // The gateway did try the road while it was broken (its polls went into the hole).
+            eventually(SOON, &format!("{context}: polls swallowed"), || async {
+                (proxy.swallowed() > 0, proxy.swallowed())
+            })
+            .await;
+        }
         proxy.set(Mode::Pass);
         for w in waiting {
             let (status, v) = within(SOON, &context, w).await.expect("the caller's task");
