@@ -204,6 +204,30 @@ async fn assert_serves_again(http: &reqwest::Client, base: &str, sitekey: &str, 
     assert_eq!(status, 200, "{context}: solving again: {v}");
 }
 
+/// A gateway process whose log goes to a file, so the test can check it never panicked.
+async fn logged_gateway(
+    sim: &SimServer,
+    redis_url: &str,
+    extra_toml: &str,
+) -> (GatewayProcess, tempfile::NamedTempFile) {
+    let log = tempfile::NamedTempFile::new().expect("a log file");
+    let file = log.reopen().expect("the log file opens");
+    let gw = GatewayProcess::start_logging_to(sim, redis_url, extra_toml, 0.05, file.into()).await;
+    (gw, log)
+}
+
+/// No thread of the gateway panicked (a panic in a spawned task leaves the process up, so only
+/// its log tells).
+fn assert_never_panicked(log: &tempfile::NamedTempFile) {
+    let text = std::fs::read_to_string(log.path()).expect("the log file reads");
+    let panics: Vec<&str> = text.lines().filter(|l| l.contains("panicked")).collect();
+    assert!(
+        panics.is_empty(),
+        "the gateway panicked:\n{}",
+        panics.join("\n")
+    );
+}
+
 /// `n` native callers and `n` compatible ones at once; every one gets its answer or a clear
 /// error, the native ones by their deadline (plus the time the HTTP exchange itself takes).
 async fn load(http: &reqwest::Client, base: &str, sitekey: &str, n: usize, context: &str) {
@@ -235,7 +259,7 @@ async fn load(http: &reqwest::Client, base: &str, sitekey: &str, n: usize, conte
 async fn every_injected_provider_fault_gets_callers_an_answer_and_frees_every_slot() {
     let redis = RedisServer::start();
     let sim = simulator().await;
-    let gw = GatewayProcess::start(&sim, &redis.url(), "compat_task_timeout_s = 5", 0.05).await;
+    let (gw, log) = logged_gateway(&sim, &redis.url(), "compat_task_timeout_s = 5").await;
     let http = client();
     let off = Faults::default();
     let faults = [
@@ -318,6 +342,7 @@ async fn every_injected_provider_fault_gets_callers_an_answer_and_frees_every_sl
             && stats.slow_replies > 0,
         "every fault was injected: {stats:?}"
     );
+    assert_never_panicked(&log);
 }
 
 #[tokio::test]
@@ -325,11 +350,10 @@ async fn a_broken_road_to_the_provider_gets_callers_an_answer_and_frees_every_sl
     let redis = RedisServer::start();
     let sim = simulator().await;
     let proxy = FaultProxy::start(sim.addr).await;
-    let gw = GatewayProcess::start(
+    let (gw, log) = logged_gateway(
         &behind(&sim, proxy.addr),
         &redis.url(),
         "compat_task_timeout_s = 5",
-        0.05,
     )
     .await;
     let http = client();
@@ -345,10 +369,12 @@ async fn a_broken_road_to_the_provider_gets_callers_an_answer_and_frees_every_sl
         assert_slots_return(&http, &gw.base, &context).await;
         assert_serves_again(&http, &gw.base, &format!("6Le-road-after-{i}"), &context).await;
     }
+    assert_never_panicked(&log);
 }
 
 /// A gateway on a simulator with slow solves, its Redis behind a fault proxy.
 struct RedisRig {
+    log: tempfile::NamedTempFile,
     _redis: RedisServer,
     proxy: FaultProxy,
     sim: SimServer,
@@ -363,8 +389,9 @@ impl RedisRig {
         // Solves slow enough that callers are still waiting when the proxy breaks the road.
         let sim = SimServer::start(LatencyRange::fixed(Duration::from_millis(1_500)), 200).await;
         let url = format!("redis://127.0.0.1:{}/", proxy.port());
-        let gw = GatewayProcess::start(&sim, &url, extra_toml, 0.05).await;
+        let (gw, log) = logged_gateway(&sim, &url, extra_toml).await;
         RedisRig {
+            log,
             _redis: redis,
             proxy,
             sim,
@@ -460,6 +487,7 @@ async fn with_redis_blackholed_reset_or_stalled_the_gateway_degrades_loses_no_ca
         );
         assert_slots_return(http, base, &context).await;
     }
+    assert_never_panicked(&rig.log);
 }
 
 #[tokio::test]
@@ -486,6 +514,7 @@ async fn with_redis_required_a_broken_redis_gets_callers_a_clear_refusal_and_rec
     })
     .await;
     assert_slots_return(http, base, "required").await;
+    assert_never_panicked(&rig.log);
 }
 
 /// The Redis store's response timeout (`RedisSettings::new`): an answer that waited on a
@@ -533,6 +562,7 @@ async fn with_redis_blackholed_or_stalled_a_callers_timeout_comes_at_its_deadlin
         assert_slots_return(http, base, &format!("{mode:?}")).await;
         assert_serves_again(http, base, "6Le-deadline-after", &format!("{mode:?}")).await;
     }
+    assert_never_panicked(&rig.log);
 }
 
 /// The proxy itself, against an echo server: passing echoes, a stalled stream resumes intact,
@@ -611,7 +641,7 @@ async fn callers_waiting_when_the_road_to_the_provider_breaks_get_their_answers_
     let redis = RedisServer::start();
     let sim = SimServer::start(LatencyRange::fixed(Duration::from_millis(1_500)), 200).await;
     let proxy = FaultProxy::start(sim.addr).await;
-    let gw = GatewayProcess::start(&behind(&sim, proxy.addr), &redis.url(), "", 0.05).await;
+    let (gw, log) = logged_gateway(&behind(&sim, proxy.addr), &redis.url(), "").await;
     let http = client();
     for (i, mode) in [Mode::Blackhole, Mode::Reset, Mode::Stall]
         .into_iter()
@@ -657,4 +687,9 @@ async fn callers_waiting_when_the_road_to_the_provider_breaks_get_their_answers_
         }
         assert_slots_return(&http, &gw.base, &context).await;
     }
+    // The log is really captured (so the panic check below reads something): the failed polls
+    // were logged.
+    let text = std::fs::read_to_string(log.path()).expect("the log file reads");
+    assert!(text.contains("poll request failed"), "log:\n{text}");
+    assert_never_panicked(&log);
 }
