@@ -693,3 +693,62 @@ async fn callers_waiting_when_the_road_to_the_provider_breaks_get_their_answers_
     assert!(text.contains("poll request failed"), "log:\n{text}");
     assert_never_panicked(&log);
 }
+
+/// The switch over HTTP on the gateway's own port (`--provider sim` serves the simulator under
+/// `/sim`), and a dropped connection as a client really sees it on a socket.
+#[tokio::test]
+async fn sim_faults_switch_over_http_and_a_dropped_reply_fails_on_the_wire() {
+    let gw = crate::support::TestGateway::start().await;
+    let http = reqwest::Client::new();
+    let set = |body: &'static str| {
+        http.post(gw.url("/sim/faults"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let res = set(r#"{"drop_rate": 1}"#)
+        .await
+        .expect("the switch answers");
+    assert_eq!(res.status(), 200);
+    let res_php = format!("/res.php?key={}&action=getbalance", crate::support::KEY);
+    let dropped = http.get(gw.sim_url(&res_php)).send().await;
+    let failed = match dropped {
+        Err(_) => true,
+        Ok(r) => r.bytes().await.is_err(),
+    };
+    assert!(failed, "a dropped reply never completes on the wire");
+    assert_eq!(gw.stat("dropped_connections").await, 1);
+
+    let bad = set(r#"{"drop_rate": 2}"#)
+        .await
+        .expect("the switch answers");
+    assert_eq!(bad.status(), 400);
+    let current: Value = http
+        .get(gw.url("/sim/faults"))
+        .send()
+        .await
+        .expect("the switch answers")
+        .json()
+        .await
+        .expect("JSON faults");
+    assert_eq!(
+        current["drop_rate"], 1.0,
+        "a refused change changes nothing"
+    );
+
+    let cleared = http
+        .delete(gw.url("/sim/faults"))
+        .send()
+        .await
+        .expect("the switch answers");
+    assert_eq!(cleared.status(), 200);
+    let balance = http
+        .get(gw.sim_url(&res_php))
+        .send()
+        .await
+        .expect("served again")
+        .text()
+        .await
+        .expect("a complete reply");
+    assert_eq!(balance, "100.00");
+}
