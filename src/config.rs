@@ -161,6 +161,13 @@ pub(crate) struct SimFile {
     #[serde(default)]
     keys: Vec<String>,
     seed: Option<u64>,
+    /// Further injected faults (see docs/SIMULATOR.md "Faults").
+    capacity_error_rate: Option<f64>,
+    zero_balance_rate: Option<f64>,
+    drop_rate: Option<f64>,
+    malformed_rate: Option<f64>,
+    slow_rate: Option<f64>,
+    slow_ms: Option<u64>,
 }
 
 /// Loads and validates `serve`'s settings. `env` looks up environment variables (main passes
@@ -528,10 +535,26 @@ pub(crate) fn sim_settings(
         sim.unsolvable_rate = v;
     }
     if let Some(v) = args.server_error_rate.or(file.server_error_rate) {
-        sim.server_error_rate = v;
+        sim.faults.server_error_rate = v;
     }
     if let Some(v) = args.html_error_rate.or(file.html_error_rate) {
-        sim.html_error_rate = v;
+        sim.faults.html_error_rate = v;
+    }
+    let faults = &mut sim.faults;
+    let file_faults = [
+        (&mut faults.capacity_error_rate, file.capacity_error_rate),
+        (&mut faults.zero_balance_rate, file.zero_balance_rate),
+        (&mut faults.drop_rate, file.drop_rate),
+        (&mut faults.malformed_rate, file.malformed_rate),
+        (&mut faults.slow_rate, file.slow_rate),
+    ];
+    for (rate, value) in file_faults {
+        if let Some(v) = value {
+            *rate = v;
+        }
+    }
+    if let Some(v) = file.slow_ms {
+        faults.slow_ms = v;
     }
     if let Some(code) = args.capacity_code.clone().or(file.capacity_code.clone()) {
         sim.capacity_code = code;

@@ -6,6 +6,7 @@
 //! Does not own: wire protocols (http, compat), upstream retries and polling (provider).
 
 mod active;
+mod arrival;
 mod solve;
 pub mod store;
 mod tasks;

@@ -152,7 +152,7 @@ impl Engine {
             .unwrap_or_else(|| kind.default_lifetime())
     }
 
-    fn min_remaining_ms(&self) -> u64 {
+    pub(super) fn min_remaining_ms(&self) -> u64 {
         self.settings.min_remaining.as_millis() as u64
     }
 
@@ -174,15 +174,16 @@ impl Engine {
         poolable: bool,
     ) -> Result<Handout, SolveError> {
         let kind = target.kind;
+        if self.store.degraded() {
+            return self.degraded(req, deadline).await;
+        }
         let seq = self.next_waiter.fetch_add(1, Ordering::Relaxed);
         let waiter = WaiterId::new(&self.instance, seq);
-        let arrival = match self
-            .store
-            .arrive(&target, &waiter, now_ms(), self.min_remaining_ms())
-            .await
-        {
-            Ok(a) => a,
-            Err(_) => return self.degraded(req, deadline).await,
+        let arriving = self.arrive_single_use(&target, &req, &waiter, poolable);
+        let arrival = match arriving.by(deadline).await {
+            Some(Ok(a)) => a,
+            Some(Err(_)) => return self.degraded(req, deadline).await,
+            None => return Err(SolveError::Timeout),
         };
         let _active = self.active.enter(&target, &req);
         let rx = match arrival {
@@ -308,13 +309,14 @@ impl Engine {
         deadline: Instant,
     ) -> Result<Handout, SolveError> {
         let kind = target.kind;
-        let arrival = match self
-            .store
-            .shared_arrive(&target, now_ms(), self.min_remaining_ms())
-            .await
-        {
-            Ok(a) => a,
-            Err(_) => return self.degraded(req, deadline).await,
+        if self.store.degraded() {
+            return self.degraded(req, deadline).await;
+        }
+        let arriving = self.arrive_shared(&target, &req);
+        let arrival = match arriving.by(deadline).await {
+            Some(Ok(a)) => a,
+            Some(Err(_)) => return self.degraded(req, deadline).await,
+            None => return Err(SolveError::Timeout),
         };
         let (rx, source) = match arrival {
             SharedArrival::Cached(answer) => {
@@ -326,15 +328,7 @@ impl Engine {
             }
             SharedArrival::Follow(rx) => (rx, Source::Shared),
             SharedArrival::Lead(rx, lead) => {
-                let engine = self.clone();
-                let target = target.clone();
-                self.tracker.spawn(async move {
-                    let outcome = engine.run_upstream(&req, Priority::Interactive).await;
-                    let stored = engine.store.shared_finish(&target, lead, outcome, now_ms()).await;
-                    if let Err(e) = stored {
-                        tracing::warn!(target = ?target, error = %e, "could not record a shared answer");
-                    }
-                });
+                self.lead_shared(target, req, lead);
                 (rx, Source::Solved)
             }
         };
@@ -350,8 +344,57 @@ impl Engine {
         }
     }
 
+    /// The caller left while its arrival was still with the store: hand a pooled answer back,
+    /// start a claimed task anyway, and give up the wait the usual way (the guard's drop).
+    pub(super) async fn depart_on_arrival(
+        &self,
+        target: Target,
+        req: SolveRequest,
+        waiter: WaiterId,
+        arrival: Arrival,
+        poolable: bool,
+    ) {
+        let rx = match arrival {
+            Arrival::Pooled(answer) => {
+                if let Err(e) = self.store.put(&target, answer, now_ms()).await {
+                    tracing::warn!(error = %e, "could not return a pooled answer its caller left");
+                }
+                return;
+            }
+            Arrival::Wait(rx) => rx,
+            Arrival::Start(rx, claim) => {
+                let (t, priority) = (target.clone(), Priority::Interactive);
+                self.start_single_use(t, req, poolable, claim, priority, None);
+                rx
+            }
+        };
+        drop(WaitGuard {
+            engine: self.clone(),
+            target,
+            waiter,
+            rx: Some(rx),
+            poolable,
+        });
+    }
+
+    /// Solves a reusable target as its leader and records the outcome for every follower.
+    pub(super) fn lead_shared(&self, target: Target, req: SolveRequest, lead: u64) {
+        let engine = self.clone();
+        self.tracker.spawn(async move {
+            let outcome = engine.run_upstream(&req, Priority::Interactive).await;
+            let stored = engine
+                .store
+                .shared_finish(&target, lead, outcome, now_ms())
+                .await;
+            if let Err(e) = stored {
+                tracing::warn!(target = ?target, error = %e, "could not record a shared answer");
+            }
+        });
+    }
+
     /// The store cannot be reached: unless it is required, solve for this caller alone, without
-    /// pool, demand matching or coalescing (promise 7). The answer is this caller's; if it
+    /// pool, demand matching or coalescing (promise 7). Taken at once while the store is known to
+    /// be away, so no caller waits out its timeouts (its health check notices its return). The answer is this caller's; if it
     /// leaves first, the answer is lost, which is the price of degrading.
     async fn degraded(&self, req: SolveRequest, deadline: Instant) -> Result<Handout, SolveError> {
         if self.settings.store_required {
@@ -429,10 +472,9 @@ impl WaitGuard {
                 self.rx = None;
                 Err(SolveError::Unavailable)
             }
-            Err(_elapsed) => {
-                self.leave().await;
-                Err(SolveError::Timeout)
-            }
+            // The caller is answered now; the departure (handing on whatever reached the mailbox)
+            // runs in the background on drop, so a slow store cannot delay the timeout.
+            Err(_elapsed) => Err(SolveError::Timeout),
         }
     }
 
@@ -441,25 +483,6 @@ impl WaitGuard {
         // Closing first makes any later send fail, so the deliverer re-routes it instead.
         rx.close();
         Some(rx.try_recv().ok())
-    }
-
-    async fn leave(&mut self) {
-        if let Some(delivered) = self.take_delivered() {
-            let e = &self.engine;
-            if let Err(err) = e
-                .store
-                .abandon(
-                    &self.target,
-                    &self.waiter,
-                    delivered,
-                    self.poolable,
-                    now_ms(),
-                )
-                .await
-            {
-                tracing::warn!(error = %err, "could not hand on a leaving caller's answer");
-            }
-        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! The simulator's HTTP endpoints: `/in.php` and `/res.php` in the compatible protocol, `/verify`
-//! for site backends, `/stats` for tests and benchmarks.
+//! for site backends, `/stats` for tests and benchmarks, `/faults` to switch injected failures
+//! while it runs.
 //!
 //! Owns turning HTTP into simulator calls and back. Parameters are read and replies rendered by
 //! [`compat`](crate::compat), the same code the gateway's own API uses, so the simulator cannot
@@ -16,10 +17,11 @@ use axum::routing::{any, get};
 use serde::Serialize;
 use serde_json::json;
 
+use super::faults::{self, SubmitFault, WireFault};
 use super::stats::Event;
 use super::tasks::{Poll, Report};
 use super::tokens::Verdict;
-use super::{Simulator, Submit, answers};
+use super::{Faults, FaultsPatch, Simulator, Submit, answers};
 use crate::compat::{Mode, Params, Reply, codes, parse_submit};
 use crate::model::{Kind, Millis};
 
@@ -40,16 +42,78 @@ pub(super) fn routes(sim: Arc<Simulator>) -> Router {
         .route("/res.php", any(res_php))
         .route("/verify", any(verify))
         .route("/stats", get(stats))
+        .route(
+            "/faults",
+            get(get_faults)
+                .post(patch_faults)
+                .put(patch_faults)
+                .delete(clear_faults),
+        )
         .with_state(sim)
 }
 
 async fn in_php(State(sim): State<Arc<Simulator>>, req: Request) -> Response {
+    let reply = submit(&sim, req).await;
+    with_wire_faults(&sim, reply).await
+}
+
+async fn res_php(State(sim): State<Arc<Simulator>>, req: Request) -> Response {
+    let reply = results(&sim, req).await;
+    with_wire_faults(&sim, reply).await
+}
+
+/// The reply as the injected wire faults leave it: held back, dropped, cut off, or intact. The
+/// request has taken effect either way (a dropped submit still made its task).
+async fn with_wire_faults(sim: &Simulator, reply: Response) -> Response {
+    let (delay, wire) = sim.wire_faults();
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
+    match wire {
+        Some(WireFault::Drop) => faults::dropped_connection(),
+        Some(WireFault::Malformed) => faults::malformed_reply(),
+        None => reply,
+    }
+}
+
+async fn get_faults(State(sim): State<Arc<Simulator>>) -> Json<Faults> {
+    Json(sim.faults())
+}
+
+/// `POST /faults` with some of [`Faults`]' fields: those change, the others stay.
+async fn patch_faults(State(sim): State<Arc<Simulator>>, body: axum::body::Bytes) -> Response {
+    let bad = |message: String| {
+        let error = json!({"error": {"code": "bad_faults", "message": message}});
+        (StatusCode::BAD_REQUEST, Json(error)).into_response()
+    };
+    let patch = match FaultsPatch::from_json(&body) {
+        Ok(p) => p,
+        Err(message) => return bad(message),
+    };
+    match patch.apply(sim.faults()).and_then(|f| {
+        sim.set_faults(f)?;
+        Ok(f)
+    }) {
+        Ok(faults) => Json(faults).into_response(),
+        Err(e) => bad(e.to_string()),
+    }
+}
+
+/// `DELETE /faults`: every injected failure off.
+async fn clear_faults(State(sim): State<Arc<Simulator>>) -> Json<Faults> {
+    let off = Faults::default();
+    // The defaults always validate.
+    let _ = sim.set_faults(off);
+    Json(off)
+}
+
+async fn submit(sim: &Simulator, req: Request) -> Response {
     let params = match read_params(req).await {
         Ok(p) => p,
         Err(reply) => return reply.into_response(),
     };
     let mode = Mode::from_json_flag(params.wants_json());
-    if let Err(code) = check_key(&sim, &params) {
+    if let Err(code) = check_key(sim, &params) {
         return Reply::error(mode, code).into_response();
     }
     let request = match parse_submit(&params) {
@@ -59,8 +123,16 @@ async fn in_php(State(sim): State<Arc<Simulator>>, req: Request) -> Response {
     match sim.submit(&request) {
         Submit::Accepted(id) => Reply::ok(mode, id.to_string()).into_response(),
         Submit::NoCapacity => Reply::error(mode, &sim.settings.capacity_code).into_response(),
-        Submit::ServerError => Reply::error(mode, codes::SERVER_ERROR).into_response(),
-        Submit::HtmlError => (
+        Submit::Fault(SubmitFault::ServerError) => {
+            Reply::error(mode, codes::SERVER_ERROR).into_response()
+        }
+        Submit::Fault(SubmitFault::Capacity) => {
+            Reply::error(mode, &sim.settings.capacity_code).into_response()
+        }
+        Submit::Fault(SubmitFault::ZeroBalance) => {
+            Reply::error(mode, codes::ZERO_BALANCE).into_response()
+        }
+        Submit::Fault(SubmitFault::HtmlError) => (
             StatusCode::BAD_GATEWAY,
             [(header::CONTENT_TYPE, HeaderValue::from_static("text/html"))],
             HTML_502,
@@ -69,24 +141,24 @@ async fn in_php(State(sim): State<Arc<Simulator>>, req: Request) -> Response {
     }
 }
 
-async fn res_php(State(sim): State<Arc<Simulator>>, req: Request) -> Response {
+async fn results(sim: &Simulator, req: Request) -> Response {
     sim.count(Event::ResCall);
     let params = match read_params(req).await {
         Ok(p) => p,
         Err(reply) => return reply.into_response(),
     };
     let mode = Mode::from_json_flag(params.wants_json());
-    if let Err(code) = check_key(&sim, &params) {
+    if let Err(code) = check_key(sim, &params) {
         return Reply::error(mode, code).into_response();
     }
     let action = params.get(&["action"]).map(str::to_ascii_lowercase);
     let reply = match action.as_deref() {
         None => Reply::error(mode, codes::EMPTY_ACTION),
-        Some("get") => get_answers(&sim, &params, mode, false),
-        Some("get2") => get_answers(&sim, &params, mode, true),
+        Some("get") => get_answers(sim, &params, mode, false),
+        Some("get2") => get_answers(sim, &params, mode, true),
         Some("getbalance") => Reply::bare(mode, sim.settings.balance.clone()),
-        Some("reportbad") => report(&sim, &params, mode, false),
-        Some("reportgood") => report(&sim, &params, mode, true),
+        Some("reportbad") => report(sim, &params, mode, false),
+        Some("reportgood") => report(sim, &params, mode, true),
         // The captchaai SDK reads top-level integers, so this is one document in both modes.
         Some("threadsinfo") => Reply::document(json!({
             "threads": sim.settings.threads,

@@ -7,6 +7,7 @@
 //! # Layout
 //!
 //! - [`SimSettings`] (`settings.rs`): the knobs and their CLI text forms.
+//! - [`Faults`] (`faults.rs`): injected failures, switchable while the simulator runs.
 //! - `tasks.rs`: the task table (thread limit, readiness, retention, concurrency figures).
 //! - `answers.rs`: what each kind's answer looks like.
 //! - `tokens.rs`: minting and verifying single-use tokens.
@@ -18,6 +19,7 @@
 //! the process around it (the CLI's `simulate` command calls [`serve`]).
 
 mod answers;
+mod faults;
 mod handlers;
 mod settings;
 mod stats;
@@ -36,6 +38,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 pub use answers::DEFAULT_USER_AGENT;
+pub use faults::{Faults, FaultsPatch, MAX_SLOW_MS};
 pub use settings::{
     KindLatency, KindLifetime, LatencyRange, SettingsError, SimSettings, parse_duration,
 };
@@ -43,6 +46,7 @@ pub use stats::SimStats;
 pub(crate) use tokens::Verdict;
 
 use crate::model::{Kind, Millis, SolveRequest};
+use faults::{FaultSwitch, SubmitFault, WireFault};
 use stats::{Counters, Event};
 use tasks::{NewTask, Outcome, Poll, Report, TaskTable};
 use tokens::{TokenMint, UsedTokens};
@@ -93,6 +97,7 @@ pub struct Simulator {
     mint: TokenMint,
     used_tokens: Mutex<UsedTokens>,
     counters: Counters,
+    faults: FaultSwitch,
 }
 
 /// What `in.php` does with an acceptable request.
@@ -101,8 +106,8 @@ pub(crate) enum Submit {
     Accepted(u64),
     /// Every thread is busy: answer the configured capacity code.
     NoCapacity,
-    ServerError,
-    HtmlError,
+    /// An injected failure instead of a task.
+    Fault(SubmitFault),
 }
 
 impl Simulator {
@@ -114,17 +119,13 @@ impl Simulator {
 
     /// A simulator reading time from `clock` (tests pass [`Clock::manual`]).
     pub fn with_clock(mut settings: SimSettings, clock: Clock) -> Arc<Simulator> {
-        for rate in [
-            &mut settings.unsolvable_rate,
-            &mut settings.server_error_rate,
-            &mut settings.html_error_rate,
-        ] {
-            *rate = if rate.is_nan() {
-                0.0
-            } else {
-                rate.clamp(0.0, 1.0)
-            };
-        }
+        let rate = settings.unsolvable_rate;
+        settings.unsolvable_rate = if rate.is_nan() {
+            0.0
+        } else {
+            rate.clamp(0.0, 1.0)
+        };
+        settings.faults = settings.faults.clamped();
         let mut rng = match settings.seed {
             Some(seed) => StdRng::seed_from_u64(seed),
             None => StdRng::from_os_rng(),
@@ -133,7 +134,6 @@ impl Simulator {
         // them unique while two simulators rarely share ids.
         let first_id = rng.random_range(10_000_000_000..50_000_000_000u64);
         Arc::new(Simulator {
-            settings,
             clock,
             rng: Mutex::new(rng),
             tasks: Mutex::new(TaskTable::new(first_id)),
@@ -142,6 +142,8 @@ impl Simulator {
             mint: TokenMint::new(rand::random()),
             used_tokens: Mutex::new(UsedTokens::default()),
             counters: Counters::default(),
+            faults: FaultSwitch::new(settings.faults),
+            settings,
         })
     }
 
@@ -152,9 +154,42 @@ impl Simulator {
         self.counters.snapshot(tasks)
     }
 
-    /// The settings in effect (rates already clamped).
+    /// The settings the simulator started with (rates already clamped); the faults in effect
+    /// now are [`faults`](Simulator::faults).
     pub fn settings(&self) -> &SimSettings {
         &self.settings
+    }
+
+    /// The faults injected now.
+    pub fn faults(&self) -> Faults {
+        self.faults.get()
+    }
+
+    /// Switches the injected faults while the simulator serves (tests turn a failure on and
+    /// off). Invalid faults are refused and the current ones stay.
+    pub fn set_faults(&self, faults: Faults) -> Result<(), SettingsError> {
+        self.faults.set(faults)
+    }
+
+    /// What happens to one `in.php`/`res.php` reply: held back how long, then dropped or cut
+    /// off, or neither. Counted here, as they are decided.
+    pub(crate) fn wire_faults(&self) -> (Option<Duration>, Option<WireFault>) {
+        let faults = self.faults.get();
+        let (delay_draw, wire_draw) = {
+            let mut rng = lock(&self.rng);
+            (rng.random::<f64>(), rng.random::<f64>())
+        };
+        let delay = faults.delay(delay_draw);
+        let wire = faults.wire_fault(wire_draw);
+        if delay.is_some() {
+            self.counters.count(Event::SlowReply);
+        }
+        match wire {
+            Some(WireFault::Drop) => self.counters.count(Event::DroppedConnection),
+            Some(WireFault::Malformed) => self.counters.count(Event::MalformedReply),
+            None => {}
+        }
+        (delay, wire)
     }
 
     /// The clock the simulator reads; tests advance it.
@@ -176,14 +211,10 @@ impl Simulator {
             let unsolvable = rng.random_bool(self.settings.unsolvable_rate);
             (error_draw, latency, unsolvable, rng.random::<u64>())
         };
-        // One draw decides both injected errors, so their rates add up exactly.
-        if error_draw < self.settings.server_error_rate {
+        // One draw decides every injected submit error, so their rates add up exactly.
+        if let Some(fault) = self.faults.get().submit_fault(error_draw) {
             self.counters.count(Event::InjectedError);
-            return Submit::ServerError;
-        }
-        if error_draw < self.settings.server_error_rate + self.settings.html_error_rate {
-            self.counters.count(Event::InjectedError);
-            return Submit::HtmlError;
+            return Submit::Fault(fault);
         }
         let now = self.clock.now();
         let ready_at = now.saturating_add(latency);

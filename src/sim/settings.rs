@@ -10,6 +10,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use super::faults::Faults;
 use crate::compat::codes;
 use crate::model::Kind;
 
@@ -25,10 +26,9 @@ pub struct SimSettings {
     pub lifetimes: HashMap<Kind, Duration>,
     /// Share of accepted tasks that end in `ERROR_CAPTCHA_UNSOLVABLE` (0.0-1.0).
     pub unsolvable_rate: f64,
-    /// Share of submits answered `ERROR_SERVER_ERROR` (0.0-1.0).
-    pub server_error_rate: f64,
-    /// Share of submits answered with an HTTP 502 HTML page (0.0-1.0).
-    pub html_error_rate: f64,
+    /// The failures injected when the simulator starts (server errors, HTML pages, capacity,
+    /// zero balance, dropped connections, malformed and slow replies); changeable while it runs.
+    pub faults: Faults,
     /// What `in.php` answers when every thread is busy.
     pub capacity_code: String,
     /// Accepted API keys; empty means any 32-character key.
@@ -60,8 +60,7 @@ impl Default for SimSettings {
             // Failures are off by default so a quick start shows the happy path; turn them on
             // to rehearse retry and failover handling.
             unsolvable_rate: 0.0,
-            server_error_rate: 0.0,
-            html_error_rate: 0.0,
+            faults: Faults::default(),
             // What 2captcha and CaptchaAI's blog send; CaptchaAI's docs say
             // `ERROR_ZERO_BALANCE`, which callers can select to test that path.
             capacity_code: codes::NO_SLOT_AVAILABLE.to_owned(),
@@ -94,23 +93,13 @@ impl SimSettings {
 
     /// Checks what the types cannot: rates are probabilities that together fit in one draw.
     pub fn validate(&self) -> Result<(), SettingsError> {
-        let rates = [
-            ("unsolvable_rate", self.unsolvable_rate),
-            ("server_error_rate", self.server_error_rate),
-            ("html_error_rate", self.html_error_rate),
-        ];
-        for (name, value) in rates {
-            if !(0.0..=1.0).contains(&value) {
-                return Err(SettingsError::Rate { name, value });
-            }
-        }
-        let injected = self.server_error_rate + self.html_error_rate;
-        if injected > 1.0 {
+        if !(0.0..=1.0).contains(&self.unsolvable_rate) {
             return Err(SettingsError::Rate {
-                name: "server_error_rate + html_error_rate",
-                value: injected,
+                name: "unsolvable_rate",
+                value: self.unsolvable_rate,
             });
         }
+        self.faults.validate()?;
         if self.capacity_code.is_empty() {
             return Err(SettingsError::EmptyCapacityCode);
         }
@@ -133,6 +122,8 @@ pub enum SettingsError {
     Rate { name: &'static str, value: f64 },
     #[error("capacity_code must not be empty")]
     EmptyCapacityCode,
+    #[error("slow_ms must be at most {max} (a minute), got {0}", max = super::faults::MAX_SLOW_MS)]
+    SlowTooLong(u64),
 }
 
 /// A solve time drawn uniformly from `min..=max`.
@@ -358,13 +349,16 @@ mod tests {
         );
         assert_eq!(s.lifetime_for(Kind::Turnstile), Duration::from_secs(300));
         let bad = SimSettings {
-            html_error_rate: 1.5,
+            unsolvable_rate: 1.5,
             ..SimSettings::default()
         };
         assert!(matches!(bad.validate(), Err(SettingsError::Rate { .. })));
         let sum = SimSettings {
-            html_error_rate: 0.6,
-            server_error_rate: 0.6,
+            faults: Faults {
+                html_error_rate: 0.6,
+                server_error_rate: 0.6,
+                ..Faults::default()
+            },
             ..SimSettings::default()
         };
         assert!(matches!(sum.validate(), Err(SettingsError::Rate { .. })));

@@ -16,8 +16,15 @@ pub struct SimStats {
     pub submits: u64,
     /// Submits refused because every thread was busy.
     pub capacity_rejections: u64,
-    /// Submits answered with an injected `ERROR_SERVER_ERROR` or HTML 502.
+    /// Submits answered with an injected error: `ERROR_SERVER_ERROR`, HTML 502, the capacity
+    /// code with threads free, or `ERROR_ZERO_BALANCE`.
     pub injected_errors: u64,
+    /// Replies whose connection was dropped on purpose (`drop_rate`).
+    pub dropped_connections: u64,
+    /// Replies cut off mid-JSON on purpose (`malformed_rate`).
+    pub malformed_replies: u64,
+    /// Replies held back on purpose (`slow_rate`).
+    pub slow_replies: u64,
     /// HTTP requests to `res.php`, whatever the action.
     pub res_calls: u64,
     /// Task ids asked about by `get`/`get2`, each id of a batch counted.
@@ -59,6 +66,9 @@ pub(crate) enum Event {
     Submit,
     CapacityRejection,
     InjectedError,
+    DroppedConnection,
+    MalformedReply,
+    SlowReply,
     ResCall,
     IdPolled,
     ReportBad,
@@ -76,6 +86,9 @@ pub(crate) struct Counters {
     submits: AtomicU64,
     capacity_rejections: AtomicU64,
     injected_errors: AtomicU64,
+    dropped_connections: AtomicU64,
+    malformed_replies: AtomicU64,
+    slow_replies: AtomicU64,
     res_calls: AtomicU64,
     ids_polled: AtomicU64,
     reports_bad: AtomicU64,
@@ -96,6 +109,9 @@ impl Counters {
             Event::Submit => &self.submits,
             Event::CapacityRejection => &self.capacity_rejections,
             Event::InjectedError => &self.injected_errors,
+            Event::DroppedConnection => &self.dropped_connections,
+            Event::MalformedReply => &self.malformed_replies,
+            Event::SlowReply => &self.slow_replies,
             Event::ResCall => &self.res_calls,
             Event::IdPolled => &self.ids_polled,
             Event::ReportBad => &self.reports_bad,
@@ -114,6 +130,9 @@ impl Counters {
             submits: get(&self.submits),
             capacity_rejections: get(&self.capacity_rejections),
             injected_errors: get(&self.injected_errors),
+            dropped_connections: get(&self.dropped_connections),
+            malformed_replies: get(&self.malformed_replies),
+            slow_replies: get(&self.slow_replies),
             res_calls: get(&self.res_calls),
             ids_polled: get(&self.ids_polled),
             solved: tasks.solved,

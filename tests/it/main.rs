@@ -10,6 +10,7 @@ mod cli;
 mod clients;
 mod compat_api;
 mod conformance;
+mod faults;
 mod fleet;
 mod hostile;
 mod hostile_input;

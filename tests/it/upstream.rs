@@ -130,8 +130,8 @@ async fn transient_provider_errors_are_retried_transparently() {
     let mut settings = fast_settings();
     // A fixed seed and one caller at a time make the simulator's error draws repeatable.
     settings.sim.seed = Some(7);
-    settings.sim.server_error_rate = 0.25;
-    settings.sim.html_error_rate = 0.15;
+    settings.sim.faults.server_error_rate = 0.25;
+    settings.sim.faults.html_error_rate = 0.15;
     settings.account.transient_backoff = Duration::from_millis(20);
     settings.account.transient_retries = 5;
     let gw = TestGateway::with(settings).await;

@@ -1,6 +1,7 @@
 //! Endpoint tests: each drives a fresh simulator through `router(sim).oneshot(request)` on a
 //! manual clock, so readiness and expiry are reached by moving time, never by sleeping.
 
+mod faults;
 mod results;
 mod submit;
 mod verify;

@@ -210,7 +210,7 @@ async fn oversized_bodies_are_refused_without_reading_them_whole() {
 
 #[tokio::test]
 async fn injected_errors_follow_their_rates() {
-    let s = Sim::new(|c| c.server_error_rate = 1.0);
+    let s = Sim::new(|c| c.faults.server_error_rate = 1.0);
     let mut pairs = vec![("key", KEY)];
     pairs.extend_from_slice(RECAPTCHA);
     assert_eq!(
@@ -218,7 +218,7 @@ async fn injected_errors_follow_their_rates() {
         (StatusCode::OK, "ERROR_SERVER_ERROR".into())
     );
 
-    let s = Sim::new(|c| c.html_error_rate = 1.0);
+    let s = Sim::new(|c| c.faults.html_error_rate = 1.0);
     let (status, body) = s.post_form("/in.php", &pairs).await;
     assert_eq!(status, StatusCode::BAD_GATEWAY);
     assert!(body.contains("<html>") && body.contains("502"), "{body}");

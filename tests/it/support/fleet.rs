@@ -56,6 +56,24 @@ impl GatewayProcess {
         extra_toml: &str,
         poll_interval_s: f64,
     ) -> GatewayProcess {
+        Self::start_logging_to(
+            sim,
+            redis_url,
+            extra_toml,
+            poll_interval_s,
+            Stdio::inherit(),
+        )
+        .await
+    }
+
+    /// [`start`](Self::start) with the process's log (stderr) sent to `log`.
+    pub async fn start_logging_to(
+        sim: &SimServer,
+        redis_url: &str,
+        extra_toml: &str,
+        poll_interval_s: f64,
+        log: Stdio,
+    ) -> GatewayProcess {
         use std::io::Write;
         let mut config = tempfile::NamedTempFile::new().unwrap();
         writeln!(
@@ -72,7 +90,7 @@ impl GatewayProcess {
             .env("CAPTCHAAI_API_KEY", KEY)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(log)
             .kill_on_drop(true)
             .spawn()
             .expect("the gateway binary starts");

@@ -169,6 +169,7 @@ impl TestGateway {
 }
 pub mod certs;
 pub mod eventually;
+pub mod fault_proxy;
 pub mod fleet;
 pub mod redis;
 

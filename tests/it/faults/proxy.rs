@@ -1,0 +1,73 @@
+//! The fault proxy itself, so the other fault tests can trust what it does.
+
+use super::*;
+use crate::support::fault_proxy::{FaultProxy, Mode};
+
+/// The proxy itself, against an echo server: passing echoes, a stalled stream resumes intact,
+/// a reset connection reads an RST, and a blackholed one is closed when the proxy passes again
+/// (what it swallowed is gone).
+#[tokio::test]
+async fn the_fault_proxy_passes_stalls_resets_and_blackholes() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let echo_addr = echo.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = echo.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    let proxy = FaultProxy::start(echo_addr).await;
+    let connect = || tokio::net::TcpStream::connect(proxy.addr);
+    let mut buf = [0u8; 5];
+
+    let mut conn = connect().await.unwrap();
+    conn.write_all(b"hello").await.unwrap();
+    within(SOON, "echo through the proxy", conn.read_exact(&mut buf))
+        .await
+        .unwrap();
+    assert_eq!(&buf, b"hello");
+
+    proxy.set(Mode::Stall);
+    conn.write_all(b"world").await.unwrap();
+    proxy.set(Mode::Pass);
+    within(SOON, "a stalled stream resumes", conn.read_exact(&mut buf))
+        .await
+        .unwrap();
+    assert_eq!(&buf, b"world", "nothing lost while stalled");
+
+    proxy.set(Mode::Reset);
+    let read = within(SOON, "an existing connection reset", conn.read(&mut buf)).await;
+    assert!(
+        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{read:?}"
+    );
+    let mut fresh = connect().await.unwrap();
+    let read = within(SOON, "a new connection reset", fresh.read(&mut buf)).await;
+    assert!(
+        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{read:?}"
+    );
+
+    proxy.set(Mode::Blackhole);
+    let mut hole = connect().await.unwrap();
+    hole.write_all(b"gone!").await.unwrap();
+    eventually(SOON, "the proxy swallowed the bytes", || async {
+        (proxy.swallowed() >= 5, proxy.swallowed())
+    })
+    .await;
+    proxy.set(Mode::Pass);
+    let read = within(SOON, "a blackholed connection ends", hole.read(&mut buf)).await;
+    assert!(
+        matches!(&read, Ok(0)) || read.is_err(),
+        "no echo of swallowed bytes: {read:?}"
+    );
+    let mut after = connect().await.unwrap();
+    after.write_all(b"again").await.unwrap();
+    within(SOON, "passing again", after.read_exact(&mut buf))
+        .await
+        .unwrap();
+    assert_eq!(&buf, b"again");
+}

@@ -1,0 +1,200 @@
+//! The road to Redis breaking (the fault proxy between gateway and Redis): the gateway
+//! degrades, keeps every waiting caller, answers by each caller's deadline, and recovers.
+
+use super::*;
+use crate::support::fault_proxy::{FaultProxy, Mode};
+use crate::support::fleet::client;
+use crate::support::redis::RedisServer;
+
+/// A gateway on a simulator with slow solves, its Redis behind a fault proxy.
+struct RedisRig {
+    log: tempfile::NamedTempFile,
+    _redis: RedisServer,
+    proxy: FaultProxy,
+    sim: SimServer,
+    gw: GatewayProcess,
+    http: reqwest::Client,
+}
+
+impl RedisRig {
+    async fn start(extra_toml: &str) -> RedisRig {
+        let redis = RedisServer::start();
+        let proxy = FaultProxy::start(([127, 0, 0, 1], redis.port).into()).await;
+        // Solves slow enough that callers are still waiting when the proxy breaks the road.
+        let sim = SimServer::start(LatencyRange::fixed(Duration::from_millis(1_500)), 200).await;
+        let url = format!("redis://127.0.0.1:{}/", proxy.port());
+        let (gw, log) = logged_gateway(&sim, &url, extra_toml).await;
+        RedisRig {
+            log,
+            _redis: redis,
+            proxy,
+            sim,
+            gw,
+            http: client(),
+        }
+    }
+
+    async fn health_is(&self, want: &str, context: &str) {
+        eventually(SOON, &format!("{context}: /health says {want}"), || async {
+            let now = health(&self.http, &self.gw.base).await;
+            (now == want, now)
+        })
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn with_redis_blackholed_reset_or_stalled_the_gateway_degrades_loses_no_caller_and_recovers()
+{
+    let rig = RedisRig::start("redis_lease_s = 3").await;
+    let (http, base) = (&rig.http, rig.gw.base.as_str());
+    assert_serves_again(http, base, "6Le-redis-before", "before any fault").await;
+    rig.health_is("healthy", "before any fault").await;
+
+    for (i, mode) in [Mode::Blackhole, Mode::Reset, Mode::Stall]
+        .into_iter()
+        .enumerate()
+    {
+        let context = format!("redis {mode:?}");
+        // Callers already waiting on their tasks when Redis goes away: none may be lost.
+        let sitekey = format!("6Le-redis-{i}");
+        let before = rig.sim.sim.stats().submits;
+        let waiting: Vec<_> = (0..5)
+            .map(|_| {
+                let (http, base, body) = (http.clone(), base.to_owned(), body(&sitekey, 20.0));
+                tokio::spawn(async move { solve(&http, &base, body).await })
+            })
+            .collect();
+        eventually(
+            SOON,
+            &format!("{context}: the waiters' tasks started"),
+            || async {
+                let submits = rig.sim.sim.stats().submits - before;
+                (submits >= 5, submits)
+            },
+        )
+        .await;
+        rig.proxy.set(mode);
+        for w in waiting {
+            let (status, v) = within(SOON, &format!("{context}: a waiting caller"), w)
+                .await
+                .expect("the caller's task");
+            assert_eq!(
+                status, 200,
+                "{context}: a caller waiting when Redis broke: {v}"
+            );
+        }
+
+        // New callers are served without the pool while Redis is away (promise 7).
+        let fresh = join_all((0..5).map(|_| solve(http, base, body(&sitekey, 20.0))));
+        for (status, v) in within(SOON, &format!("{context}: new callers"), fresh).await {
+            assert_eq!(status, 200, "{context}: solving continues degraded: {v}");
+        }
+        let compat = within(SOON, &context, solve_compat(http, base, &sitekey)).await;
+        assert!(
+            compat.starts_with("OK|"),
+            "{context}: compatible API while degraded: {compat}"
+        );
+        rig.health_is("degraded", &context).await;
+
+        // Passing again, the gateway finds Redis by itself and the pool works again.
+        rig.proxy.set(Mode::Pass);
+        rig.health_is("healthy", &format!("{context}, then pass"))
+            .await;
+        let pooled = format!("6Le-redis-pool-{i}");
+        let (status, _) = solve(http, base, body(&pooled, 0.01)).await;
+        assert_eq!(status, 504, "{context}: a caller who leaves at once");
+        eventually(
+            SOON,
+            &format!("{context}: the left answer is pooled"),
+            || async {
+                let size = metric(http, base, "gateway_pool_size").await;
+                (size >= 1.0, size)
+            },
+        )
+        .await;
+        let (status, v) = within(SOON, &context, solve(http, base, body(&pooled, 20.0))).await;
+        assert_eq!(
+            (status, v["source"].as_str()),
+            (200, Some("pool")),
+            "{context}: the pool serves again: {v}"
+        );
+        assert_slots_return(http, base, &context).await;
+    }
+    assert_never_panicked(&rig.log);
+}
+
+#[tokio::test]
+async fn with_redis_required_a_broken_redis_gets_callers_a_clear_refusal_and_recovers() {
+    let rig = RedisRig::start("redis_required = true").await;
+    let (http, base) = (&rig.http, rig.gw.base.as_str());
+    assert_serves_again(http, base, "6Le-required-before", "before any fault").await;
+    rig.proxy.set(Mode::Reset);
+    let (status, v) = within(
+        SOON,
+        "required, reset",
+        solve(http, base, body("6Le-req", 20.0)),
+    )
+    .await;
+    assert_eq!(
+        status, 503,
+        "a required store that is away refuses clearly: {v}"
+    );
+    assert_answer_or_clear_error(status, &v, "required, reset");
+    rig.proxy.set(Mode::Pass);
+    eventually(SOON, "required: solving again after pass", || async {
+        let (status, v) = solve(http, base, body("6Le-req", 20.0)).await;
+        (status == 200, (status, v))
+    })
+    .await;
+    assert_slots_return(http, base, "required").await;
+    assert_never_panicked(&rig.log);
+}
+
+/// The Redis store's response timeout (`RedisSettings::new`): an answer that waited on a
+/// blackholed Redis cannot come sooner than this.
+const REDIS_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[tokio::test]
+async fn with_redis_blackholed_or_stalled_a_callers_timeout_comes_at_its_deadline() {
+    let rig = RedisRig::start("redis_lease_s = 3").await;
+    let (http, base) = (&rig.http, rig.gw.base.as_str());
+    assert_serves_again(http, base, "6Le-deadline-before", "before any fault").await;
+    for mode in [Mode::Blackhole, Mode::Stall] {
+        rig.proxy.set(mode);
+        for _ in 0..3 {
+            let asked = std::time::Instant::now();
+            let (status, v) = solve(http, base, body("6Le-deadline", 0.2)).await;
+            let took = asked.elapsed();
+            assert_answer_or_clear_error(status, &v, &format!("{mode:?}"));
+            assert_eq!(status, 504, "{mode:?}: {v}");
+            // Ten times the caller's deadline: only an answer that waited on Redis is this late.
+            assert!(
+                took < REDIS_RESPONSE_TIMEOUT,
+                "{mode:?}: a caller with a 0.2 s deadline was answered after {took:?}: it waited \
+                 on the store instead of its deadline"
+            );
+        }
+        // Once the gateway knows Redis is away, a caller whose deadline is shorter than the
+        // store's timeouts is still served, without the pool (promise 7).
+        rig.health_is("degraded", &format!("{mode:?}")).await;
+        let (status, v) = solve(http, base, body("6Le-deadline-degraded", 3.0)).await;
+        assert_eq!(status, 200, "{mode:?}: a 3 s caller while degraded: {v}");
+        rig.proxy.set(Mode::Pass);
+        rig.health_is("healthy", &format!("{mode:?}, then pass"))
+            .await;
+        // The arrivals those callers left behind finished as departures: nobody waits on.
+        eventually(
+            SOON,
+            &format!("{mode:?}: no waiter left behind"),
+            || async {
+                let waiting = metric(http, base, "gateway_target_waiting").await;
+                (waiting == 0.0, waiting)
+            },
+        )
+        .await;
+        assert_slots_return(http, base, &format!("{mode:?}")).await;
+        assert_serves_again(http, base, "6Le-deadline-after", &format!("{mode:?}")).await;
+    }
+    assert_never_panicked(&rig.log);
+}
