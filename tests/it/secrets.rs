@@ -8,8 +8,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use captcha_gateway::model::Kind;
-use captcha_gateway::sim::{LatencyRange, SimSettings, Simulator};
+use captcha_gateway::sim::{LatencyRange, SimSettings};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -191,36 +190,15 @@ impl Recorder {
 }
 
 async fn simulator_requiring(key: &str) -> SimServer {
-    let mut settings = SimSettings {
+    let settings = SimSettings {
         keys: vec![key.to_owned()],
         ..SimSettings::default()
     };
-    for kind in Kind::ALL {
-        settings.latency.insert(
-            kind,
-            LatencyRange {
-                min: Duration::from_millis(50),
-                max: Duration::from_millis(150),
-            },
-        );
-    }
-    let sim = Simulator::new(settings);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(captcha_gateway::sim::serve(
-        sim.clone(),
-        listener,
-        std::future::pending(),
-    ));
-    SimServer { sim, addr }
-}
-
-fn python() -> std::path::PathBuf {
-    std::env::var("CAPTCHA_GATEWAY_TEST_PYTHON")
-        .map(Into::into)
-        .unwrap_or_else(|_| {
-            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/venv/bin/python")
-        })
+    let fast = LatencyRange {
+        min: Duration::from_millis(50),
+        max: Duration::from_millis(150),
+    };
+    SimServer::with_settings(settings, fast).await
 }
 
 /// The real client libraries, with the gateway key, against one gateway.
@@ -228,7 +206,7 @@ async fn run_python_clients(base: &str, key: &str, seen: &Transcript) {
     let script =
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/clients.py");
     for client in ["captchaai", "twocaptcha"] {
-        let out = Command::new(python())
+        let out = Command::new(crate::clients::python())
             .arg(&script)
             .arg(client)
             .arg(base)

@@ -21,10 +21,18 @@ pub struct SimServer {
 
 impl SimServer {
     pub async fn start(latency: LatencyRange, threads: u32) -> SimServer {
-        let mut settings = SimSettings {
-            threads,
-            ..SimSettings::default()
-        };
+        Self::with_settings(
+            SimSettings {
+                threads,
+                ..SimSettings::default()
+            },
+            latency,
+        )
+        .await
+    }
+
+    /// A simulator with `settings`, every kind solving within `latency`.
+    pub async fn with_settings(mut settings: SimSettings, latency: LatencyRange) -> SimServer {
         for kind in Kind::ALL {
             settings.latency.insert(kind, latency);
         }
