@@ -15,7 +15,7 @@ use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
 use crate::support::fleet::SimServer;
-use crate::support::redis::RedisServer;
+use crate::support::redis::{RedisServer, free_port};
 
 /// Distinctive values: each appears nowhere unless leaked. Alphanumeric, so URL and JSON
 /// encoding leave them as they are.
@@ -28,6 +28,8 @@ struct Secrets {
     proxy_password: String,
     page_password: String,
     page_query: String,
+    tenant_key: String,
+    callback_secret: String,
 }
 
 impl Secrets {
@@ -49,10 +51,12 @@ impl Secrets {
             proxy_password: r("PxPass", 20),
             page_password: r("PgPass", 20),
             page_query: r("QrySecret", 20),
+            tenant_key: r("TenantKey0", 32),
+            callback_secret: r("HookSecret", 24),
         }
     }
 
-    fn all(&self) -> [(&'static str, &str); 8] {
+    fn all(&self) -> [(&'static str, &str); 10] {
         [
             ("provider key", &self.provider_key),
             ("wrong provider key", &self.wrong_provider_key),
@@ -62,6 +66,8 @@ impl Secrets {
             ("proxy password", &self.proxy_password),
             ("page URL password", &self.page_password),
             ("page URL query", &self.page_query),
+            ("tenant key", &self.tenant_key),
+            ("callback URL secret", &self.callback_secret),
         ]
     }
 }
@@ -247,14 +253,17 @@ async fn no_secret_reaches_a_log_line_a_response_or_a_label() {
     let log = Transcript::default();
     let common = format!(
         "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nthreads = 50\n\
-         gateway_keys = [\"{}\"]\nredis_url = \"{redis_url}\"\n",
-        sim.addr, s.gateway_key
+         gateway_keys = [\"{}\"]\nredis_url = \"{redis_url}\"\n\
+         callback_hosts = [\"localhost\"]\ncallback_allow_networks = [\"127.0.0.1/32\", \"::1/128\"]\n\
+         callback_attempts = 2\n\
+         [[tenants]]\nname = \"team\"\nkeys = [\"{}\"]\nmax_concurrent = 50\n",
+        sim.addr, s.gateway_key, s.tenant_key
     );
     let poll = "[poll]\nfirst_check_s = 0.05\ninterval_s = 0.05\nmax_requests_per_second = 500\n";
     let a = Gateway::start("a", &format!("{common}{poll}"), &s.provider_key, &log).await;
     let b = Gateway::start(
         "b",
-        &format!("{common}log_json = true\n{poll}"),
+        &format!("log_json = true\n{common}{poll}"),
         &s.provider_key,
         &log,
     )
@@ -286,7 +295,31 @@ async fn no_secret_reaches_a_log_line_a_response_or_a_label() {
         s.page_password, s.page_query
     );
 
+    // A callback receiver that is not there: the failed delivery is logged, the URL must not be.
+    let hook = format!(
+        "http://localhost:{}/hook?token={}",
+        free_port(),
+        s.callback_secret
+    );
+
     run_python_clients(&a.base, key, &rec.seen).await;
+
+    // A configured tenant's key, on the native API and its usage page.
+    let solved = rec
+        .json(
+            rec.http
+                .post(a.url("/v1/solve"))
+                .bearer_auth(&s.tenant_key)
+                .json(&json!({
+                    "kind": "recaptcha_v2", "sitekey": "6Le-tenant", "pageurl": page,
+                })),
+        )
+        .await;
+    assert!(solved["token"].is_string(), "{solved}");
+    let usage = rec
+        .json(rec.http.get(b.url("/v1/usage")).bearer_auth(&s.tenant_key))
+        .await;
+    assert!(usage.to_string().contains("team"), "{usage}");
 
     // Compatible API on `b`, answer read from `a` (a fleet shares task records).
     let submitted = rec
@@ -297,6 +330,7 @@ async fn no_secret_reaches_a_log_line_a_response_or_a_label() {
             ("pageurl", page.as_str()),
             ("proxy", proxy.as_str()),
             ("proxytype", "HTTP"),
+            ("pingback", hook.as_str()),
             ("json", "1"),
         ]))
         .await;
@@ -388,6 +422,10 @@ async fn no_secret_reaches_a_log_line_a_response_or_a_label() {
         logs.len() > 100 && logs.iter().any(|l| l.contains(&id)),
         "trace logs are too thin to judge ({} lines)",
         logs.len()
+    );
+    assert!(
+        logs.iter().any(|l| l.contains("callback not delivered")),
+        "the pingback to a closed port was attempted and logged"
     );
     assert!(
         responses.iter().any(|r| r.contains("shop.example.com")),
