@@ -22,6 +22,7 @@ mod refiller;
 mod retire;
 mod sizing;
 mod spec;
+mod top;
 mod view;
 
 pub use import::{ImportError, ImportOutcome, ImportToken, MAX_IMPORT, MAX_TOKEN_LEN, import};
@@ -29,6 +30,7 @@ pub use refiller::{RefillSettings, deficit, spawn_refiller};
 pub use retire::retire_idle;
 pub use sizing::{AutoSizer, SizingSettings};
 pub use spec::{MAX_POOL_SIZE, PoolSize, PoolSpec, PoolTable, specs};
+pub use top::{GroupBy, OTHER, bound};
 pub use view::PoolView;
 
 use std::collections::HashMap;
