@@ -196,3 +196,103 @@ async fn tagged_targets(url: &str) -> HashSet<String> {
         .filter_map(|k| Some(k[k.find('{')?..=k.find('}')?].to_owned()))
         .collect()
 }
+
+/// Waves of callers of a few targets, all at once, while retirement runs in a loop with a zero
+/// idle time (every empty target goes at once): every caller gets one answer of its own, every
+/// answer a task produced is handed out or still pooled, and between waves the targets go.
+async fn callers_racing_retirement_keep_the_promises(store: Arc<dyn Store>) {
+    let now = 20_000_000;
+    let targets: Vec<Target> = (0..8).map(|_| fresh_target()).collect();
+    let (tasks, pool_hits) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let done = CancellationToken::new();
+    let retirer = {
+        let (store, done) = (store.clone(), done.clone());
+        tokio::spawn(async move {
+            while !done.is_cancelled() {
+                store.retire(now, &HashSet::new()).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let mut answers = HashSet::new();
+    let mut callers_total = 0u64;
+    let mut retired_between = 0;
+    for _wave in 0..10 {
+        let mut callers = Vec::new();
+        for i in 0..40 {
+            let (store, tasks, pool_hits) = (store.clone(), tasks.clone(), pool_hits.clone());
+            let t = targets[i % targets.len()].clone();
+            callers.push(tokio::spawn(async move {
+                let arrival = store
+                    .arrive(&t, &waiter(store.as_ref()), now, MIN_REMAINING)
+                    .await
+                    .unwrap();
+                let rx = match arrival {
+                    Arrival::Pooled(a) => {
+                        pool_hits.fetch_add(1, Ordering::Relaxed);
+                        return a.text;
+                    }
+                    Arrival::Wait(rx) => rx,
+                    Arrival::Start(rx, claim) => {
+                        tasks.fetch_add(1, Ordering::Relaxed);
+                        finish_later(store.clone(), t.clone(), claim, now);
+                        rx
+                    }
+                };
+                rx.await.expect("a waiter is answered").unwrap().text
+            }));
+        }
+        callers_total += callers.len() as u64;
+        for c in callers {
+            let text = tokio::time::timeout(Duration::from_secs(30), c)
+                .await
+                .expect("every caller is answered within 30 s (a retired waiter would hang)")
+                .unwrap();
+            assert!(answers.insert(text), "an answer was handed out twice");
+        }
+        retired_between += store.retire(now, &HashSet::new()).await.unwrap();
+    }
+    done.cancel();
+    retirer.await.unwrap();
+    let pooled: u64 = store.figures().await.unwrap().iter().map(|f| f.pooled).sum();
+    let (tasks, pool_hits) = (tasks.load(Ordering::Relaxed), pool_hits.load(Ordering::Relaxed));
+    // Exact demand and nothing lost: each task's answer went to a waiting caller or the pool.
+    assert_eq!(
+        tasks,
+        callers_total - pool_hits + pooled,
+        "{tasks} tasks, {callers_total} callers, {pool_hits} served from the pool, {pooled} pooled"
+    );
+    // Every target without pooled answers went (between waves, or in the racing loop).
+    let live: Vec<_> = store.figures().await.unwrap();
+    assert!(
+        live.iter().all(|f| f.pooled > 0),
+        "empty targets remain: {live:?}"
+    );
+    assert!(
+        retired_between > 0 || live.len() < targets.len(),
+        "retirement never ran"
+    );
+}
+
+fn finish_later(store: Arc<dyn Store>, t: Target, claim: ClaimId, now: u64) {
+    tokio::spawn(async move {
+        tokio::task::yield_now().await;
+        store
+            .finish(&t, &claim, TaskOutcome::Answer(answer(now, 100_000)), true, now)
+            .await
+            .unwrap();
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_racing_retirement_in_the_embedded_store() {
+    let store = Arc::new(MemoryStore::with_target_idle(Duration::ZERO));
+    callers_racing_retirement_keep_the_promises(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_racing_retirement_on_redis() {
+    let server = RedisServer::start();
+    let store = Arc::new(redis_store(server.url(), false, Duration::ZERO).await);
+    callers_racing_retirement_keep_the_promises(store).await;
+}
