@@ -296,3 +296,153 @@ async fn callers_racing_retirement_on_redis() {
     let store = Arc::new(redis_store(server.url(), false, Duration::ZERO).await);
     callers_racing_retirement_keep_the_promises(store).await;
 }
+
+/// Redis faults around retirement: a reply lost after the script ran (keys gone, id still
+/// listed), the script run twice, Redis restarted empty, and another instance that registered
+/// the target earlier and trusts its cache.
+#[tokio::test]
+async fn redis_retirement_survives_lost_replies_restarts_and_other_instances() {
+    let mut server = RedisServer::start();
+    let idle = Duration::from_millis(IDLE_MS);
+    let a = redis_store(server.url(), false, idle).await;
+    let b = redis_store(server.url(), false, idle).await;
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+    let none = HashSet::new();
+    let t0 = 30_000_000;
+
+    // A lost reply: the script deleted the keys but the id stayed listed (put back on error).
+    let lost = fresh_target();
+    serve_one(&a, &lost, t0).await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("cg:{{t:{}}}:*", lost.id))
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    redis::cmd("DEL")
+        .arg(&keys)
+        .query_async::<()>(&mut raw)
+        .await
+        .unwrap();
+    assert!(live(&a).await.is_empty(), "figures skip a listed target without keys");
+    assert_eq!(a.retire(t0 + 1, &none).await.unwrap(), 1, "the next pass unlists it");
+    assert_eq!(a.retire(t0 + 1, &none).await.unwrap(), 0, "and a second pass finds nothing");
+    let listed: Vec<String> = redis::cmd("SMEMBERS")
+        .arg("cg:targets")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(listed.is_empty(), "{listed:?}");
+
+    // Another instance used the target within half an idle period and skips registering it:
+    // its use keeps the target alive through a retirement pass on the first instance.
+    let shared = fresh_target();
+    serve_one(&b, &shared, t0).await;
+    serve_one(&b, &shared, t0 + IDLE_MS / 4).await;
+    assert_eq!(a.retire(t0 + IDLE_MS, &none).await.unwrap(), 0);
+    assert!(live(&a).await.contains(&shared.id), "used a quarter period ago: kept");
+    // Idle a whole period: retired by the first instance; the other registers it again on use
+    // (its cache is older than half a period), so the target is never live but unlisted.
+    assert_eq!(
+        a.retire(t0 + IDLE_MS / 4 + IDLE_MS, &none).await.unwrap(),
+        1
+    );
+    serve_one(&b, &shared, t0 + 2 * IDLE_MS).await;
+    assert!(live(&a).await.contains(&shared.id), "registered again by its next use");
+
+    // Redis restarted empty: the next calls register again, and retirement still works.
+    server.restart();
+    let back = fresh_target();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let now = t0 + 3 * IDLE_MS;
+    loop {
+        // The first call after the restart may fail on the dropped connection.
+        match a.arrive(&back, &waiter(&a), now, MIN_REMAINING).await {
+            Ok(Arrival::Start(rx, claim)) => {
+                a.finish(&back, &claim, TaskOutcome::Answer(answer(now, 100_000)), true, now)
+                    .await
+                    .unwrap();
+                rx.await.unwrap().unwrap();
+                break;
+            }
+            Ok(other) => panic!("an empty Redis has nothing pooled or running: {other:?}"),
+            Err(e) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "Redis did not come back within 10 s: {e}"
+            ),
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(live(&a).await, HashSet::from([back.id.clone()]));
+    assert_eq!(a.retire(now + IDLE_MS, &none).await.unwrap(), 1);
+    assert!(tagged_targets(&server.url()).await.is_empty(), "no target keys left");
+}
+
+/// The soak in short (docs/BENCHMARKS.md has the long one): distinct pages of a few sites pass
+/// through with the clock moving on, retirement runs as the sweeper would, and the live targets
+/// and the bounded report stay flat instead of growing with every page.
+async fn distinct_pages_leave_flat_state(store: &dyn Store, pages: u64) {
+    const TOP: usize = 5;
+    // One page every 100 ms of store time, so one idle period holds `IDLE_MS / 100` pages.
+    let per_idle = IDLE_MS / 100;
+    let sweep_every = 50;
+    let mut now = 40_000_000;
+    let mut most_live = 0;
+    for n in 0..pages {
+        let t = page(&format!("site{}.example", n % 7), n);
+        serve_one(store, &t, now).await;
+        now += 100;
+        if n % sweep_every == sweep_every - 1 {
+            store.retire(now, &HashSet::new()).await.unwrap();
+            let figures = store.figures().await.unwrap();
+            most_live = most_live.max(figures.len() as u64);
+            assert!(
+                figures.len() as u64 <= per_idle + sweep_every,
+                "{} live targets after {} pages: retirement is not keeping up",
+                figures.len(),
+                n + 1
+            );
+            let views: Vec<PoolView> = figures
+                .into_iter()
+                .map(|f| PoolView {
+                    arrivals: f.pool_hits + f.waits_served + f.new_tasks - f.refills,
+                    figures: f,
+                    ..PoolView::default()
+                })
+                .collect();
+            let callers: u64 = views.iter().map(|v| v.arrivals).sum();
+            let sites: HashSet<_> = views.iter().map(|v| v.figures.label.clone()).collect();
+            let rows = bound(views, TOP, GroupBy::Label);
+            assert!(rows.len() <= TOP + 1, "{} rows", rows.len());
+            let labels: HashSet<_> = rows.iter().map(|r| r.figures.label.clone()).collect();
+            assert_eq!(labels.len(), rows.len(), "one row per label");
+            assert_eq!(
+                rows.iter().map(|r| r.arrivals).sum::<u64>(),
+                callers,
+                "the bounded rows still add up to every live caller"
+            );
+            if sites.len() > TOP {
+                assert_eq!(rows.last().unwrap().figures.label, OTHER, "the rest are summed");
+            }
+        }
+    }
+    assert!(
+        pages < 2 * per_idle || most_live < pages / 2,
+        "live targets grew with the pages: {most_live} of {pages}"
+    );
+}
+
+#[tokio::test]
+async fn distinct_pages_leave_flat_state_in_the_embedded_store() {
+    let store = MemoryStore::with_target_idle(Duration::from_millis(IDLE_MS));
+    distinct_pages_leave_flat_state(&store, 20_000).await;
+}
+
+#[tokio::test]
+async fn distinct_pages_leave_flat_state_on_redis() {
+    let server = RedisServer::start();
+    let store = redis_store(server.url(), false, Duration::from_millis(IDLE_MS)).await;
+    distinct_pages_leave_flat_state(&store, 3_000).await;
+    let keys = tagged_targets(&server.url()).await.len() as u64;
+    assert!(keys <= IDLE_MS / 100 + 50, "{keys} targets still hold keys");
+}

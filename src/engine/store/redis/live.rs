@@ -36,11 +36,13 @@ impl Inner {
     }
 
     /// Registers `target` as live (its label and last use, then its id in `cg:targets`), unless
-    /// this instance did so less than half an idle period ago.
-    pub(super) async fn note_target(&self, target: &Target, now: Millis) {
+    /// this instance did so less than half an idle period ago. When that fails the caller's
+    /// operation fails too (the engine solves without the store): a target must never be used
+    /// without being listed, or no sweep would ever see it again.
+    pub(super) async fn note_target(&self, target: &Target, now: Millis) -> Result<(), StoreError> {
         if let Some(&at) = self.known().get(&target.id) {
             if now.saturating_sub(at) < self.refresh_ms() {
-                return;
+                return Ok(());
             }
         }
         let mut conn = self.conn();
@@ -57,9 +59,9 @@ impl Inner {
             conn.sadd::<_, _, ()>(keys::targets(), &target.id).await
         }
         .await;
-        if added.is_ok() {
-            self.known().insert(target.id.clone(), now);
-        }
+        self.seen(added)?;
+        self.known().insert(target.id.clone(), now);
+        Ok(())
     }
 
     async fn live_ids(&self) -> Result<Vec<String>, StoreError> {

@@ -255,7 +255,7 @@ impl Store for RedisStore {
         min_remaining_ms: u64,
     ) -> Result<Arrival, StoreError> {
         let inner = &self.inner;
-        inner.note_target(target, now).await;
+        inner.note_target(target, now).await?;
         let (tx, rx) = oneshot::channel();
         // Registered before the script runs, so a delivery racing the reply finds it.
         inner.local.add_waiter(
@@ -395,7 +395,7 @@ impl Store for RedisStore {
 
     async fn put(&self, target: &Target, answer: Answer, now: Millis) -> Result<(), StoreError> {
         let inner = &self.inner;
-        inner.note_target(target, now).await;
+        inner.note_target(target, now).await?;
         let args = [
             now.to_string(),
             mail::answer_mail(&answer),
@@ -408,7 +408,7 @@ impl Store for RedisStore {
 
     async fn reserve(&self, target: &Target, now: Millis) -> Result<ClaimId, StoreError> {
         let inner = &self.inner;
-        inner.note_target(target, now).await;
+        inner.note_target(target, now).await?;
         let claim = inner.new_claim();
         inner
             .run_target(

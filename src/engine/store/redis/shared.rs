@@ -21,7 +21,7 @@ impl Inner {
         min_remaining_ms: u64,
     ) -> Result<SharedArrival, StoreError> {
         let inner = self;
-        inner.note_target(target, now).await;
+        inner.note_target(target, now).await?;
         let waiter = format!(
             "{}:s{}",
             inner.instance,
