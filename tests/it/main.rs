@@ -9,6 +9,7 @@ mod cli;
 mod clients;
 mod compat_api;
 mod fleet;
+mod metrics_series;
 mod native_api;
 mod pools;
 mod redis_store;
