@@ -66,8 +66,12 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
             break;
         }
         let init = {
-            let (client, base, next_page, run) =
-                (client.clone(), gw.base.clone(), next_page.clone(), run.clone());
+            let (client, base, next_page, run) = (
+                client.clone(),
+                gw.base.clone(),
+                next_page.clone(),
+                run.clone(),
+            );
             move || (client.clone(), base.clone(), next_page.clone(), run.clone())
         };
         let outcome = load::closed_loop(
@@ -150,7 +154,11 @@ fn report(result: &mut RunResult, samples: &[Sample], total: &LoopOutcome) {
     result.info("RSS at the end", last.rss_mb, "MB");
     let most_rss = samples.iter().map(|s| s.rss_mb).fold(0.0, f64::max);
     result.info("RSS highest sample", most_rss, "MB");
-    result.info("/metrics after the first tenth", warm.metrics_bytes as f64, "bytes");
+    result.info(
+        "/metrics after the first tenth",
+        warm.metrics_bytes as f64,
+        "bytes",
+    );
     result.info("/metrics at the end", last.metrics_bytes as f64, "bytes");
     result.info("live targets after the first tenth", warm.live_targets, "");
     result.info("live targets at the end", last.live_targets, "");

@@ -28,12 +28,7 @@ pub enum GroupBy {
 
 impl Pools {
     /// [`Pools::views`] bounded: configured pools, the `top` busiest other rows, then `other`.
-    pub fn top_views(
-        &self,
-        figures: Vec<TargetFigures>,
-        top: usize,
-        by: GroupBy,
-    ) -> Vec<PoolView> {
+    pub fn top_views(&self, figures: Vec<TargetFigures>, top: usize, by: GroupBy) -> Vec<PoolView> {
         bound(self.views(figures), top, by)
     }
 }
@@ -66,9 +61,7 @@ pub fn bound(views: Vec<PoolView>, top: usize, by: GroupBy) -> Vec<PoolView> {
     });
     let others = rest.split_off(top.min(rest.len()));
     shown.extend(rest);
-    shown.sort_by(|a, b| {
-        (&a.figures.label, &a.figures.id).cmp(&(&b.figures.label, &b.figures.id))
-    });
+    shown.sort_by(|a, b| (&a.figures.label, &a.figures.id).cmp(&(&b.figures.label, &b.figures.id)));
     if let Some(mut other) = others.into_iter().reduce(merge) {
         other.figures.id = OTHER.to_owned();
         other.figures.label = OTHER.to_owned();

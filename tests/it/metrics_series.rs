@@ -35,7 +35,10 @@ fn series_of(line: &str) -> (String, BTreeMap<String, String>) {
 /// Every sample line's series, with how often it appears.
 fn series_counts(text: &str) -> HashMap<(String, BTreeMap<String, String>), usize> {
     let mut counts = HashMap::new();
-    for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
         *counts.entry(series_of(line)).or_insert(0) += 1;
     }
     counts

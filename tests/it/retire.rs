@@ -77,7 +77,13 @@ async fn serve_one(store: &dyn Store, t: &Target, now: u64) -> String {
         other => panic!("expected a new task for {t:?}, got {other:?}"),
     };
     store
-        .finish(t, &claim, TaskOutcome::Answer(answer(now, 100_000)), true, now)
+        .finish(
+            t,
+            &claim,
+            TaskOutcome::Answer(answer(now, 100_000)),
+            true,
+            now,
+        )
         .await
         .unwrap();
     rx.await.unwrap().unwrap().text
@@ -89,15 +95,20 @@ async fn retirement_keeps_what_is_needed(store: &dyn Store) {
     let idle = fresh_target();
     serve_one(store, &idle, t0).await;
     let pooled = fresh_target();
-    store.put(&pooled, answer(t0, 10 * IDLE_MS), t0).await.unwrap();
+    store
+        .put(&pooled, answer(t0, 10 * IDLE_MS), t0)
+        .await
+        .unwrap();
     let running = fresh_target();
     let claim = store.reserve(&running, t0).await.unwrap();
     let waiting = fresh_target();
-    let (mailbox, waiting_claim) =
-        match store.arrive(&waiting, &waiter(store), t0, MIN_REMAINING).await {
-            Ok(Arrival::Start(rx, c)) => (rx, c),
-            other => panic!("{other:?}"),
-        };
+    let (mailbox, waiting_claim) = match store
+        .arrive(&waiting, &waiter(store), t0, MIN_REMAINING)
+        .await
+    {
+        Ok(Arrival::Start(rx, c)) => (rx, c),
+        other => panic!("{other:?}"),
+    };
     let configured = fresh_target();
     serve_one(store, &configured, t0).await;
     let recent = fresh_target();
@@ -129,7 +140,10 @@ async fn retirement_keeps_what_is_needed(store: &dyn Store) {
     // The retired target starts afresh: its next caller starts exactly one task.
     assert!(serve_one(store, &idle, now + 1).await.starts_with("tok-"));
     let f = store.figures().await.unwrap();
-    let f = f.iter().find(|f| f.id == idle.id).expect("registered again");
+    let f = f
+        .iter()
+        .find(|f| f.id == idle.id)
+        .expect("registered again");
     assert_eq!((f.new_tasks, f.pool_hits), (1, 0), "counters started over");
 
     // Once the work is done and has sat idle, those go too (configured never).
@@ -254,8 +268,17 @@ async fn callers_racing_retirement_keep_the_promises(store: Arc<dyn Store>) {
     }
     done.cancel();
     retirer.await.unwrap();
-    let pooled: u64 = store.figures().await.unwrap().iter().map(|f| f.pooled).sum();
-    let (tasks, pool_hits) = (tasks.load(Ordering::Relaxed), pool_hits.load(Ordering::Relaxed));
+    let pooled: u64 = store
+        .figures()
+        .await
+        .unwrap()
+        .iter()
+        .map(|f| f.pooled)
+        .sum();
+    let (tasks, pool_hits) = (
+        tasks.load(Ordering::Relaxed),
+        pool_hits.load(Ordering::Relaxed),
+    );
     // Exact demand and nothing lost: each task's answer went to a waiting caller or the pool.
     assert_eq!(
         tasks,
@@ -278,7 +301,13 @@ fn finish_later(store: Arc<dyn Store>, t: Target, claim: ClaimId, now: u64) {
     tokio::spawn(async move {
         tokio::task::yield_now().await;
         store
-            .finish(&t, &claim, TaskOutcome::Answer(answer(now, 100_000)), true, now)
+            .finish(
+                &t,
+                &claim,
+                TaskOutcome::Answer(answer(now, 100_000)),
+                true,
+                now,
+            )
             .await
             .unwrap();
     });
@@ -324,9 +353,20 @@ async fn redis_retirement_survives_lost_replies_restarts_and_other_instances() {
         .query_async::<()>(&mut raw)
         .await
         .unwrap();
-    assert!(live(&a).await.is_empty(), "figures skip a listed target without keys");
-    assert_eq!(a.retire(t0 + 1, &none).await.unwrap(), 1, "the next pass unlists it");
-    assert_eq!(a.retire(t0 + 1, &none).await.unwrap(), 0, "and a second pass finds nothing");
+    assert!(
+        live(&a).await.is_empty(),
+        "figures skip a listed target without keys"
+    );
+    assert_eq!(
+        a.retire(t0 + 1, &none).await.unwrap(),
+        1,
+        "the next pass unlists it"
+    );
+    assert_eq!(
+        a.retire(t0 + 1, &none).await.unwrap(),
+        0,
+        "and a second pass finds nothing"
+    );
     let listed: Vec<String> = redis::cmd("SMEMBERS")
         .arg("cg:targets")
         .query_async(&mut raw)
@@ -340,7 +380,10 @@ async fn redis_retirement_survives_lost_replies_restarts_and_other_instances() {
     serve_one(&b, &shared, t0).await;
     serve_one(&b, &shared, t0 + IDLE_MS / 4).await;
     assert_eq!(a.retire(t0 + IDLE_MS, &none).await.unwrap(), 0);
-    assert!(live(&a).await.contains(&shared.id), "used a quarter period ago: kept");
+    assert!(
+        live(&a).await.contains(&shared.id),
+        "used a quarter period ago: kept"
+    );
     // Idle a whole period: retired by the first instance; the other registers it again on use
     // (its cache is older than half a period), so the target is never live but unlisted.
     assert_eq!(
@@ -348,7 +391,10 @@ async fn redis_retirement_survives_lost_replies_restarts_and_other_instances() {
         1
     );
     serve_one(&b, &shared, t0 + 2 * IDLE_MS).await;
-    assert!(live(&a).await.contains(&shared.id), "registered again by its next use");
+    assert!(
+        live(&a).await.contains(&shared.id),
+        "registered again by its next use"
+    );
 
     // Redis restarted empty: the next calls register again, and retirement still works.
     server.restart();
@@ -359,9 +405,15 @@ async fn redis_retirement_survives_lost_replies_restarts_and_other_instances() {
         // The first call after the restart may fail on the dropped connection.
         match a.arrive(&back, &waiter(&a), now, MIN_REMAINING).await {
             Ok(Arrival::Start(rx, claim)) => {
-                a.finish(&back, &claim, TaskOutcome::Answer(answer(now, 100_000)), true, now)
-                    .await
-                    .unwrap();
+                a.finish(
+                    &back,
+                    &claim,
+                    TaskOutcome::Answer(answer(now, 100_000)),
+                    true,
+                    now,
+                )
+                .await
+                .unwrap();
                 rx.await.unwrap().unwrap();
                 break;
             }
@@ -375,7 +427,10 @@ async fn redis_retirement_survives_lost_replies_restarts_and_other_instances() {
     }
     assert_eq!(live(&a).await, HashSet::from([back.id.clone()]));
     assert_eq!(a.retire(now + IDLE_MS, &none).await.unwrap(), 1);
-    assert!(tagged_targets(&server.url()).await.is_empty(), "no target keys left");
+    assert!(
+        tagged_targets(&server.url()).await.is_empty(),
+        "no target keys left"
+    );
 }
 
 /// The soak in short (docs/BENCHMARKS.md has the long one): distinct pages of a few sites pass
@@ -422,7 +477,11 @@ async fn distinct_pages_leave_flat_state(store: &dyn Store, pages: u64) {
                 "the bounded rows still add up to every live caller"
             );
             if sites.len() > TOP {
-                assert_eq!(rows.last().unwrap().figures.label, OTHER, "the rest are summed");
+                assert_eq!(
+                    rows.last().unwrap().figures.label,
+                    OTHER,
+                    "the rest are summed"
+                );
             }
         }
     }
