@@ -100,3 +100,62 @@ fn merge(mut a: PoolView, b: PoolView) -> PoolView {
     a.waste_rate = ratio(a.figures.expired_unused, produced);
     a
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, label: &str, arrivals: u64, pool_hits: u64, size: Option<u32>) -> PoolView {
+        PoolView {
+            figures: TargetFigures {
+                id: id.into(),
+                label: label.into(),
+                pool_hits,
+                new_tasks: arrivals - pool_hits,
+                ..TargetFigures::default()
+            },
+            arrivals,
+            target_size: size,
+            ..PoolView::default()
+        }
+    }
+
+    #[test]
+    fn labels_merge_configured_stay_and_the_rest_is_other() {
+        let views = vec![
+            row("a1", "turnstile:a.example", 4, 2, None),
+            row("a2", "turnstile:a.example", 6, 0, None),
+            row("b", "turnstile:b.example", 9, 9, None),
+            row("c", "turnstile:c.example", 1, 0, None),
+            row("d", "turnstile:d.example", 2, 0, None),
+            row("quiet", "turnstile:quiet.example", 0, 0, Some(5)),
+        ];
+        let by_label = bound(views.clone(), 2, GroupBy::Label);
+        let labels: Vec<&str> = by_label.iter().map(|r| r.figures.label.as_str()).collect();
+        // a (10 callers over two pages) and b (9) are the busiest; the configured pool stays.
+        assert_eq!(
+            labels,
+            [
+                "turnstile:a.example",
+                "turnstile:b.example",
+                "turnstile:quiet.example",
+                OTHER
+            ]
+        );
+        let a = &by_label[0];
+        assert_eq!((a.arrivals, a.targets, a.hit_rate), (10, Some(2), Some(0.2)));
+        let other = &by_label[3];
+        assert_eq!((other.arrivals, other.targets), (3, Some(2)));
+        assert_eq!(other.kind, None);
+
+        // Per target, nothing merges: b and a2 are the busiest two.
+        let by_target = bound(views, 2, GroupBy::Target);
+        let ids: Vec<&str> = by_target.iter().map(|r| r.figures.id.as_str()).collect();
+        assert_eq!(ids, ["a2", "b", "quiet", OTHER]);
+        assert_eq!(by_target[3].targets, Some(3));
+
+        // Nothing left out: no `other` row.
+        let all = bound(vec![row("x", "turnstile:x.example", 1, 0, None)], 5, GroupBy::Label);
+        assert_eq!(all.len(), 1);
+    }
+}
