@@ -422,6 +422,10 @@ impl Store for MemoryStore {
             t.waiters.retain(|(_, tx)| !tx.is_closed());
             !(t.pool.is_empty() && t.in_flight.is_empty() && t.waiters.is_empty())
         });
+        // A map keeps its peak capacity: after a burst of pages, give the memory back.
+        if targets.capacity() > 4 * targets.len().max(256) {
+            targets.shrink_to(2 * targets.len());
+        }
         Ok(before - targets.len())
     }
 
