@@ -505,3 +505,51 @@ async fn distinct_pages_leave_flat_state_on_redis() {
     let keys = tagged_targets(&server.url()).await.len() as u64;
     assert!(keys <= IDLE_MS / 100 + 50, "{keys} targets still hold keys");
 }
+
+/// `target_idle_s` and `metrics_top_targets` from the file: applied when sane, one line naming
+/// the setting (exit code 2 from the binary) when not.
+#[test]
+fn bounded_state_settings_are_read_and_checked() {
+    use captcha_gateway::cli::{ProviderName, ServeArgs};
+    use captcha_gateway::config;
+    let load = |toml: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.toml");
+        std::fs::write(&path, toml).unwrap();
+        let args = ServeArgs {
+            config: Some(path),
+            provider: Some(ProviderName::Sim),
+            ..ServeArgs::default()
+        };
+        config::load_serve(&args, &|_| None)
+    };
+    let defaults = load("").unwrap();
+    assert_eq!(defaults.engine.target_idle, Duration::from_secs(900));
+    assert_eq!(defaults.engine.metrics_top_targets, 50);
+    let set = load("target_idle_s = 2.5\nmetrics_top_targets = 0\n").unwrap();
+    assert_eq!(set.engine.target_idle, Duration::from_millis(2500));
+    assert_eq!(set.engine.metrics_top_targets, 0);
+    for (toml, setting) in [
+        ("target_idle_s = 0.5\n", "target_idle_s"),
+        ("target_idle_s = -1\n", "target_idle_s"),
+        ("target_idle_s = 1e300\n", "target_idle_s"),
+        ("metrics_top_targets = 20000\n", "metrics_top_targets"),
+    ] {
+        let e = load(toml).expect_err(toml);
+        assert_eq!(e.setting, setting, "{toml}: {e}");
+    }
+    // The binary: exit code 2 and one line naming the setting.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, "target_idle_s = 0\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+        .args(["serve", "--provider", "sim", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .env_clear()
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("target_idle_s"), "{stderr}");
+}

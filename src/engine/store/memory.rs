@@ -423,10 +423,11 @@ impl Store for MemoryStore {
             !(t.pool.is_empty() && t.in_flight.is_empty() && t.waiters.is_empty())
         });
         // A map keeps its peak capacity: after a burst of pages, give the memory back.
-        if targets.capacity() > 4 * targets.len().max(256) {
-            targets.shrink_to(2 * targets.len());
+        let live = targets.len();
+        if targets.capacity() > 4 * live.max(256) {
+            targets.shrink_to(2 * live);
         }
-        Ok(before - targets.len())
+        Ok(before - live)
     }
 
     async fn figures(&self) -> Result<Vec<TargetFigures>, StoreError> {
