@@ -143,7 +143,10 @@ mod tests {
             ]
         );
         let a = &by_label[0];
-        assert_eq!((a.arrivals, a.targets, a.hit_rate), (10, Some(2), Some(0.2)));
+        assert_eq!(
+            (a.arrivals, a.targets, a.hit_rate),
+            (10, Some(2), Some(0.2))
+        );
         let other = &by_label[3];
         assert_eq!((other.arrivals, other.targets), (3, Some(2)));
         assert_eq!(other.kind, None);
@@ -155,7 +158,11 @@ mod tests {
         assert_eq!(by_target[3].targets, Some(3));
 
         // Nothing left out: no `other` row.
-        let all = bound(vec![row("x", "turnstile:x.example", 1, 0, None)], 5, GroupBy::Label);
+        let all = bound(
+            vec![row("x", "turnstile:x.example", 1, 0, None)],
+            5,
+            GroupBy::Label,
+        );
         assert_eq!(all.len(), 1);
     }
 }

@@ -543,7 +543,14 @@ fn bounded_state_settings_are_read_and_checked() {
     let path = dir.path().join("gateway.toml");
     std::fs::write(&path, "target_idle_s = 0\n").unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
-        .args(["serve", "--provider", "sim", "--listen", "127.0.0.1:0", "--config"])
+        .args([
+            "serve",
+            "--provider",
+            "sim",
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+        ])
         .arg(&path)
         .env_clear()
         .output()
