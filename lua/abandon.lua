@@ -6,6 +6,7 @@
 -- ARGV[4] poolable ('1'/'0')   ARGV[5] mail ttl (ms)
 -- Returns: the waiters that got mail (their instances must be told).
 local now, mail_ttl = tonumber(ARGV[1]), tonumber(ARGV[5])
+touch(now)
 redis.call('ZREM', waiters, ARGV[2])
 redis.call('ZREM', wlease, ARGV[2])
 local woken = {}

@@ -8,6 +8,7 @@
 -- Returns: {1, answer json} pooled | {2, woken...} wait | {3, woken...} start a task under ARGV[5].
 --          `woken`: waiters that got passed-on mail while reaping; their instances must be told.
 local now, min_expiry, mail_ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[8])
+touch(now)
 local woken = reap(now, ARGV[7], mail_ttl)
 drop_stale(min_expiry)
 local top = redis.call('ZRANGE', pool, 0, 0)[1]

@@ -5,6 +5,7 @@
 -- ARGV[5..] candidate claim ids
 -- Returns: {n, woken...}: start tasks under the first n candidates; tell the woken waiters.
 local now = tonumber(ARGV[1])
+touch(now)
 local woken = reap(now, ARGV[3], tonumber(ARGV[4]))
 local missing = redis.call('ZCARD', waiters) - redis.call('ZCARD', inflight)
 local n = 0

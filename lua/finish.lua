@@ -9,6 +9,7 @@
 -- Returns: {restart (0/1), woken...}: whether to start a task under ARGV[6], and the waiters
 --          that got mail (their instances must be told).
 local now, mail_ttl = tonumber(ARGV[1]), tonumber(ARGV[8])
+touch(now)
 redis.call('ZREM', inflight, ARGV[2])
 local woken = reap(now, ARGV[5], mail_ttl)
 local restart = 0

@@ -150,6 +150,8 @@ pub enum Scenario {
     Capacity,
     /// A 15-thread plan, 40 callers hitting one target continuously.
     Plan,
+    /// A million distinct page URLs: memory, `/metrics` size and live targets stay flat.
+    Soak,
 }
 
 #[derive(Debug, Args)]

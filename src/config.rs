@@ -132,6 +132,10 @@ struct FileConfig {
     callback_timeout_s: Option<f64>,
     callback_attempts: Option<u32>,
     callback_max_concurrent: Option<usize>,
+    /// Seconds an empty target stays known after its last use (default 900).
+    target_idle_s: Option<f64>,
+    /// Targets shown one by one in `/metrics`, `/` and `GET /v1/pools` (default 50).
+    metrics_top_targets: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -362,6 +366,8 @@ pub fn load_serve(
         }
         poll.max_requests_per_second = r;
     }
+
+    bounded_state(&file, &mut engine)?;
 
     let pools = crate::pools::specs(&file.pools, engine.target_policy)?;
     let callbacks = callback_settings(&file)?;
@@ -611,6 +617,31 @@ fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
             "fix the file; docs/CONFIGURATION.md lists every setting",
         )
     })
+}
+
+/// `target_idle_s` and `metrics_top_targets` (issue 8: per-target state and series are bounded).
+fn bounded_state(file: &FileConfig, engine: &mut EngineSettings) -> Result<(), ConfigError> {
+    if let Some(s) = file.target_idle_s {
+        if !(1.0..1e9).contains(&s) {
+            return Err(bad(
+                "target_idle_s",
+                format!("{s} is not a number of seconds of at least 1"),
+                "give the seconds an unused target is kept, e.g. 900",
+            ));
+        }
+        engine.target_idle = secs("target_idle_s", s)?;
+    }
+    if let Some(n) = file.metrics_top_targets {
+        if n > 10_000 {
+            return Err(bad(
+                "metrics_top_targets",
+                format!("{n} would put a series per target back into every scrape"),
+                "give at most 10000 (default 50); the rest are summed under target=\"other\"",
+            ));
+        }
+        engine.metrics_top_targets = n;
+    }
+    Ok(())
 }
 
 fn secs(setting: &str, s: f64) -> Result<Duration, ConfigError> {

@@ -144,12 +144,12 @@ impl Gateway {
             settings.engine.clone(),
             shutdown.tracker.clone(),
         );
-        spawn_sweeper(engine.clone(), &shutdown);
         if let Some(redis) = &settings.redis {
             spawn_coverer(engine.clone(), redis.lease / 3, &shutdown);
         }
         let pools = Pools::new(&engine, settings.pools.clone(), RefillSettings::default());
         pools::spawn_refiller(engine.clone(), pools.clone(), &shutdown);
+        spawn_sweeper(engine.clone(), pools.clone(), &shutdown);
 
         let state = AppState {
             engine,
@@ -284,11 +284,14 @@ async fn open_store(
     shutdown: &Shutdown,
 ) -> Result<Arc<dyn Store>, StartError> {
     let Some(redis) = &settings.redis else {
-        return Ok(Arc::new(MemoryStore::new()));
+        return Ok(Arc::new(MemoryStore::with_target_idle(
+            settings.engine.target_idle,
+        )));
     };
     let mut redis = redis.clone();
     redis.lock_ttl = settings.engine.task_timeout + Duration::from_secs(30);
     redis.retention = settings.engine.result_retention;
+    redis.target_idle = settings.engine.target_idle;
     redis.pending_ttl = (settings.engine.task_timeout + settings.limits.compat_task_timeout) * 2;
     let store = RedisStore::connect(redis, shutdown.token.clone())
         .await
@@ -320,15 +323,24 @@ fn spawn_coverer(engine: Engine, every: Duration, shutdown: &Shutdown) {
     });
 }
 
-fn spawn_sweeper(engine: Engine, shutdown: &Shutdown) {
+fn spawn_sweeper(engine: Engine, pools: Arc<Pools>, shutdown: &Shutdown) {
     let token = shutdown.token.clone();
+    // A short `target_idle_s` (a soak) is swept often enough to retire within about its value.
+    let every = SWEEP_EVERY
+        .min(engine.settings().target_idle / 2)
+        .max(Duration::from_millis(100));
     tokio::spawn(async move {
         let retention = engine.settings().result_retention.as_millis() as u64;
         let pending_limit = (engine.settings().task_timeout * 4).as_millis() as u64;
         loop {
             tokio::select! {
                 _ = token.cancelled() => return,
-                _ = tokio::time::sleep(SWEEP_EVERY) => {}
+                _ = tokio::time::sleep(every) => {}
+            }
+            match pools::retire_idle(&engine, &pools, crate::model::now_ms()).await {
+                Ok(n) if n > 0 => tracing::debug!(retired = n, "retired idle targets"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "retiring idle targets failed"),
             }
             match engine
                 .store()

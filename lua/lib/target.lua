@@ -7,12 +7,18 @@
 -- KEYS[4] inflight  ZSET  claim id -> lease end (ms): one per running upstream task
 -- KEYS[5] mbox      HASH  waiter id -> mail: delivered, not yet taken by its instance
 -- KEYS[6] mlease    ZSET  waiter id -> deadline (ms) for taking its mail
--- KEYS[7] stats     HASH  counters behind the hit-rate and waste figures
+-- KEYS[7] stats     HASH  counters behind the hit-rate and waste figures; `label`; `last`
+--                         (ms of the last use, for retire.lua)
 --
 -- Mail: "A|<expires_at>|<answer json>" (an answer) or "F|<failure json>" (a terminal failure).
 
 local pool, waiters, wlease, inflight = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local mbox, mlease, stats = KEYS[5], KEYS[6], KEYS[7]
+
+-- Marks the target used at `now`: retire.lua forgets only targets unused for a while.
+local function touch(now)
+  redis.call('HSET', stats, 'last', now)
+end
 
 local function incr(field, n)
   if n ~= 0 then redis.call('HINCRBY', stats, field, n) end

@@ -12,7 +12,7 @@
 //!   checks.
 //! - `report.rs`: figures, targets, medians over runs, the table and the JSON.
 //! - `redis_pop.rs`: `redis-benchmark` of an equivalent Lua pop, the floor `hit` is quoted against.
-//! - one file per scenario: `hit`, `burst`, `steady`, `slack`, `capacity`, `plan`.
+//! - one file per scenario: `hit`, `burst`, `steady`, `slack`, `capacity`, `plan`, `soak`.
 //!
 //! A run *fails* (exit code 1) when the scenario itself went wrong: a caller got an error, a
 //! token was invalid, expired or handed out twice. A missed target is reported, not a failure:
@@ -28,6 +28,7 @@ mod redis_pop;
 mod report;
 mod rig;
 mod slack;
+mod soak;
 mod steady;
 
 use std::process::ExitCode;
@@ -71,6 +72,7 @@ fn name(scenario: Scenario) -> &'static str {
         Scenario::Slack => "slack",
         Scenario::Capacity => "capacity",
         Scenario::Plan => "plan",
+        Scenario::Soak => "soak",
     }
 }
 
@@ -82,6 +84,7 @@ async fn run_once(scenario: Scenario, opts: &Opts) -> Result<RunResult, BenchErr
         Scenario::Slack => slack::run(opts).await,
         Scenario::Capacity => capacity::run(opts).await,
         Scenario::Plan => plan::run(opts).await,
+        Scenario::Soak => soak::run(opts).await,
     }
 }
 

@@ -58,6 +58,12 @@ pub struct EngineSettings {
     pub result_retention: Duration,
     /// Refuse to solve while the store is unreachable, instead of solving without the pool.
     pub store_required: bool,
+    /// A target with nothing pooled, in flight or waiting is retired after this long unused
+    /// (issue 8: per-target state must shrink). Configured pools are never retired.
+    pub target_idle: Duration,
+    /// Targets `/metrics`, `/` and `GET /v1/pools` show one by one besides configured pools;
+    /// the rest are summed under `other`, so a scraper's thousands of pages cost a bounded scrape.
+    pub metrics_top_targets: usize,
 }
 
 impl Default for EngineSettings {
@@ -77,6 +83,13 @@ impl Default for EngineSettings {
             result_retention: Duration::from_secs(20 * 60),
             // Degrade rather than fail: callers still get answers, only pooling is lost.
             store_required: false,
+            // Fifteen minutes: far above any solve (task_timeout 180 s) or answer lifetime that
+            // keeps a quiet target busy, and short enough that a week of one-off pages is
+            // forgotten within the quarter hour.
+            target_idle: Duration::from_secs(15 * 60),
+            // Fifty: a readable table and a scrape of a few kilobytes per family, and more than
+            // the sites one fleet usually works at once.
+            metrics_top_targets: 50,
         }
     }
 }

@@ -5,6 +5,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
 use super::AppState;
+use crate::pools::GroupBy;
 
 pub async fn livez() -> &'static str {
     "ok"
@@ -28,7 +29,8 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str)
 
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let figures = state.engine.store().figures().await.unwrap_or_default();
-    let targets = state.pools.views(figures);
+    let top = state.engine.settings().metrics_top_targets;
+    let targets = state.pools.top_views(figures, top, GroupBy::Label);
     let text = state
         .metrics
         .render(&state.admission, &state.upstream, &targets);
@@ -45,9 +47,12 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
 
 pub async fn index(State(state): State<AppState>) -> Html<String> {
     let figures = state.engine.store().figures().await.unwrap_or_default();
-    let rows: String = figures
+    let top = state.engine.settings().metrics_top_targets;
+    let views = state.pools.top_views(figures, top, GroupBy::Label);
+    let rows: String = views
         .iter()
-        .map(|f| {
+        .map(|v| {
+            let f = &v.figures;
             format!(
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 html_escape(&f.label), f.pooled, f.in_flight, f.waiting, f.pool_hits, f.new_tasks, f.expired_unused

@@ -19,7 +19,8 @@ use crate::engine::SolveError;
 use crate::model::{Kind, Millis, Reuse};
 use crate::pools::{self, ImportError, ImportToken, MAX_IMPORT};
 
-/// `GET /v1/pools`: one entry per target with figures, configured pools included.
+/// `GET /v1/pools`: configured pools and the busiest `metrics_top_targets` other targets, one
+/// entry each, then one `other` entry summing the rest (docs/API.md).
 pub async fn list(State(state): State<AppState>, key: BearerKey) -> Result<Json<Value>, ApiError> {
     tenant(&state, &key)?;
     let figures = state
@@ -28,7 +29,12 @@ pub async fn list(State(state): State<AppState>, key: BearerKey) -> Result<Json<
         .figures()
         .await
         .map_err(|_| SolveError::Unavailable)?;
-    Ok(Json(json!(state.pools.views(figures))))
+    let top = state.engine.settings().metrics_top_targets;
+    Ok(Json(json!(state.pools.top_views(
+        figures,
+        top,
+        pools::GroupBy::Target
+    ))))
 }
 
 /// `POST /v1/pools/tokens`: `{kind, <target parameters>, tokens: [{token, solved_at,

@@ -15,17 +15,22 @@
 //!   and the HTTP API.
 //! - `spec`: `[[pools]]` tables to [`PoolSpec`]s. `sizing`: [`AutoSizer`].
 //! - `refiller`: the loop. `import`: [`import()`] of outside answers. `view`: [`PoolView`].
+//! - `retire`: [`retire_idle`], forgetting idle targets; `top`: the bounded report.
 
 mod import;
 mod refiller;
+mod retire;
 mod sizing;
 mod spec;
+mod top;
 mod view;
 
 pub use import::{ImportError, ImportOutcome, ImportToken, MAX_IMPORT, MAX_TOKEN_LEN, import};
 pub use refiller::{RefillSettings, deficit, spawn_refiller};
+pub use retire::retire_idle;
 pub use sizing::{AutoSizer, SizingSettings};
 pub use spec::{MAX_POOL_SIZE, PoolSize, PoolSpec, PoolTable, specs};
+pub use top::{GroupBy, OTHER, bound};
 pub use view::PoolView;
 
 use std::collections::HashMap;

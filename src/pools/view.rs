@@ -8,7 +8,7 @@ use crate::engine::TargetFigures;
 use crate::model::Kind;
 
 /// One target's figures and, for a configured pool, its size.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PoolView {
     /// The store's counters (pooled answers are the fresh ones ready now).
     #[serde(flatten)]
@@ -29,9 +29,13 @@ pub struct PoolView {
     /// `fixed` or `auto`, for configured pools.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<&'static str>,
+    /// How many targets this row sums, when it sums several (the `other` row, or targets
+    /// sharing a label in `/metrics`); see `top.rs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub targets: Option<u64>,
 }
 
-fn ratio(part: u64, whole: u64) -> Option<f64> {
+pub(super) fn ratio(part: u64, whole: u64) -> Option<f64> {
     // Clamped: figures read at slightly different moments (or shared by a fleet while imports
     // are counted per instance) may briefly put the part above the whole.
     (whole > 0).then(|| (part as f64 / whole as f64).min(1.0))
@@ -72,6 +76,7 @@ impl Pools {
             imported,
             arrivals,
             figures: f,
+            targets: None,
         }
     }
 }

@@ -109,7 +109,8 @@ impl Metrics {
         }
     }
 
-    /// The OpenMetrics text: registered metrics plus gauges read now.
+    /// The OpenMetrics text: registered metrics plus gauges read now. `targets` must hold one
+    /// row per label (`pools::bound` with `GroupBy::Label`), so every series is unique.
     pub fn render(
         &self,
         admission: &Admission,
@@ -137,6 +138,15 @@ impl Metrics {
             &[(String::new(), admission.max())],
         );
         upstream.write_metrics(&mut out);
+        gauge(
+            &mut out,
+            "gateway_targets",
+            "Targets with live state (configured pools included); idle ones are retired",
+            &[(
+                String::new(),
+                targets.iter().map(|v| v.targets.unwrap_or(1)).sum(),
+            )],
+        );
         let label = |f: &PoolView| format!("target=\"{}\"", escape(&f.figures.label));
         let per_target = |pick: fn(&PoolView) -> u64| {
             targets

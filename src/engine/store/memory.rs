@@ -16,8 +16,9 @@ use super::{
 use crate::engine::{Delivery, SolveFailure, TaskRecord, TaskState};
 use crate::model::{Answer, Millis, Target};
 
-#[derive(Default)]
 pub struct MemoryStore {
+    /// How long an empty target is kept after its last use ([`Store::retire`]).
+    target_idle_ms: u64,
     targets: Mutex<HashMap<String, TargetState>>,
     shared: Mutex<HashMap<String, SharedState>>,
     tasks: Mutex<HashMap<String, (TaskRecord, Arc<Notify>)>>,
@@ -34,6 +35,8 @@ struct TargetState {
     /// Oldest first (promise 3: an answer goes to the oldest waiter).
     waiters: VecDeque<(WaiterId, oneshot::Sender<Delivery>)>,
     figures: TargetFigures,
+    /// The last arrival, finish, abandon, put or reserve (the store's clock, ms).
+    last_used: Millis,
 }
 
 #[derive(Default)]
@@ -51,9 +54,41 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::with_target_idle(crate::engine::EngineSettings::default().target_idle)
+    }
+}
+
 impl MemoryStore {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A store that retires empty targets unused for `target_idle`.
+    pub fn with_target_idle(target_idle: Duration) -> Self {
+        Self {
+            target_idle_ms: u64::try_from(target_idle.as_millis()).unwrap_or(u64::MAX),
+            targets: Mutex::default(),
+            shared: Mutex::default(),
+            tasks: Mutex::default(),
+            next_claim: AtomicU64::default(),
+            next_lead: AtomicU64::default(),
+        }
+    }
+
+    /// The target's state, created if it was never seen or was retired; marked used at `now`.
+    fn touch<'a>(
+        targets: &'a mut HashMap<String, TargetState>,
+        target: &Target,
+        now: Millis,
+    ) -> &'a mut TargetState {
+        let t = targets.entry(target.id.clone()).or_default();
+        if t.label.is_empty() {
+            t.label = target.label.clone();
+        }
+        t.last_used = t.last_used.max(now);
+        t
     }
 
     fn claim(&self) -> ClaimId {
@@ -125,10 +160,7 @@ impl Store for MemoryStore {
         min_remaining_ms: u64,
     ) -> Result<Arrival, StoreError> {
         let mut targets = lock(&self.targets);
-        let t = targets.entry(target.id.clone()).or_default();
-        if t.label.is_empty() {
-            t.label = target.label.clone();
-        }
+        let t = Self::touch(&mut targets, target, now);
         if let Some(answer) = t.take_fresh(now, min_remaining_ms) {
             t.figures.pool_hits += 1;
             return Ok(Arrival::Pooled(answer));
@@ -158,7 +190,7 @@ impl Store for MemoryStore {
         now: Millis,
     ) -> Result<Finished, StoreError> {
         let mut targets = lock(&self.targets);
-        let t = targets.entry(target.id.clone()).or_default();
+        let t = Self::touch(&mut targets, target, now);
         t.in_flight.remove(claim);
         t.waiters.retain(|(_, tx)| !tx.is_closed());
         let outcome = match outcome {
@@ -196,9 +228,11 @@ impl Store for MemoryStore {
         now: Millis,
     ) -> Result<(), StoreError> {
         let mut targets = lock(&self.targets);
-        let Some(t) = targets.get_mut(&target.id) else {
+        if delivered.is_none() && !targets.contains_key(&target.id) {
+            // Retired: the waiter is long gone from it, and it has nothing to pass on.
             return Ok(());
-        };
+        }
+        let t = Self::touch(&mut targets, target, now);
         t.waiters.retain(|(id, _)| id != waiter);
         if let Some(Ok(answer)) = delivered {
             t.place(answer, poolable, now);
@@ -208,20 +242,14 @@ impl Store for MemoryStore {
 
     async fn put(&self, target: &Target, answer: Answer, now: Millis) -> Result<(), StoreError> {
         let mut targets = lock(&self.targets);
-        let t = targets.entry(target.id.clone()).or_default();
-        if t.label.is_empty() {
-            t.label = target.label.clone();
-        }
+        let t = Self::touch(&mut targets, target, now);
         t.place(answer, true, now);
         Ok(())
     }
 
-    async fn reserve(&self, target: &Target, _now: Millis) -> Result<ClaimId, StoreError> {
+    async fn reserve(&self, target: &Target, now: Millis) -> Result<ClaimId, StoreError> {
         let mut targets = lock(&self.targets);
-        let t = targets.entry(target.id.clone()).or_default();
-        if t.label.is_empty() {
-            t.label = target.label.clone();
-        }
+        let t = Self::touch(&mut targets, target, now);
         let claim = self.claim();
         t.in_flight.insert(claim.clone());
         t.figures.new_tasks += 1;
@@ -394,6 +422,28 @@ impl Store for MemoryStore {
             s.followers.is_some() || s.cached.as_ref().is_some_and(|a| a.fresh_at(now, 0))
         });
         Ok(removed)
+    }
+
+    async fn retire(&self, now: Millis, keep: &HashSet<String>) -> Result<usize, StoreError> {
+        let idle_ms = self.target_idle_ms;
+        let mut targets = lock(&self.targets);
+        let before = targets.len();
+        // Under the same lock as `arrive`: a caller comes either before (the target is busy or
+        // freshly used, so it stays) or after (it starts a new entry from nothing).
+        targets.retain(|id, t| {
+            if keep.contains(id) || now.saturating_sub(t.last_used) < idle_ms {
+                return true;
+            }
+            t.drop_stale(now, 0);
+            t.waiters.retain(|(_, tx)| !tx.is_closed());
+            !(t.pool.is_empty() && t.in_flight.is_empty() && t.waiters.is_empty())
+        });
+        // A map keeps its peak capacity: after a burst of pages, give the memory back.
+        let live = targets.len();
+        if targets.capacity() > 4 * live.max(256) {
+            targets.shrink_to(2 * live);
+        }
+        Ok(before - live)
     }
 
     async fn figures(&self) -> Result<Vec<TargetFigures>, StoreError> {

@@ -11,6 +11,8 @@ pub mod redis;
 
 pub use memory::MemoryStore;
 
+use std::collections::HashSet;
+
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
@@ -215,6 +217,13 @@ pub trait Store: Send + Sync + 'static {
         retention_ms: u64,
         pending_limit_ms: u64,
     ) -> Result<usize, StoreError>;
+
+    /// Retires every target unused for the store's `target_idle` that has nothing pooled,
+    /// nothing in flight and nobody waiting, except those in `keep` (configured pools): its
+    /// state and counters go, so per-target state grows with the targets in use, not with every
+    /// target ever seen. A caller arriving at the same moment either keeps the target alive or
+    /// finds it gone and starts afresh; nothing it could be owed is dropped. Returns how many went.
+    async fn retire(&self, now: Millis, keep: &HashSet<String>) -> Result<usize, StoreError>;
 
     async fn figures(&self) -> Result<Vec<TargetFigures>, StoreError>;
 }

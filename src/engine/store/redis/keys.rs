@@ -15,6 +15,25 @@ pub fn target_keys(target_id: &str) -> [String; 7] {
     ]
 }
 
+/// The keys `retire.lua` checks and deletes: the seven target keys, then the reusable answer's
+/// cache, lock, fence counter and followers.
+pub fn retire_keys(target_id: &str) -> [String; 11] {
+    let [a, b, c, d, e, f, g] = target_keys(target_id);
+    [
+        a,
+        b,
+        c,
+        d,
+        e,
+        f,
+        g,
+        shared(target_id),
+        lead(target_id),
+        fence(target_id),
+        followers(target_id),
+    ]
+}
+
 pub fn mbox(target_id: &str) -> String {
     format!("cg:{{t:{target_id}}}:mbox")
 }
@@ -73,7 +92,8 @@ pub fn task(id: &str) -> String {
     format!("cg:{{k:{id}}}:task")
 }
 
-/// Every target id seen, for figures and sweeps (read with plain commands, never in a script).
+/// Every live target id, for figures and sweeps (read with plain commands, never in a script);
+/// ids leave it when `retire.lua` forgets the target.
 pub fn targets() -> &'static str {
     "cg:targets"
 }
@@ -92,7 +112,7 @@ mod tests {
     #[test]
     fn every_key_of_a_target_shares_one_slot() {
         let id = "0123abcd";
-        let mut all: Vec<String> = target_keys(id).to_vec();
+        let mut all: Vec<String> = retire_keys(id).to_vec();
         all.extend([
             shared(id),
             lead(id),

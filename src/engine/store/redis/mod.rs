@@ -9,6 +9,7 @@
 mod conn;
 mod fanout;
 mod keys;
+mod live;
 mod mail;
 mod scripts;
 mod shared;
@@ -17,7 +18,7 @@ mod wake;
 
 pub use conn::RedisTarget;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -54,6 +55,9 @@ pub struct RedisSettings {
     pub retention: Duration,
     /// How long a pending task record may live (its solve always ends well before).
     pub pending_ttl: Duration,
+    /// How long an empty target is kept after its last use (`retire.lua`); serve sets it from
+    /// `target_idle_s`.
+    pub target_idle: Duration,
 }
 
 impl RedisSettings {
@@ -77,6 +81,7 @@ impl RedisSettings {
             block: Duration::from_secs(5),
             retention: Duration::from_secs(20 * 60),
             pending_ttl: Duration::from_secs(15 * 60),
+            target_idle: crate::engine::EngineSettings::default().target_idle,
         }
     }
 }
@@ -92,8 +97,8 @@ struct Inner {
     local: Local,
     tasks: tasks::Tasks,
     healthy: AtomicBool,
-    /// Targets already registered in `cg:targets` by this process.
-    known: Mutex<HashSet<String>>,
+    /// Targets this process registered in `cg:targets`, and when (see `live.rs`).
+    known: Mutex<HashMap<String, Millis>>,
     next_id: AtomicU64,
 }
 
@@ -206,31 +211,6 @@ impl Inner {
         r.map_err(unavailable)
     }
 
-    /// Registers a target for figures and sweeps, once per process.
-    async fn note_target(&self, target: &Target) {
-        if self
-            .known
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&target.id)
-        {
-            return;
-        }
-        let mut conn = self.conn();
-        let added: redis::RedisResult<()> = async {
-            conn.sadd::<_, _, ()>(keys::targets(), &target.id).await?;
-            conn.hset::<_, _, _, ()>(keys::stats(&target.id), "label", &target.label)
-                .await
-        }
-        .await;
-        if added.is_ok() {
-            self.known
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(target.id.clone());
-        }
-    }
-
     async fn run_target(
         &self,
         script: &redis::Script,
@@ -276,7 +256,7 @@ impl Store for RedisStore {
         min_remaining_ms: u64,
     ) -> Result<Arrival, StoreError> {
         let inner = &self.inner;
-        inner.note_target(target).await;
+        inner.note_target(target, now).await?;
         let (tx, rx) = oneshot::channel();
         // Registered before the script runs, so a delivery racing the reply finds it.
         inner.local.add_waiter(
@@ -416,7 +396,7 @@ impl Store for RedisStore {
 
     async fn put(&self, target: &Target, answer: Answer, now: Millis) -> Result<(), StoreError> {
         let inner = &self.inner;
-        inner.note_target(target).await;
+        inner.note_target(target, now).await?;
         let args = [
             now.to_string(),
             mail::answer_mail(&answer),
@@ -429,13 +409,17 @@ impl Store for RedisStore {
 
     async fn reserve(&self, target: &Target, now: Millis) -> Result<ClaimId, StoreError> {
         let inner = &self.inner;
-        inner.note_target(target).await;
+        inner.note_target(target, now).await?;
         let claim = inner.new_claim();
         inner
             .run_target(
                 &scripts::RESERVE,
                 &target.id,
-                &[claim.clone(), inner.lease_end(now).to_string()],
+                &[
+                    claim.clone(),
+                    inner.lease_end(now).to_string(),
+                    now.to_string(),
+                ],
             )
             .await?;
         inner.local.add_claim(&claim, target);
@@ -576,55 +560,15 @@ impl Store for RedisStore {
             .tasks
             .sweep_fallback(now, retention_ms, pending_limit_ms)
             .await;
-        let mut conn = self.inner.conn();
-        let r = conn.smembers::<_, Vec<String>>(keys::targets()).await;
-        for target_id in self.inner.seen(r)? {
-            let args = [
-                now.to_string(),
-                now.to_string(),
-                "1".to_owned(),
-                self.inner.mail_ttl().to_string(),
-            ];
-            let values = self
-                .inner
-                .run_target(&scripts::COUNTS, &target_id, &args)
-                .await?;
-            self.inner
-                .notify(
-                    &target_id,
-                    split_reply_all(values.into_iter().skip(3).collect()),
-                )
-                .await;
-        }
+        self.inner.sweep_targets(now).await?;
         Ok(removed)
     }
 
+    async fn retire(&self, now: Millis, keep: &HashSet<String>) -> Result<usize, StoreError> {
+        self.inner.retire_idle(now, keep).await
+    }
+
     async fn figures(&self) -> Result<Vec<TargetFigures>, StoreError> {
-        let mut conn = self.inner.conn();
-        let r = conn.smembers::<_, Vec<String>>(keys::targets()).await;
-        let mut out = Vec::new();
-        for id in self.inner.seen(r)? {
-            let stats: std::collections::HashMap<String, String> =
-                self.inner.seen(conn.hgetall(keys::stats(&id)).await)?;
-            let card = |key: String| {
-                let mut c = conn.clone();
-                async move { c.zcard::<_, u64>(key).await.unwrap_or(0) }
-            };
-            let num = |f: &str| stats.get(f).and_then(|v| v.parse().ok()).unwrap_or(0);
-            out.push(TargetFigures {
-                id: id.clone(),
-                label: stats.get("label").cloned().unwrap_or_default(),
-                pooled: card(keys::pool(&id)).await,
-                in_flight: card(keys::inflight(&id)).await,
-                waiting: card(keys::waiters(&id)).await,
-                pool_hits: num("pool_hits"),
-                waits_served: num("waits_served"),
-                new_tasks: num("new_tasks"),
-                refills: num("refills"),
-                expired_unused: num("expired_unused"),
-            });
-        }
-        out.sort_by(|a, b| a.label.cmp(&b.label).then(a.id.cmp(&b.id)));
-        Ok(out)
+        self.inner.live_figures().await
     }
 }

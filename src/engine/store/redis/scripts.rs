@@ -30,6 +30,7 @@ pub static PUT: LazyLock<Script> = target_script!("put.lua");
 pub static RESERVE: LazyLock<Script> = target_script!("reserve.lua");
 pub static COUNTS: LazyLock<Script> = target_script!("counts.lua");
 pub static COVER: LazyLock<Script> = target_script!("cover.lua");
+pub static RETIRE: LazyLock<Script> = target_script!("retire.lua");
 pub static TAKE: LazyLock<Script> = script!("take.lua");
 pub static RENEW: LazyLock<Script> = script!("renew.lua");
 pub static SHARED_ARRIVE: LazyLock<Script> = script!("shared_arrive.lua");

@@ -21,8 +21,9 @@ impl Inner {
         min_remaining_ms: u64,
     ) -> Result<SharedArrival, StoreError> {
         let inner = self;
-        // Not registered in `cg:targets`: figures and sweeps are about single-use targets, and
-        // every distinct image would otherwise add a row and a sweep step for good.
+        // Listed in `cg:targets` so an idle reusable target's keys (its fence counter has no TTL)
+        // are retired like any other; marked reusable so figures leave it out.
+        inner.note_target(target, now).await?;
         let waiter = format!(
             "{}:s{}",
             inner.instance,
