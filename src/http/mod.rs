@@ -8,9 +8,11 @@
 mod admission;
 mod auth;
 mod compat;
+mod entry;
 mod error;
 mod listen;
 mod native;
+mod openapi;
 mod ops;
 mod pools;
 mod state;
@@ -18,7 +20,9 @@ mod worker;
 
 pub use admission::Admission;
 pub use auth::{Auth, AuthError, BearerKey, KEY_LEN, Tenant};
+pub use entry::parse_native_body;
 pub use listen::serve;
+pub use openapi::OPENAPI_JSON;
 pub use state::{AppState, Limits};
 
 use axum::Router;
@@ -43,6 +47,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
         .route("/", get(ops::index))
+        .route("/openapi.json", get(openapi::document))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             // The path only: compatible clients send their key in the query string.
             tracing::debug_span!("request", method = %req.method(), path = %req.uri().path())

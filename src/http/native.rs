@@ -6,6 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -57,7 +58,8 @@ pub(super) async fn parse_native(body: Bytes) -> Result<NativeRequest, ApiError>
         Some(v) => Some(
             v.as_f64()
                 .filter(|s| s.is_finite() && *s > 0.0)
-                .map(Duration::from_secs_f64)
+                // Beyond `Duration`'s range is "as long as allowed": `clamp` applies the maximum.
+                .map(|s| Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX))
                 .ok_or_else(|| {
                     ApiError::bad_request("bad_timeout", "`timeout_s` must be a positive number")
                 })?,
@@ -169,13 +171,15 @@ pub async fn get_task(
     State(state): State<AppState>,
     key: BearerKey,
     Path(id): Path<String>,
-    Query(q): Query<WaitQuery>,
+    query: Result<Query<WaitQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let tenant = tenant(&state, &key)?;
+    let Query(q) = query
+        .map_err(|_| ApiError::bad_request("bad_wait", "`wait` must be a number of seconds"))?;
     let wait = q
         .wait
         .filter(|w| w.is_finite() && *w > 0.0)
-        .map(Duration::from_secs_f64)
+        .map(|w| Duration::try_from_secs_f64(w).unwrap_or(Duration::MAX))
         .unwrap_or_default()
         .min(state.limits.max_solve_timeout);
     let record = state
