@@ -8,6 +8,7 @@ mod burst;
 mod cli;
 mod clients;
 mod compat_api;
+mod contract;
 mod fleet;
 mod native_api;
 mod pools;
