@@ -110,6 +110,15 @@ fn the_document_lists_every_json_route_and_only_those() {
             "{path} is documented in docs/API.md only"
         );
     }
+    // The validator really follows `$ref`s into the components and checks formats.
+    let handout = validator(&doc, &json!({"$ref": "#/components/schemas/Handout"}));
+    assert!(!handout.is_valid(&json!({"token": 5, "kind": "recaptcha_v2"})));
+    let good = json!({"token": "t", "kind": "turnstile", "source": "pool", "solved_at": "2026-11-30T06:03:16.799Z",
+        "expires_at": "2026-11-30T06:05:16.799Z", "user_agent": null, "task_id": "1"});
+    assert!(handout.is_valid(&good));
+    let mut bad_time = good.clone();
+    bad_time["expires_at"] = json!("soon");
+    assert!(!handout.is_valid(&bad_time), "date-time is checked");
     // Every schema compiles and every `$ref` resolves.
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {
@@ -415,8 +424,17 @@ async fn schemathesis_finds_no_server_error_and_no_answer_outside_the_document()
         "schemathesis found problems:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // It tested every operation of the document but `GET /openapi.json` (which it loads the
+    // document from), and a fair number of cases.
+    let operations = document_operations(&document()).len() - 1;
     assert!(
-        stdout.contains("/v1/solve") && stdout.contains("passed"),
-        "schemathesis ran no operations:\n{stdout}"
+        stdout.contains(&format!("Tested: {operations}\n")),
+        "schemathesis did not test all {operations} operations:\n{stdout}"
     );
+    let generated: u64 = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_suffix(" passed")?.split_once(" generated, "))
+        .and_then(|(n, _)| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no case count in schemathesis' summary:\n{stdout}"));
+    assert!(generated >= 200, "only {generated} cases ran:\n{stdout}");
 }
