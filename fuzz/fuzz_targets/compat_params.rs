@@ -7,7 +7,7 @@
 #![no_main]
 
 use bytes::Bytes;
-use captcha_gateway::compat::{Mode, Reply, parse_submit, Params};
+use captcha_gateway::compat::{Mode, Params, Reply, parse_submit};
 use captcha_gateway::model::{Target, TargetPolicy};
 use captcha_gateway::provider::submit_params;
 use libfuzzer_sys::fuzz_target;
@@ -40,7 +40,11 @@ fuzz_target!(|data: &[u8]| {
             let _ = req.validate();
         }
         Err(v) => {
-            assert!(v.code.starts_with("ERROR_"), "not a protocol code: {}", v.code);
+            assert!(
+                v.code.starts_with("ERROR_"),
+                "not a protocol code: {}",
+                v.code
+            );
             let reply = Reply::error(mode, v.code);
             assert!(reply.body_text().contains(v.code));
         }
