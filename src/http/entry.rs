@@ -12,3 +12,31 @@ pub fn parse_native_body(body: &[u8]) -> Result<SolveRequest, String> {
         futures::executor::block_on(super::native::parse_native(Bytes::copy_from_slice(body)));
     parsed.map(|native| native.req).map_err(|e| e.code)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Kind;
+
+    #[test]
+    fn the_fuzzing_entry_point_parses_like_the_handlers() {
+        let req = parse_native_body(
+            br#"{"kind": "turnstile", "sitekey": "0x4AAAAAAAC3DHQFLr1GavRN", "pageurl": "https://shop.example.com/"}"#,
+        )
+        .unwrap();
+        assert_eq!(req.kind(), Kind::Turnstile);
+        assert_eq!(parse_native_body(b"{").unwrap_err(), "bad_json");
+        assert_eq!(
+            parse_native_body(br#"{"kind": "recaptcha_v2", "sitekey": "k"}"#).unwrap_err(),
+            "ERROR_PAGEURL"
+        );
+        // Defect 1 of issue 8: a timeout past `Duration`'s range panicked in the handler.
+        let huge = br#"{"kind": "recaptcha_v2", "sitekey": "k", "pageurl": "https://a.example/", "timeout_s": 1e20}"#;
+        // It is served as "as long as allowed" or refused as `bad_timeout`, never a panic.
+        let answer = parse_native_body(huge).map(|_| ());
+        assert!(matches!(
+            answer.as_ref().map_err(String::as_str),
+            Ok(()) | Err("bad_timeout")
+        ));
+    }
+}
