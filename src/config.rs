@@ -429,11 +429,21 @@ fn redis_settings(
         let valid = url::Url::parse(u)
             .is_ok_and(|p| matches!(p.scheme(), "redis" | "rediss") && p.host().is_some());
         if !valid {
-            // Only the scheme is echoed: the URL may carry a password.
-            let scheme = u.split("://").next().unwrap_or("");
+            // Only a scheme is echoed, and only one that looks like a scheme: the value may
+            // carry a password (`user:pass@host` has no `://`) or a line break.
+            let scheme = u.split_once("://").map(|(s, _)| s).filter(|s| {
+                !s.is_empty()
+                    && s.len() <= 16
+                    && s.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+            });
+            let problem = match scheme {
+                Some(scheme) => format!("a URL with scheme `{scheme}` is not a Redis URL"),
+                None => "the value is not a URL".to_owned(),
+            };
             return Err(bad(
                 "--redis-url",
-                format!("a URL with scheme `{scheme}` is not a Redis URL"),
+                problem,
                 "write redis://host:6379/0 (rediss:// for TLS); several comma-separated for a Cluster",
             ));
         }
@@ -739,6 +749,33 @@ mod tests {
             Duration::from_millis(50),
             "checks run at most a fifth of an interval early"
         );
+    }
+
+    #[test]
+    fn a_bad_redis_url_is_named_without_echoing_it() {
+        // Found by the `config_toml` fuzz target (docs/FUZZING.md): the whole value was echoed
+        // as the "scheme" when it had no `://`, password and line breaks included.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.toml");
+        for url in [
+            "user:hunter2@cache.internal:6379",
+            // A TOML escape puts a line break into the value.
+            r"h+\t0:/\\r##@ho/\n2222\te",
+            "ftp://user:hunter2@cache.internal/",
+        ] {
+            std::fs::write(
+                &path,
+                format!("provider = \"sim\"\nredis_url = \"{url}\"\n"),
+            )
+            .unwrap();
+            let args = ServeArgs {
+                config: Some(path.clone()),
+                ..ServeArgs::default()
+            };
+            let line = load_serve(&args, &|_| None).unwrap_err().to_string();
+            assert!(line.starts_with("--redis-url: "), "{line}");
+            assert!(!line.contains("hunter2") && !line.contains('\n'), "{line}");
+        }
     }
 
     #[test]

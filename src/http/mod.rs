@@ -8,10 +8,12 @@
 mod admission;
 mod auth;
 mod compat;
+mod entry;
 mod error;
 mod input;
 mod listen;
 mod native;
+mod openapi;
 mod ops;
 #[cfg(test)]
 mod parse_tests;
@@ -23,7 +25,9 @@ mod worker;
 
 pub use admission::Admission;
 pub use auth::{Auth, AuthError, BearerKey, KEY_LEN, Tenant, key_tenant};
+pub use entry::parse_native_body;
 pub use listen::serve;
+pub use openapi::OPENAPI_JSON;
 pub use state::{AppState, Limits};
 pub use tls::{TlsSettings, settings as tls_settings};
 
@@ -50,6 +54,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
         .route("/", get(ops::index))
+        .route("/openapi.json", get(openapi::document))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             // The path only: compatible clients send their key in the query string.
             tracing::debug_span!("request", method = %req.method(), path = %req.uri().path())

@@ -10,6 +10,7 @@ mod cli;
 mod clients;
 mod compat_api;
 mod conformance;
+mod contract;
 mod faults;
 mod fleet;
 mod hostile;
