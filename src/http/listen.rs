@@ -80,14 +80,19 @@ pub async fn serve(
             router: router.clone(),
             watcher,
         };
-        let hard_stop = hard_stop.clone();
-        let tls = tls.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                () = connection.run(stream, tls) => {}
-                () = hard_stop.cancelled() => {}
+        // Two task types: a plain connection's task does not carry room for the TLS state in
+        // its future (10,000 waiting callers pay for every byte of it; docs/BENCHMARKS.md).
+        match tls.clone() {
+            None => {
+                tokio::spawn(until(hard_stop.clone(), connection.serve(stream)));
             }
-        });
+            Some(acceptor) => {
+                tokio::spawn(until(
+                    hard_stop.clone(),
+                    connection.serve_tls(stream, acceptor),
+                ));
+            }
+        }
     }
     drop(listener);
     if tokio::time::timeout(grace, graceful.shutdown())
@@ -110,17 +115,20 @@ struct Connection {
     watcher: Watcher,
 }
 
+/// Runs `work` until it ends or `stop` is cancelled (the grace period is over).
+async fn until(stop: CancellationToken, work: impl Future<Output = ()>) {
+    tokio::select! {
+        () = work => {}
+        () = stop.cancelled() => {}
+    }
+}
+
 impl Connection {
-    async fn run(self, stream: TcpStream, tls: Option<TlsAcceptor>) {
-        match tls {
-            None => self.serve(stream).await,
-            Some(acceptor) => {
-                match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                    Ok(Ok(stream)) => self.serve(stream).await,
-                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-                    Err(_) => tracing::debug!("TLS handshake timed out"),
-                }
-            }
+    async fn serve_tls(self, stream: TcpStream, acceptor: TlsAcceptor) {
+        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+            Ok(Ok(stream)) => self.serve(stream).await,
+            Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+            Err(_) => tracing::debug!("TLS handshake timed out"),
         }
     }
 

@@ -136,6 +136,9 @@ pub async fn solve(
 ) -> Result<Json<Value>, ApiError> {
     let tenant = tenant(&state, &key)?;
     let mut native = parse_native(&body, state.limits.max_solve_timeout)?;
+    // A one-chunk body is a slice of hyper's connection read buffer: holding it while the solve
+    // waits would keep that buffer and make hyper allocate another (see listen.rs).
+    drop(body);
     if native.callback_url.is_some() {
         return Err(ApiError::bad_request(
             "bad_callback_url",
@@ -169,6 +172,9 @@ pub async fn create_task(
 ) -> Result<Response, ApiError> {
     let tenant = tenant(&state, &key)?;
     let mut native = parse_native(&body, state.limits.max_solve_timeout)?;
+    // A one-chunk body is a slice of hyper's connection read buffer: holding it while the solve
+    // waits would keep that buffer and make hyper allocate another (see listen.rs).
+    drop(body);
     let callback = native
         .callback_url
         .as_deref()
