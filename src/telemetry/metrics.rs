@@ -1,3 +1,8 @@
+//! The `/metrics` exposition: counters and histograms the request path feeds, then gauges read
+//! at scrape time from their owners (admission, upstream accounts, the bounded per-target report).
+//! Owns the metric names and label sets; does not own the figures it reads. Every series is
+//! unique: per-target rows come already grouped by label, with `other` for the rest.
+
 use std::fmt::Write as _;
 use std::time::Duration;
 
