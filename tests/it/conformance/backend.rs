@@ -32,6 +32,8 @@ pub struct Tuning {
     pub retention: Duration,
     /// How long a pending task record may live.
     pub pending_limit: Duration,
+    /// How long an empty target stays known after its last use (`target_idle_s`).
+    pub target_idle: Duration,
 }
 
 impl Default for Tuning {
@@ -44,6 +46,7 @@ impl Default for Tuning {
             lock_ttl: defaults.lock_ttl,
             retention: defaults.retention,
             pending_limit: defaults.pending_ttl,
+            target_idle: defaults.target_idle,
         }
     }
 }
@@ -59,8 +62,8 @@ pub trait Backend: Sized + 'static {
 pub struct Memory(Arc<MemoryStore>);
 
 impl Backend for Memory {
-    async fn start(_tuning: Tuning) -> Self {
-        Memory(Arc::new(MemoryStore::new()))
+    async fn start(tuning: Tuning) -> Self {
+        Memory(Arc::new(MemoryStore::with_target_idle(tuning.target_idle)))
     }
 
     async fn instance(&self) -> Arc<dyn Store> {
@@ -96,6 +99,7 @@ impl<T> Redis<T> {
         settings.lock_ttl = tuning.lock_ttl;
         settings.retention = tuning.retention;
         settings.pending_ttl = tuning.pending_limit;
+        settings.target_idle = tuning.target_idle;
         let life = CancellationToken::new();
         let store = RedisStore::connect(settings, life.clone())
             .await

@@ -9,6 +9,7 @@ mod backend;
 mod fleet;
 mod model;
 mod records;
+mod retire;
 mod reusable;
 mod single_use;
 
@@ -51,6 +52,8 @@ macro_rules! store_promises {
             records::a_long_poll_ends_when_any_instance_finishes_the_task,
             records::a_sweep_keeps_live_records_and_drops_expired_pooled_answers,
             records::a_sweep_drops_records_past_their_retention_or_pending_limit,
+            retire::idle_empty_targets_retire_and_busy_ones_stay,
+            retire::callers_racing_a_retirer_keep_every_promise,
             model::saved_sequences_match_the_model,
         );
 
