@@ -110,28 +110,14 @@ fn pool_tables_are_checked_at_startup() {
 
 #[tokio::test]
 async fn serve_with_the_simulator_starts_and_announces_its_address() {
-    use tokio::io::AsyncBufReadExt;
     let mut file = tempfile::NamedTempFile::new().unwrap();
     writeln!(
         file,
         "provider = \"sim\"\nlisten = \"127.0.0.1:0\"\n[sim]\nthreads = 7"
     )
     .unwrap();
-    let mut child = tokio::process::Command::new(BIN)
-        .args(["serve", "--config", file.path().to_str().unwrap()])
-        .env_clear()
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines.next_line().await.unwrap().unwrap_or_default();
-    let base = line
-        .trim()
-        .strip_prefix("captcha-gateway listening on ")
-        .unwrap_or_else(|| panic!("first line: {line:?}"))
-        .to_owned();
+    let (mut child, base, _stdout) =
+        crate::support::fleet::spawn_serve(file.path(), &[], Stdio::null()).await;
     let res = reqwest::get(format!(
         "{base}/sim/res.php?key=0123456789abcdef0123456789abcdef&action=threadsinfo"
     ))

@@ -13,11 +13,12 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::task::JoinHandle;
 
 use crate::support::KEY;
 use crate::support::eventually::eventually;
+use crate::support::fleet::spawn_serve;
 
 const ENDPOINTS: &[&str] = &[
     "/in.php",
@@ -421,16 +422,8 @@ impl Process {
              [sim.latency]\n{latency}"
         )
         .unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
-            .args(["serve", "--config", config.path().to_str().unwrap()])
-            .env_clear()
-            .env("RUST_LOG", "warn")
-            .env("RUST_BACKTRACE", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the gateway binary starts");
+        let env = [("RUST_LOG", "warn"), ("RUST_BACKTRACE", "1")];
+        let (mut child, base, mut stdout) = spawn_serve(config.path(), &env, Stdio::piped()).await;
         let stderr = child.stderr.take().unwrap();
         let stderr = tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
@@ -440,17 +433,6 @@ impl Process {
             }
             all
         });
-        let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        let base = loop {
-            let line = stdout
-                .next_line()
-                .await
-                .unwrap()
-                .expect("the gateway prints its address before anything fails");
-            if let Some(a) = line.trim().strip_prefix("captcha-gateway listening on ") {
-                break a.to_owned();
-            }
-        };
         tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
         let addr = base.trim_start_matches("http://").to_owned();
         Process {

@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
-use crate::support::fleet::SimServer;
+use crate::support::fleet::{SimServer, spawn_serve};
 use crate::support::redis::{RedisServer, free_port};
 
 /// Distinctive values: each appears nowhere unless leaked. Alphanumeric, so URL and JSON
@@ -116,29 +116,11 @@ impl Gateway {
             key_file.path().display()
         )
         .unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
-            .args(["serve", "--config", config.path().to_str().unwrap()])
-            .env_clear()
-            .env("RUST_LOG", "trace")
-            .env("RUST_BACKTRACE", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the gateway binary starts");
+        let env = [("RUST_LOG", "trace"), ("RUST_BACKTRACE", "1")];
+        let (mut child, base, stdout) = spawn_serve(config.path(), &env, Stdio::piped()).await;
         let stderr = BufReader::new(child.stderr.take().unwrap());
         let mut drains = vec![log.drain_from(stderr, format!("{name} stderr"))];
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let base = loop {
-            let mut line = String::new();
-            let read = stdout.read_line(&mut line).await.unwrap();
-            assert!(read > 0, "{name} exited before listening");
-            log.push(format!("{name} stdout: {line}"));
-            if let Some(addr) = line.trim().strip_prefix("captcha-gateway listening on ") {
-                break addr.to_owned();
-            }
-        };
-        drains.push(log.drain_from(stdout, format!("{name} stdout")));
+        drains.push(log.drain_from(stdout.into_inner(), format!("{name} stdout")));
         Gateway {
             child,
             base,

@@ -15,7 +15,6 @@ use std::time::Duration;
 use captcha_gateway::model::Kind;
 use captcha_gateway::sim::LatencyRange;
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
 
 use captcha_gateway::engine::store::redis::RedisSettings;
 
@@ -152,21 +151,8 @@ async fn the_process_exits_within_the_grace_period_on_sigterm_while_a_caller_wai
         redis.url()
     )
     .unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
-        .args(["serve", "--config", config.path().to_str().unwrap()])
-        .env_clear()
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines.next_line().await.unwrap().unwrap_or_default();
-    let base = line
-        .trim()
-        .strip_prefix("captcha-gateway listening on ")
-        .unwrap_or_else(|| panic!("first line: {line:?}"))
-        .to_owned();
+    let (mut child, base, _stdout) =
+        crate::support::fleet::spawn_serve(config.path(), &[], Stdio::null()).await;
     let http = reqwest::Client::new();
     let _first = ask(&other.http, &other.url(""));
     eventually("the other instance's task is running upstream", || async {

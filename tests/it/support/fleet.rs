@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use captcha_gateway::model::Kind;
 use captcha_gateway::sim::{LatencyRange, SimSettings, Simulator};
-use tokio::io::AsyncBufReadExt;
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
 
 use super::KEY;
 
@@ -46,6 +46,33 @@ impl SimServer {
         ));
         SimServer { sim, addr }
     }
+}
+
+/// The real binary as `serve --config <config>`, with a clean environment plus `env`, stdout
+/// piped and stderr to `stderr`. Returns the process, its base URL (the first line it prints:
+/// `captcha-gateway listening on <url>`) and the rest of its stdout.
+pub async fn spawn_serve(
+    config: &std::path::Path,
+    env: &[(&str, &str)],
+    stderr: Stdio,
+) -> (Child, String, Lines<BufReader<ChildStdout>>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .env_clear()
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the gateway binary starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines.next_line().await.unwrap().unwrap_or_default();
+    let base = line
+        .trim()
+        .strip_prefix("captcha-gateway listening on ")
+        .unwrap_or_else(|| panic!("the gateway did not start: {line:?}"))
+        .to_owned();
+    (child, base, lines)
 }
 
 /// One `captcha-gateway serve` process.
@@ -92,23 +119,8 @@ impl GatewayProcess {
             sim.addr
         )
         .unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
-            .args(["serve", "--config", config.path().to_str().unwrap()])
-            .env_clear()
-            .env("CAPTCHAAI_API_KEY", KEY)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the gateway binary starts");
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = lines.next_line().await.unwrap().unwrap_or_default();
-        let base = line
-            .trim()
-            .strip_prefix("captcha-gateway listening on ")
-            .unwrap_or_else(|| panic!("gateway did not start: {line:?}"))
-            .to_owned();
+        let env = [("CAPTCHAAI_API_KEY", KEY), ("RUST_LOG", "warn")];
+        let (child, base, _) = spawn_serve(config.path(), &env, log).await;
         GatewayProcess {
             child,
             base,
