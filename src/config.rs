@@ -635,7 +635,7 @@ fn bounded_state(file: &FileConfig, engine: &mut EngineSettings) -> Result<(), C
         if !(1.0..1e9).contains(&s) {
             return Err(bad(
                 "target_idle_s",
-                format!("{s} is not a number of seconds of at least 1"),
+                format!("{s:?} is not a number of seconds of at least 1"),
                 "give the seconds an unused target is kept, e.g. 900",
             ));
         }
@@ -660,7 +660,7 @@ fn secs(setting: &str, s: f64) -> Result<Duration, ConfigError> {
     } else {
         Err(bad(
             setting,
-            format!("{s} is not a number of seconds"),
+            format!("{s:?} is not a number of seconds"),
             "give a non-negative number of seconds",
         ))
     }
