@@ -206,6 +206,8 @@ impl Store for MemoryStore {
                     t.hand_to_oldest(Err(failure));
                 }
             }
+            // One process: whoever this task covered is shutting down with it.
+            TaskOutcome::Requeue => {}
             TaskOutcome::Stale => {
                 t.figures.expired_unused += 1;
                 if t.waiters.len() > t.in_flight.len() {

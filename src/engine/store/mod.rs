@@ -78,6 +78,10 @@ pub enum TaskOutcome {
     Failed(SolveFailure),
     /// The answer arrived with less than `min_remaining` of life: thrown away, not handed out.
     Stale,
+    /// This instance is shutting down before the task ended: its claim is released and nothing
+    /// is delivered, so no caller fails for it. A waiter it covered is uncovered again, and the
+    /// coverer of the waiter's own instance starts a task for it (see [`Store::cover`]).
+    Requeue,
 }
 
 /// What the engine must do after [`Store::finish`].

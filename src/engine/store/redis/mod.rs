@@ -324,6 +324,7 @@ impl Store for RedisStore {
             TaskOutcome::Answer(a) => ("A", mail::answer_mail(a)),
             TaskOutcome::Failed(f) => ("F", mail::encode(&Err(f.clone()))),
             TaskOutcome::Stale => ("S", String::new()),
+            TaskOutcome::Requeue => ("R", String::new()),
         };
         let restart = inner.new_claim();
         let args = [
@@ -351,7 +352,7 @@ impl Store for RedisStore {
                 let delivery: Option<Delivery> = match outcome {
                     TaskOutcome::Answer(a) => Some(Ok(a)),
                     TaskOutcome::Failed(f) => Some(Err(f)),
-                    TaskOutcome::Stale => None,
+                    TaskOutcome::Stale | TaskOutcome::Requeue => None,
                 };
                 if let Some(d) = delivery {
                     if let Some(w) = inner.local.take_any_waiter(&target.id) {
