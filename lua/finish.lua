@@ -1,37 +1,42 @@
 -- finish: an upstream task for a single-use target ended. An answer goes to the oldest waiter,
 -- else the pool; a failure goes to the oldest waiter no remaining task covers; a stale answer
--- is waste, and restarts a task when a waiter is left uncovered. An answer already expired here
--- (its instance paused after checking it) is a stale one.
--- KEYS: the target prelude's seven keys.
--- ARGV[1] now (ms)   ARGV[2] the task's claim id   ARGV[3] outcome: 'A' | 'F' | 'S' | 'R'
--- ARGV[4] mail ("A|exp|json" or "F|json"; empty for 'S')   ARGV[5] poolable ('1'/'0')
--- ARGV[6] claim id for a restart   ARGV[7] its lease end (ms)   ARGV[8] mail ttl (ms)
--- Returns: {restart (0/1), woken...}: whether to start a task under ARGV[6], and the waiters
+-- (less than min_remaining left here) is waste, and restarts a task when a waiter is left
+-- uncovered; a requeued task (its instance is stopping) delivers nothing, and the uncovered
+-- waiter's own instance starts a task for it (cover.lua). The claim is marked finished, so a
+-- renewal racing this script never brings it back.
+-- KEYS, ARGV[1..6]: the target prelude's.
+-- ARGV[7] the task's claim id   ARGV[8] outcome: 'A' | 'F' | 'S' | 'R'
+-- ARGV[9] remaining ms (for 'A')   ARGV[10] answer json ('A') or failure json ('F')
+-- ARGV[11] claim id for a restart
+-- Returns: {restart (0/1), woken...}: whether to start a task under ARGV[11], and the waiters
 --          that got mail (their instances must be told).
-local now, mail_ttl = tonumber(ARGV[1]), tonumber(ARGV[8])
-touch(now)
-redis.call('ZREM', inflight, ARGV[2])
-local woken = reap(now, ARGV[5], mail_ttl)
+local r = replay()
+if r then return r end
+touch()
+redis.call('ZREM', inflight, ARGV[7])
+mark(fin, ARGV[7])
+local woken = reap()
 local restart = 0
-local outcome = ARGV[3]
-if outcome == 'A' and (answer_of(ARGV[4]) or 0) <= now then outcome = 'S' end
+local outcome = ARGV[8]
+local mail = ''
 if outcome == 'A' then
-  local w = place(ARGV[4], ARGV[5], now, mail_ttl)
+  mail = answer_mail(ARGV[9], ARGV[10])
+  if answer_of(mail) < min_expiry then outcome = 'S' end
+end
+if outcome == 'A' then
+  local w = place(mail)
   if w then table.insert(woken, w) end
-elseif outcome == 'R' then
-  -- Requeued by a stopping instance: nothing delivered; an uncovered waiter's own instance
-  -- starts a task for it (cover.lua).
 elseif outcome == 'F' then
   if redis.call('ZCARD', waiters) > redis.call('ZCARD', inflight) then
-    local w = hand_to_oldest(ARGV[4], now, mail_ttl)
+    local w = hand_to_oldest('F|' .. ARGV[10])
     if w then table.insert(woken, w) end
   end
-else
+elseif outcome == 'S' then
   incr('expired_unused', 1)
   if redis.call('ZCARD', waiters) > redis.call('ZCARD', inflight) then
-    redis.call('ZADD', inflight, tonumber(ARGV[7]), ARGV[6])
+    redis.call('ZADD', inflight, now + lease, ARGV[11])
     incr('new_tasks', 1)
     restart = 1
   end
 end
-return {restart, unpack(woken)}
+return done(extend({restart}, woken))

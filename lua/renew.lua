@@ -1,22 +1,35 @@
--- renew: an instance extends the leases of its live waiters and running tasks on one target.
--- Only entries still present are extended: one that is gone was served, finished, or lost its
--- lease in a pause longer than the lease; putting it back could resurrect a finished task.
--- KEYS[1] wlease   KEYS[2] inflight
--- ARGV[1] lease end (ms)   ARGV[2] number of waiter ids that follow
--- ARGV[3..] waiter ids, then claim ids
--- Returns: {waiter leases extended, claim leases extended}.
-local lease, nw = tonumber(ARGV[1]), tonumber(ARGV[2])
-local kept_w, kept_c = 0, 0
-for i = 3, 2 + nw do
-  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
-    redis.call('ZADD', KEYS[1], 'XX', lease, ARGV[i])
-    kept_w = kept_w + 1
+-- renew: an instance extends the leases of its live waiters and running tasks on one target,
+-- and restores those a lapse removed (Redis unreachable or paused longer than a lease, or
+-- restarted empty; issue 9, defect 1): a waiter comes back at its original place unless it was
+-- served, left, or has mail waiting; a claim comes back unless its task finished. Pooled answers
+-- then go to restored waiters first. Safe to run twice.
+-- KEYS, ARGV[1..6]: the target prelude's.
+-- ARGV[7] label   ARGV[8] number of waiters that follow
+-- ARGV[9..] pairs of waiter id and its arrival (ms), then claim ids
+-- Returns: {waiters restored, claims restored, woken...}.
+if redis.call('HSETNX', stats, 'label', ARGV[7]) == 1 then touch() end
+local nw = tonumber(ARGV[8])
+local back_w, back_c = 0, 0
+local last = 8 + 2 * nw
+for i = 9, last, 2 do
+  local w = ARGV[i]
+  if redis.call('ZSCORE', waiters, w) then
+    redis.call('ZADD', wlease, now + lease, w)
+  elseif redis.call('HEXISTS', mbox, w) == 0 and not redis.call('ZSCORE', gone, w) then
+    redis.call('ZADD', waiters, tonumber(ARGV[i + 1]), w)
+    redis.call('ZADD', wlease, now + lease, w)
+    back_w = back_w + 1
   end
 end
-for i = 3 + nw, #ARGV do
-  if redis.call('ZSCORE', KEYS[2], ARGV[i]) then
-    redis.call('ZADD', KEYS[2], 'XX', lease, ARGV[i])
-    kept_c = kept_c + 1
+for i = last + 1, #ARGV do
+  local c = ARGV[i]
+  if redis.call('ZSCORE', inflight, c) then
+    redis.call('ZADD', inflight, now + lease, c)
+  elseif not redis.call('ZSCORE', fin, c) then
+    redis.call('ZADD', inflight, now + lease, c)
+    back_c = back_c + 1
   end
 end
-return {kept_w, kept_c}
+local woken = reap()
+settle(woken)
+return extend({back_w, back_c}, woken)

@@ -1,9 +1,23 @@
--- reserve: claims an in-flight slot for a task no caller asked for (a pool refill).
--- KEYS: the target prelude's seven keys.
--- ARGV[1] claim id   ARGV[2] its lease end (ms)   ARGV[3] now (ms)
--- Returns: {1}.
-touch(tonumber(ARGV[3]))
-redis.call('ZADD', inflight, tonumber(ARGV[2]), ARGV[1])
-incr('new_tasks', 1)
-incr('refills', 1)
-return {1}
+-- reserve: claims in-flight slots for tasks no caller asked for (pool refills), as many as the
+-- pool lacks of ARGV[7] answers, counted and claimed in one step so two instances topping up
+-- at once never both start the same shortfall (issue 9, defect 7). Tasks promised to waiting
+-- callers will not reach the pool, so only the rest of those in flight count as coming.
+-- KEYS, ARGV[1..6]: the target prelude's.
+-- ARGV[7] the pool's size   ARGV[8..] candidate claim ids
+-- Returns: {n, woken...}: start refills under the first n candidates; tell the woken waiters.
+local r = replay()
+if r then return r end
+touch()
+local woken = reap()
+drop_stale()
+local coming = math.max(0, redis.call('ZCARD', inflight) - redis.call('ZCARD', waiters))
+local missing = tonumber(ARGV[7]) - redis.call('ZCARD', pool) - coming
+local n = 0
+for i = 8, #ARGV do
+  if n >= missing then break end
+  redis.call('ZADD', inflight, now + lease, ARGV[i])
+  n = n + 1
+end
+incr('new_tasks', n)
+incr('refills', n)
+return done(extend({n}, woken))

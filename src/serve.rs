@@ -284,14 +284,16 @@ async fn open_store(
     shutdown: &Shutdown,
 ) -> Result<Arc<dyn Store>, StartError> {
     let Some(redis) = &settings.redis else {
-        return Ok(Arc::new(MemoryStore::with_target_idle(
-            settings.engine.target_idle,
-        )));
+        return Ok(Arc::new(
+            MemoryStore::with_target_idle(settings.engine.target_idle)
+                .with_min_remaining(settings.engine.min_remaining),
+        ));
     };
     let mut redis = redis.clone();
     redis.lock_ttl = settings.engine.task_timeout + Duration::from_secs(30);
     redis.retention = settings.engine.result_retention;
     redis.target_idle = settings.engine.target_idle;
+    redis.min_remaining = settings.engine.min_remaining;
     redis.pending_ttl = (settings.engine.task_timeout + settings.limits.compat_task_timeout) * 2;
     let store = RedisStore::connect(redis, shutdown.token.clone())
         .await

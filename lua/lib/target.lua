@@ -1,27 +1,78 @@
 -- Shared prelude of every single-use target script (prepended at build time, so each script
 -- stays one EVAL). All keys carry the target's hash tag, so they live in one Cluster slot.
 --
--- KEYS[1] pool      ZSET  answer json -> expires_at (ms)
+-- KEYS[1] pool      ZSET  answer json -> expires_at (ms, Redis time)
 -- KEYS[2] waiters   ZSET  waiter id -> arrival (ms): FIFO, oldest first
 -- KEYS[3] wlease    ZSET  waiter id -> lease end (ms): renewed by the waiter's instance
 -- KEYS[4] inflight  ZSET  claim id -> lease end (ms): one per running upstream task
 -- KEYS[5] mbox      HASH  waiter id -> mail: delivered, not yet taken by its instance
 -- KEYS[6] mlease    ZSET  waiter id -> deadline (ms) for taking its mail
 -- KEYS[7] stats     HASH  counters behind the hit-rate and waste figures; `label`; `last`
---                         (ms of the last use, for retire.lua)
+--                         (ms of the last use, for retire.lua); `pk` ('1' when poolable)
+-- KEYS[8] op        STRING this operation's recorded reply (JSON), kept for ARGV[1] ms
+-- KEYS[9] fin       ZSET  claim id -> when its task finished: renewal never brings it back
+-- KEYS[10] gone     ZSET  waiter id -> when it was served or left: renewal never brings it back
 --
+-- ARGV[1] op ttl (ms)   ARGV[2] min_remaining (ms)   ARGV[3] mail ttl (ms)   ARGV[4] lease (ms)
+-- ARGV[5] poolable: '1' | '0' | '' (not known to the caller: as recorded in stats)
+-- ARGV[6] '' in production; a time in ms only for a store set to an explicit clock (tests of
+--         the store's promises on a clock they control)
+-- ARGV[7..] the script's own arguments.
+--
+-- Every time is Redis server time (TIME), so instance clocks do not matter (issue 9, defect 6).
+-- Answers arrive as their remaining life in ms and are stamped with an expiry in Redis time.
 -- Mail: "A|<expires_at>|<answer json>" (an answer) or "F|<failure json>" (a terminal failure).
+--
+-- Operations whose reply may be lost call `replay()` first and end with `done(reply)`: run again
+-- under the same op id, they return the recorded reply and change nothing (issue 9, defect 2).
 
 local pool, waiters, wlease, inflight = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local mbox, mlease, stats = KEYS[5], KEYS[6], KEYS[7]
+local opkey, fin, gone = KEYS[8], KEYS[9], KEYS[10]
+local op_ttl, min_rem = tonumber(ARGV[1]), tonumber(ARGV[2])
+local mail_ttl, lease = tonumber(ARGV[3]), tonumber(ARGV[4])
 
--- Marks the target used at `now`: retire.lua forgets only targets unused for a while.
-local function touch(now)
+local now = tonumber(ARGV[6])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local min_expiry = now + min_rem
+
+-- Poolability is recorded by every caller that knows the target's kind, so scripts run by an
+-- instance that does not (mail passed on after its deadline) still never pool a GeeTest answer.
+local poolable = ARGV[5]
+if poolable == '1' or poolable == '0' then
+  if redis.call('HGET', stats, 'pk') ~= poolable then redis.call('HSET', stats, 'pk', poolable) end
+else
+  poolable = redis.call('HGET', stats, 'pk') or '0'
+end
+
+local function replay()
+  local rec = redis.call('GET', opkey)
+  if rec then return cjson.decode(rec) end
+  return nil
+end
+
+local function done(reply)
+  redis.call('SET', opkey, cjson.encode(reply), 'PX', op_ttl)
+  return reply
+end
+
+-- Marks the target used now: retire.lua forgets only targets unused for a while.
+local function touch()
   redis.call('HSET', stats, 'last', now)
 end
 
 local function incr(field, n)
   if n ~= 0 then redis.call('HINCRBY', stats, field, n) end
+end
+
+-- Records that `id` must never be restored by renewal, and forgets such records older than an
+-- op's lifetime (no instance renews an entry that long after it ended).
+local function mark(set, id)
+  redis.call('ZADD', set, now, id)
+  redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. (now - op_ttl))
 end
 
 -- expires_at and answer json of an answer mail, or nil for a failure mail.
@@ -31,8 +82,13 @@ local function answer_of(mail)
   return nil
 end
 
+-- The mail of an answer with `remaining` ms of life left now.
+local function answer_mail(remaining, json)
+  return 'A|' .. (now + tonumber(remaining)) .. '|' .. json
+end
+
 -- Hands mail to the oldest waiter. Returns its id, or false when nobody waits.
-local function hand_to_oldest(mail, now, mail_ttl)
+local function hand_to_oldest(mail)
   local oldest = redis.call('ZRANGE', waiters, 0, 0)[1]
   if not oldest then return false end
   redis.call('ZREM', waiters, oldest)
@@ -42,16 +98,17 @@ local function hand_to_oldest(mail, now, mail_ttl)
   return oldest
 end
 
--- An answer with no caller attached: the oldest waiter, else the pool, else it is waste.
--- Returns the waiter that got it, or false.
-local function place(mail, poolable, now, mail_ttl)
+-- An answer with no caller attached: the oldest waiter, else the pool (poolable kinds only),
+-- else it is waste. One with less than min_remaining left is waste at every hand-off
+-- (issue 9, defect 5). Returns the waiter that got it, or false.
+local function place(mail)
   local exp, json = answer_of(mail)
   if not exp then return false end
-  if exp <= now then
+  if exp < min_expiry then
     incr('expired_unused', 1)
     return false
   end
-  local w = hand_to_oldest(mail, now, mail_ttl)
+  local w = hand_to_oldest(mail)
   if w then return w end
   if poolable == '1' then
     redis.call('ZADD', pool, exp, json)
@@ -61,9 +118,10 @@ local function place(mail, poolable, now, mail_ttl)
   return false
 end
 
--- Forgets waiters and claims whose instance stopped renewing them (it died), and passes on
--- mail nobody took in time. Returns the waiters that got passed-on mail.
-local function reap(now, poolable, mail_ttl)
+-- Forgets waiters and claims whose instance stopped renewing them (it died, or was cut off
+-- longer than a lease: its renewal restores what is still live), and passes on mail nobody took
+-- in time. Returns the waiters that got passed-on mail.
+local function reap()
   local woken = {}
   for _, w in ipairs(redis.call('ZRANGEBYSCORE', wlease, '-inf', '(' .. now)) do
     redis.call('ZREM', waiters, w)
@@ -74,8 +132,9 @@ local function reap(now, poolable, mail_ttl)
     local mail = redis.call('HGET', mbox, w)
     redis.call('HDEL', mbox, w)
     redis.call('ZREM', mlease, w)
+    mark(gone, w)
     if mail then
-      local next = place(mail, poolable, now, mail_ttl)
+      local next = place(mail)
       if next then table.insert(woken, next) end
     end
   end
@@ -83,6 +142,24 @@ local function reap(now, poolable, mail_ttl)
 end
 
 -- Drops pooled answers with less life left than a caller needs; they count as waste.
-local function drop_stale(min_expiry)
+local function drop_stale()
   incr('expired_unused', redis.call('ZREMRANGEBYSCORE', pool, '-inf', '(' .. min_expiry))
+end
+
+-- Pooled answers go to waiters first: after a renewal restored waiters that a lapse removed,
+-- both may be present at once. Appends the waiters served to `woken`.
+local function settle(woken)
+  drop_stale()
+  while redis.call('ZCARD', waiters) > 0 do
+    local top = redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
+    if #top == 0 then break end
+    redis.call('ZREM', pool, top[1])
+    table.insert(woken, hand_to_oldest('A|' .. top[2] .. '|' .. top[1]))
+  end
+end
+
+-- `list` with the elements of `more` appended.
+local function extend(list, more)
+  for _, v in ipairs(more) do table.insert(list, v) end
+  return list
 end

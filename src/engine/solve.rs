@@ -1,9 +1,11 @@
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::FutureExt;
 use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
@@ -13,6 +15,10 @@ use super::{Delivery, Handout, RefillDone, SolveError, SolveFailure};
 use crate::model::{
     Answer, Kind, Reuse, SolveRequest, Source, Target, TargetPolicy, UpstreamRef, now_ms,
 };
+
+/// The failure a caller sees when its upstream task panicked (a bug of ours, not the provider's):
+/// the code providers use for their own internal errors, which every client handles.
+const INTERNAL: &str = "ERROR_INTERNAL_SERVER_ERROR";
 
 /// What an upstream solve produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,22 +244,29 @@ impl Engine {
             .map_err(SolveError::Failed)
     }
 
-    /// Starts one upstream task, at refill priority, that fills `target`'s pool (or serves its
-    /// next caller). Returns once the task is counted in flight; the receiver says how its
-    /// upstream solve went (dropped unsent only if the task is cut short by shutdown).
+    /// Starts the upstream tasks, at refill priority, that a pool of `size` lacks for `target`
+    /// (each fills the pool, or serves the target's next caller). Returns once they are counted
+    /// in flight; each receiver says how its upstream solve went (dropped unsent only if the task
+    /// is cut short by shutdown).
     pub async fn refill(
         &self,
         req: SolveRequest,
-    ) -> Result<oneshot::Receiver<RefillDone>, SolveError> {
+        size: u32,
+    ) -> Result<Vec<oneshot::Receiver<RefillDone>>, SolveError> {
         let target = self.target(&req);
-        let claim = self
+        let claims = self
             .store
-            .reserve(&target, now_ms())
+            .reserve(&target, size, now_ms())
             .await
             .map_err(|_| SolveError::Unavailable)?;
-        let (tx, rx) = oneshot::channel();
-        self.start_single_use(target, req, true, claim, Priority::Refill, Some(tx));
-        Ok(rx)
+        let mut done = Vec::with_capacity(claims.len());
+        for claim in claims {
+            let (tx, rx) = oneshot::channel();
+            let (t, r) = (target.clone(), req.clone());
+            self.start_single_use(t, r, true, claim, Priority::Refill, Some(tx));
+            done.push(rx);
+        }
+        Ok(done)
     }
 
     fn start_single_use(
@@ -269,7 +282,12 @@ impl Engine {
         self.tracker.spawn(async move {
             loop {
                 let started = Instant::now();
-                let outcome = engine.run_upstream(&req, priority).await;
+                // A panic below must still end the task in the store: otherwise its claim stays
+                // in this instance's renewal set, counted in flight forever (issue 9, defect 8).
+                let outcome = AssertUnwindSafe(engine.run_upstream(&req, priority))
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|_| Err(SolveFailure::new(INTERNAL, "the upstream task failed")));
                 if let Some(done) = done.take() {
                     // Only the first run is the refill's own solve; a restart serves a waiter.
                     let _ = done.send(RefillDone {
@@ -435,16 +453,12 @@ impl Engine {
                 Ok(c) => c,
                 Err(_) => continue,
             };
+            // Only poolable kinds may leave an answer nobody took in a pool (GeeTest may not).
+            let poolable = matches!(target.kind.reuse(), Reuse::SingleUse { poolable: true });
             for claim in claims {
                 tracing::info!(target = ?target, "starting a task for demand a lost instance held");
-                self.start_single_use(
-                    target.clone(),
-                    req.clone(),
-                    true,
-                    claim,
-                    Priority::Interactive,
-                    None,
-                );
+                let (t, r) = (target.clone(), req.clone());
+                self.start_single_use(t, r, poolable, claim, Priority::Interactive, None);
             }
         }
     }

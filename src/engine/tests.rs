@@ -303,7 +303,9 @@ async fn a_refill_fills_the_pool_reports_its_solve_and_a_take_leaves_a_wake_up()
     let (solver, mut started) = ScriptedSolver::new();
     let engine = engine(solver.clone());
     let target = engine.target(&recaptcha());
-    let done = engine.refill(recaptcha()).await.unwrap();
+    let mut done = engine.refill(recaptcha(), 1).await.unwrap();
+    assert_eq!(done.len(), 1, "a pool of one lacks one answer");
+    let done = done.remove(0);
     started_at_least(&mut started, 1).await;
     let counts = |e: Engine| {
         let t = target.clone();

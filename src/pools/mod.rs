@@ -26,7 +26,7 @@ mod top;
 mod view;
 
 pub use import::{ImportError, ImportOutcome, ImportToken, MAX_IMPORT, MAX_TOKEN_LEN, import};
-pub use refiller::{RefillSettings, deficit, spawn_refiller};
+pub use refiller::{RefillSettings, spawn_refiller};
 pub use retire::retire_idle;
 pub use sizing::{AutoSizer, SizingSettings};
 pub use spec::{MAX_POOL_SIZE, PoolSize, PoolSpec, PoolTable, specs};

@@ -1,7 +1,8 @@
 //! The refiller: one task that keeps every configured pool at its size.
 //!
-//! Each pass asks the store how many answers a pool has ready and how many tasks are coming,
-//! and starts the whole shortfall at once (seed 000 refilled one solve at a time and could not
+//! Each pass asks the store to claim whatever a pool lacks of its size (ready answers plus tasks
+//! coming, counted and claimed in one atomic step so two instances never both start the same
+//! shortfall) and starts the whole shortfall at once (seed 000 refilled one solve at a time and could not
 //! keep up with more than one caller per solve time). It runs on a timer, and sooner when a
 //! caller takes a pooled answer; auto pools are resized from the store's figures on a slower
 //! timer. Refills run at refill priority, so they only use threads no caller is waiting for.
@@ -9,13 +10,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::join_all;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::{Pool, Pools, SizingSettings};
-use crate::engine::{Engine, TargetCounts};
-use crate::model::now_ms;
+use crate::engine::Engine;
 use crate::shutdown::Shutdown;
 
 /// How the refiller paces itself; every default says why.
@@ -81,51 +80,30 @@ async fn run(engine: Engine, pools: Arc<Pools>, token: CancellationToken) {
     }
 }
 
-/// How many refills a pool of `size` needs now: tasks already promised to waiting callers will
-/// not reach the pool, so only the rest of those in flight count as coming.
-pub fn deficit(size: u32, counts: TargetCounts) -> u64 {
-    let coming = counts.in_flight.saturating_sub(counts.waiting);
-    u64::from(size).saturating_sub(counts.pooled.saturating_add(coming))
-}
-
 /// One pass: starts every pool's whole deficit at once. Returns how many refills started.
 pub(crate) async fn top_up(engine: &Engine, pools: &Pools, now: Instant) -> u64 {
-    let min_remaining = u64::try_from(engine.settings().min_remaining.as_millis()).unwrap_or(0);
     let max_backoff = pools.settings().max_backoff;
     let mut started = 0;
     for pool in pools.list() {
         if pool.paused(now) {
             continue;
         }
-        let counts = match engine
-            .store()
-            .counts(&pool.target, now_ms(), min_remaining)
-            .await
-        {
-            Ok(c) => c,
+        let refills = match engine.refill(pool.spec.req.clone(), pool.size()).await {
+            Ok(r) => r,
             Err(e) => {
-                tracing::warn!(target = ?pool.target, error = %e, "pool refill could not read counts");
+                tracing::warn!(target = ?pool.target, error = %e, "pool refill could not start");
                 continue;
             }
         };
-        let missing = deficit(pool.size(), counts);
-        let refills = (0..missing).map(|_| engine.refill(pool.spec.req.clone()));
-        for refill in join_all(refills).await {
-            match refill {
-                Ok(done) => {
-                    started += 1;
-                    let pool: Arc<Pool> = pool.clone();
-                    tokio::spawn(async move {
-                        // Unsent only when shutdown cut the task short: nothing to learn.
-                        if let Ok(done) = done.await {
-                            pool.record(done, Instant::now(), max_backoff);
-                        }
-                    });
+        for done in refills {
+            started += 1;
+            let pool: Arc<Pool> = pool.clone();
+            tokio::spawn(async move {
+                // Unsent only when shutdown cut the task short: nothing to learn.
+                if let Ok(done) = done.await {
+                    pool.record(done, Instant::now(), max_backoff);
                 }
-                Err(e) => {
-                    tracing::warn!(target = ?pool.target, error = %e, "pool refill could not start")
-                }
-            }
+            });
         }
     }
     started

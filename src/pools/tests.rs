@@ -10,6 +10,7 @@ use tokio_util::task::TaskTracker;
 use super::refiller::top_up;
 use super::*;
 use crate::compat::{Params, parse_submit};
+use crate::engine::store::deficit;
 use crate::engine::{
     EngineSettings, MemoryStore, Priority, Solution, SolveFailure, Solver, TargetCounts,
 };

@@ -20,6 +20,7 @@ mod native_api;
 mod pools;
 mod redis_tls;
 mod retire;
+mod scripts;
 mod secrets;
 mod shutdown;
 mod tenants;

@@ -55,6 +55,8 @@ fn waiter(store: &dyn Store) -> WaiterId {
 /// tests (a lease is renewed on the real clock, which the tests do not advance).
 async fn redis_store(urls: String, cluster: bool, idle: Duration) -> RedisStore {
     let mut settings = RedisSettings::new(urls.split(',').map(str::to_owned).collect(), cluster);
+    // These checks run on an explicit clock (idle periods of minutes, no waiting).
+    settings.explicit_clock = true;
     settings.target_idle = idle;
     settings.lease = Duration::from_secs(24 * 3600);
     RedisStore::connect(settings, CancellationToken::new())
@@ -102,7 +104,7 @@ pub(crate) async fn retirement_keeps_what_is_needed(store: &dyn Store) {
         .await
         .unwrap();
     let running = fresh_target();
-    let claim = store.reserve(&running, t0).await.unwrap();
+    let claim = store.reserve(&running, 1, t0).await.unwrap().remove(0);
     let waiting = fresh_target();
     let (mailbox, waiting_claim) = match store
         .arrive(&waiting, &waiter(store), t0, MIN_REMAINING)
@@ -188,7 +190,9 @@ async fn retired_targets_leave_no_keys_on_redis() {
     assert_eq!(left.len(), 1, "keys of one target remain: {left:?}");
 }
 
-/// The distinct target tags (`{t:<id>}`) of every key on a single server.
+/// The distinct target tags (`{t:<id>}`) of every key on a single server, besides operation
+/// records (`:op:`), which outlive their target on purpose (a retried operation must still find
+/// its reply) and expire by themselves: each is checked to carry its expiry.
 async fn tagged_targets(url: &str) -> HashSet<String> {
     let client = redis::Client::open(url).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
@@ -197,7 +201,21 @@ async fn tagged_targets(url: &str) -> HashSet<String> {
         .query_async(&mut conn)
         .await
         .unwrap();
-    keys.iter()
+    let (ops, state): (Vec<&String>, Vec<&String>) = keys.iter().partition(|k| k.contains(":op:"));
+    for key in ops {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        // -2: it expired between the listing and now.
+        assert!(
+            ttl > 0 || ttl == -2,
+            "an operation record without an expiry: {key}"
+        );
+    }
+    state
+        .into_iter()
         .filter_map(|k| Some(k[k.find('{')?..=k.find('}')?].to_owned()))
         .collect()
 }

@@ -14,11 +14,13 @@ use super::{
     TaskOutcome, WaiterId,
 };
 use crate::engine::{Delivery, SolveFailure, TaskRecord, TaskState};
-use crate::model::{Answer, Millis, Target};
+use crate::model::{Answer, Millis, Reuse, Target};
 
 pub struct MemoryStore {
     /// How long an empty target is kept after its last use ([`Store::retire`]).
     target_idle_ms: u64,
+    /// No hand-off gives out an answer with less left than this (issue 9, defect 5).
+    min_remaining_ms: u64,
     targets: Mutex<HashMap<String, TargetState>>,
     shared: Mutex<HashMap<String, SharedState>>,
     tasks: Mutex<HashMap<String, (TaskRecord, Arc<Notify>)>>,
@@ -48,6 +50,15 @@ struct SharedState {
     lead: u64,
 }
 
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Whether `target`'s answers may wait in a pool (GeeTest's may not: one per challenge).
+fn poolable_kind(target: &Target) -> bool {
+    matches!(target.kind.reuse(), Reuse::SingleUse { poolable: true })
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these locks leaves plain data behind, never a broken invariant
     // that matters more than staying up; keep serving.
@@ -69,12 +80,20 @@ impl MemoryStore {
     pub fn with_target_idle(target_idle: Duration) -> Self {
         Self {
             target_idle_ms: u64::try_from(target_idle.as_millis()).unwrap_or(u64::MAX),
+            min_remaining_ms: ms(crate::engine::EngineSettings::default().min_remaining),
             targets: Mutex::default(),
             shared: Mutex::default(),
             tasks: Mutex::default(),
             next_claim: AtomicU64::default(),
             next_lead: AtomicU64::default(),
         }
+    }
+
+    /// The same store, handing nothing out with less than `min_remaining` left (the engine's
+    /// setting; the default is the engine's default).
+    pub fn with_min_remaining(mut self, min_remaining: Duration) -> Self {
+        self.min_remaining_ms = ms(min_remaining);
+        self
     }
 
     /// The target's state, created if it was never seen or was retired; marked used at `now`.
@@ -125,9 +144,10 @@ impl TargetState {
     }
 
     /// An answer with no task attached (import, a leaving caller's answer): next waiter or pool.
-    /// One already expired at `now` (its holder was paused on the way) is waste, never handed out.
-    fn place(&mut self, answer: Answer, poolable: bool, now: Millis) {
-        if answer.expires_at <= now {
+    /// One with less than `min_remaining_ms` left at `now` (its holder was paused on the way) is
+    /// waste, never handed out.
+    fn place(&mut self, answer: Answer, poolable: bool, now: Millis, min_remaining_ms: u64) {
+        if !answer.fresh_at(now, min_remaining_ms) {
             self.figures.expired_unused += 1;
             return;
         }
@@ -193,13 +213,15 @@ impl Store for MemoryStore {
         let t = Self::touch(&mut targets, target, now);
         t.in_flight.remove(claim);
         t.waiters.retain(|(_, tx)| !tx.is_closed());
+        let min = self.min_remaining_ms;
         let outcome = match outcome {
-            // Expired on its way here (a pause after the engine's freshness check): stale.
-            TaskOutcome::Answer(answer) if answer.expires_at <= now => TaskOutcome::Stale,
+            // Too old by now (a pause after the engine's freshness check): stale.
+            TaskOutcome::Answer(answer) if !answer.fresh_at(now, min) => TaskOutcome::Stale,
             other => other,
         };
+        let poolable = poolable && poolable_kind(target);
         match outcome {
-            TaskOutcome::Answer(answer) => t.place(answer, poolable, now),
+            TaskOutcome::Answer(answer) => t.place(answer, poolable, now, min),
             TaskOutcome::Failed(failure) => {
                 // Only a waiter that no remaining task covers loses out; the rest keep waiting.
                 if t.waiters.len() > t.in_flight.len() {
@@ -237,7 +259,12 @@ impl Store for MemoryStore {
         let t = Self::touch(&mut targets, target, now);
         t.waiters.retain(|(id, _)| id != waiter);
         if let Some(Ok(answer)) = delivered {
-            t.place(answer, poolable, now);
+            t.place(
+                answer,
+                poolable && poolable_kind(target),
+                now,
+                self.min_remaining_ms,
+            );
         }
         Ok(())
     }
@@ -245,18 +272,32 @@ impl Store for MemoryStore {
     async fn put(&self, target: &Target, answer: Answer, now: Millis) -> Result<(), StoreError> {
         let mut targets = lock(&self.targets);
         let t = Self::touch(&mut targets, target, now);
-        t.place(answer, true, now);
+        t.place(answer, poolable_kind(target), now, self.min_remaining_ms);
         Ok(())
     }
 
-    async fn reserve(&self, target: &Target, now: Millis) -> Result<ClaimId, StoreError> {
+    async fn reserve(
+        &self,
+        target: &Target,
+        size: u32,
+        now: Millis,
+    ) -> Result<Vec<ClaimId>, StoreError> {
         let mut targets = lock(&self.targets);
         let t = Self::touch(&mut targets, target, now);
-        let claim = self.claim();
-        t.in_flight.insert(claim.clone());
-        t.figures.new_tasks += 1;
-        t.figures.refills += 1;
-        Ok(claim)
+        t.drop_stale(now, self.min_remaining_ms);
+        t.waiters.retain(|(_, tx)| !tx.is_closed());
+        let counts = TargetCounts {
+            pooled: t.pool.len() as u64,
+            in_flight: t.in_flight.len() as u64,
+            waiting: t.waiters.len() as u64,
+        };
+        let claims: Vec<ClaimId> = (0..super::deficit(size, counts))
+            .map(|_| self.claim())
+            .collect();
+        t.in_flight.extend(claims.iter().cloned());
+        t.figures.new_tasks += claims.len() as u64;
+        t.figures.refills += claims.len() as u64;
+        Ok(claims)
     }
 
     async fn counts(

@@ -59,6 +59,13 @@ pub struct TargetCounts {
     pub waiting: u64,
 }
 
+/// How many refills a pool of `size` needs now: tasks already promised to waiting callers will
+/// not reach the pool, so only the rest of those in flight count as coming.
+pub fn deficit(size: u32, counts: TargetCounts) -> u64 {
+    let coming = counts.in_flight.saturating_sub(counts.waiting);
+    u64::from(size).saturating_sub(counts.pooled.saturating_add(coming))
+}
+
 /// The atomic decision for a caller of a reusable target (promise 4).
 #[derive(Debug)]
 pub enum SharedArrival {
@@ -160,9 +167,17 @@ pub trait Store: Send + Sync + 'static {
     /// Adds answers obtained elsewhere (imports, refills) to a target's pool, or to its waiters.
     async fn put(&self, target: &Target, answer: Answer, now: Millis) -> Result<(), StoreError>;
 
-    /// Claims one in-flight slot for a task no caller asked for (a pool refill); its answer
-    /// goes to the oldest waiter or the pool like any other (finish it with [`Store::finish`]).
-    async fn reserve(&self, target: &Target, now: Millis) -> Result<ClaimId, StoreError>;
+    /// Claims in-flight slots for tasks no caller asked for (pool refills): as many as a pool
+    /// of `size` lacks, counted and claimed in one atomic step, so instances topping up the same
+    /// pool at once never both start its shortfall. Tasks promised to waiting callers do not count
+    /// as coming to the pool. Each answer goes to the oldest waiter or the pool like any other
+    /// (finish it with [`Store::finish`]).
+    async fn reserve(
+        &self,
+        target: &Target,
+        size: u32,
+        now: Millis,
+    ) -> Result<Vec<ClaimId>, StoreError>;
 
     /// After another instance died, waiters may outnumber running tasks once its claims expire:
     /// claims the missing tasks (at most as many as this instance has waiters on `target`).

@@ -43,7 +43,7 @@ where
     let mid = NOW + lease / 2;
     let (_, first) = arrive_wait(&survivor, &t, mid).await;
     let (_, second) = arrive_wait(&survivor, &t, mid).await;
-    dead.reserve(&t, mid).await.unwrap();
+    assert_eq!(dead.reserve(&t, 1, mid).await.unwrap().len(), 1);
     let (_, mut third) = arrive_wait(&survivor, &t, mid).await;
     assert!(
         survivor.cover(&t, mid).await.unwrap().is_empty(),

@@ -97,10 +97,11 @@ impl Model {
         self.waste += (before - self.pool.len()) as u64;
     }
 
-    /// An answer with no caller attached: waste if expired, else the oldest waiter (whose
-    /// mailbox must hold exactly it), else the pool.
+    /// An answer with no caller attached: waste with less than `MIN_REMAINING` left (every
+    /// hand-off keeps the freshness rule), else the oldest waiter (whose mailbox must hold exactly
+    /// it), else the pool.
     fn place(&mut self, a: Answer) -> Result<(), TestCaseError> {
-        if a.expires_at <= self.now {
+        if a.expires_at < self.now + MIN_REMAINING {
             self.waste += 1;
             return Ok(());
         }
@@ -111,6 +112,22 @@ impl Model {
         let got = oldest.rx.try_recv().map(|d| d.map(|a| a.text));
         prop_assert_eq!(got, Ok(Ok(a.text.clone())), "the oldest waiter gets it");
         self.served.push_back((oldest.id, a));
+        Ok(())
+    }
+
+    /// A task whose answer was stale ended: waste, and a restart exactly when a waiter is left
+    /// uncovered.
+    fn stale_finish(&mut self, done: Finished) -> Result<(), TestCaseError> {
+        self.waste += 1;
+        let uncovered = self.waiting.len() > self.running.len();
+        match done {
+            Finished::Restart(next) => {
+                prop_assert!(uncovered, "restarted with every waiter covered");
+                self.running.push(next);
+                self.new_tasks += 1;
+            }
+            Finished::Done => prop_assert!(!uncovered, "left a waiter uncovered"),
+        }
         Ok(())
     }
 
@@ -142,11 +159,29 @@ pub async fn run_case(s: &dyn Store, ops: Vec<Op>) -> Result<(), TestCaseError> 
                 m.place(a)?;
             }
             Op::Reserve => {
-                m.running.push(s.reserve(&t, now).await.unwrap());
+                // A pool one bigger than what is pooled and coming lacks exactly one refill.
+                let c = s.counts(&t, now, MIN_REMAINING).await.unwrap();
+                let size = c.pooled + c.in_flight.saturating_sub(c.waiting) + 1;
+                let mut claims = s
+                    .reserve(&t, u32::try_from(size).unwrap(), now)
+                    .await
+                    .unwrap();
+                prop_assert_eq!(claims.len(), 1);
+                m.running.push(claims.remove(0));
                 m.new_tasks += 1;
                 m.refills += 1;
             }
             Op::Finish(_) | Op::Fail | Op::Stale if m.running.is_empty() => {}
+            Op::Finish(left) if left < MIN_REMAINING => {
+                // Too little life left to hand out: a stale answer (waste, maybe a restart).
+                let claim = m.running.remove(0);
+                let a = answer(format!("f{i}"), now, left);
+                let done = s
+                    .finish(&t, &claim, TaskOutcome::Answer(a), true, now)
+                    .await
+                    .unwrap();
+                m.stale_finish(done)?;
+            }
             Op::Finish(left) => {
                 let claim = m.running.remove(0);
                 let a = answer(format!("f{i}"), now, left);
@@ -164,20 +199,11 @@ pub async fn run_case(s: &dyn Store, ops: Vec<Op>) -> Result<(), TestCaseError> 
             }
             Op::Stale => {
                 let claim = m.running.remove(0);
-                m.waste += 1;
-                let uncovered = m.waiting.len() > m.running.len();
-                match s
+                let done = s
                     .finish(&t, &claim, TaskOutcome::Stale, true, now)
                     .await
-                    .unwrap()
-                {
-                    Finished::Restart(next) => {
-                        prop_assert!(uncovered, "restarted with every waiter covered");
-                        m.running.push(next);
-                        m.new_tasks += 1;
-                    }
-                    Finished::Done => prop_assert!(!uncovered, "left a waiter uncovered"),
-                }
+                    .unwrap();
+                m.stale_finish(done)?;
             }
             Op::Arrive | Op::Take => {
                 m.drop_stale();

@@ -64,8 +64,10 @@ pub async fn exact_demand_starts_only_the_missing_tasks<B: Backend>() {
                 .await
                 .unwrap();
         }
-        for _ in 0..f {
-            s.reserve(&t, NOW).await.unwrap();
+        for k in 0..f {
+            // A pool one bigger than what is pooled and coming lacks exactly one refill.
+            let size = u32::try_from(p + k + 1).unwrap();
+            assert_eq!(s.reserve(&t, size, NOW).await.unwrap().len(), 1);
         }
         let (mut pooled, mut waits, mut starts) = (0u64, 0u64, 0u64);
         let mut mailboxes = Vec::new();
@@ -186,7 +188,7 @@ pub async fn a_stale_answer_is_waste_and_restarts_a_task_for_an_uncovered_waiter
         .unwrap();
     assert_eq!(delivered(rx).await.unwrap(), "second");
     // A stale refill nobody waits for starts nothing.
-    let refill = s.reserve(&t, NOW).await.unwrap();
+    let refill = s.reserve(&t, 1, NOW).await.unwrap().remove(0);
     let done = s
         .finish(&t, &refill, TaskOutcome::Stale, true, NOW)
         .await
@@ -215,7 +217,7 @@ pub async fn a_failure_fails_only_a_waiter_no_task_covers<B: Backend>() {
 
     // One waiter, two tasks (its own and a refill): the refill failing fails nobody.
     let (_, mut rx, own) = arrive_start(s, &t, NOW).await;
-    let refill = s.reserve(&t, NOW).await.unwrap();
+    let refill = s.reserve(&t, 1, NOW).await.unwrap().remove(0);
     s.finish(&t, &refill, failed(), true, NOW).await.unwrap();
     assert!(still_waiting(&mut rx), "a covered waiter was failed");
     s.finish(&t, &own, solved("own"), true, NOW).await.unwrap();
@@ -291,7 +293,7 @@ pub async fn a_refill_counts_in_flight_and_serves_a_waiter_first<B: Backend>() {
     let store = backend.instance().await;
     let s = &*store;
     let t = target();
-    let refill = s.reserve(&t, NOW).await.unwrap();
+    let refill = s.reserve(&t, 1, NOW).await.unwrap().remove(0);
     let counts = s.counts(&t, NOW, MIN_REMAINING).await.unwrap();
     assert_eq!((counts.pooled, counts.in_flight, counts.waiting), (0, 1, 0));
     // A caller arriving now is covered by the refill.
@@ -333,7 +335,7 @@ pub async fn cover_claims_nothing_while_every_waiter_is_covered<B: Backend>() {
     let t = target();
     assert!(s.cover(&t, NOW).await.unwrap().is_empty(), "no waiters");
     let (_, _rx1, _) = arrive_start(s, &t, NOW).await;
-    s.reserve(&t, NOW).await.unwrap();
+    assert_eq!(s.reserve(&t, 1, NOW).await.unwrap().len(), 1);
     let (_, _rx2) = arrive_wait(s, &t, NOW).await;
     assert!(s.cover(&t, NOW).await.unwrap().is_empty(), "all covered");
     assert_eq!(figures(s, &t).await.new_tasks, 2);

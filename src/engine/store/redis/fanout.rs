@@ -18,7 +18,13 @@ pub(super) struct LocalWaiter {
     pub tx: oneshot::Sender<Delivery>,
     /// Whether an answer it cannot take may go to the target's pool.
     pub poolable: bool,
+    /// Its place in the target's queue (Redis time of its arrival), once the arrival is known:
+    /// renewal restores it there if a lapse removed it.
+    pub arrived: Option<u64>,
 }
+
+/// A target's live waiters (id, arrival) and claims, for renewal.
+pub(super) type Renewal = (Target, Vec<(String, u64)>, Vec<String>);
 
 /// This instance's waiters and running tasks, by id.
 #[derive(Default)]
@@ -38,6 +44,17 @@ impl Local {
 
     pub fn take_waiter(&self, id: &str) -> Option<LocalWaiter> {
         lock(&self.waiters).remove(id)
+    }
+
+    pub fn set_arrived(&self, id: &str, at: u64) {
+        if let Some(w) = lock(&self.waiters).get_mut(id) {
+            w.arrived = Some(at);
+        }
+    }
+
+    /// When a waiter arrived, if it is still here and its arrival is known.
+    pub fn arrived(&self, id: &str) -> Option<u64> {
+        lock(&self.waiters).get(id).and_then(|w| w.arrived)
     }
 
     pub fn add_claim(&self, id: &str, target: &Target) {
@@ -67,18 +84,23 @@ impl Local {
             .count()
     }
 
-    /// Live waiter ids and claim ids, grouped by target, for lease renewal.
-    pub fn by_target(&self) -> HashMap<String, (Target, Vec<String>, Vec<String>)> {
-        let mut out: HashMap<String, (Target, Vec<String>, Vec<String>)> = HashMap::new();
+    /// Live queue waiters (id and arrival) and claim ids, grouped by target, for lease renewal.
+    /// Followers of reusable targets are not in any queue and are left out.
+    pub fn by_target(&self) -> HashMap<String, Renewal> {
+        let mut out: HashMap<String, Renewal> = HashMap::new();
         let mut waiters = lock(&self.waiters);
         // A waiter whose caller is gone without an abandon (a dropped future) stops being renewed
         // and its lease runs out: the queue forgets it within one lease.
         waiters.retain(|_, w| !w.tx.is_closed());
         for (id, w) in waiters.iter() {
+            let Some(arrived) = w.arrived else { continue };
+            if is_follower(id) {
+                continue;
+            }
             out.entry(w.target.id.clone())
                 .or_insert_with(|| (w.target.clone(), Vec::new(), Vec::new()))
                 .1
-                .push(id.clone());
+                .push((id.clone(), arrived));
         }
         drop(waiters);
         for (id, target) in lock(&self.claims).iter() {

@@ -2,23 +2,27 @@
 //! `{t:<target id>}` so one script's keys live in one Cluster slot; a task record and an
 //! instance inbox carry their own tags. Nothing else builds a key, and no script does.
 
-/// The seven keys of a single-use target, in the order the target scripts' prelude expects.
-pub fn target_keys(target_id: &str) -> [String; 7] {
+/// The ten keys of a single-use target, in the order the target scripts' prelude expects;
+/// `op` names the operation whose reply is recorded (see `lua/lib/target.lua`).
+pub fn target_keys(target_id: &str, op: &str) -> [String; 10] {
     [
-        format!("cg:{{t:{target_id}}}:pool"),
-        format!("cg:{{t:{target_id}}}:waiters"),
-        format!("cg:{{t:{target_id}}}:wlease"),
-        format!("cg:{{t:{target_id}}}:inflight"),
+        pool(target_id),
+        waiters(target_id),
+        wlease(target_id),
+        inflight(target_id),
         mbox(target_id),
         mlease(target_id),
         stats(target_id),
+        format!("cg:{{t:{target_id}}}:op:{op}"),
+        format!("cg:{{t:{target_id}}}:fin"),
+        format!("cg:{{t:{target_id}}}:gone"),
     ]
 }
 
-/// The keys `retire.lua` checks and deletes: the seven target keys, then the reusable answer's
-/// cache, lock, fence counter and followers.
-pub fn retire_keys(target_id: &str) -> [String; 11] {
-    let [a, b, c, d, e, f, g] = target_keys(target_id);
+/// The keys `retire.lua` checks and deletes: the ten target keys (under an op id no
+/// operation uses), then the reusable answer's cache, lock, fence counter and followers.
+pub fn retire_keys(target_id: &str) -> [String; 14] {
+    let [a, b, c, d, e, f, g, h, i, j] = target_keys(target_id, "retire");
     [
         a,
         b,
@@ -27,6 +31,9 @@ pub fn retire_keys(target_id: &str) -> [String; 11] {
         e,
         f,
         g,
+        h,
+        i,
+        j,
         shared(target_id),
         lead(target_id),
         fence(target_id),

@@ -17,6 +17,7 @@ use std::collections::{HashMap, HashSet};
 use futures::{StreamExt, stream};
 use redis::{AsyncCommands, Value};
 
+use super::ops::Pk;
 use super::{Inner, keys, ms, scripts, split_reply, split_reply_all};
 use crate::engine::store::{StoreError, TargetFigures};
 use crate::model::{Millis, Reuse, Target};
@@ -74,17 +75,14 @@ impl Inner {
 
     /// Reaps every live target (dead instances' waiters and claims, mail nobody took).
     pub(super) async fn sweep_targets(&self, now: Millis) -> Result<(), StoreError> {
+        let _ = now; // Redis time decides what expired.
         let ids = self.live_ids().await?;
-        let args = [
-            now.to_string(),
-            now.to_string(),
-            "1".to_owned(),
-            self.mail_ttl().to_string(),
-        ];
-        let args = &args;
         let mut replies = stream::iter(ids)
             .map(|id| async move {
-                let r = self.run_target(&scripts::COUNTS, &id, args).await;
+                // This instance may not know the target's kind: the script pools passed-on mail
+                // only as the target's recorded kind allows.
+                let op = self.op(&scripts::COUNTS, &id, Pk::AsRecorded, Vec::new());
+                let r = self.run_once(&op).await;
                 (id, r)
             })
             .buffer_unordered(PARALLEL);
@@ -138,7 +136,7 @@ impl Inner {
             .collect()
             .await;
         let retired = stream::iter(idle)
-            .map(|id| async move { self.retire_one(&id, now, idle_before).await })
+            .map(|id| async move { self.retire_one(&id, now).await })
             .buffer_unordered(PARALLEL)
             .filter(|gone| std::future::ready(*gone))
             .count()
@@ -147,7 +145,7 @@ impl Inner {
     }
 
     /// Out of the set, then the script; back into the set unless the script retired it.
-    async fn retire_one(&self, id: &str, now: Millis, idle_before: Millis) -> bool {
+    async fn retire_one(&self, id: &str, now: Millis) -> bool {
         let mut conn = self.conn();
         if self
             .seen(conn.srem::<_, _, ()>(keys::targets(), id).await)
@@ -155,11 +153,24 @@ impl Inner {
         {
             return false;
         }
+        // The script judges idleness by Redis time (by `now` only on an explicit clock); the
+        // filter above by this instance's clock only saves script runs.
+        let s = &self.settings;
+        let clock = match s.explicit_clock {
+            true => now.to_string(),
+            false => String::new(),
+        };
         let mut inv = scripts::RETIRE.prepare_invoke();
         for key in keys::retire_keys(id) {
             inv.key(key);
         }
-        inv.arg(now).arg(idle_before).arg(self.mail_ttl());
+        inv.arg(ms(s.op_ttl))
+            .arg(ms(s.min_remaining))
+            .arg(ms(s.mail_ttl))
+            .arg(ms(s.lease))
+            .arg("")
+            .arg(clock)
+            .arg(ms(s.target_idle));
         let reply = inv.invoke_async::<Vec<Value>>(&mut conn).await;
         match self.seen(reply).map(split_reply) {
             Ok((1, _)) => {

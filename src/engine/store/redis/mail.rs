@@ -1,5 +1,7 @@
 //! What travels through a waiter's mailbox: `A|<expires_at>|<answer json>` for an answer (the
-//! scripts read the expiry to pool or drop it without parsing JSON) or `F|<failure json>`.
+//! scripts read the expiry, in Redis time, to pool or drop it without parsing JSON) or
+//! `F|<failure json>`. The JSON's own times are the solving instance's; a taker restamps them
+//! from the remaining life the script reports (`single::restamp`).
 
 use crate::engine::{Delivery, SolveFailure};
 use crate::model::Answer;
@@ -7,8 +9,13 @@ use crate::model::Answer;
 pub fn encode(delivery: &Delivery) -> String {
     match delivery {
         Ok(answer) => answer_mail(answer),
-        Err(failure) => format!("F|{}", serde_json::to_string(failure).unwrap_or_default()),
+        Err(failure) => format!("F|{}", failure_json(failure)),
     }
+}
+
+/// A failure as the `F|` mail carries it.
+pub fn failure_json(failure: &SolveFailure) -> String {
+    serde_json::to_string(failure).unwrap_or_default()
 }
 
 pub fn answer_mail(answer: &Answer) -> String {

@@ -11,8 +11,10 @@ mod fanout;
 mod keys;
 mod live;
 mod mail;
+mod ops;
 mod scripts;
 mod shared;
+mod single;
 mod tasks;
 mod wake;
 
@@ -25,11 +27,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::{AsyncCommands, Value};
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use self::conn::Conn;
-use self::fanout::{Local, LocalWaiter};
+use self::fanout::Local;
 use self::wake::{inbox_reader, renewer};
 use super::{
     Arrival, ClaimId, Finished, SharedArrival, Store, StoreError, TargetCounts, TargetFigures,
@@ -58,6 +59,17 @@ pub struct RedisSettings {
     /// How long an empty target is kept after its last use (`retire.lua`); serve sets it from
     /// `target_idle_s`.
     pub target_idle: Duration,
+    /// No hand-off (mail, pass-on, pool, local) gives out an answer with less left than this;
+    /// serve sets it from the engine's `min_remaining`.
+    pub min_remaining: Duration,
+    /// How long an operation's reply is kept, so running it again changes nothing (`ops.rs`).
+    pub op_ttl: Duration,
+    /// How long an operation whose outcome is unknown is retried; well inside `op_ttl`.
+    pub unknown_retry: Duration,
+    /// Tests only: scripts take `now` from the caller instead of Redis `TIME`, so the store's
+    /// promises can be checked on a clock the test controls. Never set in production, where
+    /// instance clocks must not matter.
+    pub explicit_clock: bool,
 }
 
 impl RedisSettings {
@@ -82,6 +94,14 @@ impl RedisSettings {
             retention: Duration::from_secs(20 * 60),
             pending_ttl: Duration::from_secs(15 * 60),
             target_idle: crate::engine::EngineSettings::default().target_idle,
+            min_remaining: crate::engine::EngineSettings::default().min_remaining,
+            // Twice the retries' horizon, and longer than any entry's renewal outlives its end
+            // (the markers that stop a restore are kept as long). Records cost ~200 bytes per
+            // operation for this long: 60k keys at 100 operations a second.
+            op_ttl: Duration::from_secs(10 * 60),
+            // Covers a Sentinel or Cluster failover (tens of seconds) with room to spare.
+            unknown_retry: Duration::from_secs(5 * 60),
+            explicit_clock: false,
         }
     }
 }
@@ -99,6 +119,10 @@ struct Inner {
     healthy: AtomicBool,
     /// Targets this process registered in `cg:targets`, and when (see `live.rs`).
     known: Mutex<HashMap<String, Millis>>,
+    /// The single server's `run_id` last seen: a change means it restarted (`ops.rs`).
+    epoch: Mutex<Option<String>>,
+    /// The latest caller time, for a store on an explicit clock (`ops.rs`).
+    clock: AtomicU64,
     next_id: AtomicU64,
 }
 
@@ -157,8 +181,11 @@ impl RedisStore {
             local: Local::default(),
             healthy: AtomicBool::new(true),
             known: Mutex::default(),
+            epoch: Mutex::default(),
+            clock: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
         });
+        inner.current_epoch().await;
         tokio::spawn(inbox_reader(inner.clone(), blocking, shutdown.clone()));
         tokio::spawn(renewer(inner.clone(), shutdown));
         Ok(RedisStore { inner })
@@ -181,16 +208,17 @@ impl Inner {
         self.conn.clone()
     }
 
-    fn new_claim(&self) -> String {
+    /// A fresh id of this instance: `<instance>:<prefix><n>`.
+    fn new_id(&self, prefix: &str) -> String {
         format!(
-            "{}:c{}",
+            "{}:{prefix}{}",
             self.instance,
             self.next_id.fetch_add(1, Ordering::Relaxed)
         )
     }
 
-    fn lease_end(&self, now: Millis) -> Millis {
-        now + ms(self.settings.lease)
+    fn new_claim(&self) -> String {
+        self.new_id("c")
     }
 
     fn mail_ttl(&self) -> u64 {
@@ -209,24 +237,6 @@ impl Inner {
             tracing::debug!(error = %e, "redis call failed");
         }
         r.map_err(unavailable)
-    }
-
-    async fn run_target(
-        &self,
-        script: &redis::Script,
-        target_id: &str,
-        args: &[String],
-    ) -> Result<Vec<Value>, StoreError> {
-        let mut inv = script.prepare_invoke();
-        for key in keys::target_keys(target_id) {
-            inv.key(key);
-        }
-        for a in args {
-            inv.arg(a);
-        }
-        let mut conn = self.conn();
-        let r = inv.invoke_async::<Vec<Value>>(&mut conn).await;
-        self.seen(r)
     }
 }
 
@@ -255,59 +265,7 @@ impl Store for RedisStore {
         now: Millis,
         min_remaining_ms: u64,
     ) -> Result<Arrival, StoreError> {
-        let inner = &self.inner;
-        inner.note_target(target, now).await?;
-        let (tx, rx) = oneshot::channel();
-        // Registered before the script runs, so a delivery racing the reply finds it.
-        inner.local.add_waiter(
-            &waiter.0,
-            LocalWaiter {
-                target: target.clone(),
-                tx,
-                poolable: poolable(target) == "1",
-            },
-        );
-        let claim = inner.new_claim();
-        let lease = inner.lease_end(now).to_string();
-        let args = [
-            now.to_string(),
-            (now + min_remaining_ms).to_string(),
-            waiter.0.clone(),
-            lease.clone(),
-            claim.clone(),
-            lease,
-            poolable(target).to_owned(),
-            inner.mail_ttl().to_string(),
-        ];
-        let reply = match inner.run_target(&scripts::ARRIVE, &target.id, &args).await {
-            Ok(v) => v,
-            Err(e) => {
-                inner.local.take_waiter(&waiter.0);
-                return Err(e);
-            }
-        };
-        let (code, mut rest) = split_reply(reply);
-        let arrival = match code {
-            1 => {
-                inner.local.take_waiter(&waiter.0);
-                let json = if rest.is_empty() {
-                    String::new()
-                } else {
-                    rest.remove(0)
-                };
-                let answer: Answer = serde_json::from_str(&json).map_err(|e| {
-                    StoreError::Unavailable(format!("unreadable pooled answer: {e}"))
-                })?;
-                Arrival::Pooled(answer)
-            }
-            2 => Arrival::Wait(rx),
-            _ => {
-                inner.local.add_claim(&claim, target);
-                Arrival::Start(rx, ClaimId(claim))
-            }
-        };
-        inner.notify(&target.id, rest).await;
-        Ok(arrival)
+        single::arrive(&self.inner, target, waiter, now, min_remaining_ms).await
     }
 
     async fn finish(
@@ -318,51 +276,9 @@ impl Store for RedisStore {
         poolable: bool,
         now: Millis,
     ) -> Result<Finished, StoreError> {
-        let inner = &self.inner;
-        inner.local.remove_claim(&claim.0);
-        let (code, mail_text) = match &outcome {
-            TaskOutcome::Answer(a) => ("A", mail::answer_mail(a)),
-            TaskOutcome::Failed(f) => ("F", mail::encode(&Err(f.clone()))),
-            TaskOutcome::Stale => ("S", String::new()),
-            TaskOutcome::Requeue => ("R", String::new()),
-        };
-        let restart = inner.new_claim();
-        let args = [
-            now.to_string(),
-            claim.0.clone(),
-            code.to_owned(),
-            mail_text,
-            if poolable { "1" } else { "0" }.to_owned(),
-            restart.clone(),
-            inner.lease_end(now).to_string(),
-            inner.mail_ttl().to_string(),
-        ];
-        match inner.run_target(&scripts::FINISH, &target.id, &args).await {
-            Ok(values) => {
-                let (again, woken) = split_reply(values);
-                inner.notify(&target.id, woken).await;
-                if again == 1 {
-                    inner.local.add_claim(&restart, target);
-                    return Ok(Finished::Restart(ClaimId(restart)));
-                }
-                Ok(Finished::Done)
-            }
-            Err(e) => {
-                // Redis is away: this instance's own waiters still get what they wait for.
-                let delivery: Option<Delivery> = match outcome {
-                    TaskOutcome::Answer(a) => Some(Ok(a)),
-                    TaskOutcome::Failed(f) => Some(Err(f)),
-                    TaskOutcome::Stale | TaskOutcome::Requeue => None,
-                };
-                if let Some(d) = delivery {
-                    if let Some(w) = inner.local.take_any_waiter(&target.id) {
-                        let _ = w.tx.send(d);
-                        return Ok(Finished::Done);
-                    }
-                }
-                Err(e)
-            }
-        }
+        self.inner
+            .finish(target, claim, outcome, poolable, now)
+            .await
     }
 
     async fn abandon(
@@ -373,58 +289,29 @@ impl Store for RedisStore {
         poolable: bool,
         now: Millis,
     ) -> Result<(), StoreError> {
-        let inner = &self.inner;
-        inner.local.take_waiter(&waiter.0);
-        let mail_text = match &delivered {
-            Some(Ok(a)) => mail::answer_mail(a),
-            _ => String::new(),
+        self.inner.local.take_waiter(&waiter.0);
+        let answer = match delivered {
+            Some(Ok(a)) => Some(a),
+            _ => None,
         };
-        let args = [
-            now.to_string(),
-            waiter.0.clone(),
-            mail_text,
-            if poolable { "1" } else { "0" }.to_owned(),
-            inner.mail_ttl().to_string(),
-        ];
-        let woken = split_reply_all(
-            inner
-                .run_target(&scripts::ABANDON, &target.id, &args)
-                .await?,
-        );
-        inner.notify(&target.id, woken).await;
-        Ok(())
+        self.inner
+            .abandon(&target.id, &waiter.0, answer, ops::Pk::of(poolable), now)
+            .await
     }
 
     async fn put(&self, target: &Target, answer: Answer, now: Millis) -> Result<(), StoreError> {
-        let inner = &self.inner;
-        inner.note_target(target, now).await?;
-        let args = [
-            now.to_string(),
-            mail::answer_mail(&answer),
-            inner.mail_ttl().to_string(),
-        ];
-        let woken = split_reply_all(inner.run_target(&scripts::PUT, &target.id, &args).await?);
-        inner.notify(&target.id, woken).await;
-        Ok(())
+        self.inner.note_target(target, now).await?;
+        self.inner.put(target, answer, now).await
     }
 
-    async fn reserve(&self, target: &Target, now: Millis) -> Result<ClaimId, StoreError> {
-        let inner = &self.inner;
-        inner.note_target(target, now).await?;
-        let claim = inner.new_claim();
-        inner
-            .run_target(
-                &scripts::RESERVE,
-                &target.id,
-                &[
-                    claim.clone(),
-                    inner.lease_end(now).to_string(),
-                    now.to_string(),
-                ],
-            )
-            .await?;
-        inner.local.add_claim(&claim, target);
-        Ok(ClaimId(claim))
+    async fn reserve(
+        &self,
+        target: &Target,
+        size: u32,
+        now: Millis,
+    ) -> Result<Vec<ClaimId>, StoreError> {
+        self.inner.note_target(target, now).await?;
+        self.inner.reserve(target, size, now).await
     }
 
     async fn counts(
@@ -433,59 +320,11 @@ impl Store for RedisStore {
         now: Millis,
         min_remaining_ms: u64,
     ) -> Result<TargetCounts, StoreError> {
-        let inner = &self.inner;
-        let args = [
-            now.to_string(),
-            (now + min_remaining_ms).to_string(),
-            poolable(target).to_owned(),
-            inner.mail_ttl().to_string(),
-        ];
-        let values = inner
-            .run_target(&scripts::COUNTS, &target.id, &args)
-            .await?;
-        let mut nums = values.iter().take(3).map(|v| match v {
-            Value::Int(n) => *n as u64,
-            _ => 0,
-        });
-        let counts = TargetCounts {
-            pooled: nums.next().unwrap_or(0),
-            in_flight: nums.next().unwrap_or(0),
-            waiting: nums.next().unwrap_or(0),
-        };
-        inner
-            .notify(
-                &target.id,
-                split_reply_all(values.into_iter().skip(3).collect()),
-            )
-            .await;
-        Ok(counts)
+        self.inner.counts(target, now, min_remaining_ms).await
     }
 
     async fn cover(&self, target: &Target, now: Millis) -> Result<Vec<ClaimId>, StoreError> {
-        let inner = &self.inner;
-        let mine = inner.local.waiting_on(&target.id);
-        if mine == 0 {
-            return Ok(Vec::new());
-        }
-        let candidates: Vec<String> = (0..mine).map(|_| inner.new_claim()).collect();
-        let mut args = vec![
-            now.to_string(),
-            inner.lease_end(now).to_string(),
-            poolable(target).to_owned(),
-            inner.mail_ttl().to_string(),
-        ];
-        args.extend(candidates.iter().cloned());
-        let (n, woken) = split_reply(inner.run_target(&scripts::COVER, &target.id, &args).await?);
-        inner.notify(&target.id, woken).await;
-        let started: Vec<ClaimId> = candidates
-            .into_iter()
-            .take(n.max(0) as usize)
-            .map(ClaimId)
-            .collect();
-        for c in &started {
-            inner.local.add_claim(&c.0, target);
-        }
-        Ok(started)
+        self.inner.cover(target, now).await
     }
 
     async fn shared_arrive(

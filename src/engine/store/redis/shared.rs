@@ -36,6 +36,7 @@ impl Inner {
                 target: target.clone(),
                 tx,
                 poolable: false,
+                arrived: None,
             },
         );
         let mut conn = inner.conn();

@@ -25,6 +25,13 @@ pub(super) struct Tasks {
     pending_ttl: Duration,
     fallback: MemoryStore,
     notify: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Records of this instance's pending tasks, so a finish can write one again whole when
+    /// Redis lost it (restarted empty). Bounded by the tasks running here.
+    pending: Mutex<HashMap<String, (String, Millis)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn seen<T>(healthy: &AtomicBool, r: redis::RedisResult<T>) -> Result<T, StoreError> {
@@ -39,6 +46,7 @@ impl Tasks {
             pending_ttl,
             fallback: MemoryStore::new(),
             notify: Mutex::default(),
+            pending: Mutex::default(),
         }
     }
 
@@ -77,7 +85,10 @@ impl Tasks {
             .query_async(&mut c)
             .await;
         match seen(healthy, r) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                lock(&self.pending).insert(record.id.clone(), (json, record.created_at));
+                Ok(())
+            }
             Err(_) => {
                 tracing::warn!("redis unavailable: task record kept on this instance only");
                 self.fallback.create_task(record).await
@@ -98,15 +109,23 @@ impl Tasks {
         } else {
             let json = serde_json::to_string(&state)
                 .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            let record = lock(&self.pending)
+                .get(id)
+                .map(|(json, _)| json.clone())
+                .unwrap_or_default();
             let mut c = conn.clone();
             let r = scripts::TASK_FINISH
                 .key(keys::task(id))
                 .arg(json)
                 .arg(now)
                 .arg(self.retention.as_millis() as u64)
+                .arg(record)
                 .invoke_async::<i64>(&mut c)
                 .await;
-            seen(healthy, r)?;
+            if seen(healthy, r)? == 2 {
+                tracing::warn!("a task record lost by redis was written again at its finish");
+            }
+            lock(&self.pending).remove(id);
         }
         if let Some(n) = self
             .notify
@@ -197,6 +216,9 @@ impl Tasks {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|_, n| Arc::strong_count(n) > 1);
+        // A task that never finished (its instance's task was lost) stops being kept with it.
+        lock(&self.pending)
+            .retain(|_, (_, created)| now.saturating_sub(*created) <= pending_limit_ms);
         self.fallback
             .sweep(now, retention_ms, pending_limit_ms)
             .await

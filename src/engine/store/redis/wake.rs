@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use redis::AsyncCommands;
+use redis::{AsyncCommands, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::conn::Conn;
 use super::fanout::{self, instance_of};
-use super::{Inner, keys, mail, ms, scripts, split_reply_all};
-use crate::model::now_ms;
+use super::ops::Pk;
+use super::{Inner, keys, mail, ms, poolable, scripts, single, split_reply, split_reply_all};
+use crate::model::{Answer, now_ms};
 
 impl Inner {
     /// Tells the instances of `woken` waiters that mail is waiting; takes this instance's own.
@@ -26,16 +27,13 @@ impl Inner {
                 queue.extend(self.deliver_local(&target_id, &waiter).await);
                 continue;
             }
-            let inbox = keys::inbox(instance);
             let mut conn = self.conn();
-            let pushed: redis::RedisResult<()> = async {
-                conn.rpush::<_, _, ()>(&inbox, format!("{target_id} {waiter}"))
-                    .await?;
-                // A dead instance's inbox does not outlive the mail it announces.
-                conn.pexpire::<_, ()>(&inbox, (ms(self.settings.mail_ttl) * 2) as i64)
-                    .await
-            }
-            .await;
+            let pushed = scripts::ANNOUNCE
+                .key(keys::inbox(instance))
+                .arg(format!("{target_id} {waiter}"))
+                .arg(ms(self.settings.mail_ttl) * 2)
+                .invoke_async::<i64>(&mut conn)
+                .await;
             if let Err(e) = pushed {
                 // The mail stays in Redis; its deadline passes it on if nobody takes it.
                 tracing::warn!(error = %e, "could not announce mail to another instance");
@@ -50,22 +48,41 @@ impl Inner {
         target_id: &str,
         waiter: &str,
     ) -> Vec<(String, String)> {
-        let mut conn = self.conn();
-        let taken = scripts::TAKE
-            .key(keys::mbox(target_id))
-            .key(keys::mlease(target_id))
-            .arg(waiter)
-            .invoke_async::<Option<String>>(&mut conn)
-            .await;
-        let Ok(Some(mail_text)) = self.seen(taken) else {
+        // A follower of a reusable target has no place in a queue to go back to.
+        let arrived = match self.local.arrived(waiter) {
+            Some(at) if !fanout::is_follower(waiter) => at.to_string(),
+            _ => String::new(),
+        };
+        let op = self.op(
+            &scripts::TAKE,
+            target_id,
+            Pk::AsRecorded,
+            vec![waiter.to_owned(), arrived],
+        );
+        let Ok(values) = self.run(&op, true).await else {
+            // Unknown after every retry: the mail's deadline passes it on if it is still there.
             return Vec::new();
         };
-        let Some(delivery) = mail::decode(&mail_text) else {
+        let (code, rest) = split_reply(values);
+        if code != 1 {
+            // No mail (taken or passed on), or a stale answer: the waiter is back in the queue.
+            return Vec::new();
+        }
+        let (mail_text, left) = match rest.as_slice() {
+            [m, left, ..] => (m, left.parse::<i64>().unwrap_or(0)),
+            _ => return Vec::new(),
+        };
+        let Some(delivery) = mail::decode(mail_text) else {
             tracing::warn!("unreadable mail dropped");
             return Vec::new();
         };
+        let now = self.local_now();
+        let delivery = delivery.map(|a| single::restamp(a, left, now));
         let local = self.local.take_waiter(waiter);
-        let poolable = local.as_ref().map(|w| w.poolable).unwrap_or(true);
+        let pk = match &local {
+            Some(w) => Pk::of(w.poolable),
+            None => Pk::AsRecorded,
+        };
         let back = match local {
             Some(w) => match w.tx.send(delivery) {
                 Ok(()) => return Vec::new(),
@@ -78,18 +95,14 @@ impl Inner {
             return Vec::new();
         }
         // The caller left between delivery and now: pass the answer on.
-        let args = [
-            now_ms().to_string(),
-            waiter.to_owned(),
-            if back.is_ok() {
-                mail::encode(&back)
-            } else {
-                String::new()
-            },
-            if poolable { "1" } else { "0" }.to_owned(),
-            self.mail_ttl().to_string(),
-        ];
-        match self.run_target(&scripts::ABANDON, target_id, &args).await {
+        let answer = back.ok();
+        let op = self.op(
+            &scripts::ABANDON,
+            target_id,
+            pk,
+            abandon_args(waiter, answer.as_ref(), now),
+        );
+        match self.run(&op, true).await {
             Ok(values) => split_reply_all(values)
                 .into_iter()
                 .map(|w| (target_id.to_owned(), w))
@@ -97,6 +110,16 @@ impl Inner {
             Err(_) => Vec::new(),
         }
     }
+}
+
+/// The arguments of `abandon.lua` for `waiter`, passing on `answer` (its life counted at `now`)
+/// if it had one.
+pub(super) fn abandon_args(waiter: &str, answer: Option<&Answer>, now: u64) -> Vec<String> {
+    let (left, json) = match answer {
+        Some(a) => (single::remaining(a, now).to_string(), mail::answer_json(a)),
+        None => (String::new(), String::new()),
+    };
+    vec![waiter.to_owned(), left, json]
 }
 
 /// Drains this instance's inbox: announcements of mail for its waiters from other instances.
@@ -148,25 +171,36 @@ pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
         if inner.seen(pong).is_err() {
             continue;
         }
-        let lease = inner.lease_end(now_ms()).to_string();
-        for (target_id, (_, waiters, claims)) in inner.local.by_target() {
-            let mut inv = scripts::RENEW.prepare_invoke();
-            inv.key(keys::wlease(&target_id))
-                .key(keys::inflight(&target_id));
-            inv.arg(&lease).arg(waiters.len());
-            for id in waiters.iter().chain(claims.iter()) {
-                inv.arg(id);
+        inner.current_epoch().await;
+        for (target_id, (target, waiters, claims)) in inner.local.by_target() {
+            // Registered again if Redis restarted empty (the epoch check forgot what was known).
+            let _ = inner.note_target(&target, now_ms()).await;
+            let mut args = vec![target.label.clone(), waiters.len().to_string()];
+            for (id, arrived) in &waiters {
+                args.push(id.clone());
+                args.push(arrived.to_string());
             }
-            let renewed = inv.invoke_async::<(u64, u64)>(&mut conn).await;
-            match inner.seen(renewed) {
-                Ok((w, c)) if (w as usize) < waiters.len() || (c as usize) < claims.len() => {
-                    tracing::debug!(
+            args.extend(claims.iter().cloned());
+            let pk = Pk::of(poolable(&target) == "1");
+            let op = inner.op(&scripts::RENEW, &target_id, pk, args);
+            if let Ok(values) = inner.run_once(&op).await {
+                let count = |v: Option<&Value>| match v {
+                    Some(Value::Int(n)) => *n,
+                    _ => 0,
+                };
+                let (back_w, back_c) = (count(values.first()), count(values.get(1)));
+                if back_w > 0 || back_c > 0 {
+                    tracing::info!(
                         target_id,
-                        "some leases were gone at renewal (served, finished, or lost in a pause)"
+                        waiters = back_w,
+                        claims = back_c,
+                        "restored leases a lapse had removed"
                     );
                 }
-                _ => {}
+                let woken = split_reply_all(values.into_iter().skip(2).collect());
+                inner.notify(&target_id, woken).await;
             }
+            let waiters: Vec<String> = waiters.into_iter().map(|(id, _)| id).collect();
             if waiters.is_empty() {
                 continue;
             }

@@ -1,0 +1,362 @@
+//! The single-use target operations (promises 1-3): arrive, finish, abandon, put, reserve,
+//! cover, counts. Each is one script run through `ops.rs`, so a lost reply is resolved by
+//! running the same operation again, never by guessing.
+
+use std::sync::Arc;
+
+use redis::Value;
+use tokio::sync::oneshot;
+
+use super::fanout::LocalWaiter;
+use super::ops::{OpError, Pk};
+use super::{Inner, mail, poolable, scripts, split_reply, split_reply_all};
+use crate::engine::store::{Arrival, ClaimId, Finished, StoreError, TargetCounts, WaiterId};
+use crate::engine::store::{TaskOutcome, TaskOutcome::*};
+use crate::model::{Answer, Millis, Target};
+
+/// The life an answer has left at `now` on this instance's clock, in ms (negative once expired).
+/// Scripts stamp it with an expiry in Redis time, so instance clocks never meet.
+pub(super) fn remaining(answer: &Answer, now: Millis) -> i64 {
+    let left = i128::from(answer.expires_at) - i128::from(now);
+    i64::try_from(left).unwrap_or(if left < 0 { i64::MIN } else { i64::MAX })
+}
+
+/// An answer from Redis with `remaining_ms` of life left at `now`, restamped on this instance's
+/// clock so its expiry and age read right wherever it is handed out.
+pub(super) fn restamp(mut answer: Answer, remaining_ms: i64, now: Millis) -> Answer {
+    let expires = i128::from(now) + i128::from(remaining_ms);
+    let shift = expires - i128::from(answer.expires_at);
+    let moved = |t: Millis| u64::try_from((i128::from(t) + shift).max(0)).unwrap_or(u64::MAX);
+    answer.solved_at = moved(answer.solved_at);
+    answer.expires_at = moved(answer.expires_at);
+    answer
+}
+
+fn int(v: Option<&Value>) -> i64 {
+    match v {
+        Some(Value::Int(n)) => *n,
+        Some(v) => redis::from_redis_value_ref::<i64>(v).unwrap_or(0),
+        None => 0,
+    }
+}
+
+fn text(v: Option<&Value>) -> String {
+    v.and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+        .unwrap_or_default()
+}
+
+/// One caller's arrival. When its outcome is unknown the caller is told the store is away (it
+/// solves alone) and the arrival is resolved in the background and undone once known: a pooled
+/// answer goes back, the wait is given up, a claimed task is released.
+pub(super) async fn arrive(
+    inner: &Arc<Inner>,
+    target: &Target,
+    waiter: &WaiterId,
+    now: Millis,
+    min_remaining_ms: u64,
+) -> Result<Arrival, StoreError> {
+    inner.note_target(target, now).await?;
+    let at = inner.observe(now);
+    let (tx, rx) = oneshot::channel();
+    // Registered before the script runs, so a delivery racing the reply finds it.
+    inner.local.add_waiter(
+        &waiter.0,
+        LocalWaiter {
+            target: target.clone(),
+            tx,
+            poolable: poolable(target) == "1",
+            arrived: None,
+        },
+    );
+    let claim = inner.new_claim();
+    let pk = Pk::of(poolable(target) == "1");
+    let op = inner
+        .op(
+            &scripts::ARRIVE,
+            &target.id,
+            pk,
+            vec![waiter.0.clone(), claim.clone()],
+        )
+        .at(now)
+        .min_remaining(min_remaining_ms);
+    let epoch = inner.epoch();
+    let values = match inner.run(&op, false).await {
+        Ok(v) => v,
+        Err(e) => {
+            inner.local.take_waiter(&waiter.0);
+            if let OpError::Unknown(_) = e {
+                let (inner, target, waiter) = (inner.clone(), target.clone(), waiter.0.clone());
+                let (args, id) = (op.args.clone(), op.id.clone());
+                tokio::spawn(async move {
+                    let op = super::ops::Op {
+                        script: &scripts::ARRIVE,
+                        target_id: &target.id,
+                        pk,
+                        args,
+                        id,
+                        now: Some(now),
+                        min_remaining: Some(min_remaining_ms),
+                    };
+                    if let Ok(values) = inner.resolve(&op, epoch).await {
+                        inner.undo_arrival(&target, &waiter, &claim, values).await;
+                    }
+                });
+            }
+            return Err(e.into());
+        }
+    };
+    let code = int(values.first());
+    let arrived = u64::try_from(int(values.get(1))).unwrap_or(0);
+    let woken = split_reply_all(values.iter().skip(4).cloned().collect());
+    let arrival = match code {
+        1 => {
+            inner.local.take_waiter(&waiter.0);
+            let json = text(values.get(2));
+            let answer: Answer = serde_json::from_str(&json)
+                .map_err(|e| StoreError::Unavailable(format!("unreadable pooled answer: {e}")))?;
+            Arrival::Pooled(restamp(answer, int(values.get(3)), at))
+        }
+        2 => {
+            inner.local.set_arrived(&waiter.0, arrived);
+            Arrival::Wait(rx)
+        }
+        _ => {
+            inner.local.set_arrived(&waiter.0, arrived);
+            inner.local.add_claim(&claim, target);
+            Arrival::Start(rx, ClaimId(claim))
+        }
+    };
+    inner.notify(&target.id, woken).await;
+    Ok(arrival)
+}
+
+impl Inner {
+    /// An arrival the caller did not wait for: whatever it was given goes back.
+    async fn undo_arrival(&self, target: &Target, waiter: &str, claim: &str, values: Vec<Value>) {
+        let woken = split_reply_all(values.iter().skip(4).cloned().collect());
+        self.notify(&target.id, woken).await;
+        let now = self.local_now();
+        let undone = match int(values.first()) {
+            1 => match serde_json::from_str::<Answer>(&text(values.get(2))) {
+                Ok(a) => {
+                    self.put(target, restamp(a, int(values.get(3)), now), now)
+                        .await
+                }
+                Err(_) => Ok(()),
+            },
+            code => {
+                let pk = poolable(target) == "1";
+                let left = self
+                    .abandon(&target.id, waiter, None, Pk::of(pk), now)
+                    .await;
+                if code == 3 {
+                    let claim = ClaimId(claim.to_owned());
+                    let released = self.finish(target, &claim, Requeue, pk, now).await;
+                    left.and(released.map(|_| ()))
+                } else {
+                    left
+                }
+            }
+        };
+        if let Err(e) = undone {
+            tracing::warn!(error = %e, "could not undo an arrival its caller did not wait for");
+        }
+    }
+
+    pub(super) async fn finish(
+        &self,
+        target: &Target,
+        claim: &ClaimId,
+        outcome: TaskOutcome,
+        poolable: bool,
+        now: Millis,
+    ) -> Result<Finished, StoreError> {
+        self.local.remove_claim(&claim.0);
+        let at = self.observe(now);
+        let (code, left, payload) = match &outcome {
+            Answer(a) => ("A", remaining(a, at).to_string(), mail::answer_json(a)),
+            Failed(f) => ("F", String::new(), mail::failure_json(f)),
+            Stale => ("S", String::new(), String::new()),
+            Requeue => ("R", String::new(), String::new()),
+        };
+        let restart = self.new_claim();
+        let args = vec![
+            claim.0.clone(),
+            code.to_owned(),
+            left,
+            payload,
+            restart.clone(),
+        ];
+        let op = self
+            .op(&scripts::FINISH, &target.id, Pk::of(poolable), args)
+            .at(now);
+        match self.run(&op, true).await {
+            Ok(values) => {
+                let (again, woken) = split_reply(values);
+                self.notify(&target.id, woken).await;
+                if again == 1 {
+                    self.local.add_claim(&restart, target);
+                    return Ok(Finished::Restart(ClaimId(restart)));
+                }
+                Ok(Finished::Done)
+            }
+            Err(OpError::NotRun(e)) => {
+                // Redis never saw this outcome, so nobody else can have it: this instance's own
+                // waiters still get what they wait for.
+                let delivery = match outcome {
+                    Answer(a) if a.fresh_at(at, super::ms(self.settings.min_remaining)) => {
+                        Some(Ok(a))
+                    }
+                    Failed(f) => Some(Err(f)),
+                    _ => None,
+                };
+                if let Some(d) = delivery {
+                    if let Some(w) = self.local.take_any_waiter(&target.id) {
+                        let _ = w.tx.send(d);
+                        return Ok(Finished::Done);
+                    }
+                }
+                Err(e)
+            }
+            // It may have been delivered already: acting on a guess could hand it out twice.
+            Err(OpError::Unknown(e)) => Err(e),
+        }
+    }
+
+    pub(super) async fn abandon(
+        &self,
+        target_id: &str,
+        waiter: &str,
+        answer: Option<Answer>,
+        pk: Pk,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        let at = self.observe(now);
+        let args = super::wake::abandon_args(waiter, answer.as_ref(), at);
+        let op = self.op(&scripts::ABANDON, target_id, pk, args).at(now);
+        let woken = split_reply_all(self.run(&op, true).await?);
+        self.notify(target_id, woken).await;
+        Ok(())
+    }
+
+    pub(super) async fn put(
+        &self,
+        target: &Target,
+        answer: Answer,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        let at = self.observe(now);
+        let args = vec![
+            remaining(&answer, at).to_string(),
+            mail::answer_json(&answer),
+        ];
+        let pk = Pk::of(poolable(target) == "1");
+        let op = self.op(&scripts::PUT, &target.id, pk, args).at(now);
+        let woken = split_reply_all(self.run(&op, true).await?);
+        self.notify(&target.id, woken).await;
+        Ok(())
+    }
+
+    pub(super) async fn reserve(
+        &self,
+        target: &Target,
+        size: u32,
+        now: Millis,
+    ) -> Result<Vec<ClaimId>, StoreError> {
+        self.observe(now);
+        let candidates: Vec<String> = (0..size).map(|_| self.new_claim()).collect();
+        let mut args = vec![size.to_string()];
+        args.extend(candidates.iter().cloned());
+        let pk = Pk::of(poolable(target) == "1");
+        self.claim_some(&scripts::RESERVE, target, pk, args, candidates, now)
+            .await
+    }
+
+    pub(super) async fn cover(
+        &self,
+        target: &Target,
+        now: Millis,
+    ) -> Result<Vec<ClaimId>, StoreError> {
+        self.observe(now);
+        let mine = self.local.waiting_on(&target.id);
+        if mine == 0 {
+            return Ok(Vec::new());
+        }
+        let candidates: Vec<String> = (0..mine).map(|_| self.new_claim()).collect();
+        let pk = Pk::of(poolable(target) == "1");
+        let args = candidates.clone();
+        self.claim_some(&scripts::COVER, target, pk, args, candidates, now)
+            .await
+    }
+
+    /// Runs a script that claims the first n of `candidates` and returns `{n, woken...}`.
+    async fn claim_some(
+        &self,
+        script: &redis::Script,
+        target: &Target,
+        pk: Pk,
+        args: Vec<String>,
+        candidates: Vec<String>,
+        now: Millis,
+    ) -> Result<Vec<ClaimId>, StoreError> {
+        let op = self.op(script, &target.id, pk, args).at(now);
+        let (n, woken) = split_reply(self.run(&op, true).await?);
+        self.notify(&target.id, woken).await;
+        let started: Vec<ClaimId> = candidates
+            .into_iter()
+            .take(usize::try_from(n).unwrap_or(0))
+            .map(ClaimId)
+            .collect();
+        for c in &started {
+            self.local.add_claim(&c.0, target);
+        }
+        Ok(started)
+    }
+
+    pub(super) async fn counts(
+        &self,
+        target: &Target,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Result<TargetCounts, StoreError> {
+        self.observe(now);
+        let pk = Pk::of(poolable(target) == "1");
+        let op = self
+            .op(&scripts::COUNTS, &target.id, pk, Vec::new())
+            .at(now)
+            .min_remaining(min_remaining_ms);
+        let values = self.run_once(&op).await?;
+        let num = |i: usize| u64::try_from(int(values.get(i))).unwrap_or(0);
+        let counts = TargetCounts {
+            pooled: num(0),
+            in_flight: num(1),
+            waiting: num(2),
+        };
+        let woken = split_reply_all(values.into_iter().skip(3).collect());
+        self.notify(&target.id, woken).await;
+        Ok(counts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restamping_keeps_the_lifetime_and_moves_both_times() {
+        let a = Answer {
+            text: "t".into(),
+            user_agent: None,
+            solved_at: 1_000,
+            expires_at: 121_000,
+            upstream: None,
+        };
+        let now = 5_000_000;
+        let b = restamp(a, 50_000, now);
+        assert_eq!((b.solved_at, b.expires_at), (now - 70_000, now + 50_000));
+        assert_eq!(remaining(&b, now), 50_000);
+        // Far in the past or the future never wraps.
+        assert_eq!(restamp(b.clone(), i64::MIN, now).expires_at, 0);
+        assert_eq!(remaining(&b, u64::MAX), i64::MIN);
+    }
+}

@@ -1,0 +1,403 @@
+//! The single-use target scripts run by hand on a real redis-server, the way issue 9's defects
+//! were found: each test is one defect's regression test at the script level (a lost reply run
+//! again, a lapse, a stale hand-off, skewed clocks, a refill race). Key names and argument orders
+//! follow the contract headers in `lua/` and the key list in docs/REDIS.md.
+
+use redis::aio::MultiplexedConnection;
+use redis::{Script, Value};
+
+use crate::support::redis::RedisServer;
+
+const PRELUDE: &str = include_str!("../../lua/lib/target.lua");
+
+fn target_script(body: &str) -> Script {
+    Script::new(&format!("{PRELUDE}\n{body}"))
+}
+
+const LEASE: u64 = 15_000;
+const MIN_REMAINING: u64 = 10_000;
+
+/// One target on one server, its scripts called with the prelude's arguments.
+struct Target {
+    conn: MultiplexedConnection,
+    id: &'static str,
+    /// `Some(ms)`: the scripts' explicit clock; `None`: Redis `TIME`.
+    clock: Option<u64>,
+    poolable: &'static str,
+}
+
+impl Target {
+    async fn on(redis: &RedisServer, id: &'static str) -> Target {
+        let client = redis::Client::open(redis.url()).unwrap();
+        Target {
+            conn: client.get_multiplexed_async_connection().await.unwrap(),
+            id,
+            clock: Some(10_000_000),
+            poolable: "1",
+        }
+    }
+
+    fn key(&self, name: &str) -> String {
+        format!("cg:{{t:{}}}:{name}", self.id)
+    }
+
+    async fn run(&mut self, file: &str, op: &str, args: &[&str]) -> Vec<Value> {
+        let body = std::fs::read_to_string(format!("lua/{file}.lua")).unwrap();
+        let script = target_script(&body);
+        let mut inv = script.prepare_invoke();
+        for k in [
+            "pool", "waiters", "wlease", "inflight", "mbox", "mlease", "stats",
+        ] {
+            inv.key(self.key(k));
+        }
+        inv.key(self.key(&format!("op:{op}")))
+            .key(self.key("fin"))
+            .key(self.key("gone"));
+        inv.arg(600_000)
+            .arg(MIN_REMAINING)
+            .arg(30_000)
+            .arg(LEASE)
+            .arg(self.poolable)
+            .arg(self.clock.map(|c| c.to_string()).unwrap_or_default());
+        for a in args {
+            inv.arg(*a);
+        }
+        inv.invoke_async::<Vec<Value>>(&mut self.conn)
+            .await
+            .unwrap_or_else(|e| panic!("{file}.lua: {e}"))
+    }
+
+    async fn zset(&mut self, name: &str) -> Vec<(String, f64)> {
+        redis::cmd("ZRANGE")
+            .arg(self.key(name))
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+
+    async fn members(&mut self, name: &str) -> Vec<String> {
+        self.zset(name).await.into_iter().map(|(m, _)| m).collect()
+    }
+
+    async fn mbox(&mut self) -> Vec<(String, String)> {
+        redis::cmd("HGETALL")
+            .arg(self.key("mbox"))
+            .query_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+
+    async fn stat(&mut self, field: &str) -> u64 {
+        redis::cmd("HGET")
+            .arg(self.key("stats"))
+            .arg(field)
+            .query_async::<Option<u64>>(&mut self.conn)
+            .await
+            .unwrap()
+            .unwrap_or(0)
+    }
+
+    /// Arrives `waiter`; returns the reply's code.
+    async fn arrive(&mut self, op: &str, waiter: &str, claim: &str) -> i64 {
+        int(&self.run("arrive", op, &[waiter, claim]).await[0])
+    }
+
+    async fn finish_answer(&mut self, op: &str, claim: &str, left: u64, json: &str) -> Vec<Value> {
+        let left = left.to_string();
+        self.run("finish", op, &[claim, "A", &left, json, "restart"])
+            .await
+    }
+}
+
+fn int(v: &Value) -> i64 {
+    redis::from_redis_value_ref(v).unwrap()
+}
+
+fn strings(values: &[Value]) -> Vec<String> {
+    values
+        .iter()
+        .filter_map(|v| redis::from_redis_value_ref::<String>(v).ok())
+        .collect()
+}
+
+/// Defect 2 (b): `finish` sent twice (a Cluster client re-sending after a dropped connection)
+/// put one token in two waiters' mailboxes. Under one op id the second run changes nothing and
+/// answers what the first did.
+#[tokio::test]
+async fn a_finish_run_twice_hands_its_answer_out_once() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "twice").await;
+    assert_eq!(t.arrive("a1", "i:1", "c1").await, 3);
+    assert_eq!(t.arrive("a2", "i:2", "c2").await, 3);
+    let first = t
+        .finish_answer("f1", "c1", 60_000, "{\"text\":\"X\"}")
+        .await;
+    let again = t
+        .finish_answer("f1", "c1", 60_000, "{\"text\":\"X\"}")
+        .await;
+    assert_eq!(strings(&first[1..]), ["i:1"]);
+    assert_eq!(again, first, "the second run answers what the first did");
+    let mbox = t.mbox().await;
+    assert_eq!(mbox.len(), 1, "one mailbox holds the token: {mbox:?}");
+    assert_eq!(
+        t.members("waiters").await,
+        ["i:2"],
+        "the second caller still waits"
+    );
+}
+
+/// Defect 2 (c): `take` deleted the mail and, its reply lost, the answer was gone. Run again
+/// under the same op id it returns the same mail; another op finds none (no second handout).
+#[tokio::test]
+async fn a_take_whose_reply_was_lost_returns_the_same_mail_when_run_again() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "take").await;
+    t.arrive("a1", "i:1", "c1").await;
+    t.finish_answer("f1", "c1", 60_000, "{\"text\":\"X\"}")
+        .await;
+    let arrived = "10000000";
+    let taken = t.run("take", "t1", &["i:1", arrived]).await;
+    let again = t.run("take", "t1", &["i:1", arrived]).await;
+    assert_eq!(int(&taken[0]), 1);
+    assert_eq!(again, taken);
+    assert!(strings(&taken[1..2])[0].ends_with("{\"text\":\"X\"}"));
+    let other = t.run("take", "t2", &["i:1", arrived]).await;
+    assert_eq!(int(&other[0]), 0, "taken once");
+}
+
+/// Defect 2: `put` and `abandon` with an answer, sent twice, placed it twice.
+#[tokio::test]
+async fn put_and_abandon_run_twice_place_their_answer_once() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "put").await;
+    for _ in 0..2 {
+        t.run("put", "p1", &["60000", "{\"text\":\"P\"}"]).await;
+    }
+    assert_eq!(t.members("pool").await.len(), 1);
+    t.arrive("a1", "i:1", "c1").await; // takes P
+    assert_eq!(t.arrive("a2", "i:2", "c2").await, 3);
+    assert_eq!(t.arrive("a3", "i:3", "c3").await, 3);
+    // i:2 leaves with an answer it had taken; it goes to i:3, once.
+    for _ in 0..2 {
+        t.run("abandon", "x1", &["i:2", "60000", "{\"text\":\"Q\"}"])
+            .await;
+    }
+    assert_eq!(t.mbox().await.len(), 1);
+    assert!(t.members("pool").await.is_empty());
+}
+
+/// Defect 1: a lapse (Redis paused or cut off longer than a lease, or restarted empty) removed
+/// every live waiter and claim, and renewal extended nothing. Renewal now restores them at their
+/// original places, never a waiter that was served or left, never a claim whose task finished;
+/// pooled answers then go to the restored waiters.
+#[tokio::test]
+async fn renewal_restores_what_a_lapse_removed_and_nothing_that_ended() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "lapse").await;
+    let at = 10_000_000u64;
+    t.arrive("a1", "i:1", "c1").await;
+    t.arrive("a2", "i:2", "c2").await;
+    t.arrive("a3", "i:3", "c3").await;
+    // i:3 left; c3 finished (its answer reached i:1, who took it).
+    t.run("abandon", "x3", &["i:3", "", ""]).await;
+    t.finish_answer("f3", "c3", 60_000, "{\"text\":\"A\"}")
+        .await;
+    t.run("take", "t1", &["i:1", &at.to_string()]).await;
+    // Two leases later nothing was renewed: the next script reaps the lapsed entries.
+    t.clock = Some(at + 2 * LEASE);
+    t.run("counts", "n", &[]).await;
+    assert!(t.members("waiters").await.is_empty());
+    assert!(t.members("inflight").await.is_empty());
+    // A refill answered meanwhile sits in the pool.
+    t.run("put", "p1", &["60000", "{\"text\":\"R\"}"]).await;
+    // The instances still hold i:1..3 and c1..c3 as live (a renewal snapshot racing their end).
+    let arrived = at.to_string();
+    let args = [
+        "label", "3", "i:1", &arrived, "i:2", &arrived, "i:3", &arrived, "c1", "c2", "c3",
+    ];
+    let reply = t.run("renew", "r1", &args).await;
+    assert_eq!(
+        (int(&reply[0]), int(&reply[1])),
+        (1, 2),
+        "i:2, c1 and c2 come back"
+    );
+    assert_eq!(
+        strings(&reply[2..]),
+        ["i:2"],
+        "the pooled answer goes to the restored waiter"
+    );
+    let inflight = t.members("inflight").await;
+    assert_eq!(inflight, ["c1", "c2"], "c3 finished: never resurrected");
+    assert!(t.members("pool").await.is_empty());
+}
+
+/// Defect 5: hand-offs checked only that an answer had not expired. Every hand-off now applies
+/// `min_remaining`: a finished answer, a leaving caller's pass-on, mail passed on after its
+/// deadline, and mail taken late (the waiter goes back to its place instead).
+#[tokio::test]
+async fn no_hand_off_gives_out_an_answer_with_less_than_min_remaining() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "fresh").await;
+    let at = 10_000_000u64;
+    t.arrive("a1", "i:1", "c1").await;
+    t.arrive("a2", "i:2", "c2").await;
+    // Finished with 5 s left: stale, and the waiter keeps waiting (a restart covers it).
+    let reply = t
+        .finish_answer("f1", "c1", 5_000, "{\"text\":\"short\"}")
+        .await;
+    assert_eq!(int(&reply[0]), 1, "a restart for the uncovered waiter");
+    assert!(t.mbox().await.is_empty());
+    // A leaving caller's answer with 5 s left is waste, not the next caller's.
+    t.run("abandon", "x1", &["i:9", "5000", "{\"text\":\"passed\"}"])
+        .await;
+    assert!(t.mbox().await.is_empty());
+    // Mail taken 25 s after it was delivered with 30 s left: the waiter goes back, no handout.
+    t.finish_answer("f2", "c2", 30_000, "{\"text\":\"late\"}")
+        .await;
+    assert_eq!(t.mbox().await.len(), 1);
+    t.clock = Some(at + 25_000);
+    let taken = t.run("take", "t1", &["i:1", &at.to_string()]).await;
+    assert_eq!(int(&taken[0]), 2, "requeued");
+    assert_eq!(
+        t.zset("waiters").await[0],
+        ("i:1".into(), at as f64),
+        "at its own place"
+    );
+    // Mail nobody took by its deadline is passed on only if it still has enough life.
+    t.arrive("a3", "i:3", "c3").await;
+    t.finish_answer("f3", "c3", 40_000, "{\"text\":\"unclaimed\"}")
+        .await;
+    t.clock = Some(at + 25_000 + 31_000);
+    t.run("counts", "n", &[]).await;
+    assert!(t.mbox().await.is_empty(), "9 s left: waste");
+    assert!(t.members("pool").await.is_empty());
+    assert_eq!(t.stat("expired_unused").await, 4);
+}
+
+/// Defect 8: a sweep (which does not know a target's kind) pooled mail passed on from a
+/// GeeTest target. The kind recorded by the callers that know it decides.
+#[tokio::test]
+async fn a_sweep_never_pools_an_answer_of_a_kind_that_cannot_be_pooled() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "geetest").await;
+    t.poolable = "0";
+    t.arrive("a1", "i:1", "c1").await;
+    t.finish_answer("f1", "c1", 100_000, "{\"text\":\"G\"}")
+        .await;
+    t.poolable = "";
+    t.clock = Some(10_000_000 + 31_000);
+    t.run("counts", "n", &[]).await;
+    assert!(t.members("pool").await.is_empty());
+    assert_eq!(t.stat("expired_unused").await, 1);
+}
+
+/// Defect 7: the shortfall was read by `counts` and reserved by separate calls, so two
+/// instances topping up at once both started it. `reserve` now counts and claims in one step.
+#[tokio::test]
+async fn two_refills_of_one_pool_at_once_claim_its_shortfall_once() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "refill").await;
+    t.run("put", "p1", &["60000", "{\"text\":\"P\"}"]).await;
+    let one = t.run("reserve", "r1", &["4", "x1", "x2", "x3", "x4"]).await;
+    let two = t.run("reserve", "r2", &["4", "y1", "y2", "y3", "y4"]).await;
+    assert_eq!((int(&one[0]), int(&two[0])), (3, 0));
+    assert_eq!(t.members("inflight").await.len(), 3);
+}
+
+/// Defect 6: scripts took `now` from the calling instance. On Redis time, leases and arrivals
+/// are stamped by the server whatever the instances' clocks say.
+#[tokio::test]
+async fn leases_and_arrivals_follow_redis_time_not_the_callers_clock() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "time").await;
+    t.clock = None;
+    let mut conn = t.conn.clone();
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let before = secs * 1000 + micros / 1000;
+    t.arrive("a1", "i:1", "c1").await;
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let after = secs * 1000 + micros / 1000;
+    let arrived = t.zset("waiters").await[0].1 as u64;
+    let lease = t.zset("wlease").await[0].1 as u64;
+    assert!(
+        (before..=after).contains(&arrived),
+        "{before} {arrived} {after}"
+    );
+    assert_eq!(lease - arrived, LEASE);
+    // An answer is stamped from its remaining life, not from the solving instance's clock.
+    t.finish_answer("f1", "c1", 60_000, "{\"text\":\"X\"}")
+        .await;
+    let mail = t.mbox().await.remove(0).1;
+    let exp: u64 = mail.split('|').nth(1).unwrap().parse().unwrap();
+    assert!(exp >= after + 60_000, "{exp} from {after}");
+}
+
+/// Defect 8: an inbox's `RPUSH` and `PEXPIRE` were two commands; one lost left an inbox that
+/// never expires. `announce.lua` does both at once.
+#[tokio::test]
+async fn an_announced_inbox_always_expires() {
+    let redis = RedisServer::start();
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let script = Script::new(include_str!("../../lua/announce.lua"));
+    let inbox = "cg:{i:abc}:inbox";
+    script
+        .key(inbox)
+        .arg("t w")
+        .arg(60_000)
+        .invoke_async::<i64>(&mut conn)
+        .await
+        .unwrap();
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(inbox)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(ttl > 0 && ttl <= 60_000, "{ttl}");
+}
+
+/// Defect 8: a task record finished while Redis had restarted empty was dropped silently; it is
+/// written again whole from its instance's copy.
+#[tokio::test]
+async fn a_task_record_lost_by_redis_is_written_again_at_its_finish() {
+    let redis = RedisServer::start();
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let script = Script::new(include_str!("../../lua/task_finish.lua"));
+    let key = "cg:{k:42}:task";
+    let finish = |record: &'static str| {
+        let mut inv = script.prepare_invoke();
+        inv.key(key)
+            .arg("{\"ok\":1}")
+            .arg(5)
+            .arg(60_000)
+            .arg(record);
+        inv
+    };
+    let r: i64 = finish("").invoke_async(&mut conn).await.unwrap();
+    assert_eq!(r, 0, "nothing to write it from");
+    let r: i64 = finish("{\"id\":\"42\"}")
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(r, 2);
+    let (record, state): (String, String) = redis::cmd("HMGET")
+        .arg(key)
+        .arg("record")
+        .arg("state")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        (record.as_str(), state.as_str()),
+        ("{\"id\":\"42\"}", "{\"ok\":1}")
+    );
+    let r: i64 = finish("{\"id\":\"42\"}")
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(r, 0, "written once");
+}
