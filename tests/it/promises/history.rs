@@ -1,7 +1,7 @@
 //! The check every scenario ends with: each handout in the history, each token verified once
 //! at the simulator, and the figures the issue note quotes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::time::Duration;
 
@@ -31,6 +31,8 @@ pub struct Figures {
     pub callers: usize,
     pub answered: usize,
     pub errors: usize,
+    /// Errors by status and code (`dropped` for a lost connection).
+    pub error_codes: BTreeMap<String, usize>,
     pub timed_out: usize,
     pub upstream_tasks: u64,
     pub extra_tasks: i64,
@@ -45,12 +47,13 @@ impl fmt::Display for Figures {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "FIGURES {} callers={} answered={} errors={} unanswered={} upstream_tasks={} \
+            "FIGURES {} callers={} answered={} errors={} {:?} unanswered={} upstream_tasks={} \
              extra_tasks={} (bound {}) worst_delay={:.1}s tokens_twice={} short_lived={} late={}",
             self.scenario,
             self.callers,
             self.answered,
             self.errors,
+            self.error_codes,
             self.timed_out,
             self.upstream_tasks,
             self.extra_tasks,
@@ -124,6 +127,10 @@ pub async fn check(fleet: &Fleet, scenario: &str, history: &[Handout], rules: Ru
             }
             Outcome::Error { status, code } => {
                 figures.errors += 1;
+                *figures
+                    .error_codes
+                    .entry(format!("{status} {code}"))
+                    .or_default() += 1;
                 if !rules.stopped.contains(&h.gateway) {
                     broken.push(format!(
                         "caller {} on healthy gateway {} got {status} {code}",
@@ -133,6 +140,7 @@ pub async fn check(fleet: &Fleet, scenario: &str, history: &[Handout], rules: Ru
             }
             Outcome::Dropped { detail } => {
                 figures.errors += 1;
+                *figures.error_codes.entry("dropped".into()).or_default() += 1;
                 if !rules.stopped.contains(&h.gateway) {
                     broken.push(format!(
                         "caller {} on healthy gateway {} lost its connection: {detail}",

@@ -190,7 +190,8 @@ impl RedisCluster {
 
     /// Three masters with `replicas` replicas each (`redis-cli --cluster create` needs
     /// `3 x (1 + replicas)` nodes). A two-second node timeout lets a replica take over from a
-    /// dead master within seconds.
+    /// dead master within seconds; replicas sync at once (no diskless-sync delay) and stand for
+    /// election however stale (validity factor 0), so a failover never waits on the test's pace.
     pub fn start_with_replicas(replicas: usize) -> Self {
         let nodes: Vec<RedisServer> = (0..3 * (1 + replicas))
             .map(|_| {
@@ -199,6 +200,10 @@ impl RedisCluster {
                     "yes",
                     "--cluster-node-timeout",
                     "2000",
+                    "--repl-diskless-sync-delay",
+                    "0",
+                    "--cluster-replica-validity-factor",
+                    "0",
                 ])
             })
             .collect();
@@ -269,7 +274,13 @@ impl RedisCluster {
             let info = cli(*p, &["cluster", "info"]);
             info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
         });
+        // A replica that never finished its first sync cannot take over.
+        let replicas_synced = live.iter().all(|p| {
+            let info = cli(*p, &["info", "replication"]);
+            !info.contains("role:slave") || info.contains("master_link_status:up")
+        });
         all_ok
+            && (dead.is_some() || replicas_synced)
             && dead.is_none_or(|d| {
                 live.iter().all(|p| {
                     cli(*p, &["cluster", "nodes"]).lines().any(|l| {
