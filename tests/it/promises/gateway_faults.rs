@@ -74,6 +74,30 @@ async fn clocks_five_seconds_ahead_and_behind_keep_every_promise() {
     check(&fleet, "clock_skew", &history, rules).await;
 }
 
+/// The control for the skew scenario: libfaketime itself does not break a gateway (every
+/// clock shifted alike leaves nothing to disagree about), so a failure there is the skew's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clocks_all_five_seconds_behind_alike_keep_every_promise() {
+    let faketime = faketime();
+    let redis = RedisServer::start();
+    let behind: &[&str] = &[&faketime, "-f", "-5s"];
+    let fleet = Fleet::start_wrapped(
+        &redis.url(),
+        solve_time(),
+        "",
+        true,
+        &[behind, behind, behind],
+    )
+    .await;
+    let history = join(fleet.wave(0..60)).await;
+    let rules = Rules {
+        stopped: HashSet::new(),
+        extra_tasks: POOLED_TASKS,
+        extra_why: "the pools' stock",
+    };
+    check(&fleet, "clock_all_behind_control", &history, rules).await;
+}
+
 /// A reusable target: a Cloudflare challenge for one host, proxy and user agent.
 fn clearance() -> serde_json::Value {
     json!({"kind": "cloudflare_challenge", "pageurl": "https://example.com/", "proxy": "u:p@127.0.0.1:3128", "user_agent": "UA/1"})

@@ -199,13 +199,12 @@ impl Fleet {
         self.retire(i);
         let mut gw = self.gateways[i].take().expect("a running gateway");
         signal(gw.pid(), "TERM");
-        let status = tokio::time::timeout(SOON, gw.child.wait())
+        tokio::time::timeout(SOON, gw.child.wait())
             .await
             .unwrap_or_else(|_| {
                 panic!("gateway {i} did not exit after SIGTERM; log:\n{}", gw.log())
             })
-            .unwrap();
-        status
+            .unwrap()
     }
 
     /// `kill -9` of gateway `i`.
