@@ -122,15 +122,26 @@ async fn a_reusable_targets_leader_killed_hands_over_within_a_lease() {
     // Sixty callers on gateways 1 and 2 follow it.
     callers
         .extend((1..=60).map(|c| fleet.caller(c, clearance(), Some(1 + c % 2), CALLER_TIMEOUT_S)));
-    eventually(SOON, "sixty followers registered in Redis", || async {
-        let keys = redis_cli(redis.port, &["--scan", "--pattern", "cg:{t:*}:followers"]);
-        keys.lines().any(|key| {
-            redis_cli(redis.port, &["scard", key])
-                .trim()
-                .parse::<usize>()
+    let conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let followers = redis_cli(redis.port, &["--scan", "--pattern", "cg:{t:*}:followers"]);
+    let followers = followers.trim().to_owned();
+    assert!(!followers.is_empty(), "the target has a followers set");
+    eventually(SOON, "sixty followers registered in Redis", || {
+        let (conn, key) = (conn.clone(), followers.clone());
+        async move {
+            let mut conn = conn;
+            // The leader's own waiter is in the set too.
+            redis::cmd("SCARD")
+                .arg(key)
+                .query_async::<usize>(&mut conn)
+                .await
                 .unwrap_or(0)
                 > 60
-        })
+        }
     })
     .await;
     assert_eq!(fleet.submits(), 1, "followers start no task of their own");

@@ -275,12 +275,14 @@ impl RedisCluster {
             info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
         });
         // A replica that never finished its first sync cannot take over.
-        let replicas_synced = live.iter().all(|p| {
-            let info = cli(*p, &["info", "replication"]);
-            !info.contains("role:slave") || info.contains("master_link_status:up")
-        });
+        let replicas_synced = || {
+            live.iter().all(|p| {
+                let info = cli(*p, &["info", "replication"]);
+                !info.contains("role:slave") || info.contains("master_link_status:up")
+            })
+        };
         all_ok
-            && (dead.is_some() || replicas_synced)
+            && (dead.is_some() || replicas_synced())
             && dead.is_none_or(|d| {
                 live.iter().all(|p| {
                     cli(*p, &["cluster", "nodes"]).lines().any(|l| {
