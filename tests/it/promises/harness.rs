@@ -214,6 +214,23 @@ impl Fleet {
         gw.child.kill().await.unwrap();
     }
 
+    /// The last `lines` lines of each running gateway's log (warnings and errors), for a
+    /// failure message.
+    pub fn log_tails(&self, lines: usize) -> String {
+        let mut out = String::new();
+        for (i, gw) in self.gateways.iter().enumerate() {
+            if let Some(gw) = gw {
+                let log = gw.log();
+                let all: Vec<&str> = log.lines().collect();
+                let tail = all[all.len().saturating_sub(lines)..].join("\n");
+                out.push_str(&format!(
+                    "--- gateway {i} log (last {lines} lines):\n{tail}\n"
+                ));
+            }
+        }
+        out
+    }
+
     /// Waits until the simulator has accepted `n` upstream tasks: load is running.
     pub async fn tasks_started(&self, n: u64) {
         eventually(SOON, &format!("{n} upstream tasks started"), || async {

@@ -30,6 +30,8 @@ pub struct Figures {
     pub scenario: String,
     pub callers: usize,
     pub answered: usize,
+    /// Of the answered, how many came from a pool.
+    pub from_pool: usize,
     pub errors: usize,
     /// Errors by status and code (`dropped` for a lost connection).
     pub error_codes: BTreeMap<String, usize>,
@@ -47,11 +49,12 @@ impl fmt::Display for Figures {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "FIGURES {} callers={} answered={} errors={} {:?} unanswered={} upstream_tasks={} \
+            "FIGURES {} callers={} answered={} (pool {}) errors={} {:?} unanswered={} upstream_tasks={} \
              extra_tasks={} (bound {}) worst_delay={:.1}s tokens_twice={} short_lived={} late={}",
             self.scenario,
             self.callers,
             self.answered,
+            self.from_pool,
             self.errors,
             self.error_codes,
             self.timed_out,
@@ -91,6 +94,7 @@ pub async fn check(fleet: &Fleet, scenario: &str, history: &[Handout], rules: Ru
         match &h.outcome {
             Outcome::Answered { token, source } => {
                 figures.answered += 1;
+                figures.from_pool += usize::from(source == "pool");
                 let kind: Kind = h.kind.parse().expect("a kind the test asked for");
                 let single_use = matches!(kind.reuse(), Reuse::SingleUse { .. });
                 let count = seen.entry(token.as_str()).or_default();
@@ -173,14 +177,15 @@ pub async fn check(fleet: &Fleet, scenario: &str, history: &[Handout], rules: Ru
     if !broken.is_empty() {
         let shown: Vec<&String> = broken.iter().take(15).collect();
         panic!(
-            "{scenario}: {} broken promises ({}); first ones:\n{}",
+            "{scenario}: {} broken promises ({}); first ones:\n{}\n{}",
             broken.len(),
             figures,
             shown
                 .iter()
                 .map(|s| format!("  {s}"))
                 .collect::<Vec<_>>()
-                .join("\n")
+                .join("\n"),
+            fleet.log_tails(20)
         );
     }
     figures
