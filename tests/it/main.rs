@@ -18,6 +18,7 @@ mod hostile_input;
 mod metrics_series;
 mod native_api;
 mod pools;
+mod promises;
 mod redis_tls;
 mod retire;
 mod scripts;

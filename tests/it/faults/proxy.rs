@@ -71,3 +71,52 @@ async fn the_fault_proxy_passes_stalls_resets_and_blackholes() {
         .unwrap();
     assert_eq!(&buf, b"again");
 }
+
+/// Dropped replies, against an echo server that counts what reaches it: the request arrives,
+/// the echo is thrown away, and the connection ends when the proxy passes again (the streams
+/// are out of step).
+#[tokio::test]
+async fn the_fault_proxy_drops_replies_to_requests_that_arrived() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let echo_addr = echo.local_addr().unwrap();
+    let arrived = Arc::new(AtomicU64::new(0));
+    let counter = arrived.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = echo.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 64];
+                while let Ok(n @ 1..) = s.read(&mut buf).await {
+                    counter.fetch_add(n as u64, Ordering::SeqCst);
+                    if s.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let proxy = FaultProxy::start(echo_addr).await;
+    let mut conn = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+
+    proxy.set(Mode::DropReplies);
+    conn.write_all(b"lost?").await.unwrap();
+    eventually(
+        SOON,
+        "the request arrived and its echo was dropped",
+        || async {
+            let (arrived, dropped) = (arrived.load(Ordering::SeqCst), proxy.swallowed());
+            (arrived >= 5 && dropped >= 5, (arrived, dropped))
+        },
+    )
+    .await;
+    proxy.set(Mode::Pass);
+    let mut buf = [0u8; 5];
+    let read = within(SOON, "the connection ends", conn.read(&mut buf)).await;
+    assert!(
+        matches!(&read, Ok(0)) || read.is_err(),
+        "no echo of a dropped reply: {read:?}"
+    );
+}

@@ -11,6 +11,9 @@
 //! - [`Mode::Reset`]: close every connection with a TCP RST, new ones at once (a crashed peer).
 //! - [`Mode::Stall`]: stop forwarding mid-stream without closing or reading (a peer that hangs);
 //!   nothing is lost, and passing again resumes each stream where it stopped.
+//! - [`Mode::DropReplies`]: forward what clients send, throw away what the server answers (a
+//!   command that reached Redis and ran, its reply lost on the way back). Like a blackhole, the
+//!   streams are out of step afterwards, so passing again closes them.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,6 +30,7 @@ pub enum Mode {
     Blackhole,
     Reset,
     Stall,
+    DropReplies,
 }
 
 pub struct FaultProxy {
@@ -65,7 +69,7 @@ impl FaultProxy {
         self.mode.send_replace(mode);
     }
 
-    /// Bytes read and thrown away while blackholed, over all connections.
+    /// Bytes read and thrown away (blackholed requests, dropped replies), over all connections.
     pub fn swallowed(&self) -> u64 {
         self.swallowed.load(Ordering::SeqCst)
     }
@@ -113,6 +117,20 @@ async fn relay(
                 swallowed = true;
                 swallow(&mut client, &mut mode, &swallowed_bytes).await
             }
+            Mode::DropReplies => {
+                swallowed = true;
+                if upstream.is_none() {
+                    match TcpStream::connect(target).await {
+                        Ok(s) => upstream = Some(s),
+                        Err(_) => {
+                            reset(client);
+                            return;
+                        }
+                    }
+                }
+                let Some(up) = upstream.as_mut() else { return };
+                pump(&mut client, up, &mut mode, Some(&swallowed_bytes)).await
+            }
             Mode::Pass if swallowed => {
                 // The stream lost bytes while blackholed: it cannot be resumed.
                 reset(client);
@@ -129,7 +147,7 @@ async fn relay(
                     }
                 }
                 let Some(up) = upstream.as_mut() else { return };
-                pump(&mut client, up, &mut mode).await
+                pump(&mut client, up, &mut mode, None).await
             }
         };
         if matches!(ended, Ended::Closed) {
@@ -161,11 +179,13 @@ async fn swallow(
     }
 }
 
-/// Copies both ways until the mode changes or both directions have ended.
+/// Copies both ways until the mode changes or both directions have ended. With `drop_replies`,
+/// what the server sends is counted there and discarded instead.
 async fn pump(
     client: &mut TcpStream,
     upstream: &mut TcpStream,
     mode: &mut watch::Receiver<Mode>,
+    drop_replies: Option<&AtomicU64>,
 ) -> Ended {
     let (mut client_read, mut client_write) = client.split();
     let (mut up_read, mut up_write) = upstream.split();
@@ -194,7 +214,9 @@ async fn pump(
                     let _ = client_write.shutdown().await;
                 }
                 Ok(n) => {
-                    if client_write.write_all(&to_client[..n]).await.is_err() {
+                    if let Some(dropped) = drop_replies {
+                        dropped.fetch_add(n as u64, Ordering::SeqCst);
+                    } else if client_write.write_all(&to_client[..n]).await.is_err() {
                         return Ended::Closed;
                     }
                 }

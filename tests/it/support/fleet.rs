@@ -56,7 +56,24 @@ pub async fn spawn_serve(
     env: &[(&str, &str)],
     stderr: Stdio,
 ) -> (Child, String, Lines<BufReader<ChildStdout>>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+    spawn_serve_wrapped(&[], config, env, stderr).await
+}
+
+/// [`spawn_serve`] run through a wrapper command, e.g. `["faketime", "-f", "+5s"]`: the wrapper
+/// execs the binary, so the child is the gateway itself.
+pub async fn spawn_serve_wrapped(
+    wrapper: &[&str],
+    config: &std::path::Path,
+    env: &[(&str, &str)],
+    stderr: Stdio,
+) -> (Child, String, Lines<BufReader<ChildStdout>>) {
+    let binary = env!("CARGO_BIN_EXE_captcha-gateway");
+    let (program, args) = match wrapper.split_first() {
+        Some((program, args)) => (*program, [args, &[binary]].concat()),
+        None => (binary, Vec::new()),
+    };
+    let mut child = Command::new(program)
+        .args(args)
         .args(["serve", "--config", config.to_str().unwrap()])
         .env_clear()
         .envs(env.iter().copied())

@@ -123,7 +123,24 @@ impl RedisServer {
         }
     }
 
-    /// Starts it again on the same port, empty (as after a crash without persistence).
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// `SIGSTOP`: the process holds its connections but answers nothing (a frozen VM, a long
+    /// fork or swap storm), unlike [`kill`](Self::kill), whose peers see the connection close.
+    pub fn pause(&self) {
+        signal(self.pid().expect("a running redis-server"), "STOP");
+    }
+
+    /// `SIGCONT` after [`pause`](Self::pause): the server answers what queued up meanwhile.
+    pub fn resume(&self) {
+        signal(self.pid().expect("a running redis-server"), "CONT");
+    }
+
+    /// Starts it again on the same port, empty (as after a crash without persistence: the
+    /// server runs with `--save ""` and `--appendonly no`, so nothing is reloaded).
     pub fn restart(&mut self) {
         self.kill();
         assert!(
@@ -135,26 +152,58 @@ impl RedisServer {
     }
 }
 
+/// Sends `SIG<name>` to `pid` with kill(1): the crate forbids `unsafe`, so no libc call.
+pub fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .expect("kill(1) runs");
+    assert!(status.success(), "kill -{name} {pid} failed");
+}
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
     }
 }
 
-/// Three masters, no replicas: the smallest real Cluster (test-only topology).
+/// A Redis Cluster: three masters, optionally one replica each (test-only topologies).
 pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
 }
 
+/// `redis-cli -p <port> <args>`'s output, empty when the node does not answer.
+fn cli(port: u16, args: &[&str]) -> String {
+    Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
 impl RedisCluster {
+    /// Three masters, no replicas: the smallest real Cluster.
     pub fn start() -> Self {
-        let nodes: Vec<RedisServer> = (0..3)
+        Self::start_with_replicas(0)
+    }
+
+    /// Three masters with `replicas` replicas each (`redis-cli --cluster create` needs
+    /// `3 x (1 + replicas)` nodes). A two-second node timeout lets a replica take over from a
+    /// dead master within seconds; replicas sync at once (no diskless-sync delay) and stand for
+    /// election however stale (validity factor 0), so a failover never waits on the test's pace.
+    pub fn start_with_replicas(replicas: usize) -> Self {
+        let nodes: Vec<RedisServer> = (0..3 * (1 + replicas))
             .map(|_| {
                 RedisServer::start_with(&[
                     "--cluster-enabled",
                     "yes",
                     "--cluster-node-timeout",
                     "2000",
+                    "--repl-diskless-sync-delay",
+                    "0",
+                    "--cluster-replica-validity-factor",
+                    "0",
                 ])
             })
             .collect();
@@ -165,7 +214,7 @@ impl RedisCluster {
         let out = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .output()
             .expect("redis-cli runs");
         assert!(
@@ -173,16 +222,10 @@ impl RedisCluster {
             "cluster create failed:\n{}",
             String::from_utf8_lossy(&out.stdout)
         );
-        let port = nodes[0].port;
-        let ok = wait_until(None, || {
-            Command::new("redis-cli")
-                .args(["-p", &port.to_string(), "cluster", "info"])
-                .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).contains("cluster_state:ok"))
-                .unwrap_or(false)
-        });
-        assert!(ok, "cluster never reached cluster_state:ok");
-        RedisCluster { nodes }
+        let cluster = RedisCluster { nodes };
+        let ok = wait_until(None, || cluster.settled(None));
+        assert!(ok, "cluster never settled:\n{}", cluster.nodes_text());
+        cluster
     }
 
     /// Node URLs, comma-separated, as `--redis-url` takes them.
@@ -192,5 +235,76 @@ impl RedisCluster {
             .map(|n| n.url())
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    /// `CLUSTER NODES` as a live node sees it.
+    pub fn nodes_text(&self) -> String {
+        self.nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .map(|n| cli(n.port, &["cluster", "nodes"]))
+            .find(|t| !t.trim().is_empty())
+            .unwrap_or_default()
+    }
+
+    /// Ports of the nodes that are masters now (and not failed).
+    pub fn master_ports(&self) -> Vec<u16> {
+        self.nodes_text()
+            .lines()
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let flags = *fields.get(2)?;
+                let live_master = flags.contains("master") && !flags.contains("fail");
+                let port = fields.get(1)?.split(['@', ':']).nth(1)?.parse().ok()?;
+                live_master.then_some(port)
+            })
+            .collect()
+    }
+
+    /// Every live node says `cluster_state:ok`, every slot is served, and (when `dead` is given)
+    /// the nodes agree that `dead` failed and is no longer a master.
+    fn settled(&self, dead: Option<u16>) -> bool {
+        let live: Vec<u16> = self
+            .nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .map(|n| n.port)
+            .collect();
+        let all_ok = live.iter().all(|p| {
+            let info = cli(*p, &["cluster", "info"]);
+            info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
+        });
+        // A replica that never finished its first sync cannot take over.
+        let replicas_synced = || {
+            live.iter().all(|p| {
+                let info = cli(*p, &["info", "replication"]);
+                !info.contains("role:slave") || info.contains("master_link_status:up")
+            })
+        };
+        all_ok
+            && (dead.is_some() || replicas_synced())
+            && dead.is_none_or(|d| {
+                live.iter().all(|p| {
+                    cli(*p, &["cluster", "nodes"]).lines().any(|l| {
+                        l.contains(&format!(":{d}@")) && l.contains("fail") && !l.contains("fail?")
+                    })
+                }) && !self.master_ports().contains(&d)
+            })
+    }
+
+    /// `kill -9` of the node on `port`.
+    pub fn kill_node(&mut self, port: u16) {
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.port == port)
+            .expect("a node of this cluster");
+        node.kill();
+    }
+
+    /// A replica has taken over from the dead master on `port` and every slot is served again
+    /// (poll it with `eventually`).
+    pub fn failed_over(&self, port: u16) -> bool {
+        self.settled(Some(port))
     }
 }

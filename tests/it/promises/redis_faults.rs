@@ -1,0 +1,132 @@
+//! Redis breaking under a loaded fleet: paused, restarted empty, replies lost after the command
+//! ran, a Cluster master killed so its replica takes over.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use super::harness::{Fleet, LEASE_S, POOLED_TASKS, SOON, join, redis_cli};
+use super::history::{Rules, check};
+use super::solve_time;
+use crate::support::eventually::eventually;
+use crate::support::fault_proxy::{FaultProxy, Mode};
+use crate::support::redis::{RedisCluster, RedisServer};
+
+/// Callers per wave: before the fault, during it, after it.
+const WAVES: [std::ops::Range<usize>; 3] = [0..80, 80..140, 140..200];
+/// Tasks running before a fault starts.
+const LOADED: u64 = 30;
+
+fn lease() -> Duration {
+    Duration::from_secs_f64(LEASE_S)
+}
+
+/// Beyond one task per caller: the pools' stock, and one restock, since a restart or a
+/// failover may lose pooled answers (docs/REDIS.md: a degraded instance pools nothing, and a
+/// task running when Redis went away is still counted, so nothing else is spent twice).
+fn rules() -> Rules {
+    Rules {
+        stopped: HashSet::new(),
+        extra_tasks: 2 * POOLED_TASKS,
+        extra_why: "the pools' stock and one restock",
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_paused_for_two_leases_keeps_every_promise() {
+    let redis = RedisServer::start();
+    let fleet = Fleet::start(&redis.url(), solve_time(), "").await;
+    let mut callers = fleet.wave(WAVES[0].clone());
+    fleet.tasks_started(LOADED).await;
+
+    redis.pause();
+    callers.extend(fleet.wave(WAVES[1].clone()));
+    // The fault's length (two leases), not a wait for anything.
+    tokio::time::sleep(2 * lease()).await;
+    redis.resume();
+    callers.extend(fleet.wave(WAVES[2].clone()));
+
+    let history = join(callers).await;
+    check(&fleet, "redis_paused", &history, rules()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restarted_empty_keeps_every_promise() {
+    let mut redis = RedisServer::start();
+    let fleet = Fleet::start(&redis.url(), solve_time(), "").await;
+    let mut callers = fleet.wave(WAVES[0].clone());
+    fleet.tasks_started(LOADED).await;
+
+    redis.restart();
+    // Not DBSIZE: the gateways write again the moment it is back.
+    let persistence = redis_cli(redis.port, &["info", "persistence"]);
+    assert!(
+        persistence.contains("rdb_last_load_keys_loaded:0"),
+        "Redis came back empty: {persistence}"
+    );
+    callers.extend(fleet.wave(WAVES[1].clone()));
+    // Load keeps coming for a lease, so the last wave meets what renewal rebuilt.
+    tokio::time::sleep(lease()).await;
+    callers.extend(fleet.wave(WAVES[2].clone()));
+
+    let history = join(callers).await;
+    check(&fleet, "redis_restarted_empty", &history, rules()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_replies_lost_after_the_command_ran_keep_every_promise() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(([127, 0, 0, 1], redis.port).into()).await;
+    let url = format!("redis://127.0.0.1:{}/", proxy.port());
+    let fleet = Fleet::start(&url, solve_time(), "").await;
+    let mut callers = fleet.wave(WAVES[0].clone());
+    fleet.tasks_started(LOADED).await;
+
+    proxy.set(Mode::DropReplies);
+    callers.extend(fleet.wave(WAVES[1].clone()));
+    // Longer than the gateway's 2 s reply timeout, so commands time out and connections are
+    // opened again while replies are still being lost.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    proxy.set(Mode::Pass);
+    assert!(proxy.swallowed() > 0, "replies were dropped");
+    callers.extend(fleet.wave(WAVES[2].clone()));
+
+    let history = join(callers).await;
+    check(&fleet, "redis_replies_lost", &history, rules()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_master_killed_and_replaced_by_its_replica_keeps_every_promise() {
+    let mut cluster = RedisCluster::start_with_replicas(1);
+    let fleet = Fleet::start(&cluster.urls(), solve_time(), "redis_cluster = true").await;
+    let mut callers = fleet.wave(WAVES[0].clone());
+    fleet.tasks_started(LOADED).await;
+
+    // The master holding the most target keys: the one whose loss hurts most.
+    let victim = cluster
+        .master_ports()
+        .into_iter()
+        .max_by_key(|port| {
+            redis_cli(*port, &["--scan", "--pattern", "cg:{t:*"])
+                .lines()
+                .count()
+        })
+        .expect("a master");
+    assert!(
+        !redis_cli(victim, &["--scan", "--pattern", "cg:{t:*"])
+            .trim()
+            .is_empty(),
+        "the killed master holds target keys"
+    );
+    cluster.kill_node(victim);
+    callers.extend(fleet.wave(WAVES[1].clone()));
+    eventually(
+        SOON,
+        "a replica to take over the killed master's slots",
+        || async { cluster.failed_over(victim) },
+    )
+    .await;
+    callers.extend(fleet.wave(WAVES[2].clone()));
+
+    let history = join(callers).await;
+    check(&fleet, "cluster_failover", &history, rules()).await;
+}
