@@ -22,6 +22,7 @@ mod redis_tls;
 mod retire;
 mod secrets;
 mod shutdown;
+mod shutdown_handback;
 mod tenants;
 mod tls;
 mod upstream;
