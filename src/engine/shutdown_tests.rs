@@ -282,7 +282,7 @@ async fn a_reusable_leader_cut_short_records_nothing_for_its_followers() {
     eventually(
         HANG,
         "the leader's task to be spawned and ended",
-        || async { engine.tracker.len() == 0 },
+        || async { engine.tracker.is_empty() },
     )
     .await;
     assert!(store.shared_finished.lock().unwrap().is_empty());
