@@ -210,15 +210,19 @@ impl Gateway {
         };
         self.shutdown.token.cancel();
         let deadline = tokio::time::Instant::now() + self.grace;
-        // Side by side: the cut near the end of the drain is what answers callers still waiting,
-        // and `http::serve` waits for their replies (for the same grace period at most).
-        let server = async {
-            match failed_early {
-                Some(served) => served,
-                None => (&mut self.server).await,
+        // Requests still being served count as work: a caller still waiting may be answered
+        // within the grace, and is told this instance is stopping at its cut. `http::serve`
+        // itself stops waiting for connections after the same grace period.
+        let served = match failed_early {
+            Some(served) => {
+                self.shutdown.drain_until(deadline, async {}).await;
+                served
             }
+            None => match self.shutdown.drain_until(deadline, &mut self.server).await {
+                Some(served) => served,
+                None => self.server.await,
+            },
         };
-        let (served, ()) = tokio::join!(server, self.shutdown.drain_until(deadline));
         served
             .map_err(|e| std::io::Error::other(e.to_string()))?
             .map_err(StartError::Io)

@@ -54,37 +54,49 @@ impl Shutdown {
 
     /// Waits for tracked work, at most `grace`; says what was cut short.
     pub async fn drain(&self, grace: Duration) {
-        self.drain_until(Instant::now() + grace).await;
+        self.drain_until(Instant::now() + grace, async {}).await;
     }
 
-    /// Waits for tracked work until `deadline` at the latest. What still runs a quarter of the
-    /// remaining time (at most [`HAND_BACK`]) before it is cut short, so it can hand its work
-    /// back by `deadline`; says what was cut short.
-    pub async fn drain_until(&self, deadline: Instant) {
+    /// Waits for tracked work and `open` (what else must end, such as requests still being
+    /// served) until `deadline` at the latest, and returns `open`'s output if it ended. What
+    /// still runs a quarter of the remaining time (at most [`HAND_BACK`]) before the deadline is
+    /// cut short, so it can hand its work back by then; says what was cut short.
+    pub async fn drain_until<F: Future>(&self, deadline: Instant, open: F) -> Option<F::Output> {
         self.tracker.close();
         let remaining = deadline.saturating_duration_since(Instant::now());
         let cut_at = deadline - (remaining / 4).min(HAND_BACK);
-        if tokio::time::timeout_at(cut_at, self.tracker.wait())
-            .await
-            .is_ok()
-        {
-            // Nothing is left to cut; background loops that serve the hand-back stop here too.
-            self.cut.cancel();
-            return;
-        }
-        tracing::warn!(
-            still_running = self.tracker.len(),
-            "shutdown grace period nearly over; cutting short unfinished tasks"
-        );
-        self.cut.cancel();
-        if tokio::time::timeout_at(deadline, self.tracker.wait())
-            .await
-            .is_err()
-        {
+        let mut open = std::pin::pin!(open);
+        let mut out = None;
+        let settled = settle(&mut open, &mut out, &self.tracker);
+        if tokio::time::timeout_at(cut_at, settled).await.is_err() {
             tracing::warn!(
                 still_running = self.tracker.len(),
-                "shutdown grace period over; stopping without them"
+                "shutdown grace period nearly over; cutting short unfinished work"
             );
+            self.cut.cancel();
+            let settled = settle(&mut open, &mut out, &self.tracker);
+            if tokio::time::timeout_at(deadline, settled).await.is_err() {
+                tracing::warn!(
+                    still_running = self.tracker.len(),
+                    "shutdown grace period over; stopping without it"
+                );
+            }
         }
+        // Whatever is left (background loops that served the hand-back) stops here.
+        self.cut.cancel();
+        out
     }
+}
+
+/// Runs `open` to its end unless it already ended (its output is in `out`), then waits for the
+/// tracker.
+async fn settle<F: Future>(
+    open: &mut std::pin::Pin<&mut F>,
+    out: &mut Option<F::Output>,
+    tracker: &TaskTracker,
+) {
+    if out.is_none() {
+        *out = Some(open.as_mut().await);
+    }
+    tracker.wait().await;
 }

@@ -151,3 +151,38 @@ async fn a_task_cut_short_is_handed_back_and_the_callers_instance_covers_it() {
         "A's task was cut short; B's coverer started exactly one in its place"
     );
 }
+
+#[tokio::test]
+async fn a_caller_still_waiting_on_the_stopping_instance_is_told_so() {
+    let redis = RedisServer::start();
+    // Nothing ends within the grace: the caller's task is still running at the cut.
+    let sim = SimServer::start(LatencyRange::fixed(Duration::from_secs(600)), 100).await;
+    let toml = "redis_lease_s = 3\nshutdown_grace_s = 4";
+    // Slow checks, so the poller's budget outlasts the test instead of giving the task up.
+    let mut a = GatewayProcess::start(&sim, &redis.url(), toml, 2.0).await;
+    let http = client();
+    let request = http
+        .post(format!("{}/v1/solve", a.base))
+        .bearer_auth(KEY)
+        .json(&question(60.0));
+    let caller = tokio::spawn(async move { request.send().await });
+    eventually(HANG, "the caller's task to be submitted", || async {
+        sim.sim.stats().submits == 1
+    })
+    .await;
+
+    a.terminate();
+    let reply = tokio::time::timeout(HANG, caller)
+        .await
+        .expect("the caller is answered")
+        .unwrap()
+        .expect("a reply, not a dropped connection");
+    assert_eq!(reply.status().as_u16(), 503);
+    assert!(reply.headers().contains_key("retry-after"));
+    let body: Value = reply.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "shutting_down", "{body}");
+    let exit = tokio::time::timeout(HANG, a.exited())
+        .await
+        .expect("A exits after its grace period");
+    assert!(exit.success(), "a clean exit after SIGTERM: {exit:?}");
+}
