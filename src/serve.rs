@@ -23,7 +23,8 @@ use crate::upstream::Upstream;
 
 /// How long in-flight work may take to finish after a shutdown signal (`shutdown_grace_s`): long
 /// enough for a pool hit or a nearly finished solve to reach its caller, short enough for an
-/// orchestrator's stop timeout (Kubernetes waits 30 s before SIGKILL).
+/// orchestrator's stop timeout (Kubernetes waits 30 s before SIGKILL). What is still running
+/// near its end is handed back (see `shutdown`), not failed.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Upstream concurrency for 2captcha when `--threads` is not given.
 const TWOCAPTCHA_THREADS: u32 = 50;
@@ -134,7 +135,7 @@ impl Gateway {
                 poll: settings.poll.clone(),
                 ..settings.account.clone()
             },
-            shutdown.token.clone(),
+            &shutdown,
         );
         let upstream = Arc::new(Upstream::new(account));
         let store = open_store(&settings, &shutdown).await?;
@@ -143,7 +144,8 @@ impl Gateway {
             upstream.clone(),
             settings.engine.clone(),
             shutdown.tracker.clone(),
-        );
+        )
+        .cut_short_by(shutdown.cut.clone());
         if let Some(redis) = &settings.redis {
             spawn_coverer(engine.clone(), redis.lease / 3, &shutdown);
         }
@@ -208,14 +210,22 @@ impl Gateway {
         };
         self.shutdown.token.cancel();
         let deadline = tokio::time::Instant::now() + self.grace;
-        // `http::serve` stops waiting for connections after the same grace period.
+        // Requests still being served count as work: a caller still waiting may be answered
+        // within the grace, and is told this instance is stopping at its cut. `http::serve`
+        // itself stops waiting for connections after the same grace period.
         let served = match failed_early {
-            Some(served) => served,
-            None => self.server.await,
-        }
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
-        self.shutdown.drain_until(deadline).await;
-        served.map_err(StartError::Io)
+            Some(served) => {
+                self.shutdown.drain_until(deadline, async {}).await;
+                served
+            }
+            None => match self.shutdown.drain_until(deadline, &mut self.server).await {
+                Some(served) => served,
+                None => self.server.await,
+            },
+        };
+        served
+            .map_err(|e| std::io::Error::other(e.to_string()))?
+            .map_err(StartError::Io)
     }
 }
 
@@ -295,7 +305,9 @@ async fn open_store(
     redis.target_idle = settings.engine.target_idle;
     redis.min_remaining = settings.engine.min_remaining;
     redis.pending_ttl = (settings.engine.task_timeout + settings.limits.compat_task_timeout) * 2;
-    let store = RedisStore::connect(redis, shutdown.token.clone())
+    // Its renewals and inbox keep running through the grace period: tasks still solving keep
+    // their claims, and callers still waiting are still told of mail.
+    let store = RedisStore::connect(redis, shutdown.cut.clone())
         .await
         .map_err(|e| StartError::Store(e.to_string()))?;
     if !store.ping().await {

@@ -55,6 +55,9 @@ impl Upstream {
     /// the request itself, a terminal code for everything the caller cannot fix. Never the
     /// provider's body, which may echo our key.
     fn failure(&self, e: ProviderError) -> SolveFailure {
+        if e.code == provider::SHUTDOWN {
+            return SolveFailure::shutting_down();
+        }
         match e.class {
             ErrorClass::Permanent if e.code.starts_with("ERROR_") => SolveFailure::new(
                 e.code.clone(),

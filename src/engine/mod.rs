@@ -18,4 +18,6 @@ pub use tasks::ReportOutcome;
 pub use types::{Delivery, Handout, RefillDone, SolveError, SolveFailure, TaskRecord, TaskState};
 
 #[cfg(test)]
+mod shutdown_tests;
+#[cfg(test)]
 mod tests;

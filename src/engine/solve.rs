@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use futures::FutureExt;
 use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::store::{Arrival, ClaimId, Finished, SharedArrival, Store, TaskOutcome, WaiterId};
@@ -109,6 +110,9 @@ pub struct Engine {
     /// Upstream tasks outlive the callers that started them (a leaving caller's answer still goes
     /// to the next caller or the pool), so they run here, where shutdown can wait for them.
     pub(super) tracker: TaskTracker,
+    /// Fired when the shutdown grace period is nearly over: callers still waiting here are
+    /// told this instance is stopping (and give up their wait the usual way).
+    cut: CancellationToken,
     /// This process's name in waiter and claim ids shared with other instances.
     instance: Arc<str>,
     /// Targets this process has callers waiting on, with a request to start tasks for them.
@@ -132,11 +136,19 @@ impl Engine {
             solver,
             settings: Arc::new(settings),
             tracker,
+            cut: CancellationToken::new(),
             instance: store_instance.into(),
             active: Arc::default(),
             next_waiter: Arc::new(AtomicU64::new(1)),
             pool_taken: Arc::new(Notify::new()),
         }
+    }
+
+    /// Callers still waiting when `cut` fires get [`SolveError::ShuttingDown`] (the shutdown's
+    /// cut, see `crate::shutdown`); without it they wait for their answer or deadline.
+    pub fn cut_short_by(mut self, cut: CancellationToken) -> Self {
+        self.cut = cut;
+        self
     }
 
     /// This process's id in the store (random per boot, never reused, so a restarted instance
@@ -288,7 +300,8 @@ impl Engine {
                     .catch_unwind()
                     .await
                     .unwrap_or_else(|_| Err(SolveFailure::new(INTERNAL, "the upstream task failed")));
-                if let Some(done) = done.take() {
+                let cut_short = matches!(&outcome, Err(f) if f.is_shutting_down());
+                if let Some(done) = done.take().filter(|_| !cut_short) {
                     // Only the first run is the refill's own solve; a restart serves a waiter.
                     let _ = done.send(RefillDone {
                         took: started.elapsed(),
@@ -298,6 +311,9 @@ impl Engine {
                 let outcome = match outcome {
                     Ok(answer) if answer.fresh_at(now_ms(), engine.min_remaining_ms()) => TaskOutcome::Answer(answer),
                     Ok(_) => TaskOutcome::Stale,
+                    // Stopping is not the task's failure: whoever it covered, on any instance, is
+                    // covered again by their own instance instead of failed.
+                    Err(_) if cut_short => TaskOutcome::Requeue,
                     Err(failure) => TaskOutcome::Failed(failure),
                 };
                 match engine
@@ -363,7 +379,13 @@ impl Engine {
                 (rx, Source::Solved)
             }
         };
-        match tokio::time::timeout_at(deadline, rx).await {
+        let delivered = tokio::select! {
+            // An answer that came is handed over even if the cut came too.
+            biased;
+            delivered = tokio::time::timeout_at(deadline, rx) => delivered,
+            () = self.cut.cancelled() => return Err(SolveError::ShuttingDown),
+        };
+        match delivered {
             Ok(Ok(Ok(answer))) => Ok(Handout {
                 kind,
                 answer,
@@ -413,6 +435,12 @@ impl Engine {
         let engine = self.clone();
         self.tracker.spawn(async move {
             let outcome = engine.run_upstream(&req, Priority::Interactive).await;
+            if matches!(&outcome, Err(f) if f.is_shutting_down()) {
+                // Cut short by this instance stopping: recording it would fail every follower,
+                // on every instance. The lock is left to lapse so a follower can lead instead.
+                tracing::info!(target = ?target, "leaving a reusable target's lead at shutdown");
+                return;
+            }
             let stored = engine
                 .store
                 .shared_finish(&target, lead, outcome, now_ms())
@@ -440,6 +468,7 @@ impl Engine {
                 answer,
                 source: Source::Solved,
             }),
+            Ok(Err(failure)) if failure.is_shutting_down() => Err(SolveError::ShuttingDown),
             Ok(Err(failure)) => Err(SolveError::Failed(failure)),
             Err(_elapsed) => Err(SolveError::Timeout),
         }
@@ -490,7 +519,15 @@ struct WaitGuard {
 impl WaitGuard {
     async fn wait(&mut self, deadline: Instant) -> Result<Delivery, SolveError> {
         let rx = self.rx.as_mut().expect("wait is called once, before drop");
-        match tokio::time::timeout_at(deadline, rx).await {
+        let delivered = tokio::select! {
+            // An answer that came is handed over even if the cut came too.
+            biased;
+            delivered = tokio::time::timeout_at(deadline, rx) => delivered,
+            // This instance is stopping: the caller is told so now, and its wait is given up
+            // on drop like a timeout's, handing on anything that reached its mailbox.
+            () = self.engine.cut.cancelled() => return Err(SolveError::ShuttingDown),
+        };
+        match delivered {
             Ok(Ok(delivery)) => {
                 self.rx = None;
                 Ok(delivery)

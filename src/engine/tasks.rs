@@ -60,6 +60,10 @@ impl Engine {
                 Err(SolveError::Unavailable) => {
                     TaskState::Failed(SolveFailure::new(codes::SERVER_ERROR, "store unavailable"))
                 }
+                Err(SolveError::ShuttingDown) => TaskState::Failed(SolveFailure::new(
+                    codes::SERVER_ERROR,
+                    "the gateway shut down before the task's answer came",
+                )),
             };
             if let Err(e) = engine.store.finish_task(&task_id, state, now_ms()).await {
                 tracing::warn!(error = %e, "could not record a task result");

@@ -17,12 +17,27 @@ pub struct SolveFailure {
     pub message: String,
 }
 
+/// The code of [`SolveFailure::shutting_down`]. Never a caller's: the engine hands such a task's
+/// work back instead of delivering it.
+const SHUTTING_DOWN: &str = "SHUTTING_DOWN";
+
 impl SolveFailure {
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             code: code.into(),
             message: message.into(),
         }
+    }
+
+    /// An upstream task cut short because this instance is stopping: nothing is wrong with the
+    /// task, so nobody is failed for it (its claim is requeued, docs/CONFIGURATION.md
+    /// "Shutdown").
+    pub fn shutting_down() -> Self {
+        Self::new(SHUTTING_DOWN, "the gateway is shutting down")
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.code == SHUTTING_DOWN
     }
 }
 
@@ -43,6 +58,9 @@ pub enum SolveError {
     Failed(SolveFailure),
     #[error("store unavailable")]
     Unavailable,
+    /// This instance stopped before the caller's answer came: safe to ask another instance.
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
 }
 
 impl SolveError {
@@ -51,7 +69,9 @@ impl SolveError {
         match self {
             SolveError::Timeout => crate::compat::codes::CAPTCHA_UNSOLVABLE,
             SolveError::Failed(f) => &f.code,
-            SolveError::Unavailable => crate::compat::codes::SERVER_ERROR,
+            SolveError::Unavailable | SolveError::ShuttingDown => {
+                crate::compat::codes::SERVER_ERROR
+            }
         }
     }
 }

@@ -63,6 +63,15 @@ impl From<SolveError> for ApiError {
                 "unavailable",
                 "the gateway cannot reach its store",
             ),
+            // 503 with Retry-After: the request may move to another instance (docs/API.md).
+            SolveError::ShuttingDown => Self {
+                retry_after: Some(1),
+                ..Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "shutting_down",
+                    "this instance is shutting down; retry elsewhere",
+                )
+            },
         }
     }
 }

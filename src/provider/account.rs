@@ -23,10 +23,13 @@ use super::gate::{Priority, SlotGate, SlotPermit};
 use super::poller::{self, PollSettings, Registration, Settled};
 use super::{PollOutcome, Provider, ThreadsInfo};
 use crate::model::{Kind, Millis, SolveRequest};
+use crate::shutdown::Shutdown;
 
 /// The code of the error a solve ends with when its deadline passes.
 pub const TIMEOUT: &str = "TIMEOUT";
-/// The code of the error a solve ends with when the gateway shuts down under it.
+/// The code of the error a solve ends with when the gateway shuts down under it: before its
+/// submit once the signal came, after it once the grace period is over. Nothing went wrong with
+/// the task itself, so the engine hands its work back rather than failing anyone for it.
 pub const SHUTDOWN: &str = "SHUTDOWN";
 
 /// How one account behaves. Each default says why it is that value.
@@ -129,7 +132,10 @@ pub struct Account {
     slots: Arc<SlotGate>,
     counters: Arc<Counters>,
     poller: mpsc::UnboundedSender<Registration>,
-    shutdown: CancellationToken,
+    /// The signal: nothing new is submitted (a task not yet submitted ends with `SHUTDOWN`).
+    stop: CancellationToken,
+    /// The grace period is over: tasks already submitted stop being waited for.
+    cut: CancellationToken,
 }
 
 impl fmt::Debug for Account {
@@ -143,18 +149,20 @@ impl fmt::Debug for Account {
 }
 
 impl Account {
-    /// Starts the account and its poller task (which stops on `shutdown`).
+    /// Starts the account and its poller task. On `shutdown`'s signal the account submits
+    /// nothing new but its poller goes on checking the tasks already submitted, so they can
+    /// still end with an answer; both stop at `shutdown`'s cut.
     pub fn start(
         provider: Arc<dyn Provider>,
         settings: AccountSettings,
-        shutdown: CancellationToken,
+        shutdown: &Shutdown,
     ) -> Arc<Account> {
         let counters = Arc::new(Counters::default());
         let poller = poller::spawn(
             provider.clone(),
             settings.poll.clone(),
             counters.clone(),
-            shutdown.clone(),
+            shutdown.cut.clone(),
         );
         Arc::new(Account {
             provider,
@@ -162,7 +170,8 @@ impl Account {
             settings,
             counters,
             poller,
-            shutdown,
+            stop: shutdown.token.clone(),
+            cut: shutdown.cut.clone(),
         })
     }
 
@@ -199,6 +208,8 @@ impl Account {
         match &result {
             Ok(_) => bump(&self.counters.solved),
             Err(e) if e.code == TIMEOUT => bump(&self.counters.timeouts),
+            // Handed back, not failed: the task is someone else's to finish.
+            Err(e) if e.code == SHUTDOWN => {}
             Err(_) => bump(&self.counters.failed),
         }
         result
@@ -210,7 +221,9 @@ impl Account {
         deadline: Instant,
         priority: Priority,
     ) -> Result<Solved, ProviderError> {
-        let permit = self.idle(deadline, self.slots.acquire(priority)).await?;
+        let permit = self
+            .idle(deadline, &self.stop, self.slots.acquire(priority))
+            .await?;
         let mut slot = Slot {
             permit: Some(permit),
             hold_until: None,
@@ -227,12 +240,13 @@ impl Account {
             .send(registration)
             .map_err(|_| shutting_down())?;
         // On a timeout or shutdown here, `slot` stays armed: the provider is still working on
-        // the task, so its thread stays taken until the task's poll horizon.
+        // the task, so its thread stays taken until the task's poll horizon. Only the cut ends
+        // this wait: a task submitted before the signal may still answer within the grace.
         let Settled {
             outcome,
             ready_after,
         } = self
-            .idle(deadline, rx)
+            .idle(deadline, &self.cut, rx)
             .await?
             .map_err(|_| shutting_down())?;
         slot.hold_until = None;
@@ -303,7 +317,7 @@ impl Account {
                 _ => bump(&self.counters.transient_retries),
             }
             tracing::debug!(account = %self.settings.name, error = %err, ?wait, "retrying submit");
-            self.idle(deadline, sleep(wait)).await?;
+            self.idle(deadline, &self.stop, sleep(wait)).await?;
         }
     }
 
@@ -325,12 +339,18 @@ impl Account {
         base + Duration::from_millis(rand::rng().random_range(0..=jitter_ms))
     }
 
-    /// Waits for `fut` unless the deadline passes or the gateway shuts down first.
-    async fn idle<F: Future>(&self, deadline: Instant, fut: F) -> Result<F::Output, ProviderError> {
+    /// Waits for `fut` unless the deadline passes or `shutdown` (the signal or the cut) fires
+    /// first.
+    async fn idle<F: Future>(
+        &self,
+        deadline: Instant,
+        shutdown: &CancellationToken,
+        fut: F,
+    ) -> Result<F::Output, ProviderError> {
         tokio::select! {
             out = fut => Ok(out),
             _ = sleep_until(deadline) => Err(timed_out("deadline passed")),
-            _ = self.shutdown.cancelled() => Err(shutting_down()),
+            _ = shutdown.cancelled() => Err(shutting_down()),
         }
     }
 

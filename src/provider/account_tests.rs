@@ -44,7 +44,7 @@ fn settings(threads: u32) -> AccountSettings {
 
 fn start(fake: FakeProvider, settings: AccountSettings) -> (Arc<FakeProvider>, Arc<Account>) {
     let fake = Arc::new(fake);
-    let account = Account::start(fake.clone(), settings, CancellationToken::new());
+    let account = Account::start(fake.clone(), settings, &Shutdown::new());
     (fake, account)
 }
 
@@ -210,24 +210,96 @@ async fn answers_bound_to_a_browser_keep_their_user_agent() {
     assert_eq!(solved.user_agent, None);
 }
 
+/// A solve on an account stopping under `shutdown`, in the background.
+fn solving(account: &Arc<Account>) -> tokio::task::JoinHandle<Result<Solved, ProviderError>> {
+    let account = account.clone();
+    tokio::spawn(async move {
+        account
+            .solve(&turnstile(), in_secs(600), Priority::Interactive)
+            .await
+    })
+}
+
 #[tokio::test(start_paused = true)]
-async fn shutdown_ends_waiting_solves() {
+async fn a_task_submitted_before_the_signal_keeps_being_polled_and_answers_within_the_grace() {
+    let fake = Arc::new(FakeProvider::new().ready_after(3));
+    let shutdown = Shutdown::new();
+    let account = Account::start(fake.clone(), settings(1), &shutdown);
+    let solve = solving(&account);
+    eventually(
+        Duration::from_secs(30),
+        "the task to be submitted",
+        || async { fake.submit_times().len() == 1 },
+    )
+    .await;
+    assert!(fake.polls().is_empty(), "not checked before the signal");
+    shutdown.token.cancel();
+    let signalled = Instant::now();
+
+    let solved = solve.await.unwrap().expect("answered within the grace");
+    assert_eq!(solved.text, "answer-1001");
+    let polls = fake.polls();
+    assert_eq!(polls.len(), 3, "checked until ready: {polls:?}");
+    assert!(polls.iter().all(|(at, _, _)| *at >= signalled));
+    assert!(!shutdown.cut.is_cancelled());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_still_running_at_the_cut_ends_with_shutdown() {
     let fake = Arc::new(FakeProvider::new().never_ready());
-    let token = CancellationToken::new();
-    let account = Account::start(fake, settings(1), token.clone());
-    let solving = tokio::spawn({
-        let account = account.clone();
-        async move {
-            account
-                .solve(&turnstile(), in_secs(600), Priority::Interactive)
-                .await
-        }
-    });
-    tokio::time::sleep(Duration::from_secs(30)).await;
-    assert!(!solving.is_finished());
-    token.cancel();
-    let e = solving.await.unwrap().unwrap_err();
+    let shutdown = Shutdown::new();
+    let account = Account::start(fake.clone(), settings(1), &shutdown);
+    let solve = solving(&account);
+    eventually(
+        Duration::from_secs(30),
+        "the task to be submitted",
+        || async { fake.submit_times().len() == 1 },
+    )
+    .await;
+    shutdown.token.cancel();
+    // The signal alone does not end it: the poller goes on checking.
+    fake.polled(2).await;
+    assert!(!solve.is_finished(), "still waiting for its answer");
+
+    shutdown.cut.cancel();
+    let e = solve.await.unwrap().unwrap_err();
     assert_eq!(e.code, SHUTDOWN);
+    let stats = account.stats();
+    assert_eq!(
+        (stats.failed, stats.timeouts),
+        (0, 0),
+        "handed back, not failed"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_not_yet_submitted_at_the_signal_ends_with_shutdown_at_once() {
+    let fake = Arc::new(FakeProvider::new().never_ready());
+    let shutdown = Shutdown::new();
+    let account = Account::start(fake.clone(), settings(1), &shutdown);
+    let first = solving(&account);
+    eventually(
+        Duration::from_secs(30),
+        "the first task to hold the thread",
+        || async { fake.submit_times().len() == 1 },
+    )
+    .await;
+    let second = solving(&account);
+    eventually(Duration::from_secs(30), "the second to queue", || async {
+        account.queued(Priority::Interactive) == 1
+    })
+    .await;
+
+    shutdown.token.cancel();
+    let e = second.await.unwrap().unwrap_err();
+    assert_eq!(e.code, SHUTDOWN);
+    assert_eq!(fake.submit_times().len(), 1, "nothing new is submitted");
+    assert!(
+        !first.is_finished(),
+        "the submitted one runs on until the cut"
+    );
+    shutdown.cut.cancel();
+    assert_eq!(first.await.unwrap().unwrap_err().code, SHUTDOWN);
 }
 
 #[tokio::test(start_paused = true)]

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use super::testing::mock_upstream::{BatchMode, KEY, MockUpstream, Script};
@@ -51,7 +50,7 @@ async fn account(script: Script, family: Family, threads: u32) -> (MockUpstream,
     let account = Account::start(
         provider(mock.base.clone(), family),
         settings(threads),
-        CancellationToken::new(),
+        &crate::shutdown::Shutdown::new(),
     );
     (mock, account)
 }

@@ -24,6 +24,7 @@ mod retire;
 mod scripts;
 mod secrets;
 mod shutdown;
+mod shutdown_handback;
 mod tenants;
 mod tls;
 mod upstream;

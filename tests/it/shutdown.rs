@@ -1,9 +1,9 @@
 //! Shutdown ends within its grace period even while callers hold solves open (issue 8, defect 5:
 //! open connections used to be awaited without a limit before the grace period applied).
 //!
-//! A caller whose solve ends with the instance's own upstream work is let go at once; the caller
-//! that held shutdown open is one waiting for a task of *another* instance sharing the store (a
-//! reusable answer being solved elsewhere). Each test holds such a caller on a ten-minute solve,
+//! The caller that held shutdown open is one waiting for a task of *another* instance sharing
+//! the store (a reusable answer being solved elsewhere): the instance's own tasks were always
+//! bounded by the grace period, such a caller was not. Each test holds such a caller on a ten-minute solve,
 //! shuts its gateway down with a one-second grace period, and requires it to end before a
 //! generous deadline; a hang fails with a message instead of a threshold on how long shutdown
 //! took.

@@ -28,6 +28,8 @@ struct State {
 
 pub struct FakeProvider {
     state: Mutex<State>,
+    /// How many poll calls came so far, for tests that wait on checks without a clock.
+    polled: tokio::sync::watch::Sender<usize>,
 }
 
 impl FakeProvider {
@@ -39,6 +41,7 @@ impl FakeProvider {
         };
         Self {
             state: Mutex::new(state),
+            polled: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -75,6 +78,14 @@ impl FakeProvider {
     /// Every poll call: when, which ids, whether extras were asked for.
     pub fn polls(&self) -> Vec<(Instant, Vec<String>, bool)> {
         self.state.lock().unwrap().polls.clone()
+    }
+
+    /// Resolves once `n` poll calls have come (at once if they have).
+    pub async fn polled(&self, n: usize) {
+        let mut rx = self.polled.subscribe();
+        rx.wait_for(|polls| *polls >= n)
+            .await
+            .expect("the sender lives in self");
     }
 
     /// The most tasks that were accepted and not yet answered at any moment.
@@ -114,6 +125,7 @@ impl Provider for FakeProvider {
     ) -> Result<Vec<PollOutcome>, ProviderError> {
         let mut s = self.state.lock().unwrap();
         s.polls.push((Instant::now(), ids.to_vec(), with_extras));
+        self.polled.send_replace(s.polls.len());
         if let Some(e) = s.poll_errors.pop_front() {
             return Err(e);
         }

@@ -149,6 +149,21 @@ impl GatewayProcess {
     pub async fn kill(&mut self) {
         let _ = self.child.kill().await;
     }
+
+    /// SIGTERM, as an orchestrator stops it (the shell's builtin `kill`: no extra package).
+    pub fn terminate(&self) {
+        let pid = self.child.id().expect("still running");
+        let sent = std::process::Command::new("sh")
+            .args(["-c", &format!("kill -TERM {pid}")])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -TERM {pid}");
+    }
+
+    /// Waits for the process to end.
+    pub async fn exited(&mut self) -> std::process::ExitStatus {
+        self.child.wait().await.unwrap()
+    }
 }
 
 /// An HTTP client that keeps up with a thousand concurrent callers.

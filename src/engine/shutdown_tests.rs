@@ -1,0 +1,297 @@
+//! The engine at shutdown: a task cut short hands its work back (a requeue, no failure for any
+//! caller), and callers still waiting at the cut are told the instance is stopping.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::store::{Arrival, ClaimId, Finished, SharedArrival, TaskOutcome, WaiterId};
+use super::*;
+use crate::eventually::eventually;
+use crate::model::{
+    Answer, ImageOptions, Millis, SolveRequest, Target, TaskParams, UpstreamRef, now_ms,
+};
+
+type Release = oneshot::Sender<Result<Solution, SolveFailure>>;
+
+/// Each solve parks until the test ends it.
+struct ParkedSolver {
+    parked: Mutex<Vec<Release>>,
+    started: watch::Sender<usize>,
+}
+
+impl ParkedSolver {
+    async fn started(&self, n: usize) {
+        let mut rx = self.started.subscribe();
+        rx.wait_for(|s| *s >= n).await.unwrap();
+    }
+
+    fn end_all(&self, outcome: Result<Solution, SolveFailure>) {
+        for tx in self.parked.lock().unwrap().drain(..) {
+            let _ = tx.send(outcome.clone());
+        }
+    }
+}
+
+#[async_trait]
+impl Solver for ParkedSolver {
+    async fn solve(
+        &self,
+        _req: &SolveRequest,
+        _deadline: Instant,
+        _priority: Priority,
+    ) -> Result<Solution, SolveFailure> {
+        let (tx, rx) = oneshot::channel();
+        self.parked.lock().unwrap().push(tx);
+        self.started.send_modify(|n| *n += 1);
+        rx.await
+            .unwrap_or_else(|_| Err(SolveFailure::new("ERROR_TEST", "dropped")))
+    }
+
+    async fn report(&self, _task: &UpstreamRef, _good: bool) -> Result<(), SolveFailure> {
+        Ok(())
+    }
+}
+
+/// The memory store, with a record of how every task ended.
+#[derive(Default)]
+struct RecordingStore {
+    inner: MemoryStore,
+    finished: Mutex<Vec<&'static str>>,
+    shared_finished: Mutex<Vec<bool>>,
+}
+
+#[async_trait]
+impl Store for RecordingStore {
+    fn instance(&self) -> &str {
+        self.inner.instance()
+    }
+    async fn arrive(
+        &self,
+        t: &Target,
+        w: &WaiterId,
+        now: Millis,
+        min: u64,
+    ) -> Result<Arrival, StoreError> {
+        self.inner.arrive(t, w, now, min).await
+    }
+    async fn finish(
+        &self,
+        t: &Target,
+        claim: &ClaimId,
+        outcome: TaskOutcome,
+        poolable: bool,
+        now: Millis,
+    ) -> Result<Finished, StoreError> {
+        let name = match &outcome {
+            TaskOutcome::Answer(_) => "answer",
+            TaskOutcome::Failed(_) => "failed",
+            TaskOutcome::Stale => "stale",
+            TaskOutcome::Requeue => "requeue",
+        };
+        self.finished.lock().unwrap().push(name);
+        self.inner.finish(t, claim, outcome, poolable, now).await
+    }
+    async fn abandon(
+        &self,
+        t: &Target,
+        w: &WaiterId,
+        delivered: Option<Delivery>,
+        poolable: bool,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        self.inner.abandon(t, w, delivered, poolable, now).await
+    }
+    async fn put(&self, t: &Target, a: Answer, now: Millis) -> Result<(), StoreError> {
+        self.inner.put(t, a, now).await
+    }
+    async fn reserve(&self, t: &Target, now: Millis) -> Result<ClaimId, StoreError> {
+        self.inner.reserve(t, now).await
+    }
+    async fn cover(&self, t: &Target, now: Millis) -> Result<Vec<ClaimId>, StoreError> {
+        self.inner.cover(t, now).await
+    }
+    async fn counts(&self, t: &Target, now: Millis, min: u64) -> Result<TargetCounts, StoreError> {
+        self.inner.counts(t, now, min).await
+    }
+    async fn shared_arrive(
+        &self,
+        t: &Target,
+        now: Millis,
+        min: u64,
+    ) -> Result<SharedArrival, StoreError> {
+        self.inner.shared_arrive(t, now, min).await
+    }
+    async fn shared_finish(
+        &self,
+        t: &Target,
+        lead: u64,
+        outcome: Result<Answer, SolveFailure>,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        self.shared_finished.lock().unwrap().push(outcome.is_ok());
+        self.inner.shared_finish(t, lead, outcome, now).await
+    }
+    async fn shared_evict(&self, id: &str) -> Result<(), StoreError> {
+        self.inner.shared_evict(id).await
+    }
+    async fn create_task(&self, r: TaskRecord) -> Result<(), StoreError> {
+        self.inner.create_task(r).await
+    }
+    async fn finish_task(&self, id: &str, s: TaskState, now: Millis) -> Result<(), StoreError> {
+        self.inner.finish_task(id, s, now).await
+    }
+    async fn mark_reported(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.mark_reported(id).await
+    }
+    async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.get_task(id).await
+    }
+    async fn wait_task(&self, id: &str, w: Duration) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.wait_task(id, w).await
+    }
+    async fn sweep(&self, now: Millis, r: u64, p: u64) -> Result<usize, StoreError> {
+        self.inner.sweep(now, r, p).await
+    }
+    async fn retire(&self, now: Millis, keep: &HashSet<String>) -> Result<usize, StoreError> {
+        self.inner.retire(now, keep).await
+    }
+    async fn figures(&self) -> Result<Vec<TargetFigures>, StoreError> {
+        self.inner.figures().await
+    }
+}
+
+struct Rig {
+    engine: Engine,
+    solver: Arc<ParkedSolver>,
+    store: Arc<RecordingStore>,
+    cut: CancellationToken,
+}
+
+fn rig() -> Rig {
+    let solver = Arc::new(ParkedSolver {
+        parked: Mutex::default(),
+        started: watch::Sender::new(0),
+    });
+    let store = Arc::new(RecordingStore::default());
+    let cut = CancellationToken::new();
+    let engine = Engine::new(
+        store.clone(),
+        solver.clone(),
+        EngineSettings::default(),
+        TaskTracker::new(),
+    )
+    .cut_short_by(cut.clone());
+    Rig {
+        engine,
+        solver,
+        store,
+        cut,
+    }
+}
+
+fn far() -> Instant {
+    Instant::now() + Duration::from_secs(600)
+}
+
+const HANG: Duration = Duration::from_secs(30);
+
+#[tokio::test]
+async fn a_task_cut_short_by_shutdown_is_requeued_and_fails_no_caller() {
+    let Rig {
+        engine,
+        solver,
+        store,
+        cut,
+    } = rig();
+    let req = SolveRequest::recaptcha_v2("6Le-stop", "https://example.com/");
+    let target = engine.target(&req);
+    let caller = tokio::spawn({
+        let e = engine.clone();
+        async move { e.solve(req, far()).await }
+    });
+    solver.started(1).await;
+    solver.end_all(Err(SolveFailure::shutting_down()));
+    eventually(HANG, "the task to finish", || async {
+        !store.finished.lock().unwrap().is_empty()
+    })
+    .await;
+    assert_eq!(*store.finished.lock().unwrap(), ["requeue"]);
+    let counts = store.counts(&target, now_ms(), 0).await.unwrap();
+    assert_eq!((counts.in_flight, counts.waiting), (0, 1), "claim released");
+
+    // The caller got nothing from it; at the cut it is told the instance is stopping, and its
+    // wait is given up.
+    cut.cancel();
+    assert_eq!(caller.await.unwrap(), Err(SolveError::ShuttingDown));
+    eventually(HANG, "the wait to be abandoned", || async {
+        store.counts(&target, now_ms(), 0).await.unwrap().waiting == 0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn other_failures_still_fail_their_waiter() {
+    let Rig {
+        engine,
+        solver,
+        store,
+        ..
+    } = rig();
+    let caller = tokio::spawn({
+        let e = engine.clone();
+        let req = SolveRequest::recaptcha_v2("6Le-fail", "https://example.com/");
+        async move { e.solve(req, far()).await }
+    });
+    solver.started(1).await;
+    solver.end_all(Err(SolveFailure::new("ERROR_CAPTCHA_UNSOLVABLE", "test")));
+    let err = caller.await.unwrap().unwrap_err();
+    assert_eq!(err.code(), "ERROR_CAPTCHA_UNSOLVABLE");
+    assert_eq!(*store.finished.lock().unwrap(), ["failed"]);
+}
+
+#[tokio::test]
+async fn a_reusable_leader_cut_short_records_nothing_for_its_followers() {
+    let Rig {
+        engine,
+        solver,
+        store,
+        cut,
+    } = rig();
+    let mut body = b"\x89PNG\r\n\x1a\n".to_vec();
+    body.resize(200, 9);
+    let image = SolveRequest::new(TaskParams::Image {
+        body: body.into(),
+        options: ImageOptions::default(),
+    });
+    let callers: Vec<_> = (0..2)
+        .map(|_| {
+            let (e, r) = (engine.clone(), image.clone());
+            tokio::spawn(async move { e.solve(r, far()).await })
+        })
+        .collect();
+    solver.started(1).await;
+    solver.end_all(Err(SolveFailure::shutting_down()));
+    // The leader's task is over; the only thing still to end the callers is the cut.
+    eventually(
+        HANG,
+        "the leader's task to be spawned and ended",
+        || async { engine.tracker.is_empty() },
+    )
+    .await;
+    assert!(store.shared_finished.lock().unwrap().is_empty());
+    assert!(
+        callers.iter().all(|c| !c.is_finished()),
+        "nobody was failed"
+    );
+    cut.cancel();
+    for c in callers {
+        assert_eq!(c.await.unwrap(), Err(SolveError::ShuttingDown));
+    }
+}
