@@ -111,8 +111,13 @@ impl Store for RecordingStore {
     async fn put(&self, t: &Target, a: Answer, now: Millis) -> Result<(), StoreError> {
         self.inner.put(t, a, now).await
     }
-    async fn reserve(&self, t: &Target, now: Millis) -> Result<ClaimId, StoreError> {
-        self.inner.reserve(t, now).await
+    async fn reserve(
+        &self,
+        t: &Target,
+        size: u32,
+        now: Millis,
+    ) -> Result<Vec<ClaimId>, StoreError> {
+        self.inner.reserve(t, size, now).await
     }
     async fn cover(&self, t: &Target, now: Millis) -> Result<Vec<ClaimId>, StoreError> {
         self.inner.cover(t, now).await
