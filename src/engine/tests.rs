@@ -336,3 +336,43 @@ async fn a_refill_fills_the_pool_reports_its_solve_and_a_take_leaves_a_wake_up()
     let figures = engine.store().figures().await.unwrap();
     assert_eq!((figures[0].refills, figures[0].pool_hits), (1, 1));
 }
+
+/// A provider seam that panics (a bug of ours, say in parsing a reply).
+struct PanickingSolver;
+
+#[async_trait]
+impl Solver for PanickingSolver {
+    async fn solve(
+        &self,
+        _req: &SolveRequest,
+        _deadline: Instant,
+        _priority: Priority,
+    ) -> Result<Solution, SolveFailure> {
+        panic!("a bug in the provider seam");
+    }
+
+    async fn report(&self, _task: &UpstreamRef, _good: bool) -> Result<(), SolveFailure> {
+        Ok(())
+    }
+}
+
+/// Issue 9, defect 8: a panicking task's claim stayed counted in flight (and, on Redis, in its
+/// instance's renewal set) forever. The task now ends as a failure: its caller is told, and the
+/// target has nothing in flight.
+#[tokio::test]
+async fn a_panicking_upstream_task_fails_its_caller_and_leaves_no_claim() {
+    let engine = Engine::new(
+        Arc::new(MemoryStore::new()),
+        Arc::new(PanickingSolver),
+        EngineSettings::default(),
+        TaskTracker::new(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    match engine.solve(recaptcha(), deadline).await {
+        Err(SolveError::Failed(f)) => assert_eq!(f.code, "ERROR_INTERNAL_SERVER_ERROR"),
+        other => panic!("expected the internal failure, got {other:?}"),
+    }
+    let target = engine.target(&recaptcha());
+    let counts = engine.store().counts(&target, now_ms(), 0).await.unwrap();
+    assert_eq!((counts.in_flight, counts.waiting), (0, 0));
+}
