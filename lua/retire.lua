@@ -8,7 +8,8 @@
 -- starts the target afresh from nothing; its instance registers it again, see note_target).
 -- A target whose keys are already gone (Redis restarted empty) counts as retired.
 -- KEYS: the target prelude's seven keys, then
--- KEYS[8] cached reusable answer   KEYS[9] its lock   KEYS[10] fence counter   KEYS[11] followers
+-- KEYS[8] cached reusable answer   KEYS[9] its lock   KEYS[10] fence counter
+-- KEYS[11] followers (ZSET by lease end: only live ones count)
 -- ARGV[1] now (ms)   ARGV[2] idle_before: the latest last use that may retire (ms)
 -- ARGV[3] mail ttl (ms)
 -- Returns: {1} retired | {0, woken...} kept; `woken` got passed-on mail while reaping.
@@ -21,7 +22,7 @@ local busy = redis.call('ZCARD', pool) + redis.call('ZCARD', waiters)
   + redis.call('ZCARD', wlease) + redis.call('ZCARD', inflight)
   + redis.call('HLEN', mbox) + redis.call('ZCARD', mlease)
   + redis.call('EXISTS', KEYS[8]) + redis.call('EXISTS', KEYS[9])
-  + redis.call('SCARD', KEYS[11])
+  + redis.call('ZCOUNT', KEYS[11], now, '+inf')
 if busy > 0 or #woken > 0 then return {0, unpack(woken)} end
 redis.call('DEL', pool, waiters, wlease, inflight, mbox, mlease, stats, KEYS[8], KEYS[9],
   KEYS[10], KEYS[11])

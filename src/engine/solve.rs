@@ -322,38 +322,48 @@ impl Engine {
         deadline: Instant,
     ) -> Result<Handout, SolveError> {
         let kind = target.kind;
-        if self.store.degraded() {
-            return self.degraded(req, deadline).await;
-        }
-        let arriving = self.arrive_shared(&target, &req);
-        let arrival = match arriving.by(deadline).await {
-            Some(Ok(a)) => a,
-            Some(Err(_)) => return self.degraded(req, deadline).await,
-            None => return Err(SolveError::Timeout),
-        };
-        let (rx, source) = match arrival {
-            SharedArrival::Cached(answer) => {
+        loop {
+            if self.store.degraded() {
+                return self.degraded(req, deadline).await;
+            }
+            let arriving = self.arrive_shared(&target, &req);
+            let arrival = match arriving.by(deadline).await {
+                Some(Ok(a)) => a,
+                Some(Err(_)) => return self.degraded(req, deadline).await,
+                None => return Err(SolveError::Timeout),
+            };
+            let (rx, source) = match arrival {
+                SharedArrival::Cached(answer) => {
+                    return Ok(Handout {
+                        kind,
+                        answer,
+                        source: Source::Shared,
+                    });
+                }
+                SharedArrival::Follow(rx) => (rx, Source::Shared),
+                SharedArrival::Lead(rx, lead) => {
+                    self.lead_shared(target.clone(), req.clone(), lead);
+                    (rx, Source::Solved)
+                }
+            };
+            // Listed while it waits, so this instance takes over if the leader's dies
+            // (`cover_waiting`).
+            let _active = self.active.enter(&target, &req);
+            let answer = match tokio::time::timeout_at(deadline, rx).await {
+                Ok(Ok(Ok(answer))) => answer,
+                Ok(Ok(Err(failure))) => return Err(SolveError::Failed(failure)),
+                Ok(Err(_closed)) => return Err(SolveError::Unavailable),
+                Err(_elapsed) => return Err(SolveError::Timeout),
+            };
+            if answer.fresh_at(now_ms(), self.min_remaining_ms()) {
                 return Ok(Handout {
                     kind,
                     answer,
-                    source: Source::Shared,
+                    source,
                 });
             }
-            SharedArrival::Follow(rx) => (rx, Source::Shared),
-            SharedArrival::Lead(rx, lead) => {
-                self.lead_shared(target, req, lead);
-                (rx, Source::Solved)
-            }
-        };
-        match tokio::time::timeout_at(deadline, rx).await {
-            Ok(Ok(Ok(answer))) => Ok(Handout {
-                kind,
-                answer,
-                source,
-            }),
-            Ok(Ok(Err(failure))) => Err(SolveError::Failed(failure)),
-            Ok(Err(_closed)) => Err(SolveError::Unavailable),
-            Err(_elapsed) => Err(SolveError::Timeout),
+            // Too little life left to hand out (promise 2): an old leader's late answer, or mail
+            // that waited. Arrive again: the stale cache is dropped and a new task solves it.
         }
     }
 
@@ -428,9 +438,22 @@ impl Engine {
     }
 
     /// Starts the tasks a dead instance's waiting demand lacks, for every target this instance
-    /// has callers waiting on (the store claims at most what is missing, fleet-wide).
+    /// has callers waiting on (the store claims at most what is missing, fleet-wide), and takes
+    /// over reusable targets whose leader died (at most one instance starts the task).
     pub async fn cover_waiting(&self) {
         for (target, req) in self.active.snapshot() {
+            if target.kind.reuse() == Reuse::Reusable {
+                let now = now_ms();
+                let taken = self
+                    .store
+                    .shared_takeover(&target, now, self.min_remaining_ms())
+                    .await;
+                if let Ok(Some(lead)) = taken {
+                    tracing::info!(target = ?target, "taking over a reusable target whose leader was lost");
+                    self.lead_shared(target, req, lead);
+                }
+                continue;
+            }
             let claims = match self.store.cover(&target, now_ms()).await {
                 Ok(c) => c,
                 Err(_) => continue,

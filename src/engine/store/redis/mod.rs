@@ -13,6 +13,7 @@ mod live;
 mod mail;
 mod scripts;
 mod shared;
+mod takeover;
 mod tasks;
 mod wake;
 
@@ -47,7 +48,8 @@ pub struct RedisSettings {
     pub lease: Duration,
     /// How long delivered mail waits for its instance to take it before it is passed on.
     pub mail_ttl: Duration,
-    /// How long a reusable target's leader may hold its lock.
+    /// How long a reusable target's leader may keep renewing its lock (the lock itself is a
+    /// lease, see `takeover.rs`): a task that never finishes lets it go after this.
     pub lock_ttl: Duration,
     /// Block time of the inbox reader's `BLPOP`.
     pub block: Duration,
@@ -100,6 +102,8 @@ struct Inner {
     /// Targets this process registered in `cg:targets`, and when (see `live.rs`).
     known: Mutex<HashMap<String, Millis>>,
     next_id: AtomicU64,
+    /// Reusable targets this instance leads, whose locks the renewer extends.
+    leads: takeover::Leads,
 }
 
 fn unavailable(e: redis::RedisError) -> StoreError {
@@ -158,6 +162,7 @@ impl RedisStore {
             healthy: AtomicBool::new(true),
             known: Mutex::default(),
             next_id: AtomicU64::new(1),
+            leads: takeover::Leads::default(),
         });
         tokio::spawn(inbox_reader(inner.clone(), blocking, shutdown.clone()));
         tokio::spawn(renewer(inner.clone(), shutdown));
@@ -507,6 +512,17 @@ impl Store for RedisStore {
         now: Millis,
     ) -> Result<(), StoreError> {
         self.inner.shared_finish(target, lead, outcome, now).await
+    }
+
+    async fn shared_takeover(
+        &self,
+        target: &Target,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        self.inner
+            .shared_takeover(target, now, min_remaining_ms)
+            .await
     }
 
     async fn shared_evict(&self, target_id: &str) -> Result<(), StoreError> {

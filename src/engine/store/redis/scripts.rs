@@ -35,5 +35,7 @@ pub static TAKE: LazyLock<Script> = script!("take.lua");
 pub static RENEW: LazyLock<Script> = script!("renew.lua");
 pub static SHARED_ARRIVE: LazyLock<Script> = script!("shared_arrive.lua");
 pub static SHARED_FINISH: LazyLock<Script> = script!("shared_finish.lua");
+pub static SHARED_RENEW: LazyLock<Script> = script!("shared_renew.lua");
+pub static SHARED_TAKEOVER: LazyLock<Script> = script!("shared_takeover.lua");
 pub static TASK_FINISH: LazyLock<Script> = script!("task_finish.lua");
 pub static TASK_REPORT: LazyLock<Script> = script!("task_report.lua");

@@ -1,6 +1,10 @@
 //! Reusable answers (image and text by content, `cf_clearance` per proxy and user agent): one
 //! leader per target under a lock with a fencing token, followers on any instance woken with the
 //! outcome, the answer cached until it expires (promise 4).
+//!
+//! The lock and every follower are leases (`redis_lease_s`), renewed by their instance while they
+//! live (`lease.rs`); a dead leader's lock lapses within one lease and one follower's instance
+//! takes over. docs/REDIS.md, "Reusable answers", tells the whole story.
 
 use std::sync::atomic::Ordering;
 
@@ -30,6 +34,8 @@ impl Inner {
             inner.next_id.fetch_add(1, Ordering::Relaxed)
         );
         let (tx, rx) = oneshot::channel();
+        // Registered before the script runs, so a delivery racing the reply finds it, and the
+        // renewer keeps its lease from then on.
         inner.local.add_waiter(
             &waiter,
             LocalWaiter {
@@ -44,9 +50,10 @@ impl Inner {
             .key(keys::lead(&target.id))
             .key(keys::fence(&target.id))
             .key(keys::followers(&target.id))
+            .arg(now)
             .arg(now + min_remaining_ms)
             .arg(&waiter)
-            .arg(ms(inner.settings.lock_ttl))
+            .arg(ms(inner.settings.lease))
             .invoke_async::<Vec<Value>>(&mut conn)
             .await;
         let values = match inner.seen(r) {
@@ -79,6 +86,9 @@ impl Inner {
                     Some(Value::Int(n)) => n as u64,
                     _ => 0,
                 };
+                inner
+                    .leads
+                    .add(target, token, now + ms(inner.settings.lock_ttl));
                 Ok(SharedArrival::Lead(rx, token))
             }
         }
@@ -92,6 +102,9 @@ impl Inner {
         now: Millis,
     ) -> Result<(), StoreError> {
         let inner = self;
+        // The task is over: stop renewing its lock whatever happens to the script (a lock left
+        // behind lapses within a lease, and a follower takes over).
+        inner.leads.remove(&target.id, lead);
         let mut conn = inner.conn();
         let r = scripts::SHARED_FINISH
             .key(keys::shared(&target.id))
@@ -99,6 +112,7 @@ impl Inner {
             .key(keys::followers(&target.id))
             .key(keys::mbox(&target.id))
             .key(keys::mlease(&target.id))
+            .key(keys::fence(&target.id))
             .arg(now)
             .arg(lead)
             .arg(mail::encode(&outcome))
@@ -111,7 +125,8 @@ impl Inner {
                 Ok(())
             }
             Err(e) => {
-                // Redis is away: this instance's followers still get the answer.
+                // Redis is away: this instance's followers still get the outcome (the same one
+                // Redis gave the others if the script ran and only its reply was lost).
                 while let Some(w) = inner.local.take_any_waiter(&target.id) {
                     let _ = w.tx.send(outcome.clone());
                 }

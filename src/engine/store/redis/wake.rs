@@ -148,6 +148,7 @@ pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
         if inner.seen(pong).is_err() {
             continue;
         }
+        inner.renew_shared().await;
         let lease = inner.lease_end(now_ms()).to_string();
         for (target_id, (_, waiters, claims)) in inner.local.by_target() {
             let mut inv = scripts::RENEW.prepare_invoke();
