@@ -9,12 +9,16 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
+use futures::{StreamExt, stream};
 use redis::Value;
 
 use super::fanout::is_follower;
 use super::{Inner, keys, ms, scripts, split_reply};
 use crate::engine::store::StoreError;
 use crate::model::{Millis, Target, now_ms};
+
+/// Renewal scripts in flight at once (as `live.rs` walks targets).
+const PARALLEL: usize = 32;
 
 /// The reusable targets this instance leads: one entry per fencing token, with the time after
 /// which its lock is no longer renewed. That cap (`lock_ttl`, the task timeout plus slack) lets
@@ -77,20 +81,27 @@ impl Inner {
             leads.entry(target_id.clone()).or_default();
         }
         let lease = ms(self.settings.lease);
+        // One script per lock, this instance's followers going with the first (or alone, with
+        // token 0). Many at once on the multiplexed connection: a renewal pass must fit well
+        // inside a third of a lease however many targets are followed.
+        let mut runs: Vec<(String, u64, Vec<String>)> = Vec::new();
         for (target_id, tokens) in leads {
             let mine = followers.remove(&target_id).unwrap_or_default();
-            // The followers go with the first token (or alone, with token 0).
-            let mut runs: Vec<(u64, &[String])> =
-                vec![(tokens.first().copied().unwrap_or(0), &mine)];
-            runs.extend(tokens.iter().skip(1).map(|t| (*t, &[] as &[String])));
-            for (token, ids) in runs {
+            let first = tokens.first().copied().unwrap_or(0);
+            for token in tokens.iter().skip(1) {
+                runs.push((target_id.clone(), *token, Vec::new()));
+            }
+            runs.push((target_id, first, mine));
+        }
+        stream::iter(runs)
+            .map(|(target_id, token, ids)| async move {
                 let mut inv = scripts::SHARED_RENEW.prepare_invoke();
                 inv.key(keys::lead(&target_id))
                     .key(keys::fence(&target_id))
                     .key(keys::followers(&target_id))
                     .key(keys::mbox(&target_id));
                 inv.arg(now).arg(lease).arg(token);
-                for id in ids {
+                for id in &ids {
                     inv.arg(id);
                 }
                 let mut conn = self.conn();
@@ -103,8 +114,10 @@ impl Inner {
                     );
                     self.leads.remove(&target_id, token);
                 }
-            }
-        }
+            })
+            .buffer_unordered(PARALLEL)
+            .collect::<()>()
+            .await;
     }
 
     /// Takes over `target` when its leader is gone and callers still follow it (at most one
