@@ -49,6 +49,7 @@ macro_rules! store_promises {
             reusable::an_evicted_answer_is_solved_again,
             reusable::an_old_leaders_finish_leaves_the_current_leader_alone,
             reusable::a_reusable_target_adds_no_per_target_figures,
+            reusable::nobody_takes_over_a_live_leader_or_a_finished_target,
             records::a_record_is_finished_once_and_reported_once,
             records::a_long_poll_ends_when_any_instance_finishes_the_task,
             records::a_sweep_keeps_live_records_and_drops_expired_pooled_answers,
