@@ -8,7 +8,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
-use super::store::{Arrival, ClaimId, Finished, SharedArrival, Store, TaskOutcome, WaiterId};
+use super::store::{Arrival, ClaimId, Finished, Store, TaskOutcome, WaiterId};
 use super::{Delivery, Handout, RefillDone, SolveError, SolveFailure};
 use crate::model::{
     Answer, Kind, Reuse, SolveRequest, Source, Target, TargetPolicy, UpstreamRef, now_ms,
@@ -106,7 +106,7 @@ pub struct Engine {
     /// This process's name in waiter and claim ids shared with other instances.
     instance: Arc<str>,
     /// Targets this process has callers waiting on, with a request to start tasks for them.
-    active: Arc<super::active::Active>,
+    pub(super) active: Arc<super::active::Active>,
     next_waiter: Arc<AtomicU64>,
     /// Woken after a caller takes a pooled answer, so a pool refiller can top up at once
     /// instead of at its next tick.
@@ -299,7 +299,7 @@ impl Engine {
     }
 
     /// One upstream task, its answer stamped with the kind's lifetime.
-    async fn run_upstream(
+    pub(super) async fn run_upstream(
         &self,
         req: &SolveRequest,
         priority: Priority,
@@ -313,58 +313,6 @@ impl Engine {
             expires_at: solution.solved_at + self.lifetime(req.kind()).as_millis() as u64,
             upstream: Some(solution.upstream),
         })
-    }
-
-    async fn shared(
-        &self,
-        target: Target,
-        req: SolveRequest,
-        deadline: Instant,
-    ) -> Result<Handout, SolveError> {
-        let kind = target.kind;
-        loop {
-            if self.store.degraded() {
-                return self.degraded(req, deadline).await;
-            }
-            let arriving = self.arrive_shared(&target, &req);
-            let arrival = match arriving.by(deadline).await {
-                Some(Ok(a)) => a,
-                Some(Err(_)) => return self.degraded(req, deadline).await,
-                None => return Err(SolveError::Timeout),
-            };
-            let (rx, source) = match arrival {
-                SharedArrival::Cached(answer) => {
-                    return Ok(Handout {
-                        kind,
-                        answer,
-                        source: Source::Shared,
-                    });
-                }
-                SharedArrival::Follow(rx) => (rx, Source::Shared),
-                SharedArrival::Lead(rx, lead) => {
-                    self.lead_shared(target.clone(), req.clone(), lead);
-                    (rx, Source::Solved)
-                }
-            };
-            // Listed while it waits, so this instance takes over if the leader's dies
-            // (`cover_waiting`).
-            let _active = self.active.enter(&target, &req);
-            let answer = match tokio::time::timeout_at(deadline, rx).await {
-                Ok(Ok(Ok(answer))) => answer,
-                Ok(Ok(Err(failure))) => return Err(SolveError::Failed(failure)),
-                Ok(Err(_closed)) => return Err(SolveError::Unavailable),
-                Err(_elapsed) => return Err(SolveError::Timeout),
-            };
-            if answer.fresh_at(now_ms(), self.min_remaining_ms()) {
-                return Ok(Handout {
-                    kind,
-                    answer,
-                    source,
-                });
-            }
-            // Too little life left to hand out (promise 2): an old leader's late answer, or mail
-            // that waited. Arrive again: the stale cache is dropped and a new task solves it.
-        }
     }
 
     /// The caller left while its arrival was still with the store: hand a pooled answer back,
@@ -400,26 +348,15 @@ impl Engine {
         });
     }
 
-    /// Solves a reusable target as its leader and records the outcome for every follower.
-    pub(super) fn lead_shared(&self, target: Target, req: SolveRequest, lead: u64) {
-        let engine = self.clone();
-        self.tracker.spawn(async move {
-            let outcome = engine.run_upstream(&req, Priority::Interactive).await;
-            let stored = engine
-                .store
-                .shared_finish(&target, lead, outcome, now_ms())
-                .await;
-            if let Err(e) = stored {
-                tracing::warn!(target = ?target, error = %e, "could not record a shared answer");
-            }
-        });
-    }
-
     /// The store cannot be reached: unless it is required, solve for this caller alone, without
     /// pool, demand matching or coalescing (promise 7). Taken at once while the store is known to
     /// be away, so no caller waits out its timeouts (its health check notices its return). The answer is this caller's; if it
     /// leaves first, the answer is lost, which is the price of degrading.
-    async fn degraded(&self, req: SolveRequest, deadline: Instant) -> Result<Handout, SolveError> {
+    pub(super) async fn degraded(
+        &self,
+        req: SolveRequest,
+        deadline: Instant,
+    ) -> Result<Handout, SolveError> {
         if self.settings.store_required {
             return Err(SolveError::Unavailable);
         }
@@ -443,15 +380,7 @@ impl Engine {
     pub async fn cover_waiting(&self) {
         for (target, req) in self.active.snapshot() {
             if target.kind.reuse() == Reuse::Reusable {
-                let now = now_ms();
-                let taken = self
-                    .store
-                    .shared_takeover(&target, now, self.min_remaining_ms())
-                    .await;
-                if let Ok(Some(lead)) = taken {
-                    tracing::info!(target = ?target, "taking over a reusable target whose leader was lost");
-                    self.lead_shared(target, req, lead);
-                }
+                self.take_over(target, req).await;
                 continue;
             }
             let claims = match self.store.cover(&target, now_ms()).await {
