@@ -1,8 +1,7 @@
 //! A reusable target's leader that dies or loses its Redis state, through the engine and real
 //! Redis (issue 9, defect 4): the engine's coverer takes a dead leader's target over and its
-//! callers get the new leader's answer; a live leader whose lock Redis lost takes it back.
-//! Process-level kills of a whole gateway live in the fault suite; these drive two engines (two
-//! instances) in one test so each step can be waited on.
+//! callers get the new leader's answer; a live leader whose lock Redis lost takes it back; and
+//! the real binary: a gateway leading an image is killed and another takes over.
 //!
 //! The followers' count and the lock are read straight from Redis (key names from
 //! `src/engine/store/redis/keys.rs`) only to know a caller has joined before the leader dies.
@@ -239,4 +238,98 @@ async fn a_live_leader_takes_its_lock_back_after_redis_restarts_empty() {
         SharedArrival::Lead(_, newer) => assert!(newer > token),
         other => panic!("expected to lead, got {other:?}"),
     }
+}
+
+/// The real binary: three gateways on one Redis, a slow simulator. The gateway leading an image
+/// is killed (`SIGKILL`) mid-solve while callers on the other two follow it; one of them takes
+/// over within about a lease and everyone is answered, with one upstream task besides the lost
+/// one.
+#[tokio::test]
+async fn a_killed_gateway_leading_an_image_is_taken_over_by_another() {
+    use crate::support::KEY;
+    use crate::support::fleet::{GatewayProcess, SimServer, client};
+    use captcha_gateway::sim::LatencyRange;
+    use serde_json::{Value, json};
+
+    async fn solve(http: &reqwest::Client, base: &str, body: Value) -> (u16, Value) {
+        // A caller of the killed gateway loses its connection: status 0.
+        let Ok(res) = http
+            .post(format!("{base}/v1/solve"))
+            .bearer_auth(KEY)
+            .json(&body)
+            .send()
+            .await
+        else {
+            return (0, Value::Null);
+        };
+        let status = res.status().as_u16();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    let redis = RedisServer::start();
+    // Slow solves: the leader must still be solving when it dies.
+    let sim = SimServer::start(LatencyRange::fixed(Duration::from_secs(4)), 100).await;
+    let lease = "redis_lease_s = 2";
+    let mut a = GatewayProcess::start(&sim, &redis.url(), lease, 0.5).await;
+    let b = GatewayProcess::start(&sim, &redis.url(), lease, 0.5).await;
+    let c = GatewayProcess::start(&sim, &redis.url(), lease, 0.5).await;
+    let http = client();
+    // A PNG signature and 312 bytes: a file a provider accepts.
+    let image = "iVBORw0KGgpsZWFkZXIta2lsbGVkbGVhZGVyLWtpbGxlZGxlYWRlci1raWxsZWRsZWFkZXIta2lsbGVkbGVhZGVyLWtpbGxlZGxlYWRlci1raWxsZWRsZWFkZXIta2lsbGVkbGVhZGVyLWtpbGxlZGxlYWRlci1raWxsZWRsZWFkZXIta2lsbGVkbGVhZGVyLWtpbGxlZGxlYWRlci1raWxsZWRsZWFkZXIta2lsbGVkbGVhZGVyLWtpbGxlZGxlYWRlci1raWxsZWRsZWFkZXIta2lsbGVkbGVhZGVyLWtpbGxlZGxlYWRlci1raWxsZWRsZWFkZXIta2lsbGVkbGVhZGVyLWtpbGxlZGxlYWRlci1raWxsZWRsZWFkZXIta2lsbGVkbGVhZGVyLWtpbGxlZGxlYWRlci1raWxsZWQ=";
+    let body = json!({"kind": "image", "body": image, "timeout_s": 60});
+    let on = |base: &str| {
+        let (http, base, body) = (http.clone(), base.to_owned(), body.clone());
+        tokio::spawn(async move { solve(&http, &base, body).await })
+    };
+    let _dies_with_a = on(&a.base);
+    eventually(Duration::from_secs(30), "A to submit the image", || async {
+        sim.sim.stats().submits == 1
+    })
+    .await;
+    let followers_on_b_and_c = [on(&b.base), on(&c.base)];
+    let conn = redis_conn(&redis).await;
+    eventually(
+        Duration::from_secs(30),
+        "B's and C's callers to follow A",
+        || {
+            let mut conn = conn.clone();
+            async move {
+                let keys: Vec<String> = redis::cmd("KEYS")
+                    .arg("cg:*:followed")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                let Some(key) = keys.first() else {
+                    return false;
+                };
+                let n: u64 = redis::cmd("ZCOUNT")
+                    .arg(key)
+                    .arg(now_ms())
+                    .arg("+inf")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                n == 3
+            }
+        },
+    )
+    .await;
+
+    a.kill().await;
+    let mut texts = std::collections::HashSet::new();
+    for caller in followers_on_b_and_c {
+        let (status, v) = caller.await.unwrap();
+        assert_eq!(status, 200, "{v}");
+        texts.insert(v["token"].as_str().unwrap_or_default().to_owned());
+    }
+    assert_eq!(texts.len(), 1, "one shared answer: {texts:?}");
+    assert_eq!(sim.sim.stats().submits, 2, "one task taken over, no more");
+    // A caller arriving now gets the new leader's cached answer.
+    let (status, v) = solve(&http, &c.base, body.clone()).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(
+        texts.contains(v["token"].as_str().unwrap_or_default()),
+        "{v}"
+    );
+    assert_eq!(sim.sim.stats().submits, 2);
 }
