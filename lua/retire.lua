@@ -9,7 +9,7 @@
 -- A target whose keys are already gone (Redis restarted empty) counts as retired.
 -- KEYS: the target prelude's ten keys, then
 -- KEYS[11] cached reusable answer   KEYS[12] its lock   KEYS[13] fence counter
--- KEYS[14] followers
+-- KEYS[14] followers (ZSET by lease end: only live ones count)
 -- ARGV[1..6]: the target prelude's.   ARGV[7] target idle (ms): a last use at or before
 -- now - ARGV[7] may retire.
 -- Returns: {1} retired | {0, woken...} kept; `woken` got passed-on mail while reaping.
@@ -22,7 +22,7 @@ local busy = redis.call('ZCARD', pool) + redis.call('ZCARD', waiters)
   + redis.call('ZCARD', wlease) + redis.call('ZCARD', inflight)
   + redis.call('HLEN', mbox) + redis.call('ZCARD', mlease)
   + redis.call('EXISTS', KEYS[11]) + redis.call('EXISTS', KEYS[12])
-  + redis.call('SCARD', KEYS[14])
+  + redis.call('ZCOUNT', KEYS[14], now, '+inf')
 if busy > 0 or #woken > 0 then return extend({0}, woken) end
 -- The op records expire by themselves; the markers go with the target (an instance renewing
 -- an entry of a target idle this long has none left to renew).

@@ -32,11 +32,7 @@ local opkey, fin, gone = KEYS[8], KEYS[9], KEYS[10]
 local op_ttl, min_rem = tonumber(ARGV[1]), tonumber(ARGV[2])
 local mail_ttl, lease = tonumber(ARGV[3]), tonumber(ARGV[4])
 
-local now = tonumber(ARGV[6])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+local now = clock(ARGV[6])
 local min_expiry = now + min_rem
 
 -- Poolability is recorded by every caller that knows the target's kind, so scripts run by an

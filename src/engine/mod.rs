@@ -7,6 +7,7 @@
 
 mod active;
 mod arrival;
+mod reusable;
 mod solve;
 pub mod store;
 mod tasks;

@@ -143,6 +143,14 @@ impl Store for RecordingStore {
         self.shared_finished.lock().unwrap().push(outcome.is_ok());
         self.inner.shared_finish(t, lead, outcome, now).await
     }
+    async fn shared_takeover(
+        &self,
+        t: &Target,
+        now: Millis,
+        min: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        self.inner.shared_takeover(t, now, min).await
+    }
     async fn shared_evict(&self, id: &str) -> Result<(), StoreError> {
         self.inner.shared_evict(id).await
     }

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::store::{Arrival, ClaimId, Finished, SharedArrival, Store, TaskOutcome, WaiterId};
+use super::store::{Arrival, ClaimId, Finished, Store, TaskOutcome, WaiterId};
 use super::{Delivery, Handout, RefillDone, SolveError, SolveFailure};
 use crate::model::{
     Answer, Kind, Reuse, SolveRequest, Source, Target, TargetPolicy, UpstreamRef, now_ms,
@@ -112,11 +112,11 @@ pub struct Engine {
     pub(super) tracker: TaskTracker,
     /// Fired when the shutdown grace period is nearly over: callers still waiting here are
     /// told this instance is stopping (and give up their wait the usual way).
-    cut: CancellationToken,
+    pub(super) cut: CancellationToken,
     /// This process's name in waiter and claim ids shared with other instances.
     instance: Arc<str>,
     /// Targets this process has callers waiting on, with a request to start tasks for them.
-    active: Arc<super::active::Active>,
+    pub(super) active: Arc<super::active::Active>,
     next_waiter: Arc<AtomicU64>,
     /// Woken after a caller takes a pooled answer, so a pool refiller can top up at once
     /// instead of at its next tick.
@@ -333,7 +333,7 @@ impl Engine {
     }
 
     /// One upstream task, its answer stamped with the kind's lifetime.
-    async fn run_upstream(
+    pub(super) async fn run_upstream(
         &self,
         req: &SolveRequest,
         priority: Priority,
@@ -347,54 +347,6 @@ impl Engine {
             expires_at: solution.solved_at + self.lifetime(req.kind()).as_millis() as u64,
             upstream: Some(solution.upstream),
         })
-    }
-
-    async fn shared(
-        &self,
-        target: Target,
-        req: SolveRequest,
-        deadline: Instant,
-    ) -> Result<Handout, SolveError> {
-        let kind = target.kind;
-        if self.store.degraded() {
-            return self.degraded(req, deadline).await;
-        }
-        let arriving = self.arrive_shared(&target, &req);
-        let arrival = match arriving.by(deadline).await {
-            Some(Ok(a)) => a,
-            Some(Err(_)) => return self.degraded(req, deadline).await,
-            None => return Err(SolveError::Timeout),
-        };
-        let (rx, source) = match arrival {
-            SharedArrival::Cached(answer) => {
-                return Ok(Handout {
-                    kind,
-                    answer,
-                    source: Source::Shared,
-                });
-            }
-            SharedArrival::Follow(rx) => (rx, Source::Shared),
-            SharedArrival::Lead(rx, lead) => {
-                self.lead_shared(target, req, lead);
-                (rx, Source::Solved)
-            }
-        };
-        let delivered = tokio::select! {
-            // An answer that came is handed over even if the cut came too.
-            biased;
-            delivered = tokio::time::timeout_at(deadline, rx) => delivered,
-            () = self.cut.cancelled() => return Err(SolveError::ShuttingDown),
-        };
-        match delivered {
-            Ok(Ok(Ok(answer))) => Ok(Handout {
-                kind,
-                answer,
-                source,
-            }),
-            Ok(Ok(Err(failure))) => Err(SolveError::Failed(failure)),
-            Ok(Err(_closed)) => Err(SolveError::Unavailable),
-            Err(_elapsed) => Err(SolveError::Timeout),
-        }
     }
 
     /// The caller left while its arrival was still with the store: hand a pooled answer back,
@@ -430,32 +382,15 @@ impl Engine {
         });
     }
 
-    /// Solves a reusable target as its leader and records the outcome for every follower.
-    pub(super) fn lead_shared(&self, target: Target, req: SolveRequest, lead: u64) {
-        let engine = self.clone();
-        self.tracker.spawn(async move {
-            let outcome = engine.run_upstream(&req, Priority::Interactive).await;
-            if matches!(&outcome, Err(f) if f.is_shutting_down()) {
-                // Cut short by this instance stopping: recording it would fail every follower,
-                // on every instance. The lock is left to lapse so a follower can lead instead.
-                tracing::info!(target = ?target, "leaving a reusable target's lead at shutdown");
-                return;
-            }
-            let stored = engine
-                .store
-                .shared_finish(&target, lead, outcome, now_ms())
-                .await;
-            if let Err(e) = stored {
-                tracing::warn!(target = ?target, error = %e, "could not record a shared answer");
-            }
-        });
-    }
-
     /// The store cannot be reached: unless it is required, solve for this caller alone, without
     /// pool, demand matching or coalescing (promise 7). Taken at once while the store is known to
     /// be away, so no caller waits out its timeouts (its health check notices its return). The answer is this caller's; if it
     /// leaves first, the answer is lost, which is the price of degrading.
-    async fn degraded(&self, req: SolveRequest, deadline: Instant) -> Result<Handout, SolveError> {
+    pub(super) async fn degraded(
+        &self,
+        req: SolveRequest,
+        deadline: Instant,
+    ) -> Result<Handout, SolveError> {
         if self.settings.store_required {
             return Err(SolveError::Unavailable);
         }
@@ -475,9 +410,14 @@ impl Engine {
     }
 
     /// Starts the tasks a dead instance's waiting demand lacks, for every target this instance
-    /// has callers waiting on (the store claims at most what is missing, fleet-wide).
+    /// has callers waiting on (the store claims at most what is missing, fleet-wide), and takes
+    /// over reusable targets whose leader died (at most one instance starts the task).
     pub async fn cover_waiting(&self) {
         for (target, req) in self.active.snapshot() {
+            if target.kind.reuse() == Reuse::Reusable {
+                self.take_over(target, req).await;
+                continue;
+            }
             let claims = match self.store.cover(&target, now_ms()).await {
                 Ok(c) => c,
                 Err(_) => continue,

@@ -376,3 +376,46 @@ async fn a_panicking_upstream_task_fails_its_caller_and_leaves_no_claim() {
     let counts = engine.store().counts(&target, now_ms(), 0).await.unwrap();
     assert_eq!((counts.in_flight, counts.waiting), (0, 0));
 }
+
+/// Promise 2 on the follower path: an answer a reusable target's task delivers with less than
+/// `min_remaining` left is handed to nobody; its callers ask again, and the next task's fresh
+/// answer reaches them all.
+#[tokio::test]
+async fn a_shared_answer_too_close_to_expiry_is_solved_again_not_handed_out() {
+    let (solver, mut started) = ScriptedSolver::new();
+    let mut settings = EngineSettings::default();
+    // The scripted answers' 120 s life, so `release_all` says how much of it is left.
+    settings
+        .lifetimes
+        .insert(Kind::Image, Duration::from_secs(120));
+    let engine = Engine::new(
+        Arc::new(MemoryStore::new()),
+        solver.clone(),
+        settings,
+        TaskTracker::new(),
+    );
+    let mut body = b"\x89PNG\r\n\x1a\n".to_vec();
+    body.resize(300, 9);
+    let image = SolveRequest::new(TaskParams::Image {
+        body: body.into(),
+        options: ImageOptions::default(),
+    });
+    let callers: Vec<_> = (0..3)
+        .map(|_| {
+            let (e, r) = (engine.clone(), image.clone());
+            tokio::spawn(async move { e.solve(r, far()).await })
+        })
+        .collect();
+    started_at_least(&mut started, 1).await;
+    // Five seconds left, under the ten-second minimum.
+    assert_eq!(solver.release_all(Duration::from_secs(5)), 1);
+    started_at_least(&mut started, 2).await;
+    assert_eq!(solver.release_all(Duration::from_secs(100)), 1);
+    let mut texts = HashSet::new();
+    for c in callers {
+        let h = c.await.unwrap().unwrap();
+        assert!(h.answer.fresh_at(now_ms(), 10_000), "{h:?}");
+        texts.insert(h.answer.text);
+    }
+    assert_eq!(texts.len(), 1, "one fresh answer shared: {texts:?}");
+}

@@ -15,6 +15,7 @@ mod faults;
 mod fleet;
 mod hostile;
 mod hostile_input;
+mod leader;
 mod metrics_series;
 mod native_api;
 mod pools;

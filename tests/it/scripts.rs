@@ -8,10 +8,11 @@ use redis::{Script, Value};
 
 use crate::support::redis::RedisServer;
 
+const CLOCK: &str = include_str!("../../lua/lib/clock.lua");
 const PRELUDE: &str = include_str!("../../lua/lib/target.lua");
 
 fn target_script(body: &str) -> Script {
-    Script::new(&format!("{PRELUDE}\n{body}"))
+    Script::new(&format!("{CLOCK}\n{PRELUDE}\n{body}"))
 }
 
 const LEASE: u64 = 15_000;

@@ -378,6 +378,18 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    /// One process: a leader's task lives and dies with the followers waiting on it, so there is
+    /// never a dead leader to take over from, and `shared_finish` drains every follower, so none
+    /// is left beside a cached answer.
+    async fn shared_takeover(
+        &self,
+        _target: &Target,
+        _now: Millis,
+        _min_remaining_ms: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        Ok(None)
+    }
+
     async fn shared_evict(&self, target_id: &str) -> Result<(), StoreError> {
         if let Some(s) = lock(&self.shared).get_mut(target_id) {
             s.cached = None;

@@ -202,9 +202,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<SharedArrival, StoreError>;
 
     /// The one task for a reusable target ended: every follower gets the outcome; an answer is
-    /// cached until it expires. `lead` is the fencing token from [`SharedArrival::Lead`]: a
-    /// leader whose lease ran out must not release a newer leader's lock, nor fail the followers
-    /// the newer leader's task covers (its answer is still shared and cached).
+    /// cached until it expires. `lead` is the fencing token from [`SharedArrival::Lead`] (or
+    /// [`Store::shared_takeover`]): a leader that no longer holds the lock (its lease ran out, a
+    /// follower took over, or its finish runs twice) never releases a newer leader's lock and
+    /// its failure fails nobody (another task covers the followers), but its answer is still
+    /// shared and cached. Answers are delivered whatever life they have left: the caller checks
+    /// `min_remaining`.
     async fn shared_finish(
         &self,
         target: &Target,
@@ -212,6 +215,19 @@ pub trait Store: Send + Sync + 'static {
         outcome: Result<Answer, SolveFailure>,
         now: Millis,
     ) -> Result<(), StoreError>;
+
+    /// Called every third of a lease for each reusable target this instance has callers
+    /// following: when its leader is gone (a fleet store's lock lapsed because the leader's
+    /// instance died) and callers still follow it, takes over, and at most one caller of this
+    /// at a time fleet-wide gets the new fencing token; the engine then starts the one task
+    /// under it, as for [`SharedArrival::Lead`]. A fresh cached answer (at least
+    /// `min_remaining_ms` left) goes to the followers instead. `None` while a leader lives.
+    async fn shared_takeover(
+        &self,
+        target: &Target,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Result<Option<u64>, StoreError>;
 
     /// Forgets a cached reusable answer (after `reportbad`).
     async fn shared_evict(&self, target_id: &str) -> Result<(), StoreError>;

@@ -26,7 +26,7 @@ pub const MIN_REMAINING: u64 = 10_000;
 pub struct Tuning {
     /// How long a waiter or claim stays counted without its instance renewing it.
     pub lease: Duration,
-    /// How long a reusable target's leader may hold its lock.
+    /// How long a reusable target's leader may keep renewing its lock (a lease of `lease`).
     pub lock_ttl: Duration,
     /// How long finished task records stay readable.
     pub retention: Duration,

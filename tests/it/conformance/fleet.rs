@@ -4,11 +4,9 @@
 
 use std::time::Duration;
 
-use captcha_gateway::engine::store::{SharedArrival, Store, TaskOutcome};
+use captcha_gateway::engine::store::{Store, TaskOutcome};
 
 use super::backend::*;
-use super::reusable::{follow, image_target, lead};
-use crate::support::eventually::eventually;
 
 const NOW: u64 = 1_000_000;
 
@@ -76,67 +74,4 @@ where
     );
     let counts = survivor.counts(&t, after, MIN_REMAINING).await.unwrap();
     assert_eq!((counts.in_flight, counts.waiting), (1, 1));
-}
-
-/// A leader whose lock ran out (its instance paused or died) is replaced by a newer leader with
-/// a newer fencing token; the old leader's late finish must not release the new lock.
-pub async fn a_leader_whose_lock_ran_out_is_fenced_off<T>()
-where
-    Redis<T>: Backend,
-{
-    let backend = Redis::<T>::start(Tuning::default()).await;
-    // The first leader's instance holds locks briefly; the second's for as long as the default.
-    let brief = Tuning {
-        lock_ttl: Duration::from_millis(300),
-        ..Tuning::default()
-    };
-    let (a, _la) = backend.connect_tuned(brief).await;
-    let (b, _lb) = backend.connect().await;
-    let t = image_target();
-    let now = captcha_gateway::model::now_ms();
-    let (rx_a, first) = lead(&a, &t, now).await;
-    let rx_b = follow(&b, &t, now).await;
-    // The lock runs out on Redis's clock: a caller then leads instead of following.
-    let late = std::sync::Mutex::new(Vec::new());
-    let second = std::sync::Mutex::new(None);
-    eventually(
-        Duration::from_secs(10),
-        "the first leader's lock to run out",
-        || {
-            let (arrived, late, second) = (b.shared_arrive(&t, now, MIN_REMAINING), &late, &second);
-            async move {
-                match arrived.await.unwrap() {
-                    SharedArrival::Lead(rx, token) => {
-                        late.lock().unwrap().push(rx);
-                        *second.lock().unwrap() = Some(token);
-                        true
-                    }
-                    SharedArrival::Follow(rx) => {
-                        late.lock().unwrap().push(rx);
-                        false
-                    }
-                    SharedArrival::Cached(_) => panic!("nothing was solved yet"),
-                }
-            }
-        },
-    )
-    .await;
-    let second = second.into_inner().unwrap().expect("a new leader");
-    let late = late.into_inner().unwrap();
-    assert!(second > first, "fencing tokens increase");
-
-    // The old leader finishes first: its answer reaches everyone waiting and is cached...
-    a.shared_finish(&t, first, Ok(answer("OCR1", now, 3_600_000)), now)
-        .await
-        .unwrap();
-    for rx in [rx_a, rx_b].into_iter().chain(late) {
-        assert_eq!(delivered(rx).await.unwrap(), "OCR1");
-    }
-    // ... but the new leader's lock stays: without the cache, a caller follows it.
-    b.shared_evict(&t.id).await.unwrap();
-    let waiting = follow(&a, &t, now).await;
-    b.shared_finish(&t, second, Ok(answer("OCR2", now, 3_600_000)), now)
-        .await
-        .unwrap();
-    assert_eq!(delivered(waiting).await.unwrap(), "OCR2");
 }

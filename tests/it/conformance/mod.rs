@@ -2,8 +2,8 @@
 //! written once, generic over a store factory ([`backend::Backend`]), and instantiated for the
 //! embedded store (`conformance::memory::*`), one Redis (`conformance::redis::*`) and a Redis
 //! Cluster (`conformance::cluster::*`), so the implementations cannot drift apart. Promises only
-//! a fleet can break (re-covering a dead instance's callers, taking over an expired leader's
-//! lock) run on the Redis backends alone; `fleet.rs` says why.
+//! a fleet can break (re-covering a dead instance's callers, taking over from a dead leader,
+//! `fleet.rs` and `takeover.rs`) run on the Redis backends alone; `fleet.rs` says why.
 
 mod backend;
 mod fleet;
@@ -12,6 +12,7 @@ mod records;
 mod retire;
 mod reusable;
 mod single_use;
+mod takeover;
 
 /// `#[tokio::test]`s calling `module::name::<Backend>()`.
 macro_rules! async_tests {
@@ -48,6 +49,7 @@ macro_rules! store_promises {
             reusable::an_evicted_answer_is_solved_again,
             reusable::an_old_leaders_finish_leaves_the_current_leader_alone,
             reusable::a_reusable_target_adds_no_per_target_figures,
+            reusable::nobody_takes_over_a_live_leader_or_a_finished_target,
             records::a_record_is_finished_once_and_reported_once,
             records::a_long_poll_ends_when_any_instance_finishes_the_task,
             records::a_sweep_keeps_live_records_and_drops_expired_pooled_answers,
@@ -69,7 +71,10 @@ macro_rules! fleet_promises {
     ($servers:ty) => {
         async_tests!($servers;
             fleet::cover_claims_tasks_for_waiters_a_dead_instance_left_uncovered,
-            fleet::a_leader_whose_lock_ran_out_is_fenced_off,
+            takeover::a_dead_leaders_followers_are_taken_over_by_one_instance,
+            takeover::a_leaders_lock_is_renewed_while_its_task_outlives_the_lease,
+            takeover::a_leader_whose_lock_ran_out_is_fenced_off,
+            takeover::followers_that_left_stop_keeping_a_target_alive,
         );
     };
 }

@@ -179,3 +179,27 @@ pub async fn a_reusable_target_adds_no_per_target_figures<B: Backend>() {
         .collect();
     assert_eq!(ids, [single.id], "only the single-use target has figures");
 }
+
+/// Taking over is only for a leader that is gone: never while one solves, and never for a target
+/// nobody follows any more (every follower got the outcome).
+pub async fn nobody_takes_over_a_live_leader_or_a_finished_target<B: Backend>() {
+    let backend = B::start(Tuning::default()).await;
+    let (a, b) = (backend.instance().await, backend.instance().await);
+    let t = image_target();
+    let (leader, token) = lead(&*a, &t, NOW).await;
+    let follower = follow(&*b, &t, NOW).await;
+    for s in [&a, &b] {
+        let taken = s.shared_takeover(&t, NOW, MIN_REMAINING).await.unwrap();
+        assert_eq!(taken, None, "took over a live leader");
+    }
+    a.shared_finish(&t, token, Ok(answer("OCR", NOW, 60_000)), NOW)
+        .await
+        .unwrap();
+    for rx in [leader, follower] {
+        assert_eq!(delivered(rx).await.unwrap(), "OCR");
+    }
+    // Even without the cached answer, nobody follows: nothing to take over.
+    b.shared_evict(&t.id).await.unwrap();
+    let taken = b.shared_takeover(&t, NOW, MIN_REMAINING).await.unwrap();
+    assert_eq!(taken, None, "took over a target nobody follows");
+}

@@ -113,6 +113,19 @@ impl Local {
     }
 }
 
+impl Local {
+    /// Live followers of reusable targets, by target, for their lease renewal.
+    pub fn followers_by_target(&self) -> HashMap<String, Vec<String>> {
+        let mut out: HashMap<String, Vec<String>> = HashMap::new();
+        for (id, w) in lock(&self.waiters).iter() {
+            if is_follower(id) && !w.tx.is_closed() {
+                out.entry(w.target.id.clone()).or_default().push(id.clone());
+            }
+        }
+        out
+    }
+}
+
 /// The instance part of a waiter id (`<instance>:<seq>`).
 pub(super) fn instance_of(waiter: &str) -> &str {
     waiter.split_once(':').map(|(i, _)| i).unwrap_or(waiter)

@@ -84,9 +84,10 @@ pub fn fence(target_id: &str) -> String {
     format!("cg:{{t:{target_id}}}:fence")
 }
 
-/// Waiters following a reusable target's task.
+/// Waiters following a reusable target's task, each scored by its lease end. (A new name for
+/// what was a plain set under `:followers`, so a fleet mid-upgrade gets no type errors.)
 pub fn followers(target_id: &str) -> String {
-    format!("cg:{{t:{target_id}}}:followers")
+    format!("cg:{{t:{target_id}}}:followed")
 }
 
 /// Where other instances tell this one that mail arrived for its waiters.

@@ -15,6 +15,7 @@ mod ops;
 mod scripts;
 mod shared;
 mod single;
+mod takeover;
 mod tasks;
 mod wake;
 
@@ -48,7 +49,8 @@ pub struct RedisSettings {
     pub lease: Duration,
     /// How long delivered mail waits for its instance to take it before it is passed on.
     pub mail_ttl: Duration,
-    /// How long a reusable target's leader may hold its lock.
+    /// How long a reusable target's leader may keep renewing its lock (the lock itself is a
+    /// lease, see `takeover.rs`): a task that never finishes lets it go after this.
     pub lock_ttl: Duration,
     /// Block time of the inbox reader's `BLPOP`.
     pub block: Duration,
@@ -124,6 +126,8 @@ struct Inner {
     /// The latest caller time, for a store on an explicit clock (`ops.rs`).
     clock: AtomicU64,
     next_id: AtomicU64,
+    /// Reusable targets this instance leads, whose locks the renewer extends.
+    leads: takeover::Leads,
 }
 
 fn unavailable(e: redis::RedisError) -> StoreError {
@@ -184,6 +188,7 @@ impl RedisStore {
             epoch: Mutex::default(),
             clock: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
+            leads: takeover::Leads::default(),
         });
         inner.current_epoch().await;
         tokio::spawn(inbox_reader(inner.clone(), blocking, shutdown.clone()));
@@ -346,6 +351,17 @@ impl Store for RedisStore {
         now: Millis,
     ) -> Result<(), StoreError> {
         self.inner.shared_finish(target, lead, outcome, now).await
+    }
+
+    async fn shared_takeover(
+        &self,
+        target: &Target,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        self.inner
+            .shared_takeover(target, now, min_remaining_ms)
+            .await
     }
 
     async fn shared_evict(&self, target_id: &str) -> Result<(), StoreError> {

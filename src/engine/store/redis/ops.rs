@@ -121,6 +121,15 @@ impl Inner {
         }
     }
 
+    /// The clock argument of a script: '' (Redis time) in production, the caller's `now` on an
+    /// explicit clock.
+    pub(super) fn clock_arg(&self, now: u64) -> String {
+        match self.settings.explicit_clock {
+            true => now.to_string(),
+            false => String::new(),
+        }
+    }
+
     /// Notes a caller's `now` (on an explicit clock, the time of the store's background work
     /// from then on) and returns the time that answers' remaining life is counted from.
     pub(super) fn observe(&self, now: u64) -> u64 {

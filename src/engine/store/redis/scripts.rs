@@ -9,7 +9,22 @@ macro_rules! target_script {
     ($file:literal) => {
         LazyLock::new(|| {
             Script::new(concat!(
+                include_str!("../../../../lua/lib/clock.lua"),
+                "\n",
                 include_str!("../../../../lua/lib/target.lua"),
+                "\n",
+                include_str!(concat!("../../../../lua/", $file))
+            ))
+        })
+    };
+}
+
+/// A script that reads the time: the clock prelude goes first.
+macro_rules! clock_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../../../../lua/lib/clock.lua"),
                 "\n",
                 include_str!(concat!("../../../../lua/", $file))
             ))
@@ -34,7 +49,9 @@ pub static RETIRE: LazyLock<Script> = target_script!("retire.lua");
 pub static TAKE: LazyLock<Script> = target_script!("take.lua");
 pub static RENEW: LazyLock<Script> = target_script!("renew.lua");
 pub static ANNOUNCE: LazyLock<Script> = script!("announce.lua");
-pub static SHARED_ARRIVE: LazyLock<Script> = script!("shared_arrive.lua");
-pub static SHARED_FINISH: LazyLock<Script> = script!("shared_finish.lua");
+pub static SHARED_ARRIVE: LazyLock<Script> = clock_script!("shared_arrive.lua");
+pub static SHARED_FINISH: LazyLock<Script> = clock_script!("shared_finish.lua");
+pub static SHARED_RENEW: LazyLock<Script> = clock_script!("shared_renew.lua");
+pub static SHARED_TAKEOVER: LazyLock<Script> = clock_script!("shared_takeover.lua");
 pub static TASK_FINISH: LazyLock<Script> = script!("task_finish.lua");
 pub static TASK_REPORT: LazyLock<Script> = script!("task_report.lua");

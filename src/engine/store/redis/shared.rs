@@ -1,6 +1,10 @@
 //! Reusable answers (image and text by content, `cf_clearance` per proxy and user agent): one
 //! leader per target under a lock with a fencing token, followers on any instance woken with the
 //! outcome, the answer cached until it expires (promise 4).
+//!
+//! The lock and every follower are leases (`redis_lease_s`), renewed by their instance while they
+//! live (`lease.rs`); a dead leader's lock lapses within one lease and one follower's instance
+//! takes over. docs/REDIS.md, "Reusable answers", tells the whole story.
 
 use std::sync::atomic::Ordering;
 
@@ -8,7 +12,7 @@ use redis::Value;
 use tokio::sync::oneshot;
 
 use super::fanout::LocalWaiter;
-use super::{Inner, keys, mail, ms, scripts};
+use super::{Inner, keys, mail, ms, scripts, single};
 use crate::engine::SolveFailure;
 use crate::engine::store::{SharedArrival, StoreError};
 use crate::model::{Answer, Millis, Target};
@@ -30,6 +34,8 @@ impl Inner {
             inner.next_id.fetch_add(1, Ordering::Relaxed)
         );
         let (tx, rx) = oneshot::channel();
+        // Registered before the script runs, so a delivery racing the reply finds it, and the
+        // renewer keeps its lease from then on.
         inner.local.add_waiter(
             &waiter,
             LocalWaiter {
@@ -45,9 +51,10 @@ impl Inner {
             .key(keys::lead(&target.id))
             .key(keys::fence(&target.id))
             .key(keys::followers(&target.id))
-            .arg(now + min_remaining_ms)
+            .arg(inner.clock_arg(now))
+            .arg(min_remaining_ms)
             .arg(&waiter)
-            .arg(ms(inner.settings.lock_ttl))
+            .arg(ms(inner.settings.lease))
             .invoke_async::<Vec<Value>>(&mut conn)
             .await;
         let values = match inner.seen(r) {
@@ -72,7 +79,12 @@ impl Inner {
                 let answer = serde_json::from_str(&json).map_err(|e| {
                     StoreError::Unavailable(format!("unreadable cached answer: {e}"))
                 })?;
-                Ok(SharedArrival::Cached(answer))
+                let left = match iter.next() {
+                    Some(Value::Int(n)) => n,
+                    _ => 0,
+                };
+                let at = inner.observe(now);
+                Ok(SharedArrival::Cached(single::restamp(answer, left, at)))
             }
             2 => Ok(SharedArrival::Follow(rx)),
             _ => {
@@ -80,6 +92,9 @@ impl Inner {
                     Some(Value::Int(n)) => n as u64,
                     _ => 0,
                 };
+                inner
+                    .leads
+                    .add(target, token, now + ms(inner.settings.lock_ttl));
                 Ok(SharedArrival::Lead(rx, token))
             }
         }
@@ -93,6 +108,9 @@ impl Inner {
         now: Millis,
     ) -> Result<(), StoreError> {
         let inner = self;
+        // The task is over: stop renewing its lock whatever happens to the script (a lock left
+        // behind lapses within a lease, and a follower takes over).
+        inner.leads.remove(&target.id, lead);
         let mut conn = inner.conn();
         let r = scripts::SHARED_FINISH
             .key(keys::shared(&target.id))
@@ -100,9 +118,10 @@ impl Inner {
             .key(keys::followers(&target.id))
             .key(keys::mbox(&target.id))
             .key(keys::mlease(&target.id))
-            .arg(now)
+            .key(keys::fence(&target.id))
+            .arg(inner.clock_arg(now))
             .arg(lead)
-            .arg(mail::encode(&outcome))
+            .arg(finish_mail(&outcome, inner.observe(now)))
             .arg(inner.mail_ttl())
             .invoke_async::<Vec<String>>(&mut conn)
             .await;
@@ -112,12 +131,22 @@ impl Inner {
                 Ok(())
             }
             Err(e) => {
-                // Redis is away: this instance's followers still get the answer.
+                // Redis is away: this instance's followers still get the outcome (the same one
+                // Redis gave the others if the script ran and only its reply was lost).
                 while let Some(w) = inner.local.take_any_waiter(&target.id) {
                     let _ = w.tx.send(outcome.clone());
                 }
                 Err(e)
             }
         }
+    }
+}
+
+/// The mail of a reusable task's outcome as `shared_finish.lua` takes it: an answer carries its
+/// remaining life at `now` (the script stamps its expiry in Redis time), a failure as it is.
+fn finish_mail(outcome: &Result<Answer, SolveFailure>, now: Millis) -> String {
+    match outcome {
+        Ok(a) => format!("A|{}|{}", single::remaining(a, now), mail::answer_json(a)),
+        Err(_) => mail::encode(outcome),
     }
 }

@@ -171,6 +171,7 @@ pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
         if inner.seen(pong).is_err() {
             continue;
         }
+        inner.renew_shared().await;
         inner.current_epoch().await;
         for (target_id, (target, waiters, claims)) in inner.local.by_target() {
             // Registered again if Redis restarted empty (the epoch check forgot what was known).
