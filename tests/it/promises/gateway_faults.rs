@@ -127,7 +127,7 @@ async fn a_reusable_targets_leader_killed_hands_over_within_a_lease() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let followers = redis_cli(redis.port, &["--scan", "--pattern", "cg:{t:*}:followers"]);
+    let followers = redis_cli(redis.port, &["--scan", "--pattern", "cg:{t:*}:followed"]);
     let followers = followers.trim().to_owned();
     assert!(!followers.is_empty(), "the target has a followers set");
     eventually(SOON, "sixty followers registered in Redis", || {
@@ -135,7 +135,7 @@ async fn a_reusable_targets_leader_killed_hands_over_within_a_lease() {
         async move {
             let mut conn = conn;
             // The leader's own waiter is in the set too.
-            redis::cmd("SCARD")
+            redis::cmd("ZCARD")
                 .arg(key)
                 .query_async::<usize>(&mut conn)
                 .await
@@ -148,8 +148,10 @@ async fn a_reusable_targets_leader_killed_hands_over_within_a_lease() {
 
     fleet.kill(0).await;
     // Later arrivals must be answered within about a lease: a new leader's whole solve, plus
-    // the lease for noticing the old one is gone.
-    let later_s = (Duration::from_secs_f64(LEASE_S) + SOLVE + HTTP_SLACK).as_secs_f64();
+    // the lease for the dead leader's lock to lapse and a coverer's tick (a third of a lease)
+    // for a follower's instance to notice.
+    let takeover = Duration::from_secs_f64(LEASE_S * 4.0 / 3.0);
+    let later_s = (takeover + SOLVE + HTTP_SLACK).as_secs_f64();
     callers.extend((61..=120).map(|c| fleet.caller(c, clearance(), Some(1 + c % 2), later_s)));
 
     let history = join(callers).await;
