@@ -9,46 +9,15 @@ use captcha_gateway::sim::LatencyRange;
 use futures::future::join_all;
 use serde_json::{Value, json};
 
-use crate::support::KEY;
 use crate::support::eventually::eventually;
 use crate::support::fleet::{GatewayProcess, SimServer, client};
 use crate::support::redis::RedisServer;
+use crate::support::{KEY, metric_sum, solve};
 
 const MIN_REMAINING_MS: u64 = 10_000;
 
-async fn solve(http: &reqwest::Client, base: &str, body: Value) -> (u16, Value) {
-    let res = http
-        .post(format!("{base}/v1/solve"))
-        .bearer_auth(KEY)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = res.status().as_u16();
-    (status, res.json().await.unwrap_or(Value::Null))
-}
-
 async fn verify(http: &reqwest::Client, sim: &SimServer, token: &str) -> Value {
     crate::support::verify_at(http, &format!("http://{}", sim.addr), token).await
-}
-
-/// Sum of one metric over its label sets, from a gateway's `/metrics`.
-async fn metric_sum(http: &reqwest::Client, base: &str, name: &str) -> u64 {
-    let text = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| {
-            l.starts_with(name)
-                && (l[name.len()..].starts_with('{') || l[name.len()..].starts_with(' '))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
 }
 
 fn target(i: usize) -> Value {

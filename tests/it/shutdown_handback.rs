@@ -13,10 +13,10 @@ use captcha_gateway::model::now_ms;
 use captcha_gateway::sim::LatencyRange;
 use serde_json::{Value, json};
 
-use crate::support::KEY;
 use crate::support::eventually::eventually;
 use crate::support::fleet::{GatewayProcess, SimServer, client};
 use crate::support::redis::RedisServer;
+use crate::support::{KEY, metric_sum, solve};
 
 /// Ends a hang; never a measure of how long anything took.
 const HANG: Duration = Duration::from_secs(90);
@@ -26,37 +26,6 @@ const SOLVE: Duration = Duration::from_secs(6);
 
 fn question(timeout_s: f64) -> Value {
     json!({"kind": "recaptcha_v2", "sitekey": "6Le-handback", "pageurl": "https://example.com/", "timeout_s": timeout_s})
-}
-
-async fn solve(http: &reqwest::Client, base: &str, body: Value) -> (u16, Value) {
-    let res = http
-        .post(format!("{base}/v1/solve"))
-        .bearer_auth(KEY)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = res.status().as_u16();
-    (status, res.json().await.unwrap_or(Value::Null))
-}
-
-/// Sum of one metric over its label sets, from a gateway's `/metrics`.
-async fn metric_sum(http: &reqwest::Client, base: &str, name: &str) -> u64 {
-    let text = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| {
-            l.starts_with(name)
-                && (l[name.len()..].starts_with('{') || l[name.len()..].starts_with(' '))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
 }
 
 /// What B's caller got, and when A was signalled (ms since epoch).

@@ -20,8 +20,8 @@ use captcha_gateway::sim::LatencyRange;
 use futures::future::join_all;
 use serde_json::{Value, json};
 
-use crate::support::KEY;
 use crate::support::fleet::{GatewayProcess, SimServer};
+use crate::support::{KEY, solve};
 
 /// What a caller asks for, in seconds: short, so every fault runs into it.
 const CALLER_TIMEOUT_S: f64 = 3.0;
@@ -83,18 +83,6 @@ fn body(sitekey: &str, timeout_s: f64) -> Value {
 }
 
 /// One native solve: status and body, the body `Null` if it was not JSON.
-async fn solve(http: &reqwest::Client, base: &str, body: Value) -> (u16, Value) {
-    let res = http
-        .post(format!("{base}/v1/solve"))
-        .bearer_auth(KEY)
-        .json(&body)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("the gateway answers /v1/solve: {e}"));
-    let status = res.status().as_u16();
-    (status, res.json().await.unwrap_or(Value::Null))
-}
-
 /// One compatible submit and its result, through `in.php` and `res.php?action=get`: the
 /// submit's id, then the first answer other than `CAPCHA_NOT_READY`.
 async fn solve_compat(http: &reqwest::Client, base: &str, sitekey: &str) -> String {

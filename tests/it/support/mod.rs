@@ -184,3 +184,35 @@ pub async fn verify_at(http: &reqwest::Client, sim_base: &str, token: &str) -> V
         .await
         .unwrap()
 }
+
+/// Sum of one metric over its label sets, from a gateway's `/metrics`.
+pub async fn metric_sum(http: &reqwest::Client, base: &str, name: &str) -> u64 {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| {
+            l.starts_with(name)
+                && (l[name.len()..].starts_with('{') || l[name.len()..].starts_with(' '))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// One native `POST /v1/solve` with the test key: the status and the JSON body (null if none).
+pub async fn solve(http: &reqwest::Client, base: &str, body: Value) -> (u16, Value) {
+    let res = http
+        .post(format!("{base}/v1/solve"))
+        .bearer_auth(KEY)
+        .json(&body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("the gateway answers /v1/solve: {e}"));
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
