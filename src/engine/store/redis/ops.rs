@@ -77,6 +77,9 @@ pub(super) struct Op<'a> {
     pub now: Option<u64>,
     /// The caller's freshness rule where the trait passes one; else the store's.
     pub min_remaining: Option<u64>,
+    /// How long its reply is kept, when shorter than the store's `op_ttl`; its retries stop
+    /// at half of it.
+    pub ttl: Option<Duration>,
 }
 
 impl Op<'_> {
@@ -87,6 +90,11 @@ impl Op<'_> {
 
     pub fn min_remaining(mut self, ms: u64) -> Self {
         self.min_remaining = Some(ms);
+        self
+    }
+
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
         self
     }
 }
@@ -108,6 +116,7 @@ impl Inner {
             id: self.new_id("o"),
             now: None,
             min_remaining: None,
+            ttl: None,
         }
     }
 
@@ -151,7 +160,7 @@ impl Inner {
             true => op.now.unwrap_or_else(|| self.local_now()).to_string(),
             false => String::new(),
         };
-        inv.arg(ms(s.op_ttl))
+        inv.arg(ms(op.ttl.unwrap_or(s.op_ttl)))
             .arg(op.min_remaining.unwrap_or_else(|| ms(s.min_remaining)))
             .arg(ms(s.mail_ttl))
             .arg(ms(s.lease))
@@ -199,7 +208,11 @@ impl Inner {
         op: &Op<'_>,
         epoch: Option<String>,
     ) -> Result<Vec<Value>, OpError> {
-        let give_up = Instant::now() + self.settings.unknown_retry;
+        let horizon = match op.ttl {
+            Some(ttl) => (ttl / 2).min(self.settings.unknown_retry),
+            None => self.settings.unknown_retry,
+        };
+        let give_up = Instant::now() + horizon;
         let mut pause = Duration::from_millis(50);
         loop {
             tokio::time::sleep(pause).await;

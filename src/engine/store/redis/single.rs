@@ -32,6 +32,13 @@ pub(super) fn restamp(mut answer: Answer, remaining_ms: i64, now: Millis) -> Ans
     answer
 }
 
+/// How long an arrival's reply is kept. An arrival whose outcome is unknown is only undone in
+/// the background (its caller already went on alone), so it is retried for half of this; giving
+/// up then loses at most a pooled answer, never hands one out twice. Short, because arrivals are
+/// the hot path: at thousands of pool hits a second, records kept for minutes would be millions
+/// of keys.
+const ARRIVAL_RECORD: std::time::Duration = std::time::Duration::from_secs(60);
+
 fn int(v: Option<&Value>) -> i64 {
     match v {
         Some(Value::Int(n)) => *n,
@@ -78,7 +85,8 @@ pub(super) async fn arrive(
             vec![waiter.0.clone(), claim.clone()],
         )
         .at(now)
-        .min_remaining(min_remaining_ms);
+        .min_remaining(min_remaining_ms)
+        .ttl(ARRIVAL_RECORD);
     let epoch = inner.epoch();
     let values = match inner.run(&op, false).await {
         Ok(v) => v,
@@ -96,6 +104,7 @@ pub(super) async fn arrive(
                         id,
                         now: Some(now),
                         min_remaining: Some(min_remaining_ms),
+                        ttl: Some(ARRIVAL_RECORD),
                     };
                     if let Ok(values) = inner.resolve(&op, epoch).await {
                         inner.undo_arrival(&target, &waiter, &claim, values).await;
