@@ -9,11 +9,5 @@ if r then return r end
 touch()
 local woken = reap()
 local missing = redis.call('ZCARD', waiters) - redis.call('ZCARD', inflight)
-local n = 0
-for i = 7, #ARGV do
-  if n >= missing then break end
-  redis.call('ZADD', inflight, now + lease, ARGV[i])
-  n = n + 1
-end
-incr('new_tasks', n)
+local n = claim_up_to(missing, 7)
 return done(extend({n}, woken))

@@ -12,12 +12,6 @@ local woken = reap()
 drop_stale()
 local coming = math.max(0, redis.call('ZCARD', inflight) - redis.call('ZCARD', waiters))
 local missing = tonumber(ARGV[7]) - redis.call('ZCARD', pool) - coming
-local n = 0
-for i = 8, #ARGV do
-  if n >= missing then break end
-  redis.call('ZADD', inflight, now + lease, ARGV[i])
-  n = n + 1
-end
-incr('new_tasks', n)
+local n = claim_up_to(missing, 8)
 incr('refills', n)
 return done(extend({n}, woken))

@@ -154,6 +154,19 @@ local function settle(woken)
   end
 end
 
+-- Claims in flight, for tasks to start, the first `missing` candidate ids of ARGV from index
+-- `first` on (none when nothing is missing). Returns how many it claimed.
+local function claim_up_to(missing, first)
+  local n = 0
+  for i = first, #ARGV do
+    if n >= missing then break end
+    redis.call('ZADD', inflight, now + lease, ARGV[i])
+    n = n + 1
+  end
+  incr('new_tasks', n)
+  return n
+end
+
 -- `list` with the elements of `more` appended.
 local function extend(list, more)
   for _, v in ipairs(more) do table.insert(list, v) end

@@ -12,11 +12,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::store::{Arrival, ClaimId, Finished, SharedArrival, TaskOutcome, WaiterId};
+use super::tests::png_request;
 use super::*;
 use crate::eventually::eventually;
-use crate::model::{
-    Answer, ImageOptions, Millis, SolveRequest, Target, TaskParams, UpstreamRef, now_ms,
-};
+use crate::model::{Answer, Millis, SolveRequest, Target, UpstreamRef, now_ms};
 
 type Release = oneshot::Sender<Result<Solution, SolveFailure>>;
 
@@ -277,12 +276,7 @@ async fn a_reusable_leader_cut_short_records_nothing_for_its_followers() {
         store,
         cut,
     } = rig();
-    let mut body = b"\x89PNG\r\n\x1a\n".to_vec();
-    body.resize(200, 9);
-    let image = SolveRequest::new(TaskParams::Image {
-        body: body.into(),
-        options: ImageOptions::default(),
-    });
+    let image = png_request(200, 9);
     let callers: Vec<_> = (0..2)
         .map(|_| {
             let (e, r) = (engine.clone(), image.clone());

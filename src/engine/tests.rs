@@ -102,6 +102,17 @@ fn engine(solver: Arc<ScriptedSolver>) -> Engine {
     )
 }
 
+/// An image task: a PNG signature padded with `fill` to `len` bytes (one reusable target per
+/// length and fill).
+pub(super) fn png_request(len: usize, fill: u8) -> SolveRequest {
+    let mut body = b"\x89PNG\r\n\x1a\n".to_vec();
+    body.resize(len, fill);
+    SolveRequest::new(TaskParams::Image {
+        body: body.into(),
+        options: ImageOptions::default(),
+    })
+}
+
 fn recaptcha() -> SolveRequest {
     SolveRequest::recaptcha_v2("6Le-test", "https://example.com/login")
 }
@@ -232,12 +243,7 @@ async fn a_failed_task_fails_only_the_uncovered_waiter() {
 async fn identical_image_requests_share_one_task() {
     let (solver, mut started) = ScriptedSolver::new();
     let engine = engine(solver.clone());
-    let mut body = b"\x89PNG\r\n\x1a\n".to_vec();
-    body.resize(200, 7);
-    let image = SolveRequest::new(TaskParams::Image {
-        body: body.into(),
-        options: ImageOptions::default(),
-    });
+    let image = png_request(200, 7);
     let callers: Vec<_> = (0..10)
         .map(|_| {
             let (e, r) = (engine.clone(), image.clone());
@@ -394,12 +400,7 @@ async fn a_shared_answer_too_close_to_expiry_is_solved_again_not_handed_out() {
         settings,
         TaskTracker::new(),
     );
-    let mut body = b"\x89PNG\r\n\x1a\n".to_vec();
-    body.resize(300, 9);
-    let image = SolveRequest::new(TaskParams::Image {
-        body: body.into(),
-        options: ImageOptions::default(),
-    });
+    let image = png_request(300, 9);
     let callers: Vec<_> = (0..3)
         .map(|_| {
             let (e, r) = (engine.clone(), image.clone());
