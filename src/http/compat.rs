@@ -100,6 +100,9 @@ async fn result_action(state: &AppState, params: &Params) -> Reply {
                     TaskState::Ready(h) => Reply::answer(mode, h.kind, &h.answer, price),
                     TaskState::Failed(f) => Reply::error(mode, &f.code),
                 },
+                // The record cannot be read now (the shared store is away): the task may well
+                // be running, and clients treat every error here as final, so they poll on.
+                Err(codes::SERVER_ERROR) => Reply::not_ready(mode),
                 Err(code) => Reply::error(mode, code),
             }
         }
@@ -195,6 +198,7 @@ async fn batch(state: &AppState, tenant: &str, ids: &str, mode: Mode) -> Reply {
                 TaskState::Ready(h) => h.answer.text,
                 TaskState::Failed(f) => f.code,
             },
+            Err(codes::SERVER_ERROR) => codes::NOT_READY.to_owned(),
             Err(code) => code.to_owned(),
         });
     }

@@ -219,3 +219,84 @@ async fn with_redis_blackholed_or_stalled_a_callers_timeout_comes_at_its_deadlin
     }
     assert_never_panicked(&rig.log);
 }
+
+/// `res.php` on the compatible API while Redis is paused (SIGSTOP, longer than a lease): the
+/// polling client hears `CAPCHA_NOT_READY` or its answer, never an error its library would take
+/// as final (2captcha-python gave up on `ERROR_SERVER_ERROR` within seconds), also after the
+/// task ended upstream; once Redis is back it gets the answer. (Whether the answer comes during
+/// the pause depends on where the pause caught the task: a finish whose reply is lost is held
+/// until Redis says where it went.)
+#[tokio::test]
+async fn res_php_keeps_a_polling_client_going_while_redis_is_paused() {
+    let redis = RedisServer::start();
+    let sim = SimServer::start(LatencyRange::fixed(Duration::from_millis(1_500)), 50).await;
+    let (gw, log) = logged_gateway(&sim, &redis.url(), "redis_lease_s = 3").await;
+    let (http, base) = (client(), gw.base.as_str());
+    let res_php = |id: String| {
+        let http = http.clone();
+        let url = format!("{base}/res.php?key={KEY}&action=get&id={id}");
+        async move { http.get(url).send().await.unwrap().text().await.unwrap() }
+    };
+    let submitted = http
+        .get(format!(
+            "{base}/in.php?key={KEY}&method=userrecaptcha&googlekey=6Le-paused&pageurl=https://example.com/login"
+        ))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let id = submitted
+        .strip_prefix("OK|")
+        .unwrap_or_else(|| panic!("in.php: {submitted}"))
+        .to_owned();
+
+    redis.pause();
+    let solved_before = sim.sim.stats().solved;
+    let mut early = None;
+    let mut polls_after_solve = 0;
+    within(
+        SOON,
+        "the task ending upstream while Redis is paused",
+        async {
+            while polls_after_solve < 3 {
+                let got = res_php(id.clone()).await;
+                assert!(
+                    got == "CAPCHA_NOT_READY" || got.starts_with("OK|"),
+                    "res.php while Redis is paused: {got}"
+                );
+                if got.starts_with("OK|") {
+                    early = Some(got);
+                }
+                if sim.sim.stats().solved > solved_before || early.is_some() {
+                    polls_after_solve += 1;
+                }
+                // A client's polling interval.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        },
+    )
+    .await;
+    redis.resume();
+    let answer = within(SOON, "the answer once Redis is back", async {
+        loop {
+            let got = res_php(id.clone()).await;
+            if got != "CAPCHA_NOT_READY" {
+                return got;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    if let Some(early) = early {
+        assert_eq!(early, answer, "the same answer during the pause and after");
+    }
+    let token = answer
+        .strip_prefix("OK|")
+        .unwrap_or_else(|| panic!("res.php once Redis is back: {answer}"))
+        .to_owned();
+    let verdict = crate::support::verify_at(&http, &format!("http://{}", sim.addr), &token).await;
+    assert_eq!(verdict["success"], true, "{verdict}");
+    assert_never_panicked(&log);
+}

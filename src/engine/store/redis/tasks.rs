@@ -113,19 +113,23 @@ impl Tasks {
                 .get(id)
                 .map(|(json, _)| json.clone())
                 .unwrap_or_default();
-            let mut c = conn.clone();
-            let r = scripts::TASK_FINISH
-                .key(keys::task(id))
-                .arg(json)
-                .arg(now)
-                .arg(self.retention.as_millis() as u64)
-                .arg(record)
-                .invoke_async::<i64>(&mut c)
+            let written = self
+                .write_finish(conn, healthy, id, &json, now, &record)
                 .await;
-            if seen(healthy, r)? == 2 {
-                tracing::warn!("a task record lost by redis was written again at its finish");
+            match written {
+                Ok(()) => {
+                    lock(&self.pending).remove(id);
+                }
+                Err(e) if !record.is_empty() => {
+                    // Redis is away: the result is kept here, where its caller's `res.php` on this
+                    // instance reads it at once, and written to Redis when it answers again
+                    // (writing once is idempotent), so every instance can read it then.
+                    tracing::warn!(error = %e, "task result kept locally until redis answers");
+                    self.keep_locally(&record, state, now).await?;
+                    self.retry_finish(conn.clone(), id.to_owned(), json, now, record);
+                }
+                Err(e) => return Err(e),
             }
-            lock(&self.pending).remove(id);
         }
         if let Some(n) = self
             .notify
@@ -165,7 +169,17 @@ impl Tasks {
             return Ok(Some(r));
         }
         let mut c = conn.clone();
-        let fields: HashMap<String, String> = seen(healthy, c.hgetall(keys::task(id)).await)?;
+        let fields: HashMap<String, String> = match seen(healthy, c.hgetall(keys::task(id)).await) {
+            Ok(fields) => fields,
+            // Redis is away: a task this instance runs is known to be pending.
+            Err(e) => {
+                let mine = lock(&self.pending).get(id).map(|(json, _)| json.clone());
+                return match mine.and_then(|j| serde_json::from_str::<TaskRecord>(&j).ok()) {
+                    Some(record) => Ok(Some(record)),
+                    None => Err(e),
+                };
+            }
+        };
         let Some(mut record) = fields
             .get("record")
             .and_then(|j| serde_json::from_str::<TaskRecord>(j).ok())
@@ -204,6 +218,76 @@ impl Tasks {
             let next = (tokio::time::Instant::now() + CROSS_INSTANCE_CHECK).min(deadline);
             let _ = tokio::time::timeout_at(next, notified).await;
         }
+    }
+
+    async fn write_finish(
+        &self,
+        conn: &Conn,
+        healthy: &AtomicBool,
+        id: &str,
+        state_json: &str,
+        now: Millis,
+        record: &str,
+    ) -> Result<(), StoreError> {
+        let mut c = conn.clone();
+        let r = scripts::TASK_FINISH
+            .key(keys::task(id))
+            .arg(state_json)
+            .arg(now)
+            .arg(self.retention.as_millis() as u64)
+            .arg(record)
+            .invoke_async::<i64>(&mut c)
+            .await;
+        if seen(healthy, r)? == 2 {
+            tracing::warn!("a task record lost by redis was written again at its finish");
+        }
+        Ok(())
+    }
+
+    /// The finished record in the local fallback, read before Redis by `get`.
+    async fn keep_locally(
+        &self,
+        record_json: &str,
+        state: TaskState,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        let record: TaskRecord = serde_json::from_str(record_json)
+            .map_err(|e| StoreError::Unavailable(format!("unreadable task record: {e}")))?;
+        let id = record.id.clone();
+        self.fallback.create_task(record).await?;
+        self.fallback.finish_task(&id, state, now).await
+    }
+
+    /// Writes a finished result Redis missed, until it lands or the record's retention passes.
+    fn retry_finish(
+        &self,
+        conn: Conn,
+        id: String,
+        state_json: String,
+        now: Millis,
+        record: String,
+    ) {
+        let retention = self.retention;
+        tokio::spawn(async move {
+            let give_up = tokio::time::Instant::now() + retention;
+            let mut pause = Duration::from_millis(250);
+            while tokio::time::Instant::now() < give_up {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+                let mut c = conn.clone();
+                let r = scripts::TASK_FINISH
+                    .key(keys::task(&id))
+                    .arg(&state_json)
+                    .arg(now)
+                    .arg(retention.as_millis() as u64)
+                    .arg(&record)
+                    .invoke_async::<i64>(&mut c)
+                    .await;
+                if r.is_ok() {
+                    return;
+                }
+            }
+        });
     }
 
     pub async fn sweep_fallback(
