@@ -127,7 +127,9 @@ async fn create(state: AppState, body: Map<String, Value>) -> Answer {
         .submit(&tenant, req, timeout, (permit, pass))
         .await
     {
-        Ok(id) => Answer::ok(json!({"errorId": 0, "taskId": task_id_value(&id)})),
+        // `status` too: the capsolver client reads it unconditionally (CapSolver answers some
+        // tasks at once with `ready`); `idle` is its word for "queued".
+        Ok(id) => Answer::ok(json!({"errorId": 0, "taskId": task_id_value(&id), "status": "idle"})),
         Err(e) => Answer::error(e.code(), None),
     }
 }
