@@ -23,6 +23,10 @@ struct Rig {
 impl Rig {
     /// A simulator where every kind takes one second of its manual clock.
     async fn start(tweak: impl FnOnce(&mut SimSettings)) -> Rig {
+        Rig::with_clock(Clock::manual(1_704_067_200_000), tweak).await
+    }
+
+    async fn with_clock(clock: Clock, tweak: impl FnOnce(&mut SimSettings)) -> Rig {
         let mut settings = SimSettings {
             seed: Some(11),
             keys: vec![KEY.into()],
@@ -33,7 +37,7 @@ impl Rig {
             ..SimSettings::default()
         };
         tweak(&mut settings);
-        let sim = Simulator::with_clock(settings, Clock::manual(1_704_067_200_000));
+        let sim = Simulator::with_clock(settings, clock);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = Url::parse(&format!("http://{}/", listener.local_addr().unwrap())).unwrap();
         let served = sim.clone();
@@ -361,4 +365,57 @@ fn debug_never_shows_the_key() {
     let dbg = format!("{p:?}");
     assert!(!dbg.contains(KEY) && !dbg.contains("pw"), "{dbg}");
     assert_eq!(p.base.path(), "/v1/");
+}
+
+/// The whole upstream path on the system clock: the account's thread cap and the poller (which
+/// asks one task per request, as the protocol has no batch form) over the JSON client.
+#[tokio::test]
+async fn an_account_solves_through_the_json_protocol_within_its_threads() {
+    use super::super::{Account, AccountSettings, PollSettings, Priority};
+    let rig = Rig::with_clock(Clock::system(), |s| {
+        s.threads = 3;
+        s.latency = Kind::ALL
+            .into_iter()
+            .map(|k| {
+                let range = LatencyRange {
+                    min: Duration::from_millis(20),
+                    max: Duration::from_millis(60),
+                };
+                (k, range)
+            })
+            .collect();
+    })
+    .await;
+    let provider: Arc<dyn Provider> = Arc::new(rig.provider(TaskApiFlavor::CapSolver, KEY));
+    let settings = AccountSettings {
+        name: "json-1".into(),
+        threads: 3,
+        poll: PollSettings {
+            first_check: Some(Duration::from_millis(20)),
+            ..PollSettings::default().with_interval(Duration::from_millis(20))
+        },
+        ..AccountSettings::default()
+    };
+    let account = Account::start(provider, settings, &crate::shutdown::Shutdown::new());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let solves = (0..12).map(|i| {
+        let account = account.clone();
+        async move {
+            let req = SolveRequest::recaptcha_v2(format!("6Le-acct-{i}"), PAGE);
+            account.solve(&req, deadline, Priority::Interactive).await
+        }
+    });
+    for solved in futures::future::join_all(solves).await {
+        let solved = solved.expect("every task is solved");
+        let (verdict, _) = rig.sim.verify(&solved.text);
+        assert!(matches!(verdict, Verdict::Ok { .. }), "{verdict:?}");
+    }
+    let stats = rig.sim.stats();
+    assert_eq!(stats.submits, 12);
+    assert!(stats.peak_concurrent <= 3, "{stats:?}");
+    assert_eq!(stats.capacity_rejections, 0, "{stats:?}");
+    assert_eq!(
+        stats.ids_polled, stats.res_calls,
+        "one task per getTaskResult"
+    );
 }
