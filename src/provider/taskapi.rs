@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -48,6 +49,7 @@ pub struct TaskApiProvider {
     name: String,
     http: reqwest::Client,
     early: Mutex<HashMap<String, PollOutcome>>,
+    local_ids: AtomicU64,
 }
 
 impl fmt::Debug for TaskApiProvider {
@@ -112,6 +114,7 @@ impl TaskApiProvider {
             name,
             http,
             early: Mutex::new(HashMap::new()),
+            local_ids: AtomicU64::new(1),
         }
     }
 
@@ -341,6 +344,14 @@ impl Provider for TaskApiProvider {
         let mut body = Map::new();
         body.insert("task".into(), task);
         let reply = self.call("createTask", body).await?;
+        let ready_now = reply.get("status").and_then(Value::as_str) == Some("ready");
+        if ready_now && reply.get("taskId").is_none_or(Value::is_null) {
+            // Answered at once without an id: the answer is ours already, and retrying the
+            // submit would pay for it twice. A local id carries it to the first check.
+            let id = format!("local-{}", self.local_ids.fetch_add(1, Ordering::Relaxed));
+            self.keep_early(&id, outcome_of(&reply));
+            return Ok(id);
+        }
         let id = match reply.get("taskId") {
             Some(Value::Number(n)) => n.as_u64().map(|n| n.to_string()),
             Some(Value::String(s)) => Some(s.trim().to_owned()),
@@ -354,7 +365,7 @@ impl Provider for TaskApiProvider {
                 "createTask answer has no task id",
             )
         })?;
-        if reply.get("status").and_then(Value::as_str) == Some("ready") {
+        if ready_now {
             self.keep_early(&id, outcome_of(&reply));
         }
         Ok(id)

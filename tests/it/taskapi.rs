@@ -283,3 +283,56 @@ async fn bad_keys_bodies_and_numbers_are_answered_in_the_protocol() {
     assert_eq!(balance["errorId"], 0, "{balance}");
     assert!(balance["balance"].as_f64().is_some(), "{balance}");
 }
+
+#[tokio::test]
+async fn a_task_is_its_tenants_only() {
+    let other = "abcdef0123456789abcdef0123456789";
+    let mut settings = fast_settings();
+    settings.gateway_keys = vec![
+        captcha_gateway::config::Secret(KEY.to_owned()),
+        captcha_gateway::config::Secret(other.to_owned()),
+    ];
+    let gw = TestGateway::with(settings).await;
+    let task = json!({"type": "RecaptchaV2TaskProxyless", "websiteURL": "https://example.com/",
+        "websiteKey": "6Le-tenant"});
+    let created = call(&gw, "/createTask", json!({"clientKey": KEY, "task": task})).await;
+    let id = created["taskId"].clone();
+    assert!(id.is_u64(), "{created}");
+    gw.wait_task(&id.to_string()).await;
+    let theirs = call(
+        &gw,
+        "/getTaskResult",
+        json!({"clientKey": other, "taskId": id}),
+    )
+    .await;
+    assert_error(&theirs, "ERROR_NO_SUCH_CAPCHA_ID");
+    let report = call(
+        &gw,
+        "/reportIncorrectRecaptcha",
+        json!({"clientKey": other, "taskId": id}),
+    )
+    .await;
+    assert_error(&report, "ERROR_NO_SUCH_CAPCHA_ID");
+    let mine = call(
+        &gw,
+        "/getTaskResult",
+        json!({"clientKey": KEY, "taskId": id}),
+    )
+    .await;
+    assert_eq!(mine["status"], "ready", "{mine}");
+    let report = call(
+        &gw,
+        "/reportCorrect",
+        json!({"clientKey": KEY, "taskId": id}),
+    )
+    .await;
+    assert_eq!(report["errorId"], 0, "{report}");
+    let again = call(
+        &gw,
+        "/reportCorrect",
+        json!({"clientKey": KEY, "taskId": id}),
+    )
+    .await;
+    assert_error(&again, "ERROR_DUPLICATE_REPORT");
+    assert_eq!(gw.stat("reports_good").await, 1);
+}

@@ -419,3 +419,46 @@ async fn an_account_solves_through_the_json_protocol_within_its_threads() {
         "one task per getTaskResult"
     );
 }
+
+/// CapSolver answers image tasks in the `createTask` reply, with or without a task id. The answer
+/// reaches the first check without a `getTaskResult` (this server has none: it would be a 404).
+#[tokio::test]
+async fn answers_given_at_once_reach_the_first_check() {
+    use axum::routing::post;
+    let replies = [
+        json!({"errorId": 0, "taskId": "5f0c-uuid", "status": "ready", "solution": {"text": "abc"}}),
+        json!({"errorId": 0, "status": "ready", "solution": {"text": "xyz"}}),
+    ];
+    for reply in replies {
+        let want = reply["solution"]["text"].as_str().unwrap().to_owned();
+        let app = axum::Router::new().route(
+            "/createTask",
+            post(move || {
+                let reply = reply.clone();
+                async move { axum::Json(reply) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = Url::parse(&format!("http://{}/", listener.local_addr().unwrap())).unwrap();
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        let http = super::super::InResProvider::http_client().unwrap();
+        let p = TaskApiProvider::new(
+            TaskApiFlavor::CapSolver,
+            base,
+            KEY.into(),
+            "cs".into(),
+            http,
+        );
+        let image = requests().remove(5);
+        let id = p.submit(&image).await.unwrap();
+        let out = p.poll(std::slice::from_ref(&id), false).await.unwrap();
+        assert!(
+            matches!(&out[0], PollOutcome::Ready { text, .. } if *text == want),
+            "{out:?}"
+        );
+        assert!(p.early.lock().unwrap().is_empty(), "taken by the check");
+        server.abort();
+    }
+}
