@@ -336,3 +336,30 @@ async fn a_task_is_its_tenants_only() {
     assert_error(&again, "ERROR_DUPLICATE_REPORT");
     assert_eq!(gw.stat("reports_good").await, 1);
 }
+
+#[tokio::test]
+async fn identical_images_share_one_upstream_task() {
+    use base64::Engine as _;
+    let gw = TestGateway::start().await;
+    let png = [b"\x89PNG\r\n\x1a\n".as_slice(), &[9u8; 300]].concat();
+    let task = json!({"type": "ImageToTextTask", "numeric": 1, "minLength": 5,
+        "body": base64::engine::general_purpose::STANDARD.encode(png)});
+    let mut answers = Vec::new();
+    for _ in 0..2 {
+        let created = call(&gw, "/createTask", json!({"clientKey": KEY, "task": task})).await;
+        let id = created["taskId"].clone();
+        gw.wait_task(&id.to_string()).await;
+        let v = call(
+            &gw,
+            "/getTaskResult",
+            json!({"clientKey": KEY, "taskId": id}),
+        )
+        .await;
+        assert_eq!(v["status"], "ready", "{v}");
+        answers.push((id, v["solution"]["text"].as_str().unwrap().to_owned()));
+    }
+    assert_ne!(answers[0].0, answers[1].0, "each call is its own task");
+    assert_eq!(answers[0].1, answers[1].1, "with the one answer");
+    assert!(answers[0].1.len() >= 5 && answers[0].1.bytes().all(|b| b.is_ascii_digit()));
+    assert_eq!(gw.stat("submits").await, 1, "solved upstream once");
+}
