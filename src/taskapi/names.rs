@@ -35,6 +35,14 @@ impl Flavor {
         }
     }
 
+    /// The flavor a provider name in settings means (`anticaptcha`, `capsolver`, `2captcha-v2`,
+    /// as [`as_str`](Flavor::as_str) spells them; case is ignored).
+    pub fn from_name(name: &str) -> Option<Flavor> {
+        Flavor::ALL
+            .into_iter()
+            .find(|f| f.as_str().eq_ignore_ascii_case(name.trim()))
+    }
+
     /// Most `getTaskResult` calls the provider answers per task: CapSolver documents 120; the
     /// others document no figure, and the poller's own budget (about 20) is far below it.
     pub fn max_checks_per_task(self) -> Option<u32> {
@@ -211,6 +219,13 @@ mod tests {
             Some((Shape::RecaptchaV2 { enterprise: false }, ProxyUse::Proxied))
         );
         assert_eq!(shape_of("FunCaptchaTaskProxyless"), None);
+        for flavor in Flavor::ALL {
+            assert_eq!(
+                Flavor::from_name(&flavor.as_str().to_uppercase()),
+                Some(flavor)
+            );
+        }
+        assert_eq!(Flavor::from_name("captchaai"), None);
         for flavor in Flavor::ALL {
             for (_, shape, proxy) in NAMES {
                 let Some(name) = name_for(flavor, *shape, *proxy) else {
