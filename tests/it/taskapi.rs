@@ -363,3 +363,47 @@ async fn identical_images_share_one_upstream_task() {
     assert!(answers[0].1.len() >= 5 && answers[0].1.bytes().all(|b| b.is_ascii_digit()));
     assert_eq!(gw.stat("submits").await, 1, "solved upstream once");
 }
+
+/// The kinds neither client library has a call for: a text question (2captcha v2's
+/// `TextCaptchaTask`) and a Cloudflare challenge in anti-captcha's form (`TurnstileTask` with
+/// `cloudflareTaskType`), by hand.
+#[tokio::test]
+async fn kinds_without_a_library_call_work_by_hand() {
+    let gw = TestGateway::start().await;
+    let cases = [
+        (
+            json!({"type": "TextCaptchaTask", "comment": "If tomorrow is Saturday, what day is today?",
+            "languagePool": "en"}),
+            "text",
+        ),
+        (
+            json!({"type": "TurnstileTask", "cloudflareTaskType": "cf_clearance",
+            "websiteURL": "https://example.com/", "proxyType": "http",
+            "proxyAddress": "127.0.0.1", "proxyPort": 3128, "proxyLogin": "u",
+            "proxyPassword": "secret", "userAgent": "Mozilla/5.0 (by hand)"}),
+            "cf_clearance",
+        ),
+    ];
+    for (task, field) in cases {
+        let created = call(&gw, "/createTask", json!({"clientKey": KEY, "task": task})).await;
+        assert_eq!(created["errorId"], 0, "{created}");
+        let id = created["taskId"].clone();
+        gw.wait_task(&id.to_string()).await;
+        let v = call(
+            &gw,
+            "/getTaskResult",
+            json!({"clientKey": KEY, "taskId": id}),
+        )
+        .await;
+        assert_eq!(v["status"], "ready", "{v}");
+        let answer = v["solution"][field]
+            .as_str()
+            .unwrap_or_else(|| panic!("{field}: {v}"));
+        if field == "cf_clearance" {
+            assert_eq!(v["solution"]["userAgent"], "Mozilla/5.0 (by hand)", "{v}");
+            gw.verify(answer).await.unwrap();
+        } else {
+            assert!(!answer.is_empty());
+        }
+    }
+}
