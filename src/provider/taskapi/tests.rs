@@ -263,6 +263,14 @@ async fn provider_errors_get_their_classes() {
             ErrorClass::Transient,
             BAD_RESPONSE,
         ),
+        (
+            Faults {
+                drop_rate: 1.0,
+                ..Faults::default()
+            },
+            ErrorClass::Transient,
+            "TRANSPORT",
+        ),
     ] {
         rig.sim.set_faults(faults).unwrap();
         let err = p.submit(&req).await.unwrap_err();
