@@ -8,8 +8,8 @@
 //!
 //! The protocol has no batch check, so [`Provider::supports_batch`] is false and the poller asks
 //! about one task per request. CapSolver answers at most 120 checks per task
-//! ([`TaskApiFlavor::max_checks_per_task`]); the poller's per-task budget (`PollSettings::
-//! max_polls_per_task`, 20 by default) must stay at or under it for such an account.
+//! ([`TaskApiFlavor::max_checks_per_task`]): the client counts them (`checks`) and ends a task
+//! past that without asking, whatever poll budget the account is configured with (20 by default).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -25,6 +25,7 @@ use super::error::{ErrorClass, ProviderError};
 use super::inres::{Family, REQUEST_TIMEOUT};
 use super::parse::BAD_RESPONSE;
 use super::{PollOutcome, Provider, ThreadsInfo};
+use crate::compat::codes;
 use crate::model::SolveRequest;
 pub use crate::taskapi::Flavor as TaskApiFlavor;
 use crate::taskapi::encode_task;
@@ -50,6 +51,7 @@ pub struct TaskApiProvider {
     http: reqwest::Client,
     early: Mutex<HashMap<String, PollOutcome>>,
     local_ids: AtomicU64,
+    checks: checks::CheckBudget,
 }
 
 impl fmt::Debug for TaskApiProvider {
@@ -115,6 +117,7 @@ impl TaskApiProvider {
             http,
             early: Mutex::new(HashMap::new()),
             local_ids: AtomicU64::new(1),
+            checks: checks::CheckBudget::new(flavor.max_checks_per_task()),
         }
     }
 
@@ -206,14 +209,35 @@ impl TaskApiProvider {
         if let Some(outcome) = self.take_early(id) {
             return Ok(outcome);
         }
+        if !self.checks.take(id) {
+            // The provider would refuse this check; the task ends as one that ran out of time.
+            self.checks.forget(id);
+            return Ok(PollOutcome::Failed(ProviderError::new(
+                ErrorClass::Permanent,
+                codes::CAPTCHA_UNSOLVABLE,
+                format!(
+                    "{} answers no more checks of this task",
+                    self.flavor.as_str()
+                ),
+            )));
+        }
         let mut body = Map::new();
         body.insert("taskId".into(), task_id_json(id));
-        match self.call("getTaskResult", body).await {
-            Ok(reply) => Ok(outcome_of(&reply)),
+        let outcome = match self.call("getTaskResult", body).await {
+            Ok(reply) => outcome_of(&reply),
             // About this task (unsolvable, unknown id, bad parameters): it ends.
-            Err(e) if e.class == ErrorClass::Permanent => Ok(PollOutcome::Failed(e)),
-            Err(e) => Err(e),
+            Err(e) if e.class == ErrorClass::Permanent => PollOutcome::Failed(e),
+            Err(e) => return Err(e),
+        };
+        let ended = match &outcome {
+            PollOutcome::NotReady => false,
+            PollOutcome::Ready { .. } => true,
+            PollOutcome::Failed(e) => !e.class.is_retryable(),
+        };
+        if ended {
+            self.checks.forget(id);
         }
+        Ok(outcome)
     }
 }
 
@@ -442,5 +466,6 @@ impl Provider for TaskApiProvider {
     }
 }
 
+mod checks;
 #[cfg(test)]
 mod tests;

@@ -470,3 +470,36 @@ async fn answers_given_at_once_reach_the_first_check() {
         server.abort();
     }
 }
+
+/// CapSolver's 120 checks per task hold whatever the poll budget: the 121st check is not sent.
+#[tokio::test]
+async fn capsolver_tasks_get_at_most_120_checks() {
+    let rig = Rig::start(|_| {}).await;
+    let p = rig.provider(TaskApiFlavor::CapSolver, KEY);
+    let id = p
+        .submit(&SolveRequest::recaptcha_v2("6Le-json", PAGE))
+        .await
+        .unwrap();
+    for _ in 0..120 {
+        let out = p.poll(std::slice::from_ref(&id), false).await.unwrap();
+        assert_eq!(out, vec![PollOutcome::NotReady]);
+    }
+    let out = p.poll(std::slice::from_ref(&id), false).await.unwrap();
+    assert!(
+        matches!(&out[0], PollOutcome::Failed(e) if e.class == ErrorClass::Permanent),
+        "{out:?}"
+    );
+    assert_eq!(rig.sim.stats().res_calls, 120);
+    assert_eq!(p.checks.len(), 0, "the ended task is forgotten");
+    // A task that ends on its own is forgotten too; other flavors count nothing.
+    let id = p
+        .submit(&SolveRequest::recaptcha_v2("6Le-json", PAGE))
+        .await
+        .unwrap();
+    rig.advance();
+    p.poll(std::slice::from_ref(&id), false).await.unwrap();
+    assert_eq!(p.checks.len(), 0);
+    let anti = rig.provider(TaskApiFlavor::AntiCaptcha, KEY);
+    anti.poll(&["1".into()], false).await.unwrap();
+    assert_eq!(anti.checks.len(), 0);
+}
