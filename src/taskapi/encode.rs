@@ -182,18 +182,24 @@ pub fn encode_task(flavor: Flavor, req: &SolveRequest) -> Result<Value, Unsuppor
 
 fn put_proxy(flavor: Flavor, proxy: &Proxy, put: &mut impl FnMut(&str, Value)) {
     let scheme = proxy.kind.as_str().to_ascii_lowercase();
-    if flavor == Flavor::CapSolver {
-        put(
-            "proxy",
-            Value::from(format!("{scheme}://{}", proxy.address)),
-        );
-        return;
-    }
     let (credentials, endpoint) = match proxy.address.rsplit_once('@') {
         Some((creds, endpoint)) => (Some(creds), endpoint),
         None => (None, proxy.address.as_str()),
     };
     let (host, port) = endpoint.rsplit_once(':').unwrap_or((endpoint, "0"));
+    if flavor == Flavor::CapSolver {
+        // CapSolver's `type:host:port:user:pass`; a password with a `:` in it only fits the
+        // URL form, `type://user:pass@host:port`.
+        let line = match credentials {
+            None => format!("{scheme}:{host}:{port}"),
+            Some(creds) if creds.matches(':').count() == 1 => {
+                format!("{scheme}:{host}:{port}:{creds}")
+            }
+            Some(_) => format!("{scheme}://{}", proxy.address),
+        };
+        put("proxy", Value::from(line));
+        return;
+    }
     put("proxyType", Value::from(scheme));
     put("proxyAddress", Value::from(host));
     put("proxyPort", Value::from(port.parse::<u16>().unwrap_or(0)));

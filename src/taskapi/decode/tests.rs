@@ -176,6 +176,19 @@ fn the_anticaptcha_clients_bodies_read_with_their_empty_values() {
 }
 
 #[test]
+fn proxies_with_a_colon_in_the_password_survive_every_flavor() {
+    let mut req = SolveRequest::recaptcha_v2("6Le-a", PAGE);
+    req.proxy = Some(Proxy {
+        kind: ProxyType::Http,
+        address: "user:pa:ss@proxy.example:3128".into(),
+    });
+    for flavor in Flavor::ALL {
+        let task = encode_task(flavor, &req).unwrap();
+        assert_eq!(decode(task.clone()).unwrap(), req, "{flavor:?} {task}");
+    }
+}
+
+#[test]
 fn capsolver_proxy_strings_in_every_documented_form() {
     for (line, want) in [
         ("1.2.3.4:8080", "1.2.3.4:8080"),
