@@ -16,6 +16,8 @@
 //! - [`callback`]: result callbacks (`pingback`, `callback_url`) to allow-listed hosts only.
 //! - [`http`]: the compatible, native, seed-worker and operations endpoints.
 //! - [`tenants`]: `[[tenants]]`: per-tenant keys, limits, isolation and usage.
+//! - [`taskapi`]: the JSON task protocol (`createTask`/`getTaskResult`), shared by the gateway,
+//!   the simulator and the upstream client.
 //! - [`sim`]: the provider simulator (a product feature; tests and benchmarks run against it).
 //! - [`bench`]: the `bench` load scenarios (gateway, simulator and Redis under load, with a
 //!   report).
@@ -37,6 +39,7 @@ pub mod secret;
 pub mod serve;
 pub mod shutdown;
 pub mod sim;
+pub mod taskapi;
 pub mod telemetry;
 pub mod tenants;
 pub mod upstream;

@@ -19,6 +19,7 @@ mod ops;
 mod parse_tests;
 mod pools;
 mod state;
+mod taskapi;
 mod tls;
 mod usage;
 mod worker;
@@ -37,11 +38,28 @@ use axum::routing::{any, get, post};
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use tracing::Level;
 
+/// The JSON task protocol at the root (`http::taskapi`), beside `/in.php` as its clients expect.
+fn taskapi_routes() -> Router<AppState> {
+    Router::new()
+        .route("/createTask", post(taskapi::create_task))
+        .route("/getTaskResult", post(taskapi::get_task_result))
+        .route("/getBalance", post(taskapi::get_balance))
+        .route("/reportIncorrect", post(taskapi::report_incorrect))
+        .route("/reportIncorrectRecaptcha", post(taskapi::report_incorrect))
+        .route(
+            "/reportIncorrectImageCaptcha",
+            post(taskapi::report_incorrect),
+        )
+        .route("/reportCorrect", post(taskapi::report_correct))
+        .route("/reportCorrectRecaptcha", post(taskapi::report_correct))
+}
+
 /// Every route of the gateway.
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/in.php", any(compat::submit))
         .route("/res.php", any(compat::result))
+        .merge(taskapi_routes())
         .route("/v1/solve", post(native::solve))
         .route("/v1/tasks", post(native::create_task))
         .route("/v1/tasks/{id}", get(native::get_task))

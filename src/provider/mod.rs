@@ -1,7 +1,8 @@
 //! Talking to CAPTCHA providers (DESIGN.md section 6, "provider" and "poller").
 //!
 //! Owns: the [`Provider`] seam (one implementation per protocol family; today the
-//! `in.php`/`res.php` family of CaptchaAI, 2captcha and the simulator), the typed error taxonomy
+//! `in.php`/`res.php` family of CaptchaAI, 2captcha and the simulator, and the JSON task family
+//! of anti-captcha, CapSolver and 2captcha v2), the typed error taxonomy
 //! with its retry policy ([`ProviderError`], [`ErrorClass`]), the per-account thread cap and
 //! capacity retries ([`Account`]), and the batched poller (one loop per account).
 //! Does not own: which caller gets an answer (the engine), or pools.
@@ -16,6 +17,8 @@
 //! - `gate`: the account's thread slots, interactive callers before refills ([`Priority`]).
 //! - `account`: [`Account`], the thread cap and submit retries of one account.
 //! - `poller`: the batched poller behind each account.
+//! - `taskapi`: [`TaskApiProvider`], the `createTask`/`getTaskResult` client (anti-captcha,
+//!   CapSolver, 2captcha v2).
 
 mod account;
 mod classify;
@@ -25,6 +28,7 @@ mod gate;
 mod inres;
 mod parse;
 mod poller;
+mod taskapi;
 
 #[cfg(test)]
 mod testing;
@@ -39,6 +43,7 @@ pub use gate::{Priority, SlotGate, SlotPermit};
 pub use inres::{CONNECT_TIMEOUT, Family, InResProvider, REQUEST_TIMEOUT};
 pub use parse::{BAD_RESPONSE, Extras, UpstreamReply, parse_reply, split_batch};
 pub use poller::PollSettings;
+pub use taskapi::{NO_REPORTS, NO_THREADS_INFO, TaskApiFlavor, TaskApiProvider};
 
 use async_trait::async_trait;
 

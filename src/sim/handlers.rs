@@ -27,19 +27,20 @@ use crate::model::{Kind, Millis};
 
 /// Largest request body read. Images are at most 1 MiB, about 1.4 MiB as base64; the rest is
 /// headroom for multipart framing and instructions, and a bound on what one request can cost.
-const MAX_BODY: usize = 8 * 1024 * 1024;
+pub(super) const MAX_BODY: usize = 8 * 1024 * 1024;
 
 /// Length of every API key clients accept (PROTOCOL.md item 11).
-const KEY_LEN: usize = 32;
+pub(super) const KEY_LEN: usize = 32;
 
 /// What an overloaded CaptchaAI front end sometimes sends instead of an API answer.
-const HTML_502: &str = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n\
+pub(super) const HTML_502: &str = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n\
      <center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n";
 
 pub(super) fn routes(sim: Arc<Simulator>) -> Router {
     Router::new()
         .route("/in.php", any(in_php))
         .route("/res.php", any(res_php))
+        .merge(super::taskapi::routes())
         .route("/verify", any(verify))
         .route("/stats", get(stats))
         .route(
@@ -64,7 +65,7 @@ async fn res_php(State(sim): State<Arc<Simulator>>, req: Request) -> Response {
 
 /// The reply as the injected wire faults leave it: held back, dropped, cut off, or intact. The
 /// request has taken effect either way (a dropped submit still made its task).
-async fn with_wire_faults(sim: &Simulator, reply: Response) -> Response {
+pub(super) async fn with_wire_faults(sim: &Simulator, reply: Response) -> Response {
     let (delay, wire) = sim.wire_faults();
     if let Some(delay) = delay {
         tokio::time::sleep(delay).await;

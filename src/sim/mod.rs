@@ -12,6 +12,7 @@
 //! - `answers.rs`: what each kind's answer looks like.
 //! - `tokens.rs`: minting and verifying single-use tokens.
 //! - [`SimStats`] (`stats.rs`): what is counted.
+//! - `taskapi.rs`: the JSON task protocol (`/createTask`, `/getTaskResult`, `/getBalance`).
 //! - `handlers.rs`: the HTTP endpoints, on top of [`compat`](crate::compat) for parsing and
 //!   reply bodies.
 //!
@@ -23,6 +24,7 @@ mod faults;
 mod handlers;
 mod settings;
 mod stats;
+mod taskapi;
 mod tasks;
 mod tokens;
 

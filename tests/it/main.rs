@@ -26,6 +26,7 @@ mod scripts;
 mod secrets;
 mod shutdown;
 mod shutdown_handback;
+mod taskapi;
 mod tenants;
 mod tls;
 mod upstream;

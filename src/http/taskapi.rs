@@ -1,0 +1,224 @@
+//! `POST /createTask`, `/getTaskResult`, `/getBalance` and the report calls at the root, as
+//! anti-captcha and CapSolver clients send them (docs/API.md, "JSON task protocol").
+//!
+//! Owns: turning those bodies into engine calls and back. `clientKey` is a gateway key, read
+//! with the same rules as `in.php`'s `key`; tasks go through the same admission, tenant limits
+//! and engine as `in.php` tasks, so the same promises hold (once, fresh, exact demand, pools,
+//! coalescing). Every error is `errorId` 1 with HTTP 200, as the protocol's clients expect.
+//! Does not own the wire format (`taskapi`), shared with the simulator and the upstream client.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+use super::AppState;
+use crate::compat::{Mode, Reply, codes};
+use crate::engine::{ReportOutcome, TaskRecord, TaskState};
+use crate::taskapi::reply::{
+    BAD_REQUEST, NO_SUCH_CAPCHA_ID, TASK_NOT_SUPPORTED, error_body, solution, task_id_value,
+};
+use crate::taskapi::{decode_task, task_id_from};
+use crate::tenants::Refusal;
+
+/// One reply: the body, and the code it carries for the request counter (`ok` for success).
+struct Answer {
+    body: Value,
+    outcome: String,
+}
+
+impl Answer {
+    fn ok(body: Value) -> Answer {
+        Answer {
+            body,
+            outcome: "ok".into(),
+        }
+    }
+
+    fn error(code: &str, detail: Option<&str>) -> Answer {
+        let body = error_body(code, detail);
+        let outcome = body["errorCode"].as_str().unwrap_or(code).to_owned();
+        Answer { body, outcome }
+    }
+}
+
+pub async fn create_task(State(state): State<AppState>, req: Request) -> Response {
+    respond(&state, "createTask", req, create).await
+}
+
+pub async fn get_task_result(State(state): State<AppState>, req: Request) -> Response {
+    respond(&state, "getTaskResult", req, result).await
+}
+
+pub async fn get_balance(State(state): State<AppState>, req: Request) -> Response {
+    respond(&state, "getBalance", req, balance).await
+}
+
+/// anti-captcha's `reportIncorrect*` and 2captcha v2's `reportIncorrect`.
+pub async fn report_incorrect(State(state): State<AppState>, req: Request) -> Response {
+    respond(&state, "reportIncorrect", req, |s, b| report(s, b, false)).await
+}
+
+/// anti-captcha's `reportCorrectRecaptcha` and 2captcha v2's `reportCorrect`.
+pub async fn report_correct(State(state): State<AppState>, req: Request) -> Response {
+    respond(&state, "reportCorrect", req, |s, b| report(s, b, true)).await
+}
+
+/// Reads the body as a JSON object, runs `action`, counts the outcome. A body over the size
+/// limit or not a JSON object is answered in the protocol's shape too.
+async fn respond<F, Fut>(
+    state: &AppState,
+    endpoint: &'static str,
+    req: Request,
+    action: F,
+) -> Response
+where
+    F: FnOnce(AppState, Map<String, Value>) -> Fut,
+    Fut: std::future::Future<Output = Answer>,
+{
+    let answer = match axum::body::to_bytes(req.into_body(), state.limits.max_body_bytes).await {
+        Err(_) => Answer::error(codes::TOO_BIG_CAPTCHA_FILESIZE, None),
+        Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(body)) => action(state.clone(), body).await,
+            _ => Answer::error(BAD_REQUEST, Some("the body must be a JSON object")),
+        },
+    };
+    let counted = if answer.outcome == "ok" {
+        Reply::ok(Mode::Json, "")
+    } else {
+        Reply::error(Mode::Json, &answer.outcome)
+    };
+    state.metrics.compat_request(endpoint, &counted);
+    Json(answer.body).into_response()
+}
+
+/// The tenant of `clientKey`, or the protocol's answer to a bad key.
+fn tenant(state: &AppState, body: &Map<String, Value>) -> Result<String, Answer> {
+    let key = body.get("clientKey").and_then(Value::as_str);
+    state
+        .auth
+        .tenant(key)
+        .map(|t| t.0)
+        .map_err(|e| Answer::error(e.code(), None))
+}
+
+async fn create(state: AppState, body: Map<String, Value>) -> Answer {
+    let tenant = match tenant(&state, &body) {
+        Ok(t) => t,
+        Err(answer) => return answer,
+    };
+    let mut req = match decode_task(body.get("task")) {
+        Ok(r) => r,
+        Err(v) => return Answer::error(v.code, Some(&v.message)),
+    };
+    // As for in.php: refuse only when this process holds as many tasks as it may.
+    let Some(permit) = state.admission.try_admit() else {
+        return Answer::error(codes::NO_SLOT_AVAILABLE, None);
+    };
+    let pass = match state.tenants.admit(&tenant, &mut req) {
+        Ok(pass) => pass,
+        Err(refusal) => return Answer::error(refusal_code(&refusal), Some(&refusal.message())),
+    };
+    let timeout = state.limits.compat_task_timeout;
+    match state
+        .engine
+        .submit(&tenant, req, timeout, (permit, pass))
+        .await
+    {
+        // `status` too: the capsolver client reads it unconditionally (CapSolver answers some
+        // tasks at once with `ready`); `idle` is its word for "queued".
+        Ok(id) => Answer::ok(json!({"errorId": 0, "taskId": task_id_value(&id), "status": "idle"})),
+        Err(e) => Answer::error(e.code(), None),
+    }
+}
+
+/// The compatible API's codes for a tenant refusal, so both protocols say the same.
+fn refusal_code(refusal: &Refusal) -> &'static str {
+    match refusal {
+        Refusal::KindNotAllowed { .. } => TASK_NOT_SUPPORTED,
+        Refusal::MaxConcurrent { .. } => codes::NO_SLOT_AVAILABLE,
+        Refusal::MaxSolvesPerHour { .. } => codes::ZERO_BALANCE,
+    }
+}
+
+async fn result(state: AppState, body: Map<String, Value>) -> Answer {
+    let tenant = match tenant(&state, &body) {
+        Ok(t) => t,
+        Err(answer) => return answer,
+    };
+    let record = match task(&state, &tenant, &body).await {
+        Ok(record) => record,
+        // The shared store is away: the task may well be running; clients poll on.
+        Err(codes::SERVER_ERROR) => {
+            return Answer::ok(json!({"errorId": 0, "status": "processing"}));
+        }
+        Err(code) => return Answer::error(code, None),
+    };
+    match record.state {
+        TaskState::Pending => Answer::ok(json!({"errorId": 0, "status": "processing"})),
+        TaskState::Ready(handout) => Answer::ok(json!({
+            "errorId": 0,
+            "status": "ready",
+            "solution": solution(handout.kind, &handout.answer),
+            "cost": "0",
+            "ip": "",
+            "createTime": record.created_at / 1000,
+            "endTime": record.finished_at.unwrap_or(record.created_at) / 1000,
+            "solveCount": 1,
+        })),
+        TaskState::Failed(failure) => Answer::error(&failure.code, None),
+    }
+}
+
+async fn task(
+    state: &AppState,
+    tenant: &str,
+    body: &Map<String, Value>,
+) -> Result<TaskRecord, &'static str> {
+    let id = task_id_from(body.get("taskId")).ok_or(NO_SUCH_CAPCHA_ID)?;
+    match state.engine.task(tenant, &id, Duration::ZERO).await {
+        Ok(Some(record)) => Ok(record),
+        Ok(None) => Err(NO_SUCH_CAPCHA_ID),
+        Err(_) => Err(codes::SERVER_ERROR),
+    }
+}
+
+async fn balance(state: AppState, body: Map<String, Value>) -> Answer {
+    if let Err(answer) = tenant(&state, &body) {
+        return answer;
+    }
+    match state.upstream.balance().await {
+        Ok(text) => match text
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+        {
+            Some(n) => Answer::ok(json!({"errorId": 0, "balance": n})),
+            None => Answer::error(
+                codes::SERVER_ERROR,
+                Some("the provider's balance is not a number"),
+            ),
+        },
+        Err(failure) => Answer::error(&failure.code, None),
+    }
+}
+
+async fn report(state: AppState, body: Map<String, Value>, good: bool) -> Answer {
+    let tenant = match tenant(&state, &body) {
+        Ok(t) => t,
+        Err(answer) => return answer,
+    };
+    let record = match task(&state, &tenant, &body).await {
+        Ok(record) => record,
+        Err(code) => return Answer::error(code, None),
+    };
+    match state.engine.report_task(&tenant, &record.id, good).await {
+        Ok(ReportOutcome::Recorded) => Answer::ok(json!({"errorId": 0, "status": "success"})),
+        Ok(ReportOutcome::Duplicate) => Answer::error(codes::DUPLICATE_REPORT, None),
+        Ok(ReportOutcome::UnknownTask) => Answer::error(NO_SUCH_CAPCHA_ID, None),
+        Err(e) => Answer::error(e.code(), None),
+    }
+}

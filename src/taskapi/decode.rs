@@ -1,0 +1,318 @@
+//! A JSON task as a [`SolveRequest`]. Every value is checked for its JSON type and range before
+//! it is used: callers send `0`, `false`, `""` and `null` for "not set" (the anti-captcha client
+//! sends `"comment": false` and `"minLength": 0`), so those read as absent; anything else of the
+//! wrong type is refused with a message naming the field. Lengths are checked by
+//! `SolveRequest::validate`, as for every other protocol.
+
+use base64::Engine as _;
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use super::names::{ProxyUse, Shape, shape_of};
+use super::reply::{TASK_ABSENT, TASK_NOT_SUPPORTED};
+use crate::compat::codes;
+use crate::model::{
+    ImageOptions, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams, Validation, limits,
+};
+
+/// Reads the `task` object of a `createTask` body.
+pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
+    let Some(Value::Object(task)) = task else {
+        return Err(Validation::new(TASK_ABSENT, "`task` must be an object"));
+    };
+    let t = Fields(task);
+    let type_name = t
+        .string("type")?
+        .ok_or_else(|| Validation::new(TASK_ABSENT, "`task.type` is missing"))?;
+    let (mut shape, proxy_use) = shape_of(&type_name).ok_or_else(|| {
+        let shown: String = type_name.chars().take(60).collect();
+        Validation::new(
+            TASK_NOT_SUPPORTED,
+            format!("task type `{shown}` is not supported"),
+        )
+    })?;
+    if shape == Shape::Turnstile && t.string("cloudflareTaskType")?.is_some() {
+        // anti-captcha asks for a `cf_clearance` cookie through the Turnstile type.
+        shape = Shape::CloudflareChallenge;
+    }
+    let params = match shape {
+        Shape::RecaptchaV2 { enterprise } | Shape::RecaptchaV3 { enterprise } => {
+            let version = if matches!(shape, Shape::RecaptchaV3 { .. }) {
+                RecaptchaVersion::V3
+            } else {
+                RecaptchaVersion::V2
+            };
+            let min_score = match version {
+                RecaptchaVersion::V3 => t.number_text("minScore")?,
+                RecaptchaVersion::V2 => None,
+            };
+            if let Some(score) = &min_score {
+                limits::check_min_score(score)?;
+            }
+            TaskParams::Recaptcha {
+                sitekey: t.required("websiteKey", codes::GOOGLEKEY)?,
+                pageurl: t.required("websiteURL", codes::PAGEURL)?,
+                version,
+                enterprise: enterprise || t.flag("isEnterprise")?,
+                invisible: t.flag("isInvisible")?,
+                action: t.string("pageAction")?,
+                min_score,
+                data_s: match t.string("recaptchaDataSValue")? {
+                    Some(s) => Some(s),
+                    None => t.enterprise_s()?,
+                },
+                domain: t.string("apiDomain")?,
+            }
+        }
+        Shape::Turnstile => TaskParams::Turnstile {
+            sitekey: t.required("websiteKey", codes::BAD_PARAMETERS)?,
+            pageurl: t.required("websiteURL", codes::PAGEURL)?,
+            action: t.string("action")?,
+            data: t.string("cData")?,
+            pagedata: t.string("chlPageData")?,
+        },
+        Shape::CloudflareChallenge => TaskParams::CloudflareChallenge {
+            pageurl: t.required("websiteURL", codes::PAGEURL)?,
+            sitekey: t.string("websiteKey")?,
+        },
+        Shape::Geetest => {
+            if let Some(version) = t.whole("version", 4)? {
+                if version != 3 {
+                    return Err(Validation::new(
+                        TASK_NOT_SUPPORTED,
+                        "only GeeTest version 3 is supported",
+                    ));
+                }
+            }
+            TaskParams::Geetest {
+                gt: t.required("gt", codes::BAD_PARAMETERS)?,
+                challenge: t.required("challenge", codes::BAD_PARAMETERS)?,
+                pageurl: t.required("websiteURL", codes::PAGEURL)?,
+                api_server: t.string("geetestApiServerSubdomain")?,
+            }
+        }
+        Shape::Image => TaskParams::Image {
+            body: image_body(t.string("body")?)?,
+            options: image_options(&t)?,
+        },
+        Shape::Text => TaskParams::Text {
+            text: t.required("comment", codes::BAD_PARAMETERS)?,
+            lang: t.string("languagePool")?,
+        },
+    };
+    let mut req = SolveRequest::new(params);
+    if proxy_use == ProxyUse::Proxied {
+        req.proxy = Some(proxy(&t)?);
+    }
+    req.user_agent = t.string("userAgent")?;
+    req.cookies = t.string("cookies")?;
+    req.validate()?;
+    Ok(req)
+}
+
+/// A `taskId` as sent: a whole number (anti-captcha, 2captcha) or a string (CapSolver). Only
+/// digit strings can name a gateway task, so anything else is `None`.
+pub fn task_id_from(value: Option<&Value>) -> Option<String> {
+    let id = match value? {
+        Value::Number(n) => n.as_u64()?.to_string(),
+        Value::String(s) => s.trim().to_owned(),
+        _ => return None,
+    };
+    let plain = !id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit());
+    plain.then_some(id)
+}
+
+/// Typed reads of one task object.
+struct Fields<'a>(&'a Map<String, Value>);
+
+impl Fields<'_> {
+    /// A text value; `null`, `false` and `""` read as absent, numbers as their digits.
+    fn string(&self, name: &str) -> Result<Option<String>, Validation> {
+        match self.0.get(name) {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(None),
+            Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
+            Some(Value::Number(n)) => Ok(Some(n.to_string())),
+            Some(_) => Err(bad(format!("`{name}` must be a string"))),
+        }
+    }
+
+    fn required(&self, name: &str, code: &'static str) -> Result<String, Validation> {
+        self.string(name)?
+            .ok_or_else(|| Validation::new(code, format!("`{name}` is missing")))
+    }
+
+    /// `true`/`false`, `1`/`0` or their strings.
+    fn flag(&self, name: &str) -> Result<bool, Validation> {
+        match self.0.get(name) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(Value::Number(n)) if n.as_u64() == Some(0) => Ok(false),
+            Some(Value::Number(n)) if n.as_u64() == Some(1) => Ok(true),
+            Some(Value::String(s)) => match s.trim().to_ascii_lowercase().as_str() {
+                "" | "0" | "false" => Ok(false),
+                "1" | "true" => Ok(true),
+                _ => Err(bad(format!("`{name}` must be true or false"))),
+            },
+            Some(_) => Err(bad(format!("`{name}` must be true or false"))),
+        }
+    }
+
+    /// A whole number from 0 to `max` (also as a digit string); `0`, `false` and `null` read as
+    /// absent, which is how clients say "no limit".
+    fn whole(&self, name: &str, max: u32) -> Result<Option<u32>, Validation> {
+        let out_of_range = || bad(format!("`{name}` must be a whole number from 0 to {max}"));
+        let n = match self.0.get(name) {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => return Ok(None),
+            Some(Value::Number(n)) => n.as_u64().ok_or_else(out_of_range)?,
+            Some(Value::String(s)) if s.trim().is_empty() => return Ok(None),
+            Some(Value::String(s)) => s.trim().parse::<u64>().map_err(|_| out_of_range())?,
+            Some(_) => return Err(out_of_range()),
+        };
+        let n = u32::try_from(n)
+            .ok()
+            .filter(|n| *n <= max)
+            .ok_or_else(out_of_range)?;
+        Ok((n != 0).then_some(n))
+    }
+
+    /// A decimal number kept as its text (`minScore`), so targets compare exactly as sent.
+    fn number_text(&self, name: &str) -> Result<Option<String>, Validation> {
+        match self.0.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => Ok(Some(n.to_string())),
+            Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
+            Some(_) => Err(bad(format!("`{name}` must be a number"))),
+        }
+    }
+
+    /// anti-captcha's `enterprisePayload: {"s": "..."}`, the Enterprise form of `data-s`.
+    fn enterprise_s(&self) -> Result<Option<String>, Validation> {
+        match self.0.get("enterprisePayload") {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Object(payload)) => Fields(payload).string("s"),
+            Some(_) => Err(bad("`enterprisePayload` must be an object".into())),
+        }
+    }
+}
+
+fn bad(message: String) -> Validation {
+    Validation::new(codes::BAD_PARAMETERS, message)
+}
+
+fn image_body(raw: Option<String>) -> Result<Bytes, Validation> {
+    let raw = raw.ok_or_else(|| {
+        Validation::new(codes::ZERO_CAPTCHA_FILESIZE, "`body` is empty or missing")
+    })?;
+    let data = raw.rsplit_once("base64,").map(|(_, d)| d).unwrap_or(&raw);
+    let cleaned: String = data.chars().filter(|c| !c.is_whitespace()).collect();
+    let cleaned = cleaned.trim_end_matches('=');
+    base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(cleaned)
+        .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cleaned))
+        .map(Bytes::from)
+        .map_err(|_| Validation::new(codes::UPLOAD, "`body` is not valid base64"))
+}
+
+/// anti-captcha's `ImageToTextTask` hints: `numeric` 0-2 (any, digits, letters), `math`,
+/// `minLength`/`maxLength` (0 no limit), `case`, `phrase`, `comment`.
+fn image_options(t: &Fields<'_>) -> Result<ImageOptions, Validation> {
+    Ok(ImageOptions {
+        phrase: t.flag("phrase")?,
+        case_sensitive: t.flag("case")?,
+        numeric: match t.whole("numeric", u32::from(limits::MAX_NUMERIC))? {
+            // Checked against MAX_NUMERIC (4) just above.
+            Some(n) => u8::try_from(n).unwrap_or(0),
+            None => 0,
+        },
+        calc: t.flag("math")?,
+        min_len: t.whole("minLength", limits::MAX_ANSWER_LEN_HINT)?,
+        max_len: t.whole("maxLength", limits::MAX_ANSWER_LEN_HINT)?,
+        language: None,
+        lang: t.string("languagePool")?,
+        instructions: t.string("comment")?,
+    })
+}
+
+/// The caller's proxy: anti-captcha's split fields, or CapSolver's one `proxy` string
+/// (`host:port`, `host:port:user:pass`, `type:host:port[:user:pass]`, `type://user:pass@host:port`).
+fn proxy(t: &Fields<'_>) -> Result<Proxy, Validation> {
+    let refuse = |why: &str| Validation::new(codes::BAD_PROXY, why.to_owned());
+    if let Some(line) = t.string("proxy")? {
+        return parse_proxy_line(&line).ok_or_else(|| {
+            refuse("`proxy` must be host:port, host:port:user:pass or type://user:pass@host:port")
+        });
+    }
+    let kind = match t.string("proxyType")? {
+        None => ProxyType::Http,
+        Some(s) => ProxyType::parse(&s)
+            .ok_or_else(|| refuse("`proxyType` must be http, https, socks4 or socks5"))?,
+    };
+    let host = t
+        .string("proxyAddress")?
+        .ok_or_else(|| refuse("this task type needs `proxyAddress` and `proxyPort`"))?;
+    let port = t
+        .whole("proxyPort", u32::from(u16::MAX))
+        .map_err(|_| refuse("`proxyPort` must be from 1 to 65535"))?
+        .ok_or_else(|| refuse("`proxyPort` must be from 1 to 65535"))?;
+    let login = t.string("proxyLogin")?;
+    let password = t.string("proxyPassword")?;
+    build_proxy(
+        kind,
+        &host,
+        &port.to_string(),
+        login.as_deref(),
+        password.as_deref(),
+    )
+    .ok_or_else(|| refuse("proxy host, login or password has characters a proxy cannot carry"))
+}
+
+fn parse_proxy_line(line: &str) -> Option<Proxy> {
+    let (kind, rest) = match line.split_once("://") {
+        Some((scheme, rest)) => (ProxyType::parse(scheme)?, rest),
+        None => match line.split_once(':') {
+            Some((scheme, rest)) if ProxyType::parse(scheme).is_some() => {
+                (ProxyType::parse(scheme)?, rest)
+            }
+            _ => (ProxyType::Http, line),
+        },
+    };
+    if let Some((user_pass, host_port)) = rest.rsplit_once('@') {
+        let (user, pass) = user_pass.split_once(':')?;
+        let (host, port) = host_port.rsplit_once(':')?;
+        return build_proxy(kind, host, port, Some(user), Some(pass));
+    }
+    let parts: Vec<&str> = rest.split(':').collect();
+    match parts.as_slice() {
+        [host, port] => build_proxy(kind, host, port, None, None),
+        [host, port, user, pass] => build_proxy(kind, host, port, Some(user), Some(pass)),
+        _ => None,
+    }
+}
+
+/// `user:pass@host:port` from parts, refusing what would make that form ambiguous.
+fn build_proxy(
+    kind: ProxyType,
+    host: &str,
+    port: &str,
+    login: Option<&str>,
+    password: Option<&str>,
+) -> Option<Proxy> {
+    let port: u16 = port.trim().parse().ok().filter(|p| *p != 0)?;
+    let plain = |s: &str| !s.is_empty() && !s.contains(['@', '/', ' ', '\t', '\r', '\n']);
+    if !plain(host) || host.contains(':') {
+        return None;
+    }
+    let address = match (login, password) {
+        (Some(user), Some(pass)) if plain(user) && !user.contains(':') && plain(pass) => {
+            format!("{user}:{pass}@{host}:{port}")
+        }
+        (None, None) => format!("{host}:{port}"),
+        _ => return None,
+    };
+    Some(Proxy { kind, address })
+}
+
+#[cfg(test)]
+mod tests;

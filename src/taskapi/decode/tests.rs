@@ -1,0 +1,357 @@
+use proptest::prelude::*;
+use serde_json::json;
+
+use super::*;
+use crate::model::Kind;
+use crate::taskapi::encode_task;
+use crate::taskapi::names::Flavor;
+
+const PAGE: &str = "https://example.com/login";
+
+fn png_b64() -> String {
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend_from_slice(&[7u8; 200]);
+    base64::engine::general_purpose::STANDARD.encode(png)
+}
+
+fn decode(task: Value) -> Result<SolveRequest, Validation> {
+    decode_task(Some(&task))
+}
+
+/// One request of every kind and variant the encoder writes.
+fn samples() -> Vec<SolveRequest> {
+    let proxy = Proxy {
+        kind: ProxyType::Socks5,
+        address: "u:p@10.0.0.1:1080".into(),
+    };
+    let mut out = vec![SolveRequest::recaptcha_v2("6Le-a", PAGE)];
+    let mut invisible = SolveRequest::recaptcha_v2("6Le-b", PAGE);
+    if let TaskParams::Recaptcha {
+        invisible: i,
+        data_s,
+        ..
+    } = &mut invisible.params
+    {
+        *i = true;
+        *data_s = Some("s-val".into());
+    }
+    invisible.proxy = Some(proxy.clone());
+    invisible.user_agent = Some("UA/1".into());
+    invisible.cookies = Some("a=b".into());
+    out.push(invisible);
+    out.push(SolveRequest::new(TaskParams::Recaptcha {
+        sitekey: "6Le-c".into(),
+        pageurl: PAGE.into(),
+        version: RecaptchaVersion::V3,
+        enterprise: true,
+        invisible: false,
+        action: Some("login".into()),
+        min_score: Some("0.7".into()),
+        data_s: None,
+        domain: Some("recaptcha.net".into()),
+    }));
+    out.push(SolveRequest::new(TaskParams::Recaptcha {
+        sitekey: "6Le-d".into(),
+        pageurl: PAGE.into(),
+        version: RecaptchaVersion::V2,
+        enterprise: true,
+        invisible: false,
+        action: None,
+        min_score: None,
+        data_s: Some("ent-s".into()),
+        domain: None,
+    }));
+    out.push(SolveRequest::new(TaskParams::Turnstile {
+        sitekey: "0x4AAA".into(),
+        pageurl: PAGE.into(),
+        action: Some("a".into()),
+        data: Some("c".into()),
+        pagedata: Some("p".into()),
+    }));
+    let mut cf = SolveRequest::new(TaskParams::CloudflareChallenge {
+        pageurl: PAGE.into(),
+        sitekey: None,
+    });
+    cf.proxy = Some(proxy);
+    cf.user_agent = Some("UA/2".into());
+    out.push(cf);
+    out.push(SolveRequest::new(TaskParams::Geetest {
+        gt: "g".repeat(32),
+        challenge: "c".repeat(32),
+        pageurl: PAGE.into(),
+        api_server: Some("api.geetest.com".into()),
+    }));
+    let body = base64::engine::general_purpose::STANDARD
+        .decode(png_b64())
+        .unwrap();
+    out.push(SolveRequest::new(TaskParams::Image {
+        body: body.into(),
+        options: ImageOptions {
+            phrase: true,
+            case_sensitive: true,
+            numeric: 1,
+            calc: false,
+            min_len: Some(4),
+            max_len: Some(8),
+            language: None,
+            lang: Some("en".into()),
+            instructions: Some("type the red letters".into()),
+        },
+    }));
+    out.push(SolveRequest::new(TaskParams::Text {
+        text: "2+2?".into(),
+        lang: Some("en".into()),
+    }));
+    out
+}
+
+#[test]
+fn every_encoded_task_decodes_to_the_same_request() {
+    for flavor in Flavor::ALL {
+        for req in samples() {
+            let task = match encode_task(flavor, &req) {
+                Ok(t) => t,
+                Err(_) => {
+                    // Only text questions lack a type outside 2captcha v2.
+                    assert_eq!(req.kind(), Kind::Text, "{flavor:?}");
+                    assert_ne!(flavor, Flavor::TwoCaptchaV2);
+                    continue;
+                }
+            };
+            let back = decode(task.clone()).unwrap_or_else(|e| panic!("{flavor:?} {task}: {e}"));
+            assert_eq!(back, req, "{flavor:?} {task}");
+        }
+    }
+}
+
+#[test]
+fn the_anticaptcha_clients_bodies_read_with_their_empty_values() {
+    // As anticaptchaofficial sends them: empty strings, `false` and `0` for "not set".
+    let r = decode(json!({
+        "type": "RecaptchaV2TaskProxyless", "websiteURL": PAGE, "websiteKey": "6Le-x",
+        "websiteSToken": "", "recaptchaDataSValue": "", "isInvisible": true
+    }))
+    .unwrap();
+    assert_eq!(r.kind(), Kind::RecaptchaV2);
+    assert!(matches!(
+        r.params,
+        TaskParams::Recaptcha {
+            invisible: true,
+            data_s: None,
+            ..
+        }
+    ));
+    let r = decode(json!({
+        "type": "ImageToTextTask", "body": png_b64(), "phrase": false, "case": false,
+        "numeric": 0, "math": false, "minLength": 0, "maxLength": 0, "comment": false,
+        "languagePool": "en"
+    }))
+    .unwrap();
+    match r.params {
+        TaskParams::Image { options, .. } => {
+            assert_eq!(options.min_len, None);
+            assert_eq!(options.instructions, None);
+            assert_eq!(options.lang.as_deref(), Some("en"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let r = decode(json!({
+        "type": "GeeTestTaskProxyless", "websiteURL": PAGE, "gt": "g", "challenge": "c",
+        "geetestApiServerSubdomain": "", "geetestGetLib": "", "version": 3, "initParameters": {}
+    }))
+    .unwrap();
+    assert_eq!(r.kind(), Kind::GeetestV3);
+    let r = decode(json!({
+        "type": "RecaptchaV3TaskProxyless", "websiteURL": PAGE, "websiteKey": "k",
+        "minScore": 0.9, "pageAction": "login", "isEnterprise": true
+    }))
+    .unwrap();
+    assert!(matches!(
+        r.params,
+        TaskParams::Recaptcha {
+            enterprise: true,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn proxies_with_a_colon_in_the_password_survive_every_flavor() {
+    let mut req = SolveRequest::recaptcha_v2("6Le-a", PAGE);
+    req.proxy = Some(Proxy {
+        kind: ProxyType::Http,
+        address: "user:pa:ss@proxy.example:3128".into(),
+    });
+    for flavor in Flavor::ALL {
+        let task = encode_task(flavor, &req).unwrap();
+        assert_eq!(decode(task.clone()).unwrap(), req, "{flavor:?} {task}");
+    }
+}
+
+#[test]
+fn capsolver_proxy_strings_in_every_documented_form() {
+    for (line, want) in [
+        ("1.2.3.4:8080", "1.2.3.4:8080"),
+        ("1.2.3.4:8080:u:p", "u:p@1.2.3.4:8080"),
+        ("socks5:1.2.3.4:8080:u:p", "u:p@1.2.3.4:8080"),
+        ("http://u:p@proxy.example:3128", "u:p@proxy.example:3128"),
+    ] {
+        let r = decode(json!({"type": "ReCaptchaV2Task", "websiteURL": PAGE,
+            "websiteKey": "k", "proxy": line}))
+        .unwrap_or_else(|e| panic!("{line}: {e}"));
+        assert_eq!(r.proxy.unwrap().address, want, "{line}");
+    }
+}
+
+#[test]
+fn bad_tasks_get_codes_and_messages_naming_the_field() {
+    let cases: Vec<(Value, &str, &str)> = vec![
+        (json!("nope"), TASK_ABSENT, "task"),
+        (json!({"websiteURL": PAGE}), TASK_ABSENT, "type"),
+        (json!({"type": 7}), TASK_NOT_SUPPORTED, "`7`"),
+        (
+            json!({"type": "FunCaptchaTask"}),
+            TASK_NOT_SUPPORTED,
+            "FunCaptchaTask",
+        ),
+        (
+            json!({"type": "RecaptchaV2TaskProxyless", "websiteURL": PAGE}),
+            codes::GOOGLEKEY,
+            "websiteKey",
+        ),
+        (
+            json!({"type": "RecaptchaV2TaskProxyless", "websiteKey": "k"}),
+            codes::PAGEURL,
+            "websiteURL",
+        ),
+        (
+            json!({"type": "RecaptchaV2TaskProxyless", "websiteKey": "k", "websiteURL": PAGE,
+            "isInvisible": "maybe"}),
+            codes::BAD_PARAMETERS,
+            "isInvisible",
+        ),
+        (
+            json!({"type": "RecaptchaV3TaskProxyless", "websiteKey": "k", "websiteURL": PAGE,
+            "pageAction": "a", "minScore": 7}),
+            codes::BAD_PARAMETERS,
+            "min_score",
+        ),
+        (
+            json!({"type": "RecaptchaV2Task", "websiteKey": "k", "websiteURL": PAGE}),
+            codes::BAD_PROXY,
+            "proxyAddress",
+        ),
+        (
+            json!({"type": "RecaptchaV2Task", "websiteKey": "k", "websiteURL": PAGE,
+            "proxyAddress": "h", "proxyPort": 70000}),
+            codes::BAD_PROXY,
+            "proxyPort",
+        ),
+        (
+            json!({"type": "RecaptchaV2Task", "websiteKey": "k", "websiteURL": PAGE,
+            "proxyAddress": "h", "proxyPort": -1}),
+            codes::BAD_PROXY,
+            "proxyPort",
+        ),
+        (
+            json!({"type": "RecaptchaV2Task", "websiteKey": "k", "websiteURL": PAGE,
+            "proxyAddress": "h", "proxyPort": 80, "proxyLogin": "a@b", "proxyPassword": "p"}),
+            codes::BAD_PROXY,
+            "proxy",
+        ),
+        (
+            json!({"type": "ImageToTextTask", "body": png_b64(), "minLength": 1e30}),
+            codes::BAD_PARAMETERS,
+            "minLength",
+        ),
+        (
+            json!({"type": "ImageToTextTask", "body": png_b64(), "numeric": 9}),
+            codes::BAD_PARAMETERS,
+            "numeric",
+        ),
+        (
+            json!({"type": "ImageToTextTask", "body": "!!"}),
+            codes::UPLOAD,
+            "body",
+        ),
+        (
+            json!({"type": "ImageToTextTask"}),
+            codes::ZERO_CAPTCHA_FILESIZE,
+            "body",
+        ),
+        (
+            json!({"type": "GeeTestTaskProxyless", "websiteURL": PAGE, "gt": "g",
+            "challenge": "c", "version": 4}),
+            TASK_NOT_SUPPORTED,
+            "version 3",
+        ),
+        (
+            json!({"type": "TurnstileTaskProxyless", "websiteURL": PAGE,
+            "websiteKey": {"x": 1}}),
+            codes::BAD_PARAMETERS,
+            "websiteKey",
+        ),
+    ];
+    for (task, code, mention) in cases {
+        let err = decode(task.clone()).expect_err(&task.to_string());
+        assert_eq!(err.code, code, "{task}");
+        assert!(err.message.contains(mention), "{task}: {}", err.message);
+    }
+    assert!(decode_task(None).is_err());
+}
+
+#[test]
+fn task_ids_are_digits_whichever_way_they_come() {
+    assert_eq!(task_id_from(Some(&json!(123))).as_deref(), Some("123"));
+    assert_eq!(task_id_from(Some(&json!("456"))).as_deref(), Some("456"));
+    for bad in [
+        json!(-1),
+        json!(1.5),
+        json!("a-uuid"),
+        json!(""),
+        json!(null),
+        json!([1]),
+    ] {
+        assert_eq!(task_id_from(Some(&bad)), None, "{bad}");
+    }
+}
+
+fn any_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        ".{0,20}".prop_map(Value::from),
+        Just(Value::from("RecaptchaV2Task")),
+        Just(Value::from(PAGE)),
+    ];
+    leaf.prop_recursive(2, 16, 4, |inner| {
+        prop::collection::vec(inner, 0..3).prop_map(Value::Array)
+    })
+}
+
+proptest! {
+    #[test]
+    fn random_tasks_never_panic(
+        ty in prop_oneof![Just("RecaptchaV2Task"), Just("RecaptchaV3TaskProxyless"),
+            Just("TurnstileTask"), Just("AntiCloudflareTask"), Just("GeeTestTask"),
+            Just("ImageToTextTask"), Just("TextCaptchaTask"), Just("x")],
+        fields in prop::collection::vec((prop_oneof![
+            Just("websiteURL"), Just("websiteKey"), Just("proxy"), Just("proxyPort"),
+            Just("proxyAddress"), Just("proxyType"), Just("minScore"), Just("numeric"),
+            Just("minLength"), Just("body"), Just("gt"), Just("challenge"), Just("comment"),
+            Just("version"), Just("isInvisible"), Just("enterprisePayload"), Just("pageAction"),
+        ], any_json()), 0..10)
+    ) {
+        let mut task = Map::new();
+        task.insert("type".into(), Value::from(ty));
+        for (k, v) in fields {
+            task.insert(k.to_owned(), v);
+        }
+        match decode_task(Some(&Value::Object(task))) {
+            Ok(req) => prop_assert!(req.validate().is_ok()),
+            Err(v) => prop_assert!(v.code.starts_with("ERROR_")),
+        }
+    }
+}

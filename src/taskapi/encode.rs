@@ -1,0 +1,210 @@
+//! A [`SolveRequest`] as one flavor's JSON task: the inverse of `decode_task`, which a test
+//! checks for every kind and flavor.
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+use super::names::{Flavor, ProxyUse, Shape, name_for};
+use crate::model::{Proxy, RecaptchaVersion, SolveRequest, TaskParams};
+
+/// A request the flavor has no task type for (text questions at anti-captcha or CapSolver,
+/// GeeTest with the caller's proxy at CapSolver).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{flavor} has no task type for {kind}")]
+pub struct Unsupported {
+    pub flavor: &'static str,
+    pub kind: &'static str,
+}
+
+/// The `task` object for `req` in `flavor`'s dialect.
+pub fn encode_task(flavor: Flavor, req: &SolveRequest) -> Result<Value, Unsupported> {
+    let mut task = Map::new();
+    let mut put = |name: &str, value: Value| {
+        task.insert(name.to_owned(), value);
+    };
+    let text = |s: &String| Value::String(s.clone());
+    let shape = match &req.params {
+        TaskParams::Recaptcha {
+            sitekey,
+            pageurl,
+            version,
+            enterprise,
+            invisible,
+            action,
+            min_score,
+            data_s,
+            domain,
+        } => {
+            put("websiteURL", text(pageurl));
+            put("websiteKey", text(sitekey));
+            if *invisible {
+                put("isInvisible", Value::Bool(true));
+            }
+            if let Some(action) = action {
+                put("pageAction", text(action));
+            }
+            if let Some(score) = min_score {
+                // Kept as sent; `validate` checked it is a number from 0 to 1.
+                let number = score
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(serde_json::Number::from_f64);
+                put(
+                    "minScore",
+                    number.map_or_else(|| text(score), Value::Number),
+                );
+            }
+            if let Some(s) = data_s {
+                if *enterprise {
+                    put("enterprisePayload", json!({ "s": s }));
+                } else {
+                    put("recaptchaDataSValue", text(s));
+                }
+            }
+            if let Some(domain) = domain {
+                put("apiDomain", text(domain));
+            }
+            match version {
+                RecaptchaVersion::V2 => Shape::RecaptchaV2 {
+                    enterprise: *enterprise,
+                },
+                RecaptchaVersion::V3 => {
+                    if *enterprise {
+                        put("isEnterprise", Value::Bool(true));
+                    }
+                    Shape::RecaptchaV3 {
+                        enterprise: *enterprise,
+                    }
+                }
+            }
+        }
+        TaskParams::Turnstile {
+            sitekey,
+            pageurl,
+            action,
+            data,
+            pagedata,
+        } => {
+            put("websiteURL", text(pageurl));
+            put("websiteKey", text(sitekey));
+            for (name, value) in [
+                ("action", action),
+                ("cData", data),
+                ("chlPageData", pagedata),
+            ] {
+                if let Some(v) = value {
+                    put(name, text(v));
+                }
+            }
+            Shape::Turnstile
+        }
+        TaskParams::CloudflareChallenge { pageurl, sitekey } => {
+            put("websiteURL", text(pageurl));
+            if let Some(key) = sitekey {
+                put("websiteKey", text(key));
+            }
+            if flavor != Flavor::CapSolver {
+                put("cloudflareTaskType", Value::from("cf_clearance"));
+            }
+            Shape::CloudflareChallenge
+        }
+        TaskParams::Geetest {
+            gt,
+            challenge,
+            pageurl,
+            api_server,
+        } => {
+            put("websiteURL", text(pageurl));
+            put("gt", text(gt));
+            put("challenge", text(challenge));
+            if let Some(server) = api_server {
+                put("geetestApiServerSubdomain", text(server));
+            }
+            Shape::Geetest
+        }
+        TaskParams::Image { body, options } => {
+            put(
+                "body",
+                Value::from(base64::engine::general_purpose::STANDARD.encode(body)),
+            );
+            put("phrase", Value::Bool(options.phrase));
+            put("case", Value::Bool(options.case_sensitive));
+            // anti-captcha's numeric has 0-2; "either" (3) and "no digits" (4) are 0 and 2 there.
+            let numeric = match options.numeric {
+                1 => 1,
+                2 | 4 => 2,
+                _ => 0,
+            };
+            put("numeric", Value::from(numeric));
+            put("math", Value::Bool(options.calc));
+            put("minLength", Value::from(options.min_len.unwrap_or(0)));
+            put("maxLength", Value::from(options.max_len.unwrap_or(0)));
+            if let Some(comment) = &options.instructions {
+                put("comment", text(comment));
+            }
+            if let Some(lang) = &options.lang {
+                put("languagePool", text(lang));
+            }
+            Shape::Image
+        }
+        TaskParams::Text {
+            text: question,
+            lang,
+        } => {
+            put("comment", text(question));
+            if let Some(lang) = lang {
+                put("languagePool", text(lang));
+            }
+            Shape::Text
+        }
+    };
+    let proxy_use = match (&req.proxy, shape) {
+        // Image and text tasks never go through the caller's proxy.
+        (_, Shape::Image | Shape::Text) | (None, _) => ProxyUse::Proxyless,
+        (Some(proxy), _) => {
+            put_proxy(flavor, proxy, &mut put);
+            ProxyUse::Proxied
+        }
+    };
+    if let Some(ua) = &req.user_agent {
+        put("userAgent", text(ua));
+    }
+    if let Some(cookies) = &req.cookies {
+        put("cookies", text(cookies));
+    }
+    let name = name_for(flavor, shape, proxy_use).ok_or(Unsupported {
+        flavor: flavor.as_str(),
+        kind: req.kind().as_str(),
+    })?;
+    put("type", Value::from(name));
+    Ok(Value::Object(task))
+}
+
+fn put_proxy(flavor: Flavor, proxy: &Proxy, put: &mut impl FnMut(&str, Value)) {
+    let scheme = proxy.kind.as_str().to_ascii_lowercase();
+    let (credentials, endpoint) = match proxy.address.rsplit_once('@') {
+        Some((creds, endpoint)) => (Some(creds), endpoint),
+        None => (None, proxy.address.as_str()),
+    };
+    let (host, port) = endpoint.rsplit_once(':').unwrap_or((endpoint, "0"));
+    if flavor == Flavor::CapSolver {
+        // CapSolver's `type:host:port:user:pass`; a password with a `:` in it only fits the
+        // URL form, `type://user:pass@host:port`.
+        let line = match credentials {
+            None => format!("{scheme}:{host}:{port}"),
+            Some(creds) if creds.matches(':').count() == 1 => {
+                format!("{scheme}:{host}:{port}:{creds}")
+            }
+            Some(_) => format!("{scheme}://{}", proxy.address),
+        };
+        put("proxy", Value::from(line));
+        return;
+    }
+    put("proxyType", Value::from(scheme));
+    put("proxyAddress", Value::from(host));
+    put("proxyPort", Value::from(port.parse::<u16>().unwrap_or(0)));
+    if let Some((login, password)) = credentials.and_then(|c| c.split_once(':')) {
+        put("proxyLogin", Value::from(login));
+        put("proxyPassword", Value::from(password));
+    }
+}

@@ -1,0 +1,203 @@
+//! Reply bodies of the JSON task protocol and the solution object of each kind, both ways.
+//!
+//! Every reply carries `errorId` (clients read it first, and unicaps pops it unconditionally);
+//! errors are `errorId` 1 with `errorCode` and `errorDescription`, always with HTTP 200.
+
+use serde_json::{Map, Value, json};
+
+use crate::compat::codes;
+use crate::model::{Answer, Kind};
+
+/// No `task` object or no `type` in it.
+pub const TASK_ABSENT: &str = "ERROR_TASK_ABSENT";
+/// A task type the gateway does not solve.
+pub const TASK_NOT_SUPPORTED: &str = "ERROR_TASK_NOT_SUPPORTED";
+/// An unknown or expired task id (sic: the protocol spells it so).
+pub const NO_SUCH_CAPCHA_ID: &str = "ERROR_NO_SUCH_CAPCHA_ID";
+/// A request body that is not a JSON object.
+pub const BAD_REQUEST: &str = "ERROR_BAD_REQUEST";
+
+/// The code a JSON-protocol client expects for a code of the compatible API: the two protocols
+/// name a few conditions differently.
+pub fn json_code(compat_code: &str) -> &str {
+    match compat_code {
+        codes::WRONG_USER_KEY => codes::KEY_DOES_NOT_EXIST,
+        codes::WRONG_CAPTCHA_ID | codes::WRONG_ID_FORMAT => NO_SUCH_CAPCHA_ID,
+        codes::GOOGLEKEY => "ERROR_RECAPTCHA_INVALID_SITEKEY",
+        other => other,
+    }
+}
+
+/// A plain description for the codes callers meet; the code itself for the rest.
+fn description(code: &str) -> &str {
+    match code {
+        codes::KEY_DOES_NOT_EXIST => "clientKey is not a key of this gateway",
+        codes::NO_SLOT_AVAILABLE => "no free slot; try again in a few seconds",
+        NO_SUCH_CAPCHA_ID => "no task with this taskId for this key (unknown or expired)",
+        codes::CAPTCHA_UNSOLVABLE => "the task could not be solved in time",
+        TASK_NOT_SUPPORTED => "this task type is not supported",
+        _ => code,
+    }
+}
+
+/// `{"errorId":1,"errorCode":...,"errorDescription":...}`. `detail`, where given, is a message
+/// written by the gateway (never caller input or a secret) and replaces the stock description.
+pub fn error_body(code: &str, detail: Option<&str>) -> Value {
+    let code = json_code(code);
+    json!({
+        "errorId": 1,
+        "errorCode": code,
+        "errorDescription": detail.unwrap_or(description(code)),
+    })
+}
+
+/// A task id as the protocol carries it: a number where it fits (anti-captcha and 2captcha
+/// clients may do arithmetic on it), else a string.
+pub fn task_id_value(id: &str) -> Value {
+    match id.parse::<u64>() {
+        Ok(n) => Value::from(n),
+        Err(_) => Value::from(id),
+    }
+}
+
+/// The solution object of an answer. Keys of every flavor are present, so a client of any of
+/// them finds its own: `gRecaptchaResponse` and `token` for reCAPTCHA, `token` and
+/// `cf_clearance` for a Cloudflare challenge, the GeeTest triple, `text` for images and text.
+pub fn solution(kind: Kind, answer: &Answer) -> Value {
+    let text = Value::String(answer.text.clone());
+    let mut out = match kind {
+        Kind::RecaptchaV2 | Kind::RecaptchaV3 => {
+            json!({"gRecaptchaResponse": text, "token": text})
+        }
+        Kind::Turnstile => json!({"token": text}),
+        Kind::CloudflareChallenge => json!({"cf_clearance": text, "token": text}),
+        Kind::GeetestV3 => geetest_object(&answer.text),
+        Kind::Image | Kind::Text => json!({"text": text}),
+    };
+    if let (Some(ua), Value::Object(map)) = (&answer.user_agent, &mut out) {
+        map.insert("userAgent".into(), Value::String(ua.clone()));
+    }
+    out
+}
+
+/// The un-prefixed GeeTest keys this protocol uses, read from the stored answer (which carries
+/// both key flavours); a stored answer that is not an object is passed on as `validate`.
+fn geetest_object(stored: &str) -> Value {
+    let mut out = Map::new();
+    match serde_json::from_str::<Value>(stored) {
+        Ok(Value::Object(map)) => {
+            for key in ["challenge", "validate", "seccode"] {
+                let value = map
+                    .get(key)
+                    .or_else(|| map.get(&format!("geetest_{key}")))
+                    .cloned();
+                if let Some(v) = value {
+                    out.insert(key.into(), v);
+                }
+            }
+        }
+        _ => {
+            out.insert("validate".into(), Value::String(stored.to_owned()));
+        }
+    }
+    Value::Object(out)
+}
+
+/// An upstream solution as the answer text the engine stores, with its user agent: the inverse
+/// of [`solution`]. `None` when the object lacks the field this kind needs.
+pub fn read_solution(kind: Kind, solution: &Value) -> Option<(String, Option<String>)> {
+    let field = |name: &str| {
+        solution
+            .get(name)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
+    let text = match kind {
+        Kind::RecaptchaV2 | Kind::RecaptchaV3 => {
+            field("gRecaptchaResponse").or_else(|| field("token"))?
+        }
+        Kind::Turnstile => field("token")?,
+        Kind::CloudflareChallenge => field("cf_clearance")
+            .or_else(|| {
+                solution
+                    .pointer("/cookies/cf_clearance")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .or_else(|| field("token"))?,
+        Kind::GeetestV3 => {
+            let (challenge, validate, seccode) =
+                (field("challenge")?, field("validate")?, field("seccode")?);
+            // Stored with both key flavours, as the compatible API answers GeeTest.
+            json!({
+                "geetest_challenge": challenge, "geetest_validate": validate,
+                "geetest_seccode": seccode, "challenge": challenge,
+                "validate": validate, "seccode": seccode,
+            })
+            .to_string()
+        }
+        Kind::Image | Kind::Text => field("text")?,
+    };
+    Some((text, field("userAgent")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(text: &str, ua: Option<&str>) -> Answer {
+        Answer {
+            text: text.into(),
+            user_agent: ua.map(str::to_owned),
+            solved_at: 1,
+            expires_at: 2,
+            upstream: None,
+        }
+    }
+
+    #[test]
+    fn every_kind_reads_back_what_it_wrote() {
+        let geetest = json!({"geetest_challenge": "c", "geetest_validate": "v",
+            "geetest_seccode": "s", "challenge": "c", "validate": "v", "seccode": "s"})
+        .to_string();
+        for kind in Kind::ALL {
+            let text = if kind == Kind::GeetestV3 {
+                geetest.as_str()
+            } else {
+                "tok-1"
+            };
+            let a = answer(text, Some("UA/1"));
+            let (back, ua) = read_solution(kind, &solution(kind, &a)).expect("reads");
+            assert_eq!(ua.as_deref(), Some("UA/1"), "{kind}");
+            if kind == Kind::GeetestV3 {
+                let v: Value = serde_json::from_str(&back).unwrap();
+                assert_eq!(v["validate"], "v");
+                assert_eq!(v["geetest_seccode"], "s");
+            } else {
+                assert_eq!(back, "tok-1", "{kind}");
+            }
+        }
+        assert_eq!(read_solution(Kind::Turnstile, &json!({"text": "x"})), None);
+        assert_eq!(
+            read_solution(Kind::GeetestV3, &json!({"challenge": "c"})),
+            None
+        );
+    }
+
+    #[test]
+    fn errors_use_the_protocols_codes() {
+        let body = error_body(codes::WRONG_USER_KEY, None);
+        assert_eq!(body["errorId"], 1);
+        assert_eq!(body["errorCode"], codes::KEY_DOES_NOT_EXIST);
+        assert_eq!(
+            error_body(codes::WRONG_CAPTCHA_ID, None)["errorCode"],
+            NO_SUCH_CAPCHA_ID
+        );
+        assert_eq!(task_id_value("123"), json!(123));
+        assert_eq!(
+            task_id_value("99999999999999999999"),
+            json!("99999999999999999999")
+        );
+    }
+}
