@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{StartError, sim_key, start_simulator};
 use crate::cli::ProviderName;
-use crate::config::{AccountProvider, AccountSpec, Settings};
+use crate::config::{AccountProvider, AccountSpec, ConfigError, Settings};
 use crate::provider::{Account, AccountSettings, Family, InResProvider, Provider};
 use crate::shutdown::Shutdown;
 use crate::sim::Simulator;
@@ -70,10 +70,14 @@ pub(super) async fn build(settings: &Settings, shutdown: &Shutdown) -> Result<Bu
     let mut total_threads = 0u32;
     for spec in specs {
         if spec.provider.json_task_api() {
-            return Err(StartError::Provider(format!(
-                "provider {}: JSON task client not built in this branch",
-                spec.provider
-            )));
+            return Err(StartError::Config(ConfigError {
+                setting: format!("accounts.{}.provider", spec.name),
+                problem: format!(
+                    "provider {}: JSON task client not built in this branch",
+                    spec.provider
+                ),
+                fix: "use captchaai, 2captcha or sim for now".into(),
+            }));
         }
         let family = match spec.provider {
             AccountProvider::TwoCaptcha => Family::TwoCaptcha,

@@ -92,7 +92,8 @@ pub fn pick(candidates: &[Candidate]) -> Option<usize> {
     if let Some(i) = candidates.iter().position(|c| c.trial) {
         return Some(i);
     }
-    // An account with no figure yet counts as typical: the mean of the known ones.
+    // An account with no figure yet counts as typical (the mean of the known ones), or a little
+    // better.
     let known: Vec<f64> = candidates.iter().filter_map(|c| c.solve_ms).collect();
     #[allow(clippy::cast_precision_loss)]
     let typical = if known.is_empty() {
@@ -108,7 +109,8 @@ pub fn pick(candidates: &[Candidate]) -> Option<usize> {
         } else {
             threads / (threads + f64::from(c.in_flight))
         };
-        let solve = c.solve_ms.unwrap_or(typical).max(1.0);
+        // Unknown reads slightly better than typical, so a new account gets tried and measured.
+        let solve = c.solve_ms.unwrap_or(typical * 0.9).max(1.0);
         f64::from(c.weight) * c.success.max(SUCCESS_FLOOR) * share / solve
     };
     candidates

@@ -1,0 +1,228 @@
+//! Several provider accounts (docs/API.md "Accounts and failover"): an account whose key is
+//! refused, then whose front end answers HTML 502s, is taken out of rotation while every task
+//! succeeds through the other; it is probed and re-admitted once healthy. An account without
+//! money is paused, not crashed; `/readyz` fails only when no account can take work.
+
+use std::time::{Duration, Instant};
+
+use captcha_gateway::config::{AccountProvider, AccountSpec, Settings};
+use captcha_gateway::sim::{Faults, LatencyRange, SimSettings};
+use futures::future::join_all;
+use serde_json::{Value, json};
+
+use crate::support::eventually::eventually;
+use crate::support::fleet::SimServer;
+use crate::support::{TestGateway, fast_settings, metric_sum, solve, verify_at};
+
+const LATENCY: LatencyRange = LatencyRange {
+    min: Duration::from_millis(50),
+    max: Duration::from_millis(150),
+};
+
+fn account(name: &str, sim: &SimServer, threads: u32) -> AccountSpec {
+    AccountSpec {
+        name: name.into(),
+        provider: AccountProvider::Sim,
+        base_url: Some(url::Url::parse(&format!("http://{}", sim.addr)).unwrap()),
+        key: None,
+        threads: Some(threads),
+        weight: 1,
+        kinds: Vec::new(),
+    }
+}
+
+/// A gateway routing over `accounts`, with breakers quick enough for a test.
+fn settings(accounts: Vec<AccountSpec>) -> Settings {
+    let mut s = fast_settings();
+    s.accounts = accounts;
+    s.upstream.breaker.open_for = Duration::from_millis(100);
+    s.upstream.breaker.open_max = Duration::from_millis(400);
+    s.upstream.balance_every = Duration::from_millis(100);
+    s
+}
+
+/// `n` concurrent native solves of distinct targets; every one must succeed with a token that
+/// one of `sims` accepts exactly once. Returns how long the slowest took.
+async fn solve_all(gw: &TestGateway, sims: &[&SimServer], n: usize, tag: &str) -> Duration {
+    let started = Instant::now();
+    let base = gw.url("");
+    let replies = join_all((0..n).map(|i| {
+        let body = json!({
+            "kind": "recaptcha_v2",
+            "sitekey": format!("6Le-{tag}-{i}"),
+            "pageurl": "https://example.com/login",
+            "timeout_s": 30,
+        });
+        solve(&gw.http, &base, body)
+    }))
+    .await;
+    let took = started.elapsed();
+    for (status, reply) in replies {
+        assert_eq!(status, 200, "every task succeeds ({tag}): {reply}");
+        let token = reply["token"].as_str().expect("a token");
+        let mut accepted = 0;
+        for sim in sims {
+            let base = format!("http://{}", sim.addr);
+            if verify_at(&gw.http, &base, token).await["success"] == true {
+                accepted += 1;
+            }
+        }
+        assert_eq!(accepted, 1, "{tag}: the token is genuine and fresh");
+    }
+    took
+}
+
+async fn health(gw: &TestGateway) -> Value {
+    gw.http
+        .get(gw.url("/health"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn state_of(gw: &TestGateway, name: &str) -> String {
+    let h = health(gw).await;
+    let accounts = h["accounts"].as_array().expect("accounts in /health");
+    let a = accounts
+        .iter()
+        .find(|a| a["name"] == name)
+        .unwrap_or_else(|| panic!("{name} in {h}"));
+    a["state"].as_str().unwrap().to_owned()
+}
+
+fn accepted_submits(sim: &SimServer) -> u64 {
+    sim.sim.stats().submits
+}
+
+fn set_faults(sim: &SimServer, faults: Faults) {
+    sim.sim.set_faults(faults).expect("valid faults");
+}
+
+#[tokio::test]
+async fn a_refused_then_failing_account_is_bypassed_probed_and_readmitted() {
+    let a = SimServer::start(LATENCY, 4).await;
+    let b = SimServer::start(LATENCY, 4).await;
+    let gw = TestGateway::with(settings(vec![account("a", &a, 4), account("b", &b, 4)])).await;
+    let sims = [&a, &b];
+
+    // Healthy: more tasks than one account's threads, so both take some.
+    let baseline = solve_all(&gw, &sims, 12, "warm").await;
+    assert!(accepted_submits(&a) > 0 && accepted_submits(&b) > 0);
+    assert_eq!(state_of(&gw, "a").await, "closed");
+
+    // a's key is revoked: its breaker opens, every task succeeds through b.
+    set_faults(
+        &a,
+        Faults {
+            reject_keys: true,
+            ..Faults::default()
+        },
+    );
+    let a_before = accepted_submits(&a);
+    let refused_phase = solve_all(&gw, &sims, 12, "refused").await;
+    assert_eq!(accepted_submits(&a), a_before, "a accepted nothing");
+    assert_ne!(state_of(&gw, "a").await, "closed");
+    assert!(metric_sum(&gw.http, &gw.url(""), "upstream_breaker_opened_total").await >= 1);
+
+    // Then its front end answers HTML 502s: still out, still probed, tasks still succeed.
+    set_faults(
+        &a,
+        Faults {
+            html_error_rate: 1.0,
+            ..Faults::default()
+        },
+    );
+    let probes_before = a.sim.stats().injected_errors;
+    eventually(
+        Duration::from_secs(20),
+        "a half-open probe reaches the failing account",
+        || async {
+            solve_all(&gw, &sims, 4, "html").await;
+            a.sim.stats().injected_errors > probes_before
+        },
+    )
+    .await;
+    assert_eq!(accepted_submits(&a), a_before, "a accepted nothing");
+    assert_ne!(state_of(&gw, "a").await, "closed");
+
+    // Healthy again: a probe succeeds, the breaker closes, a takes tasks again.
+    set_faults(&a, Faults::default());
+    eventually(
+        Duration::from_secs(20),
+        "the healed account is re-admitted",
+        || async {
+            solve_all(&gw, &sims, 8, "healed").await;
+            accepted_submits(&a) > a_before && state_of(&gw, "a").await == "closed"
+        },
+    )
+    .await;
+    let ready = gw.http.get(gw.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+    // The figure for docs/BENCHMARKS.md: how much longer a burst takes while an account fails.
+    eprintln!(
+        "failover: 12 tasks over two 4-thread accounts took {baseline:?} healthy, \
+         {refused_phase:?} right after one account's key was refused"
+    );
+}
+
+#[tokio::test]
+async fn an_empty_account_is_paused_and_readiness_fails_only_with_no_account_left() {
+    let a = SimServer::start(LATENCY, 4).await;
+    let broke = SimServer::with_settings(
+        SimSettings {
+            threads: 4,
+            balance: "0.00".into(),
+            ..SimSettings::default()
+        },
+        LATENCY,
+    )
+    .await;
+    let gw = TestGateway::with(settings(vec![
+        account("a", &a, 4),
+        account("broke", &broke, 4),
+    ]))
+    .await;
+    eventually(
+        Duration::from_secs(10),
+        "the spend guard pauses it",
+        || async { state_of(&gw, "broke").await == "paused" },
+    )
+    .await;
+    solve_all(&gw, &[&a, &broke], 10, "paused").await;
+    assert_eq!(
+        accepted_submits(&broke),
+        0,
+        "nothing went to the empty account"
+    );
+    let ready = gw.http.get(gw.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200, "one account left is enough");
+
+    // The other key is refused too: no account can take work.
+    set_faults(
+        &a,
+        Faults {
+            reject_keys: true,
+            ..Faults::default()
+        },
+    );
+    eventually(Duration::from_secs(10), "readiness fails", || async {
+        let res = gw.http.get(gw.url("/readyz")).send().await.unwrap();
+        res.status() == 503
+    })
+    .await;
+    let (status, reply) = solve(
+        &gw.http,
+        &gw.url(""),
+        json!({"kind": "turnstile", "sitekey": "0x4-none", "pageurl": "https://example.com/", "timeout_s": 5}),
+    )
+    .await;
+    eprintln!("no account left: {status} {reply}");
+    assert_ne!(status, 200, "{reply}");
+    assert!(
+        reply.to_string().len() < 2_000,
+        "a short, clear error: {reply}"
+    );
+}
