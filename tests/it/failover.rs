@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::support::eventually::eventually;
 use crate::support::fleet::SimServer;
-use crate::support::{TestGateway, fast_settings, metric_sum, solve, verify_at};
+use crate::support::{KEY, TestGateway, fast_settings, metric_sum, solve, verify_at};
 
 const LATENCY: LatencyRange = LatencyRange {
     min: Duration::from_millis(50),
@@ -224,5 +224,99 @@ async fn an_empty_account_is_paused_and_readiness_fails_only_with_no_account_lef
     assert!(
         reply.to_string().len() < 2_000,
         "a short, clear error: {reply}"
+    );
+}
+
+#[tokio::test]
+async fn a_task_the_provider_cannot_solve_is_not_tried_at_another_account() {
+    let unsolvable = SimServer::with_settings(
+        SimSettings {
+            threads: 4,
+            unsolvable_rate: 1.0,
+            ..SimSettings::default()
+        },
+        LATENCY,
+    )
+    .await;
+    let other = SimServer::start(LATENCY, 4).await;
+    let mut preferred = account("preferred", &unsolvable, 4);
+    preferred.weight = 1000;
+    let gw = TestGateway::with(settings(vec![preferred, account("other", &other, 4)])).await;
+    let (status, reply) = solve(
+        &gw.http,
+        &gw.url(""),
+        json!({"kind": "recaptcha_v2", "sitekey": "6Le-unsolvable", "pageurl": "https://example.com/", "timeout_s": 20}),
+    )
+    .await;
+    assert_ne!(status, 200, "{reply}");
+    assert_eq!(
+        reply["error"]["code"], "ERROR_CAPTCHA_UNSOLVABLE",
+        "{reply}"
+    );
+    assert_eq!(unsolvable.sim.stats().submits, 1);
+    assert_eq!(other.sim.stats().submits, 0, "a task's own failure stays");
+    assert_eq!(
+        state_of(&gw, "preferred").await,
+        "closed",
+        "the account works"
+    );
+}
+
+#[tokio::test]
+async fn reports_go_to_the_account_that_solved_the_task() {
+    let a = SimServer::start(LATENCY, 2).await;
+    let b = SimServer::start(LATENCY, 2).await;
+    let gw = TestGateway::with(settings(vec![account("a", &a, 2), account("b", &b, 2)])).await;
+    let gw = &gw;
+    let ids = join_all((0..6).map(|i| async move {
+        let form = [
+            ("method", "userrecaptcha".to_owned()),
+            ("googlekey", format!("6Le-report-{i}")),
+            ("pageurl", "https://example.com/".to_owned()),
+            ("json", "1".to_owned()),
+            ("key", KEY.to_owned()),
+        ];
+        let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (_, body) = gw.post_form("/in.php", &pairs).await;
+        let v: Value = serde_json::from_str(&body).unwrap();
+        let id = v["request"].as_str().unwrap().to_owned();
+        gw.wait_task(&id).await;
+        id
+    }))
+    .await;
+    assert!(
+        a.sim.stats().solved > 0 && b.sim.stats().solved > 0,
+        "both solved some"
+    );
+    for id in &ids {
+        let (_, body) = gw
+            .get_text(&format!(
+                "/res.php?key={KEY}&action=reportbad&json=1&id={id}"
+            ))
+            .await;
+        assert!(body.contains("OK_REPORT_RECORDED"), "{body}");
+    }
+    // Each simulator counts a report only for a task it ran: six reports, each at its solver.
+    let (bad_a, bad_b) = (a.sim.stats().reports_bad, b.sim.stats().reports_bad);
+    assert_eq!(bad_a + bad_b, 6);
+    assert_eq!(
+        (bad_a, bad_b),
+        (a.sim.stats().solved, b.sim.stats().solved),
+        "each report went to the account that solved its task"
+    );
+    let metrics = gw
+        .http
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(&format!(
+            "upstream_reports_total{{account=\"a\",kind=\"recaptcha_v2\",verdict=\"bad\"}} {bad_a}"
+        )),
+        "{metrics}"
     );
 }
