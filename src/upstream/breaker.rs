@@ -127,6 +127,15 @@ impl Breaker {
         }
     }
 
+    /// When a task may next start here: `now` unless open, else when the wait ends. (A running
+    /// trial reads as `now`: its end may free the account any moment.)
+    pub fn next_chance(&self, now: Millis) -> Option<Millis> {
+        match self.inner {
+            Inner::Open { until } => Some(until.max(now)),
+            Inner::Closed { .. } | Inner::HalfOpen { .. } => Some(now),
+        }
+    }
+
     /// Starts a task at `now`: `Trial` marks the half-open trial as running.
     pub fn begin(&mut self, now: Millis) -> Admit {
         let admit = self.peek(now);
@@ -185,20 +194,22 @@ impl Breaker {
     }
 
     fn open(&mut self, now: Millis, provider_wait: Option<Duration>) {
-        let doubled = self
-            .settings
-            .open_for
-            .saturating_mul(1u32 << self.reopens.min(16))
-            .min(self.settings.open_max);
-        let wait = doubled.max(provider_wait.unwrap_or_default());
-        let until = now.saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
-        // A second error while open only moves the end later, never earlier.
+        let after = |wait: Duration| {
+            now.saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
+        };
         let until = match self.inner {
-            Inner::Open { until: current } => until.max(current),
+            // More errors while open (late tasks, balance checks) keep the wait it has; only the
+            // provider's own longer wait moves it.
+            Inner::Open { until } => until.max(provider_wait.map_or(0, after)),
             _ => {
+                let doubled = self
+                    .settings
+                    .open_for
+                    .saturating_mul(1u32 << self.reopens.min(16))
+                    .min(self.settings.open_max);
                 self.opened_total += 1;
                 self.reopens = self.reopens.saturating_add(1);
-                until
+                after(doubled.max(provider_wait.unwrap_or_default()))
             }
         };
         self.inner = Inner::Open { until };
@@ -310,11 +321,16 @@ mod tests {
     }
 
     #[test]
-    fn a_balance_check_can_trip_it() {
+    fn a_balance_check_can_trip_it_without_stretching_the_wait() {
         let mut b = breaker();
         b.trip(5_000, None);
         assert_eq!((b.state(5_000), b.opened_total), (BreakerState::Open, 1));
-        b.trip(6_000, None);
+        // Checks every few seconds while open would otherwise keep it open for ever.
+        b.trip(9_000, None);
+        b.finish(Admit::Yes, Verdict::Broken(None), 14_000);
         assert_eq!(b.opened_total, 1, "already open: one opening");
+        assert_eq!(b.peek(15_000), Admit::Trial, "the first wait stands");
+        b.trip(15_000, Some(Duration::from_secs(300)));
+        assert_eq!(b.peek(314_999), Admit::No, "the provider's own wait counts");
     }
 }

@@ -12,6 +12,7 @@
 //!
 //! - `breaker`: closed / open / half-open per account, on a clock passed in.
 //! - `routing`: recent solve time and success per account and kind, and the choice.
+//! - `solve`: one task across accounts (the [`Solver`](crate::engine::Solver) implementation).
 //! - `spend`: the balance check that pauses and resumes accounts.
 //! - `reports`: `reportgood`/`reportbad` counts per account and kind.
 //! - `metrics`: every per-account metric line, in one place.
@@ -20,20 +21,20 @@ mod breaker;
 mod metrics;
 mod reports;
 mod routing;
+mod solve;
 mod spend;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use tokio::time::Instant;
+use tokio::sync::Notify;
 
-use crate::compat::codes;
 use crate::config::AccountProvider;
-use crate::engine::{Priority, Solution, SolveFailure, Solver};
-use crate::model::{Kind, SolveRequest, UpstreamRef, now_ms};
-use crate::provider::{self, Account, ErrorClass, ProviderError};
+use crate::engine::SolveFailure;
+use crate::model::{Kind, now_ms};
+use crate::provider::Account;
+use solve::{failure, no_account};
 
 pub use breaker::{Admit, Breaker, BreakerSettings, BreakerState, Verdict};
 pub use routing::{Candidate, Scoreboard, pick};
@@ -131,12 +132,15 @@ pub struct AccountStatus {
 
 pub struct Upstream {
     members: Vec<Arc<Member>>,
+    /// Signalled when an account may have become usable (a task finished, a pause lifted).
+    changed: Notify,
 }
 
 impl Upstream {
     pub fn new(members: Vec<Member>) -> Self {
         Self {
             members: members.into_iter().map(Arc::new).collect(),
+            changed: Notify::new(),
         }
     }
 
@@ -195,8 +199,8 @@ impl Upstream {
         metrics::write(&self.members, out);
     }
 
-    /// The account for the next try of a task of `kind`, and how its breaker admitted it:
-    /// one not yet `tried` for this task when there is one.
+    /// The account for the next try of a task of `kind`, and how its breaker admitted it: one
+    /// not yet `tried` for this task, or one that did and is now half-open (its trial).
     fn choose(&self, kind: Kind, tried: &[usize]) -> Option<(usize, Admit)> {
         // A lost race for a half-open trial just means choosing again.
         for _ in 0..=self.members.len() {
@@ -205,11 +209,13 @@ impl Upstream {
                 .members
                 .iter()
                 .enumerate()
-                .filter(|(i, m)| !tried.contains(i) && m.takes(kind) && !m.paused())
+                .filter(|(_, m)| m.takes(kind) && !m.paused())
                 .filter_map(|(i, m)| {
                     let admit = lock(&m.breaker).peek(now);
+                    // An account that failed this task may take it again only as a trial.
+                    let again = tried.contains(&i) && admit == Admit::Yes;
                     let scores = lock(&m.scores);
-                    (admit != Admit::No).then(|| {
+                    (admit != Admit::No && !again).then(|| {
                         (
                             i,
                             Candidate {
@@ -232,212 +238,6 @@ impl Upstream {
             }
         }
         None
-    }
-}
-
-/// Tries a task may make across accounts: every account once, then once more each (a second
-/// round only after every account failed it, for blips that hit them all).
-fn max_tries(accounts: usize) -> usize {
-    accounts.saturating_mul(2).max(1)
-}
-
-/// Wait before a second round over accounts that all failed the task.
-const ROUND_BACKOFF: Duration = Duration::from_secs(1);
-
-/// A task at one account, finished once: dropped unfinished (its caller's future was dropped)
-/// it tells the breaker nothing, so a trial is handed to the next task.
-struct Attempt<'a> {
-    member: &'a Member,
-    admit: Admit,
-    done: bool,
-}
-
-impl Attempt<'_> {
-    fn finish(mut self, verdict: Verdict) {
-        self.done = true;
-        lock(&self.member.breaker).finish(self.admit, verdict, now_ms());
-    }
-}
-
-impl Drop for Attempt<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            lock(&self.member.breaker).finish(self.admit, Verdict::Nothing, now_ms());
-        }
-    }
-}
-
-/// What an outcome says about the account that produced it.
-fn verdict(result: &Result<provider::Solved, ProviderError>) -> Verdict {
-    let Err(e) = result else {
-        return Verdict::Works;
-    };
-    if e.code == provider::TIMEOUT || e.code == provider::SHUTDOWN {
-        return Verdict::Nothing;
-    }
-    match e.class {
-        ErrorClass::Account => Verdict::Broken(e.retry_after),
-        ErrorClass::Transient => Verdict::Transient,
-        // The provider answered about the task itself, or was merely busy.
-        ErrorClass::Permanent | ErrorClass::Capacity => Verdict::Works,
-    }
-}
-
-/// Whether another account may succeed where this one failed: yes for the account's problems
-/// and for transient ones; no for the task's own (bad parameters, unsolvable), the deadline or
-/// a shutdown.
-fn worth_another_account(e: &ProviderError) -> bool {
-    e.code != provider::TIMEOUT
-        && e.code != provider::SHUTDOWN
-        && matches!(e.class, ErrorClass::Account | ErrorClass::Transient)
-}
-
-/// A zero balance pauses the account instead of opening its breaker: only money brings it back,
-/// and the spend guard sees that.
-fn is_no_money(e: &ProviderError) -> bool {
-    e.class == ErrorClass::Account && e.code == codes::ZERO_BALANCE
-}
-
-fn no_account() -> SolveFailure {
-    SolveFailure::new(
-        codes::SERVER_ERROR,
-        "no provider account can take this task now",
-    )
-}
-
-/// What a caller is told about an upstream failure: the provider's code for problems with the
-/// request itself, a terminal code for everything the caller cannot fix. Never the provider's
-/// body, which may echo our key.
-fn failure(e: &ProviderError) -> SolveFailure {
-    if e.code == provider::SHUTDOWN {
-        return SolveFailure::shutting_down();
-    }
-    match e.class {
-        ErrorClass::Permanent if e.code.starts_with("ERROR_") => SolveFailure::new(
-            e.code.clone(),
-            format!("the provider refused the task ({})", e.code),
-        ),
-        ErrorClass::Permanent => {
-            SolveFailure::new(codes::CAPTCHA_UNSOLVABLE, "the provider could not solve it")
-        }
-        ErrorClass::Account => SolveFailure::new(
-            codes::SERVER_ERROR,
-            "the gateway's provider accounts are unusable",
-        ),
-        ErrorClass::Capacity | ErrorClass::Transient => SolveFailure::new(
-            codes::CAPTCHA_UNSOLVABLE,
-            format!("no answer in time ({})", e.code),
-        ),
-    }
-}
-
-#[async_trait]
-impl Solver for Upstream {
-    async fn solve(
-        &self,
-        req: &SolveRequest,
-        deadline: Instant,
-        priority: Priority,
-    ) -> Result<Solution, SolveFailure> {
-        // Refills take only the threads no caller is waiting for (promise 5).
-        let priority = match priority {
-            Priority::Interactive => provider::Priority::Interactive,
-            Priority::Refill => provider::Priority::Refill,
-        };
-        let kind = req.kind();
-        let mut tried: Vec<usize> = Vec::new();
-        let mut last: Option<ProviderError> = None;
-        for _ in 0..max_tries(self.members.len()) {
-            let (index, admit) = match self.choose(kind, &tried) {
-                Some(chosen) => chosen,
-                // Every account that may take it failed it once: one more round after a pause.
-                None if !tried.is_empty()
-                    && Instant::now() + ROUND_BACKOFF < deadline
-                    && last.as_ref().is_some_and(worth_another_account) =>
-                {
-                    tokio::time::sleep(ROUND_BACKOFF).await;
-                    tried.clear();
-                    match self.choose(kind, &tried) {
-                        Some(chosen) => chosen,
-                        None => break,
-                    }
-                }
-                None => break,
-            };
-            let member = &self.members[index];
-            let attempt = Attempt {
-                member,
-                admit,
-                done: false,
-            };
-            let started = Instant::now();
-            let result = member.account.solve(req, deadline, priority).await;
-            let verdict = match &result {
-                Err(e) if is_no_money(e) => {
-                    member.paused.store(true, Ordering::Relaxed);
-                    tracing::error!(
-                        account = member.name(),
-                        "provider account has no money; paused until its balance is topped up"
-                    );
-                    Verdict::Nothing
-                }
-                other => verdict(other),
-            };
-            attempt.finish(verdict);
-            match &result {
-                Ok(_) => {
-                    let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-                    lock(&member.scores).solved(kind, ms);
-                }
-                Err(e) if matches!(verdict, Verdict::Transient | Verdict::Broken(_)) => {
-                    lock(&member.scores).failed(kind);
-                    if let Verdict::Broken(_) = verdict {
-                        tracing::error!(account = member.name(), code = %e.code, "provider account refused; out of rotation until a probe succeeds");
-                    }
-                }
-                Err(e) if e.code == codes::CAPTCHA_UNSOLVABLE || e.code == provider::TIMEOUT => {
-                    lock(&member.scores).failed(kind);
-                }
-                Err(_) => {}
-            }
-            match result {
-                Ok(solved) => {
-                    member.reports.remember(&solved.task_id, kind, now_ms());
-                    return Ok(Solution {
-                        text: solved.text,
-                        user_agent: solved.user_agent,
-                        upstream: UpstreamRef {
-                            account: member.name().to_owned(),
-                            task_id: solved.task_id,
-                        },
-                        solved_at: solved.solved_at,
-                    });
-                }
-                Err(e) if worth_another_account(&e) && Instant::now() < deadline => {
-                    tracing::debug!(account = member.name(), error = %e, "trying the task at another account");
-                    tried.push(index);
-                    last = Some(e);
-                }
-                Err(e) => return Err(failure(&e)),
-            }
-        }
-        Err(last.as_ref().map_or_else(no_account, failure))
-    }
-
-    async fn report(&self, task: &UpstreamRef, good: bool) -> Result<(), SolveFailure> {
-        // The account that solved it; one removed from the config since cannot be told.
-        let Some(member) = self.members.iter().find(|m| m.name() == task.account) else {
-            return Err(SolveFailure::new(
-                codes::WRONG_CAPTCHA_ID,
-                "the account that solved this task is no longer configured",
-            ));
-        };
-        member.reports.count(&task.task_id, good, now_ms());
-        member
-            .account
-            .report(&task.task_id, good)
-            .await
-            .map_err(|e| failure(&e))
     }
 }
 

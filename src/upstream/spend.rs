@@ -34,7 +34,7 @@ pub fn spawn_spend_guard(upstream: Arc<Upstream>, every: Duration, stop: Cancell
                     continue;
                 }
                 tokio::select! {
-                    () = check(member) => {}
+                    () = check(&upstream, member) => {}
                     () = stop.cancelled() => return,
                 }
             }
@@ -46,7 +46,7 @@ pub fn spawn_spend_guard(upstream: Arc<Upstream>, every: Duration, stop: Cancell
     });
 }
 
-async fn check(member: &Arc<Member>) {
+async fn check(upstream: &Upstream, member: &Arc<Member>) {
     let reply = tokio::time::timeout(CHECK_TIMEOUT, member.account.balance()).await;
     match reply {
         Ok(Ok(balance)) => match has_money(&balance) {
@@ -64,6 +64,7 @@ async fn check(member: &Arc<Member>) {
                             account = member.name(),
                             "provider account has money again; resumed"
                         );
+                        upstream.changed.notify_waiters();
                     }
                     _ => {}
                 }

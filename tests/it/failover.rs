@@ -228,7 +228,7 @@ async fn an_empty_account_is_paused_and_readiness_fails_only_with_no_account_lef
     let (status, reply) = solve(
         &gw.http,
         &gw.url(""),
-        json!({"kind": "turnstile", "sitekey": "0x4-none", "pageurl": "https://example.com/", "timeout_s": 5}),
+        json!({"kind": "turnstile", "sitekey": "0x4-none", "pageurl": "https://example.com/", "timeout_s": 2}),
     )
     .await;
     eprintln!("no account left: {status} {reply}");
@@ -330,5 +330,54 @@ async fn reports_go_to_the_account_that_solved_the_task() {
             "upstream_reports_total{{account=\"a\",kind=\"recaptcha_v2\",verdict=\"bad\"}} {bad_a}"
         )),
         "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_waiting_task_is_answered_by_its_account_once_a_probe_readmits_it() {
+    let only = SimServer::start(LATENCY, 2).await;
+    let mut s = settings(vec![account("only", &only, 2)]);
+    // Long enough that the faults below are switched off before the first probe; a probe that
+    // still meets them only delays the answer to the next one.
+    s.upstream.breaker.open_for = Duration::from_secs(2);
+    s.upstream.breaker.open_max = Duration::from_secs(4);
+    let gw = TestGateway::with(s).await;
+    set_faults(
+        &only,
+        Faults {
+            reject_keys: true,
+            ..Faults::default()
+        },
+    );
+    let base = gw.url("");
+    let http = gw.http.clone();
+    let waiting = tokio::spawn(async move {
+        solve(
+            &http,
+            &base,
+            json!({"kind": "turnstile", "sitekey": "0x4-wait", "pageurl": "https://example.com/", "timeout_s": 30}),
+        )
+        .await
+    });
+    eventually(Duration::from_secs(10), "the account is out", || async {
+        state_of(&gw, "only").await == "open"
+    })
+    .await;
+    let ready = gw.http.get(gw.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 503, "no account can take work");
+    set_faults(&only, Faults::default());
+    let (status, reply) = waiting.await.unwrap();
+    assert_eq!(status, 200, "the task waited for the probe: {reply}");
+    gw.http
+        .get(format!("http://{}/verify", only.addr))
+        .query(&[("token", reply["token"].as_str().unwrap())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(state_of(&gw, "only").await, "closed");
+    assert_eq!(
+        only.sim.stats().submits,
+        1,
+        "one task, submitted once accepted"
     );
 }
