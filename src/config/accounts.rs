@@ -45,6 +45,13 @@ impl AccountProvider {
         }
     }
 
+    /// Whether its balance is money that solves spend, so an empty balance means no more
+    /// solves. CaptchaAI sells threads, not solves: what its `getbalance` figure means is not
+    /// documented, so it never pauses an account.
+    pub fn billed_per_solve(self) -> bool {
+        !matches!(self, AccountProvider::Captchaai)
+    }
+
     /// Whether it speaks the `createTask`/`getTaskResult` JSON protocol.
     pub fn json_task_api(self) -> bool {
         matches!(
@@ -345,6 +352,23 @@ mod tests {
             local.base_url.as_ref().unwrap().as_str(),
             "http://127.0.0.1:9/"
         );
+    }
+
+    #[test]
+    fn a_loaded_key_never_shows_in_debug_output() {
+        let specs = parse(MAIN, &[("K1", "LoadedKeyDebug0123456789abcdef01")]).unwrap();
+        let shown = format!("{specs:?}");
+        assert!(
+            shown.contains("main") && !shown.contains("LoadedKeyDebug"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn only_thread_priced_captchaai_is_not_billed_per_solve() {
+        assert!(!AccountProvider::Captchaai.billed_per_solve());
+        assert!(AccountProvider::TwoCaptcha.billed_per_solve());
+        assert!(AccountProvider::Sim.billed_per_solve());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The spend guard (docs/API.md "Accounts and failover"): reads each account's balance now and
-//! then, pauses an account that has no money left and resumes it once it has some again.
+//! then, pauses an account that has no money left and resumes it once it has some again. Only
+//! providers that bill per solve: CaptchaAI bills threads, and its balance is not read as money.
 //!
 //! Owns: the balance loop and what a balance reply means. A paused account keeps its tasks in
 //! flight and takes no new ones; the gateway does not stop. Does not own: the breaker (a refused
@@ -49,6 +50,8 @@ pub fn spawn_spend_guard(upstream: Arc<Upstream>, every: Duration, stop: Cancell
 async fn check(upstream: &Upstream, member: &Arc<Member>) {
     let reply = tokio::time::timeout(CHECK_TIMEOUT, member.account.balance()).await;
     match reply {
+        // A thread-priced account is only checked for a refused key.
+        Ok(Ok(_)) if !member.provider.billed_per_solve() => {}
         Ok(Ok(balance)) => match has_money(&balance) {
             Some(money) => {
                 let was_paused = member.paused.swap(!money, Ordering::Relaxed);
