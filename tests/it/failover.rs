@@ -381,3 +381,37 @@ async fn a_waiting_task_is_answered_by_its_account_once_a_probe_readmits_it() {
         "one task, submitted once accepted"
     );
 }
+
+#[tokio::test]
+async fn tasks_in_flight_when_a_key_is_revoked_finish_at_the_other_account() {
+    let slow = LatencyRange::fixed(Duration::from_millis(800));
+    let a = SimServer::start(slow, 4).await;
+    let b = SimServer::start(LATENCY, 4).await;
+    let mut preferred = account("a", &a, 4);
+    preferred.weight = 1000;
+    let gw = TestGateway::with(settings(vec![preferred, account("b", &b, 4)])).await;
+    let sims = [&a, &b];
+    let burst = solve_all(&gw, &sims, 4, "in-flight");
+    tokio::pin!(burst);
+    // Wait until a holds the burst's tasks, then revoke its key under them.
+    let mut revoked = false;
+    tokio::select! {
+        _ = &mut burst => {}
+        () = async {
+            eventually(Duration::from_secs(10), "a holds tasks", || async {
+                a.sim.stats().current_concurrent >= 2
+            })
+            .await;
+        } => {
+            set_faults(&a, Faults { reject_keys: true, ..Faults::default() });
+            revoked = true;
+        }
+    }
+    assert!(
+        revoked,
+        "the burst was still running at a when its key was revoked"
+    );
+    burst.await;
+    assert_eq!(a.sim.stats().solved, 0, "no answer came from a");
+    assert!(b.sim.stats().submits >= 2, "b took over a's tasks");
+}
