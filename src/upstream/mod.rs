@@ -4,8 +4,8 @@
 //! Owns: choosing the account per task (`routing`), taking failing accounts out of rotation and
 //! probing them back (`breaker`), pausing empty ones (`spend`), moving a task to another account
 //! when the failure was the account's and not the task's, mapping provider errors to the codes
-//! callers see, report counts (`reports`), the per-account status of `/health` (`status`) and
-//! metrics (`metrics`). Does not own: one account's threads, submit retries and polling
+//! callers see, report counts (`reports`), the per-account lines of `/health` ([`AccountStatus`])
+//! and of `/metrics` (`metrics`). Does not own: one account's threads, submit retries and polling
 //! (provider::Account), or which caller gets an answer (the engine).
 //!
 //! # Layout
@@ -130,6 +130,8 @@ pub struct AccountStatus {
     pub in_flight: u32,
 }
 
+/// Every configured account, in config order (the flags' one account when there is no
+/// `[[accounts]]`).
 pub struct Upstream {
     members: Vec<Arc<Member>>,
     /// Signalled when an account may have become usable (a task finished, a pause lifted).
