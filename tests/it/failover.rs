@@ -415,3 +415,17 @@ async fn tasks_in_flight_when_a_key_is_revoked_finish_at_the_other_account() {
     assert_eq!(a.sim.stats().solved, 0, "no answer came from a");
     assert!(b.sim.stats().submits >= 2, "b took over a's tasks");
 }
+
+#[tokio::test]
+async fn an_account_only_gets_the_kinds_it_takes() {
+    let images = SimServer::start(LATENCY, 4).await;
+    let any = SimServer::start(LATENCY, 4).await;
+    let mut image_only = account("images", &images, 4);
+    image_only.kinds = vec![captcha_gateway::model::Kind::Image];
+    // Preferred by weight, yet never given a kind it does not take.
+    image_only.weight = 1000;
+    let gw = TestGateway::with(settings(vec![image_only, account("any", &any, 4)])).await;
+    solve_all(&gw, &[&images, &any], 8, "kinds").await;
+    assert_eq!(images.sim.stats().submits, 0);
+    assert_eq!(any.sim.stats().submits, 8);
+}
