@@ -48,6 +48,9 @@ fn bad(setting: &str, problem: impl Into<String>, fix: impl Into<String>) -> Con
 
 pub use crate::secret::Secret;
 
+mod accounts;
+pub use accounts::{AccountProvider, AccountSpec};
+
 /// Everything `serve` needs, validated.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -79,6 +82,10 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// Result callbacks (`pingback`, `callback_url`): allow-list and delivery limits.
     pub callbacks: CallbackSettings,
+    /// `[[accounts]]`; empty: the one account of `provider`, `provider_url`, the key and `threads`.
+    pub accounts: Vec<AccountSpec>,
+    /// How accounts leave and rejoin rotation (breaker, balance checks).
+    pub upstream: crate::upstream::UpstreamSettings,
 }
 
 /// The TOML file: every flag, plus the knobs that have no flag.
@@ -136,6 +143,9 @@ struct FileConfig {
     target_idle_s: Option<f64>,
     /// Targets shown one by one in `/metrics`, `/` and `GET /v1/pools` (default 50).
     metrics_top_targets: Option<usize>,
+    /// Several provider accounts (docs/CONFIGURATION.md "Accounts").
+    #[serde(default)]
+    accounts: Vec<accounts::AccountTable>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -233,7 +243,11 @@ pub fn load_serve(
         .map(|k| Secret(k.trim().to_owned())),
     }
     .filter(|k| !k.0.is_empty());
-    if provider != ProviderName::Sim && provider_key.is_none() {
+    let accounts = accounts::specs(&file.accounts, env)?;
+    if !accounts.is_empty() {
+        one_account_settings_unused(args, &file)?;
+    }
+    if accounts.is_empty() && provider != ProviderName::Sim && provider_key.is_none() {
         return Err(bad(
             "CAPTCHAAI_API_KEY",
             "no provider key is set",
@@ -339,7 +353,12 @@ pub fn load_serve(
     }
 
     let sim = sim_settings(&file.sim, &SimulateArgs::default())?;
-    let mut poll = if provider == ProviderName::Sim {
+    let all_sim = if accounts.is_empty() {
+        provider == ProviderName::Sim
+    } else {
+        accounts.iter().all(|a| a.provider == AccountProvider::Sim)
+    };
+    let mut poll = if all_sim {
         sim_poll_defaults(&sim)
     } else {
         PollSettings::default()
@@ -401,7 +420,39 @@ pub fn load_serve(
         tls,
         shutdown_grace,
         callbacks,
+        accounts,
+        upstream: crate::upstream::UpstreamSettings::default(),
     })
+}
+
+/// With `[[accounts]]`, the one-account settings would be silently ignored: refuse them instead.
+fn one_account_settings_unused(args: &ServeArgs, file: &FileConfig) -> Result<(), ConfigError> {
+    let set = [
+        (
+            "--provider",
+            args.provider.is_some() || file.provider.is_some(),
+        ),
+        (
+            "--provider-url",
+            args.provider_url.is_some() || file.provider_url.is_some(),
+        ),
+        (
+            "--provider-key-file",
+            args.provider_key_file.is_some() || file.provider_key_file.is_some(),
+        ),
+        (
+            "--threads",
+            args.threads.is_some() || file.threads.is_some(),
+        ),
+    ];
+    match set.iter().find(|(_, given)| *given) {
+        Some((flag, _)) => Err(bad(
+            flag,
+            "is the one-account shortcut, but [[accounts]] tables are configured",
+            "drop it, or describe that account as one more [[accounts]] table",
+        )),
+        None => Ok(()),
+    }
 }
 
 /// `--redis-url` (one URL, or a comma-separated list of Cluster nodes) into store settings.

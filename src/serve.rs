@@ -8,26 +8,23 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use crate::cli::ProviderName;
 use crate::config::{ConfigError, Settings};
 use crate::engine::store::redis::RedisStore;
 use crate::engine::{Engine, MemoryStore, Store};
 use crate::http::{self, Admission, AppState, Auth};
 use crate::pools::{self, Pools, RefillSettings};
-use crate::provider::{Account, AccountSettings, Family, InResProvider, Provider};
 use crate::shutdown::Shutdown;
 use crate::sim::{self, SimSettings, Simulator};
 use crate::telemetry::Metrics;
 use crate::tenants::Tenants;
-use crate::upstream::Upstream;
+
+mod accounts;
 
 /// How long in-flight work may take to finish after a shutdown signal (`shutdown_grace_s`): long
 /// enough for a pool hit or a nearly finished solve to reach its caller, short enough for an
 /// orchestrator's stop timeout (Kubernetes waits 30 s before SIGKILL). What is still running
 /// near its end is handed back (see `shutdown`), not failed.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-/// Upstream concurrency for 2captcha when `--threads` is not given.
-const TWOCAPTCHA_THREADS: u32 = 50;
 /// How often expired task records and pooled answers are swept.
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
@@ -66,78 +63,12 @@ impl Gateway {
         })?;
         let addr = listener.local_addr()?;
 
-        let (simulator, base_url, key) = match settings.provider {
-            ProviderName::Sim => {
-                let (sim, sim_addr) = start_simulator(settings.sim.clone(), &shutdown).await?;
-                let url = url::Url::parse(&format!("http://{sim_addr}"))
-                    .expect("a socket address makes a valid URL");
-                (Some((sim, sim_addr)), url, sim_key())
-            }
-            other => {
-                let family = if other == ProviderName::TwoCaptcha {
-                    Family::TwoCaptcha
-                } else {
-                    Family::CaptchaAi
-                };
-                let url = settings
-                    .provider_url
-                    .clone()
-                    .unwrap_or_else(|| family.default_base_url());
-                let key = settings
-                    .provider_key
-                    .clone()
-                    .map(|k| k.0)
-                    .unwrap_or_default();
-                (None, url, key)
-            }
-        };
-        let family = if settings.provider == ProviderName::TwoCaptcha {
-            Family::TwoCaptcha
-        } else {
-            Family::CaptchaAi
-        };
-        let name = match settings.provider {
-            ProviderName::Sim => "sim",
-            ProviderName::Captchaai => "captchaai",
-            ProviderName::TwoCaptcha => "2captcha",
-        };
-        let http_client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| StartError::Provider(e.without_url().to_string()))?;
-        let provider: Arc<dyn Provider> = Arc::new(InResProvider::new(
-            family,
-            base_url,
-            key,
-            name.to_owned(),
-            http_client,
-        ));
-
-        let threads = match (settings.threads, &simulator) {
-            (Some(t), _) => t,
-            (None, Some((sim, _))) => sim.settings().threads,
-            // 2captcha sells no thread plans and has no `threadsinfo`: a concurrency that its
-            // queue takes comfortably; its ERROR_NO_SLOT_AVAILABLE is retried as backpressure.
-            (None, None) if settings.provider == ProviderName::TwoCaptcha => TWOCAPTCHA_THREADS,
-            (None, None) => provider
-                .threads_info()
-                .await
-                .map_err(|e| StartError::Provider(e.to_string()))?
-                .threads
-                .max(1),
-        };
-        let account = Account::start(
-            provider,
-            AccountSettings {
-                name: name.to_owned(),
-                threads,
-                poll: settings.poll.clone(),
-                ..settings.account.clone()
-            },
-            &shutdown,
-        );
-        let upstream = Arc::new(Upstream::new(account));
+        let accounts::Built {
+            upstream,
+            simulator,
+            threads,
+        } = accounts::build(&settings, &shutdown).await?;
+        let accounts = upstream.members().len();
         let store = open_store(&settings, &shutdown).await?;
         let engine = Engine::new(
             store,
@@ -190,7 +121,7 @@ impl Gateway {
         let server = tokio::spawn(async move {
             http::serve(listener, router, tls, token.cancelled_owned(), grace).await
         });
-        tracing::info!(%addr, provider = name, threads, scheme, "gateway listening");
+        tracing::info!(%addr, accounts, threads, scheme, "gateway listening");
         Ok(Gateway {
             addr,
             simulator,

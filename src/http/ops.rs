@@ -11,12 +11,16 @@ pub async fn livez() -> &'static str {
     "ok"
 }
 
-/// Ready while the upstream account can take work; an account taken out of rotation (bad key,
-/// no money) makes the instance unready so a load balancer stops sending it callers. An
+/// Ready while at least one upstream account can take work; when every account is out of
+/// rotation (bad keys, no money, providers down) the instance is unready so a load balancer
+/// stops sending it callers. One account out is not a reason: the others take its tasks. An
 /// unreachable store makes it unready only when the store is required (else it serves degraded).
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
     if !state.upstream.usable() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "upstream account unusable");
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no upstream account can take work",
+        );
     }
     if state.engine.store().degraded() && state.engine.settings().store_required {
         return (

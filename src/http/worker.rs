@@ -85,6 +85,8 @@ pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
         "active_tasks": state.admission.active(),
         "max_concurrent": state.admission.max(),
         "load_pct": (load * 1000.0).round() / 10.0,
+        // Per account: name, provider, state (closed/open/half-open/paused), threads, in flight.
+        "accounts": state.upstream.status(),
     });
     let status = if overloaded {
         StatusCode::SERVICE_UNAVAILABLE

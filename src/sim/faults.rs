@@ -7,7 +7,9 @@
 //! - **submit faults** (`in.php` only): `ERROR_SERVER_ERROR`, an HTML 502 page, the capacity
 //!   code although threads are free, `ERROR_ZERO_BALANCE`;
 //! - **wire faults** (`in.php` and `res.php`): the connection dropped with no answer, or a reply
-//!   cut off mid-JSON; independently, a reply held back for `slow_ms`.
+//!   cut off mid-JSON; independently, a reply held back for `slow_ms`;
+//! - **a revoked key** (`reject_keys`, not a rate): every `in.php`/`res.php` request answered
+//!   `ERROR_KEY_DOES_NOT_EXIST`, as a provider does once an account's key is deleted.
 //!
 //! Owns the rates, their validation, the draws and the shape of a broken reply. Does not own
 //! which endpoint applies them (the handlers) or counting them (the stats).
@@ -48,6 +50,8 @@ pub struct Faults {
     pub slow_rate: f64,
     /// How long a slow answer is held back, in milliseconds (at most [`MAX_SLOW_MS`]).
     pub slow_ms: u64,
+    /// Every `in.php`/`res.php` request is refused with `ERROR_KEY_DOES_NOT_EXIST`.
+    pub reject_keys: bool,
 }
 
 /// A partial update of [`Faults`], the body of `POST /faults`: fields left out keep their value.
@@ -61,6 +65,7 @@ pub struct FaultsPatch {
     pub malformed_rate: Option<f64>,
     pub slow_rate: Option<f64>,
     pub slow_ms: Option<u64>,
+    pub reject_keys: Option<bool>,
 }
 
 impl FaultsPatch {
@@ -89,6 +94,12 @@ impl FaultsPatch {
                     })?;
                     patch.slow_ms = Some(ms);
                 }
+                "reject_keys" => {
+                    let on = value
+                        .as_bool()
+                        .ok_or_else(|| "reject_keys must be true or false".to_owned())?;
+                    patch.reject_keys = Some(on);
+                }
                 _ => return Err(format!("unknown fault setting `{name}`")),
             }
         }
@@ -108,6 +119,7 @@ impl FaultsPatch {
             malformed_rate: self.malformed_rate.unwrap_or(current.malformed_rate),
             slow_rate: self.slow_rate.unwrap_or(current.slow_rate),
             slow_ms: self.slow_ms.unwrap_or(current.slow_ms),
+            reject_keys: self.reject_keys.unwrap_or(current.reject_keys),
         };
         faults.validate()?;
         Ok(faults)
@@ -300,6 +312,7 @@ mod tests {
             malformed_rate: 0.25,
             slow_rate: 0.5,
             slow_ms: 40,
+            reject_keys: false,
         };
         assert_eq!(f.validate(), Ok(()));
         assert_eq!(f.submit_fault(0.05), Some(SubmitFault::ServerError));
@@ -362,5 +375,10 @@ mod tests {
         assert_eq!(switch.get().drop_rate, 0.25);
         let unknown = FaultsPatch::from_json(br#"{"dorp_rate": 1}"#).unwrap_err();
         assert!(unknown.contains("dorp_rate"), "{unknown}");
+        let patch = FaultsPatch::from_json(br#"{"reject_keys": true}"#).unwrap();
+        switch.set(patch.apply(switch.get()).unwrap()).unwrap();
+        assert!(switch.get().reject_keys && switch.get().drop_rate == 0.25);
+        let not_bool = FaultsPatch::from_json(br#"{"reject_keys": 1}"#).unwrap_err();
+        assert!(not_bool.contains("reject_keys"), "{not_bool}");
     }
 }

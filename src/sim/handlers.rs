@@ -280,6 +280,9 @@ async fn read_params(req: Request) -> Result<Params, Reply> {
 /// PROTOCOL.md item 11: bad length first, then membership of the configured keys.
 fn check_key(sim: &Simulator, params: &Params) -> Result<(), &'static str> {
     let key = params.get(&["key"]).unwrap_or("");
+    if sim.faults().reject_keys {
+        return Err(codes::KEY_DOES_NOT_EXIST);
+    }
     if key.chars().count() != KEY_LEN {
         return Err(codes::WRONG_USER_KEY);
     }

@@ -108,6 +108,47 @@ fn pool_tables_are_checked_at_startup() {
     }
 }
 
+#[test]
+fn account_tables_are_checked_at_startup() {
+    let sim = "[[accounts]]\nname = \"local\"\nprovider = \"sim\"\n";
+    for (extra, env, names) in [
+        (
+            "[[accounts]]\nname = \"main\"\nprovider = \"captchaai\"\nkey = \"KeyWrittenInTheFile\"\n",
+            &[][..],
+            "accounts.main.key",
+        ),
+        (
+            "[[accounts]]\nname = \"main\"\nprovider = \"captchaai\"\nkey_env = \"MAIN_KEY\"\n",
+            &[][..],
+            "accounts.main.key_env",
+        ),
+        (
+            "[[accounts]]\nname = \"local\"\nprovider = \"sim\"\n",
+            &[][..],
+            "accounts.local: the name is used twice",
+        ),
+        (
+            "[[accounts]]\nname = \"ac\"\nprovider = \"anticaptcha\"\nkey_env = \"AC_KEY\"\n",
+            &[("AC_KEY", "0123456789abcdef0123456789abcdef")][..],
+            "JSON task client not built in this branch",
+        ),
+        ("threads = 5\n", &[][..], "--threads"),
+    ] {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        // Top-level settings before the tables.
+        let (top, tables) = if extra.starts_with("[[") {
+            (String::new(), format!("{sim}{extra}"))
+        } else {
+            (extra.to_owned(), sim.to_owned())
+        };
+        writeln!(file, "{top}listen = \"127.0.0.1:0\"\n{tables}").unwrap();
+        let path = file.path().to_str().unwrap();
+        assert_config_error(&["serve", "--config", path], env, names);
+        let (_, stderr) = run(&["serve", "--config", path], env);
+        assert!(!stderr.contains("KeyWrittenInTheFile"), "{stderr}");
+    }
+}
+
 #[tokio::test]
 async fn serve_with_the_simulator_starts_and_announces_its_address() {
     let mut file = tempfile::NamedTempFile::new().unwrap();
@@ -129,4 +170,37 @@ async fn serve_with_the_simulator_starts_and_announces_its_address() {
         body.contains("\"threads\":7"),
         "the [sim] table of the config file applies: {body}"
     );
+}
+
+#[tokio::test]
+async fn serve_with_account_tables_lists_every_account_in_health() {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    writeln!(
+        file,
+        "listen = \"127.0.0.1:0\"\n\
+         [[accounts]]\nname = \"first\"\nprovider = \"sim\"\nthreads = 3\n\
+         [[accounts]]\nname = \"second\"\nprovider = \"sim\"\nthreads = 4\nweight = 2\nkinds = [\"image\"]\n"
+    )
+    .unwrap();
+    let (mut child, base, _stdout) =
+        crate::support::fleet::spawn_serve(file.path(), &[], Stdio::null()).await;
+    let health: serde_json::Value = reqwest::get(format!("{base}/health"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let _ = child.kill().await;
+    let accounts = health["accounts"].as_array().expect("accounts in /health");
+    let row = |name: &str| {
+        accounts
+            .iter()
+            .find(|a| a["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {health}"))
+    };
+    assert_eq!(row("first")["threads"], 3);
+    assert_eq!(row("second")["threads"], 4);
+    assert_eq!(row("second")["provider"], "sim");
+    assert_eq!(row("first")["state"], "closed");
+    assert_eq!(row("first")["in_flight"], 0);
 }

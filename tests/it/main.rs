@@ -11,6 +11,7 @@ mod clients;
 mod compat_api;
 mod conformance;
 mod contract;
+mod failover;
 mod faults;
 mod fleet;
 mod hostile;

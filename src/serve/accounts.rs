@@ -1,0 +1,152 @@
+//! Builds the provider accounts from [`Settings`]: the `[[accounts]]` tables, or the one
+//! account of the command-line flags (docs/CONFIGURATION.md "Accounts").
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{StartError, sim_key, start_simulator};
+use crate::cli::ProviderName;
+use crate::config::{AccountProvider, AccountSpec, ConfigError, Settings};
+use crate::provider::{Account, AccountSettings, Family, InResProvider, Provider};
+use crate::shutdown::Shutdown;
+use crate::sim::Simulator;
+use crate::upstream::{Member, Upstream, spawn_spend_guard};
+
+/// Upstream concurrency for 2captcha when `threads` is not given.
+const TWOCAPTCHA_THREADS: u32 = 50;
+
+pub(super) struct Built {
+    pub upstream: Arc<Upstream>,
+    /// The in-process simulator, when an account uses it.
+    pub simulator: Option<(Arc<Simulator>, SocketAddr)>,
+    /// Plan threads over every account, for the start-up log line.
+    pub threads: u32,
+}
+
+/// The account the flags describe (`--provider`, `--provider-url`, the key, `--threads`).
+fn shortcut(settings: &Settings) -> AccountSpec {
+    let (name, provider) = match settings.provider {
+        ProviderName::Sim => ("sim", AccountProvider::Sim),
+        ProviderName::Captchaai => ("captchaai", AccountProvider::Captchaai),
+        ProviderName::TwoCaptcha => ("2captcha", AccountProvider::TwoCaptcha),
+    };
+    AccountSpec {
+        name: name.to_owned(),
+        provider,
+        // The in-process simulator picks its own port: the URL flag is for real providers.
+        base_url: settings
+            .provider_url
+            .clone()
+            .filter(|_| provider != AccountProvider::Sim),
+        key: settings.provider_key.clone(),
+        threads: settings.threads,
+        weight: 1,
+        kinds: Vec::new(),
+    }
+}
+
+pub(super) async fn build(settings: &Settings, shutdown: &Shutdown) -> Result<Built, StartError> {
+    let specs = if settings.accounts.is_empty() {
+        vec![shortcut(settings)]
+    } else {
+        settings.accounts.clone()
+    };
+    let needs_local_sim = specs
+        .iter()
+        .any(|s| s.provider == AccountProvider::Sim && s.base_url.is_none());
+    let simulator = if needs_local_sim {
+        Some(start_simulator(settings.sim.clone(), shutdown).await?)
+    } else {
+        None
+    };
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| StartError::Provider(e.without_url().to_string()))?;
+    let several = specs.len() > 1;
+    let mut members = Vec::with_capacity(specs.len());
+    let mut total_threads = 0u32;
+    for spec in specs {
+        if spec.provider.json_task_api() {
+            return Err(StartError::Config(ConfigError {
+                setting: format!("accounts.{}.provider", spec.name),
+                problem: format!(
+                    "provider {}: JSON task client not built in this branch",
+                    spec.provider
+                ),
+                fix: "use captchaai, 2captcha or sim for now".into(),
+            }));
+        }
+        let family = match spec.provider {
+            AccountProvider::TwoCaptcha => Family::TwoCaptcha,
+            _ => Family::CaptchaAi,
+        };
+        let local_sim = simulator
+            .as_ref()
+            .filter(|_| spec.provider == AccountProvider::Sim && spec.base_url.is_none());
+        let url = match (&spec.base_url, local_sim) {
+            (Some(url), _) => url.clone(),
+            (None, Some((_, addr))) => url::Url::parse(&format!("http://{addr}"))
+                .expect("a socket address makes a valid URL"),
+            (None, None) => family.default_base_url(),
+        };
+        let key = match &spec.key {
+            Some(k) => k.0.clone(),
+            // Only the simulator goes without (config refuses it elsewhere); any key will do.
+            None => sim_key(),
+        };
+        let provider: Arc<dyn Provider> = Arc::new(InResProvider::new(
+            family,
+            url,
+            key,
+            spec.name.clone(),
+            http.clone(),
+        ));
+        let threads = match (spec.threads, local_sim) {
+            (Some(t), _) => t,
+            (None, Some((sim, _))) => sim.settings().threads,
+            // 2captcha sells no thread plans and has no `threadsinfo`: a concurrency that its
+            // queue takes comfortably; its ERROR_NO_SLOT_AVAILABLE is retried as backpressure.
+            (None, None) if spec.provider == AccountProvider::TwoCaptcha => TWOCAPTCHA_THREADS,
+            (None, None) => provider
+                .threads_info()
+                .await
+                .map_err(|e| StartError::Provider(format!("account {}: {e}", spec.name)))?
+                .threads
+                .max(1),
+        };
+        total_threads = total_threads.saturating_add(threads);
+        let mut account_settings = AccountSettings {
+            name: spec.name.clone(),
+            threads,
+            poll: settings.poll.clone(),
+            ..settings.account.clone()
+        };
+        if several {
+            // With other accounts to try, a transient failure moves the task on at once
+            // instead of waiting out the same account's backoff (upstream::Upstream::solve).
+            account_settings.transient_retries = 0;
+        }
+        let account = Account::start(provider, account_settings, shutdown);
+        members.push(Member::new(
+            account,
+            spec.provider,
+            spec.weight,
+            spec.kinds,
+            settings.upstream.breaker.clone(),
+        ));
+    }
+    let upstream = Arc::new(Upstream::new(members));
+    spawn_spend_guard(
+        upstream.clone(),
+        settings.upstream.balance_every,
+        shutdown.token.clone(),
+    );
+    Ok(Built {
+        upstream,
+        simulator,
+        threads: total_threads,
+    })
+}

@@ -1,0 +1,248 @@
+//! The engine's view of the providers: implements [`Solver`] over every configured account
+//! (docs/API.md "Accounts and failover").
+//!
+//! Owns: choosing the account per task (`routing`), taking failing accounts out of rotation and
+//! probing them back (`breaker`), pausing empty ones (`spend`), moving a task to another account
+//! when the failure was the account's and not the task's, mapping provider errors to the codes
+//! callers see, report counts (`reports`), the per-account lines of `/health` ([`AccountStatus`])
+//! and of `/metrics` (`metrics`). Does not own: one account's threads, submit retries and polling
+//! (provider::Account), or which caller gets an answer (the engine).
+//!
+//! # Layout
+//!
+//! - `breaker`: closed / open / half-open per account, on a clock passed in.
+//! - `routing`: recent solve time and success per account and kind, and the choice.
+//! - `solve`: one task across accounts (the [`Solver`](crate::engine::Solver) implementation).
+//! - `spend`: the balance check that pauses and resumes accounts.
+//! - `reports`: `reportgood`/`reportbad` counts per account and kind.
+//! - `metrics`: every per-account metric line, in one place.
+
+mod breaker;
+mod metrics;
+mod reports;
+mod routing;
+mod solve;
+mod spend;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::config::AccountProvider;
+use crate::engine::SolveFailure;
+use crate::model::{Kind, now_ms};
+use crate::provider::Account;
+use solve::{failure, no_account};
+
+pub use breaker::{Admit, Breaker, BreakerSettings, BreakerState, Verdict};
+pub use routing::{Candidate, Scoreboard, pick};
+pub use spend::spawn_spend_guard;
+
+/// How the accounts are watched. Each default says why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamSettings {
+    pub breaker: BreakerSettings,
+    /// How often each account's balance is read: money runs out over hours, and a minute is
+    /// well inside every provider's request limits.
+    pub balance_every: Duration,
+}
+
+impl Default for UpstreamSettings {
+    fn default() -> Self {
+        Self {
+            breaker: BreakerSettings::default(),
+            balance_every: Duration::from_secs(60),
+        }
+    }
+}
+
+/// One account with the state routing keeps about it.
+pub struct Member {
+    account: Arc<Account>,
+    provider: AccountProvider,
+    weight: u32,
+    /// Empty: every kind.
+    kinds: Vec<Kind>,
+    breaker: Mutex<Breaker>,
+    scores: Mutex<Scoreboard>,
+    /// The spend guard found no money: no new task until a balance check finds some.
+    paused: AtomicBool,
+    reports: reports::Reports,
+}
+
+impl Member {
+    pub fn new(
+        account: Arc<Account>,
+        provider: AccountProvider,
+        weight: u32,
+        kinds: Vec<Kind>,
+        breaker: BreakerSettings,
+    ) -> Member {
+        Member {
+            account,
+            provider,
+            weight: weight.max(1),
+            kinds,
+            breaker: Mutex::new(Breaker::new(breaker)),
+            scores: Mutex::new(Scoreboard::default()),
+            paused: AtomicBool::new(false),
+            reports: reports::Reports::default(),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        self.account.name()
+    }
+
+    fn takes(&self, kind: Kind) -> bool {
+        self.kinds.is_empty() || self.kinds.contains(&kind)
+    }
+
+    fn paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
+    }
+
+    /// The state `/health` shows: paused wins over the breaker's.
+    pub fn state(&self) -> &'static str {
+        if self.paused() {
+            "paused"
+        } else {
+            lock(&self.breaker).state(now_ms()).as_str()
+        }
+    }
+
+    /// Whether it could take a task now (closed, or half-open with its trial free or running).
+    fn can_take_work(&self) -> bool {
+        !self.paused() && lock(&self.breaker).state(now_ms()) != BreakerState::Open
+    }
+}
+
+/// One account's line in `/health`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AccountStatus {
+    pub name: String,
+    pub provider: &'static str,
+    /// `closed`, `open`, `half-open` or `paused`.
+    pub state: &'static str,
+    pub threads: u32,
+    pub in_flight: u32,
+}
+
+/// Every configured account, in config order (the flags' one account when there is no
+/// `[[accounts]]`).
+pub struct Upstream {
+    members: Vec<Arc<Member>>,
+    /// Signalled when an account may have become usable (a task finished, a pause lifted).
+    changed: Notify,
+}
+
+impl Upstream {
+    pub fn new(members: Vec<Member>) -> Self {
+        Self {
+            members: members.into_iter().map(Arc::new).collect(),
+            changed: Notify::new(),
+        }
+    }
+
+    pub fn members(&self) -> &[Arc<Member>] {
+        &self.members
+    }
+
+    /// Plan threads over every account.
+    pub fn threads(&self) -> u32 {
+        self.members
+            .iter()
+            .map(|m| m.account.threads())
+            .fold(0, u32::saturating_add)
+    }
+
+    pub fn in_flight(&self) -> u32 {
+        self.members
+            .iter()
+            .map(|m| m.account.in_flight())
+            .fold(0, u32::saturating_add)
+    }
+
+    /// False only while no account can take work (`/readyz`).
+    pub fn usable(&self) -> bool {
+        self.members.iter().any(|m| m.can_take_work())
+    }
+
+    pub fn status(&self) -> Vec<AccountStatus> {
+        self.members
+            .iter()
+            .map(|m| AccountStatus {
+                name: m.name().to_owned(),
+                provider: m.provider.as_str(),
+                state: m.state(),
+                threads: m.account.threads(),
+                in_flight: m.account.in_flight(),
+            })
+            .collect()
+    }
+
+    /// The balance of the first account that tells it (the compatible `getbalance`; summing
+    /// across providers would add different currencies' worth of credit).
+    pub async fn balance(&self) -> Result<String, SolveFailure> {
+        let mut last = None;
+        for m in &self.members {
+            match m.account.balance().await {
+                Ok(b) => return Ok(b),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.map_or_else(no_account, |e| failure(&e)))
+    }
+
+    /// Account gauges and counters, in OpenMetrics text.
+    pub fn write_metrics(&self, out: &mut String) {
+        metrics::write(&self.members, out);
+    }
+
+    /// The account for the next try of a task of `kind`, and how its breaker admitted it: one
+    /// not yet `tried` for this task, or one that did and is now half-open (its trial).
+    fn choose(&self, kind: Kind, tried: &[usize]) -> Option<(usize, Admit)> {
+        // A lost race for a half-open trial just means choosing again.
+        for _ in 0..=self.members.len() {
+            let now = now_ms();
+            let open: Vec<(usize, Candidate)> = self
+                .members
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.takes(kind) && !m.paused())
+                .filter_map(|(i, m)| {
+                    let admit = lock(&m.breaker).peek(now);
+                    // An account that failed this task may take it again only as a trial.
+                    let again = tried.contains(&i) && admit == Admit::Yes;
+                    let scores = lock(&m.scores);
+                    (admit != Admit::No && !again).then(|| {
+                        (
+                            i,
+                            Candidate {
+                                weight: m.weight,
+                                threads: m.account.threads(),
+                                in_flight: m.account.in_flight(),
+                                solve_ms: scores.solve_ms(kind),
+                                success: scores.success(kind),
+                                trial: admit == Admit::Trial,
+                            },
+                        )
+                    })
+                })
+                .collect();
+            let candidates: Vec<Candidate> = open.iter().map(|(_, c)| *c).collect();
+            let (index, _) = open[pick(&candidates)?];
+            match lock(&self.members[index].breaker).begin(now) {
+                Admit::No => continue,
+                admit => return Some((index, admit)),
+            }
+        }
+        None
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
