@@ -51,14 +51,6 @@ impl AccountProvider {
     pub fn billed_per_solve(self) -> bool {
         !matches!(self, AccountProvider::Captchaai)
     }
-
-    /// Whether it speaks the `createTask`/`getTaskResult` JSON protocol.
-    pub fn json_task_api(self) -> bool {
-        matches!(
-            self,
-            AccountProvider::AntiCaptcha | AccountProvider::CapSolver
-        )
-    }
 }
 
 impl fmt::Display for AccountProvider {

@@ -7,14 +7,17 @@ use std::time::Duration;
 
 use super::{StartError, sim_key, start_simulator};
 use crate::cli::ProviderName;
-use crate::config::{AccountProvider, AccountSpec, ConfigError, Settings};
-use crate::provider::{Account, AccountSettings, Family, InResProvider, Provider};
+use crate::config::{AccountProvider, AccountSpec, Settings};
+use crate::provider::{
+    Account, AccountSettings, Family, InResProvider, Provider, TaskApiFlavor, TaskApiProvider,
+};
 use crate::shutdown::Shutdown;
 use crate::sim::Simulator;
 use crate::upstream::{Member, Upstream, spawn_spend_guard};
 
-/// Upstream concurrency for 2captcha when `threads` is not given.
-const TWOCAPTCHA_THREADS: u32 = 50;
+/// Upstream concurrency for a provider billed per solve (2captcha, anti-captcha, CapSolver)
+/// when `threads` is not given.
+const PER_SOLVE_THREADS: u32 = 50;
 
 pub(super) struct Built {
     pub upstream: Arc<Upstream>,
@@ -69,47 +72,26 @@ pub(super) async fn build(settings: &Settings, shutdown: &Shutdown) -> Result<Bu
     let mut members = Vec::with_capacity(specs.len());
     let mut total_threads = 0u32;
     for spec in specs {
-        if spec.provider.json_task_api() {
-            return Err(StartError::Config(ConfigError {
-                setting: format!("accounts.{}.provider", spec.name),
-                problem: format!(
-                    "provider {}: JSON task client not built in this branch",
-                    spec.provider
-                ),
-                fix: "use captchaai, 2captcha or sim for now".into(),
-            }));
-        }
-        let family = match spec.provider {
-            AccountProvider::TwoCaptcha => Family::TwoCaptcha,
-            _ => Family::CaptchaAi,
-        };
         let local_sim = simulator
             .as_ref()
             .filter(|_| spec.provider == AccountProvider::Sim && spec.base_url.is_none());
-        let url = match (&spec.base_url, local_sim) {
-            (Some(url), _) => url.clone(),
-            (None, Some((_, addr))) => url::Url::parse(&format!("http://{addr}"))
-                .expect("a socket address makes a valid URL"),
-            (None, None) => family.default_base_url(),
-        };
-        let key = match &spec.key {
-            Some(k) => k.0.clone(),
-            // Only the simulator goes without (config refuses it elsewhere); any key will do.
-            None => sim_key(),
-        };
-        let provider: Arc<dyn Provider> = Arc::new(InResProvider::new(
-            family,
-            url,
-            key,
-            spec.name.clone(),
-            http.clone(),
-        ));
+        let provider = provider_for(&spec, local_sim, http.clone());
         let threads = match (spec.threads, local_sim) {
             (Some(t), _) => t,
             (None, Some((sim, _))) => sim.settings().threads,
-            // 2captcha sells no thread plans and has no `threadsinfo`: a concurrency that its
-            // queue takes comfortably; its ERROR_NO_SLOT_AVAILABLE is retried as backpressure.
-            (None, None) if spec.provider == AccountProvider::TwoCaptcha => TWOCAPTCHA_THREADS,
+            // 2captcha, anti-captcha and CapSolver sell solves, not threads, and have no
+            // `threadsinfo`: a concurrency their queues take comfortably; their "no slot"
+            // errors are retried as backpressure.
+            (None, None)
+                if matches!(
+                    spec.provider,
+                    AccountProvider::TwoCaptcha
+                        | AccountProvider::AntiCaptcha
+                        | AccountProvider::CapSolver
+                ) =>
+            {
+                PER_SOLVE_THREADS
+            }
             (None, None) => provider
                 .threads_info()
                 .await
@@ -149,4 +131,54 @@ pub(super) async fn build(settings: &Settings, shutdown: &Shutdown) -> Result<Bu
         simulator,
         threads: total_threads,
     })
+}
+
+/// The client of the account's protocol: `in.php`/`res.php` for CaptchaAI, 2captcha and the
+/// simulator, `createTask`/`getTaskResult` for anti-captcha and CapSolver.
+fn provider_for(
+    spec: &AccountSpec,
+    local_sim: Option<&(Arc<Simulator>, SocketAddr)>,
+    http: reqwest::Client,
+) -> Arc<dyn Provider> {
+    let key = match &spec.key {
+        Some(k) => k.0.clone(),
+        // Only the simulator goes without (config refuses it elsewhere); any key will do.
+        None => sim_key(),
+    };
+    let flavor = match spec.provider {
+        AccountProvider::AntiCaptcha => Some(TaskApiFlavor::AntiCaptcha),
+        AccountProvider::CapSolver => Some(TaskApiFlavor::CapSolver),
+        AccountProvider::Captchaai | AccountProvider::TwoCaptcha | AccountProvider::Sim => None,
+    };
+    if let Some(flavor) = flavor {
+        let url = spec
+            .base_url
+            .clone()
+            .unwrap_or_else(|| flavor.default_base_url());
+        return Arc::new(TaskApiProvider::new(
+            flavor,
+            url,
+            key,
+            spec.name.clone(),
+            http,
+        ));
+    }
+    let family = match spec.provider {
+        AccountProvider::TwoCaptcha => Family::TwoCaptcha,
+        _ => Family::CaptchaAi,
+    };
+    let url = match (&spec.base_url, local_sim) {
+        (Some(url), _) => url.clone(),
+        (None, Some((_, addr))) => {
+            url::Url::parse(&format!("http://{addr}")).expect("a socket address makes a valid URL")
+        }
+        (None, None) => family.default_base_url(),
+    };
+    Arc::new(InResProvider::new(
+        family,
+        url,
+        key,
+        spec.name.clone(),
+        http,
+    ))
 }

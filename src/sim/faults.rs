@@ -8,7 +8,8 @@
 //!   code although threads are free, `ERROR_ZERO_BALANCE`;
 //! - **wire faults** (`in.php` and `res.php`): the connection dropped with no answer, or a reply
 //!   cut off mid-JSON; independently, a reply held back for `slow_ms`;
-//! - **a revoked key** (`reject_keys`, not a rate): every `in.php`/`res.php` request answered
+//! - **a revoked key** (`reject_keys`, not a rate): every request (`in.php`/`res.php` and the
+//!   JSON task calls) answered
 //!   `ERROR_KEY_DOES_NOT_EXIST`, as a provider does once an account's key is deleted.
 //!
 //! Owns the rates, their validation, the draws and the shape of a broken reply. Does not own

@@ -96,7 +96,11 @@ async fn authorized(sim: &Simulator, req: Request) -> Result<Map<String, Value>,
     };
     let key = body.get("clientKey").and_then(Value::as_str).unwrap_or("");
     let keys = &sim.settings.keys;
-    if key.chars().count() != KEY_LEN || (!keys.is_empty() && !keys.iter().any(|k| k == key)) {
+    let revoked = sim.faults().reject_keys;
+    if revoked
+        || key.chars().count() != KEY_LEN
+        || (!keys.is_empty() && !keys.iter().any(|k| k == key))
+    {
         return Err(error(codes::KEY_DOES_NOT_EXIST));
     }
     Ok(body)

@@ -30,10 +30,6 @@ pub fn spawn_spend_guard(upstream: Arc<Upstream>, every: Duration, stop: Cancell
     tokio::spawn(async move {
         loop {
             for member in upstream.members() {
-                if member.provider.json_task_api() {
-                    // Its client arrives with the JSON task protocol.
-                    continue;
-                }
                 tokio::select! {
                     () = check(&upstream, member) => {}
                     () = stop.cancelled() => return,

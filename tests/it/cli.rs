@@ -128,9 +128,9 @@ fn account_tables_are_checked_at_startup() {
             "accounts.local: the name is used twice",
         ),
         (
-            "[[accounts]]\nname = \"ac\"\nprovider = \"anticaptcha\"\nkey_env = \"AC_KEY\"\n",
+            "[[accounts]]\nname = \"ac\"\nprovider = \"anticaptcha\"\nkey_env = \"AC_KEY\"\nweight = 0\n",
             &[("AC_KEY", "0123456789abcdef0123456789abcdef")][..],
-            "JSON task client not built in this branch",
+            "accounts.ac.weight",
         ),
         ("threads = 5\n", &[][..], "--threads"),
     ] {

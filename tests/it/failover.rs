@@ -429,3 +429,56 @@ async fn an_account_only_gets_the_kinds_it_takes() {
     assert_eq!(images.sim.stats().submits, 0);
     assert_eq!(any.sim.stats().submits, 8);
 }
+
+/// An account of the JSON task protocol, at a simulator (which speaks it too).
+fn json_account(name: &str, provider: AccountProvider, sim: &SimServer) -> AccountSpec {
+    AccountSpec {
+        provider,
+        key: Some(captcha_gateway::secret::Secret(
+            "jsonjsonjsonjsonjsonjsonjsonjson".into(),
+        )),
+        ..account(name, sim, 4)
+    }
+}
+
+#[tokio::test]
+async fn accounts_of_the_json_task_protocol_solve_and_fail_over() {
+    let a = SimServer::start(LATENCY, 4).await;
+    let b = SimServer::start(LATENCY, 4).await;
+    let gw = TestGateway::with(settings(vec![
+        json_account("ac", AccountProvider::AntiCaptcha, &a),
+        json_account("cs", AccountProvider::CapSolver, &b),
+    ]))
+    .await;
+    let sims = [&a, &b];
+    // More tasks than one account's threads: both protocols' clients solve some.
+    solve_all(&gw, &sims, 12, "json-warm").await;
+    assert!(accepted_submits(&a) > 0 && accepted_submits(&b) > 0);
+
+    set_faults(
+        &a,
+        Faults {
+            reject_keys: true,
+            ..Faults::default()
+        },
+    );
+    let a_before = accepted_submits(&a);
+    solve_all(&gw, &sims, 12, "json-refused").await;
+    assert_eq!(
+        accepted_submits(&a),
+        a_before,
+        "the refused account accepted nothing"
+    );
+    assert_ne!(state_of(&gw, "ac").await, "closed");
+
+    set_faults(&a, Faults::default());
+    eventually(
+        Duration::from_secs(20),
+        "the healed JSON account is re-admitted",
+        || async {
+            solve_all(&gw, &sims, 8, "json-healed").await;
+            accepted_submits(&a) > a_before && state_of(&gw, "ac").await == "closed"
+        },
+    )
+    .await;
+}
