@@ -60,6 +60,8 @@ pub struct Settings {
     pub threads: Option<u32>,
     pub gateway_keys: Vec<Secret>,
     pub max_concurrent: u64,
+    /// Threads of each account that pool refills leave to callers (docs/CONFIGURATION.md).
+    pub refill_reserve: u32,
     /// The shared store of a fleet; `None` runs the embedded store.
     pub redis: Option<RedisSettings>,
     pub engine: EngineSettings,
@@ -94,6 +96,8 @@ struct FileConfig {
     #[serde(default)]
     gateway_keys: Vec<String>,
     max_concurrent: Option<u64>,
+    /// Threads of each account that refills leave free for callers (default 1).
+    refill_reserve: Option<u32>,
     redis_url: Option<String>,
     redis_cluster: Option<bool>,
     redis_required: Option<bool>,
@@ -389,6 +393,9 @@ pub fn load_serve(
         threads,
         gateway_keys: keys.into_iter().map(Secret).collect(),
         max_concurrent,
+        refill_reserve: file
+            .refill_reserve
+            .unwrap_or(crate::provider::BudgetSettings::new(0).refill_reserve),
         redis,
         engine,
         limits,

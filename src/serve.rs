@@ -14,7 +14,9 @@ use crate::engine::store::redis::RedisStore;
 use crate::engine::{Engine, MemoryStore, Store};
 use crate::http::{self, Admission, AppState, Auth};
 use crate::pools::{self, Pools, RefillSettings};
-use crate::provider::{Account, AccountSettings, Family, InResProvider, Provider};
+use crate::provider::{
+    self, Account, AccountSettings, BudgetSettings, Family, InResProvider, Provider,
+};
 use crate::shutdown::Shutdown;
 use crate::sim::{self, SimSettings, Simulator};
 use crate::telemetry::Metrics;
@@ -127,14 +129,19 @@ impl Gateway {
                 .threads
                 .max(1),
         };
+        // 2captcha has no `threadsinfo`; the others tell their plan's threads.
+        let calibrates = settings.provider != ProviderName::TwoCaptcha;
+        let budget = open_budget(&settings, name, threads, &shutdown);
         let account = Account::start(
             provider,
             AccountSettings {
                 name: name.to_owned(),
                 threads,
                 poll: settings.poll.clone(),
+                calibrate_every: calibrates.then_some(CALIBRATE_EVERY),
                 ..settings.account.clone()
             },
+            budget,
             &shutdown,
         );
         let upstream = Arc::new(Upstream::new(account));
@@ -286,6 +293,24 @@ fn sim_key() -> String {
     use rand::Rng;
     let bytes: [u8; 16] = rand::rng().random();
     hex::encode(bytes)
+}
+
+/// How often providers with `threadsinfo` are asked for their plan's threads.
+const CALIBRATE_EVERY: Duration = Duration::from_secs(600);
+
+/// One account's thread budget: in this process for the embedded store, fleet-wide on Redis.
+pub fn open_budget(
+    settings: &Settings,
+    account: &str,
+    threads: u32,
+    _shutdown: &Shutdown,
+) -> provider::Budget {
+    let budget = BudgetSettings {
+        refill_reserve: settings.refill_reserve,
+        ..BudgetSettings::new(threads)
+    };
+    let _ = account;
+    provider::budget::in_process(budget)
 }
 
 /// The embedded store, or Redis when configured. With `--redis-required` Redis must answer now.

@@ -44,8 +44,17 @@ fn settings(threads: u32) -> AccountSettings {
 
 fn start(fake: FakeProvider, settings: AccountSettings) -> (Arc<FakeProvider>, Arc<Account>) {
     let fake = Arc::new(fake);
-    let account = Account::start(fake.clone(), settings, &Shutdown::new());
+    let account = Account::start(
+        fake.clone(),
+        settings.clone(),
+        budget(&settings),
+        &Shutdown::new(),
+    );
     (fake, account)
+}
+
+fn budget(settings: &AccountSettings) -> crate::provider::Budget {
+    crate::provider::budget::in_process(crate::provider::BudgetSettings::new(settings.threads))
 }
 
 fn in_secs(s: u64) -> Instant {
@@ -224,7 +233,7 @@ fn solving(account: &Arc<Account>) -> tokio::task::JoinHandle<Result<Solved, Pro
 async fn a_task_submitted_before_the_signal_keeps_being_polled_and_answers_within_the_grace() {
     let fake = Arc::new(FakeProvider::new().ready_after(3));
     let shutdown = Shutdown::new();
-    let account = Account::start(fake.clone(), settings(1), &shutdown);
+    let account = Account::start(fake.clone(), settings(1), budget(&settings(1)), &shutdown);
     let solve = solving(&account);
     eventually(
         Duration::from_secs(30),
@@ -248,7 +257,7 @@ async fn a_task_submitted_before_the_signal_keeps_being_polled_and_answers_withi
 async fn a_task_still_running_at_the_cut_ends_with_shutdown() {
     let fake = Arc::new(FakeProvider::new().never_ready());
     let shutdown = Shutdown::new();
-    let account = Account::start(fake.clone(), settings(1), &shutdown);
+    let account = Account::start(fake.clone(), settings(1), budget(&settings(1)), &shutdown);
     let solve = solving(&account);
     eventually(
         Duration::from_secs(30),
@@ -276,7 +285,7 @@ async fn a_task_still_running_at_the_cut_ends_with_shutdown() {
 async fn a_task_not_yet_submitted_at_the_signal_ends_with_shutdown_at_once() {
     let fake = Arc::new(FakeProvider::new().never_ready());
     let shutdown = Shutdown::new();
-    let account = Account::start(fake.clone(), settings(1), &shutdown);
+    let account = Account::start(fake.clone(), settings(1), budget(&settings(1)), &shutdown);
     let first = solving(&account);
     eventually(
         Duration::from_secs(30),
