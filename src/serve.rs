@@ -10,7 +10,7 @@ use tokio::net::TcpListener;
 
 use crate::cli::ProviderName;
 use crate::config::{ConfigError, Settings};
-use crate::engine::store::redis::RedisStore;
+use crate::engine::store::redis::{RedisBudget, RedisStore};
 use crate::engine::{Engine, MemoryStore, Store};
 use crate::http::{self, Admission, AppState, Auth};
 use crate::pools::{self, Pools, RefillSettings};
@@ -131,7 +131,7 @@ impl Gateway {
         };
         // 2captcha has no `threadsinfo`; the others tell their plan's threads.
         let calibrates = settings.provider != ProviderName::TwoCaptcha;
-        let budget = open_budget(&settings, name, threads, &shutdown);
+        let budget = open_budget(&settings, name, threads, &shutdown).await?;
         let account = Account::start(
             provider,
             AccountSettings {
@@ -298,19 +298,26 @@ fn sim_key() -> String {
 /// How often providers with `threadsinfo` are asked for their plan's threads.
 const CALIBRATE_EVERY: Duration = Duration::from_secs(600);
 
-/// One account's thread budget: in this process for the embedded store, fleet-wide on Redis.
-pub fn open_budget(
+/// One account's thread budget: in this process for the embedded store, fleet-wide on Redis
+/// (docs/REDIS.md "Thread budget"). Call once per account.
+pub async fn open_budget(
     settings: &Settings,
     account: &str,
     threads: u32,
-    _shutdown: &Shutdown,
-) -> provider::Budget {
+    shutdown: &Shutdown,
+) -> Result<provider::Budget, StartError> {
     let budget = BudgetSettings {
         refill_reserve: settings.refill_reserve,
         ..BudgetSettings::new(threads)
     };
-    let _ = account;
-    provider::budget::in_process(budget)
+    let Some(redis) = &settings.redis else {
+        return Ok(provider::budget::in_process(budget));
+    };
+    // Its leases are renewed through the grace period, like the tasks that hold them.
+    let fleet = RedisBudget::start(redis, account, budget, shutdown.cut.clone())
+        .await
+        .map_err(|e| StartError::Store(e.to_string()))?;
+    Ok(Arc::new(fleet))
 }
 
 /// The embedded store, or Redis when configured. With `--redis-required` Redis must answer now.

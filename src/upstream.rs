@@ -107,6 +107,31 @@ impl Upstream {
             "1 while the account is in rotation",
             &one(u64::from(self.usable())),
         );
+        gauge(
+            out,
+            "upstream_threads_in_use",
+            "Threads of the account taken, fleet-wide with Redis (as of the last renewal)",
+            &one(a.in_flight().into()),
+        );
+        gauge(
+            out,
+            "upstream_threads_cap",
+            "Effective cap: threads, lowered to the plan and for a while by capacity errors",
+            &one(a.effective_threads().into()),
+        );
+        let b = a.budget_stats();
+        counter(
+            out,
+            "upstream_thread_leases_lost",
+            "Thread leases found lapsed while their task ran",
+            &one(b.leases_lost),
+        );
+        counter(
+            out,
+            "upstream_thread_over_admissions",
+            "Threads used without the fleet's agreement (lost leases, grants while Redis was unreachable)",
+            &one(b.over_admissions),
+        );
         counter(
             out,
             "upstream_submits",
