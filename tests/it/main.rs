@@ -4,6 +4,7 @@
 mod support;
 
 mod bench;
+mod budget;
 mod budget_scripts;
 mod burst;
 mod callbacks;

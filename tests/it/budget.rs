@@ -1,0 +1,268 @@
+//! The fleet-wide thread budget (issue 10, "Budget test" and "Priority test"): gateway
+//! processes on one Redis never hold more upstream tasks than the account's threads, a killed
+//! holder's threads come back within one lease, a holder paused past its lease counts an
+//! over-admission, and a caller in one instance goes before refills in another.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use captcha_gateway::engine::store::redis::{RedisBudget, RedisSettings};
+use captcha_gateway::provider::{BudgetSettings, Priority, ThreadBudget};
+use captcha_gateway::sim::LatencyRange;
+use futures::future::join_all;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::eventually::eventually;
+use crate::support::fleet::{GatewayProcess, SimServer, client};
+use crate::support::metric_sum;
+use crate::support::redis::RedisServer;
+use crate::support::solve;
+
+/// The leases of the gateways' one account (named after its provider).
+const LEASES: &str = "cg:{b:captchaai}:leases";
+
+async fn redis_conn(redis: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+async fn leases(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<(String, u64)> {
+    redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// Redis server time in ms: the clock the leases are scored on.
+async fn redis_now(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    s * 1000 + us / 1000
+}
+
+fn task(i: usize) -> serde_json::Value {
+    json!({"kind": "turnstile", "sitekey": format!("0x4-budget-{i}"), "pageurl": "https://example.com/budget"})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_gateways_share_five_threads_without_a_capacity_error() {
+    let redis = RedisServer::start();
+    let sim = SimServer::start(
+        LatencyRange {
+            min: Duration::from_millis(50),
+            max: Duration::from_millis(600),
+        },
+        5,
+    )
+    .await;
+    let mut gateways = Vec::new();
+    for _ in 0..3 {
+        gateways.push(
+            GatewayProcess::start_with_threads(&sim, &redis.url(), 5, "", 0.05, Stdio::inherit())
+                .await,
+        );
+    }
+    let http = client();
+    let started = std::time::Instant::now();
+    let calls = (0..300).map(|i| {
+        let (http, base) = (&http, &gateways[i % 3].base);
+        async move { solve(http, base, task(i)).await }
+    });
+    for (status, v) in join_all(calls).await {
+        assert_eq!(status, 200, "every task completes: {v}");
+        assert!(v["token"].is_string(), "{v}");
+    }
+    let stats = sim.sim.stats();
+    // Figures for docs/BENCHMARKS.md, not assertions.
+    eprintln!(
+        "budget: 300 tasks in {:?}, peak {} of 5 threads",
+        started.elapsed(),
+        stats.peak_concurrent
+    );
+    assert!(
+        stats.peak_concurrent <= 5,
+        "peak {} tasks at once on a 5-thread plan",
+        stats.peak_concurrent
+    );
+    assert_eq!(stats.capacity_rejections, 0, "no capacity error answered");
+    let mut over = 0;
+    for g in &gateways {
+        over += metric_sum(&http, &g.base, "upstream_thread_over_admissions_total").await;
+    }
+    assert_eq!(over, 0);
+}
+
+/// A holder and a bystander on one Redis with 2 s leases; the holder takes all 5 threads with
+/// tasks the simulator never finishes (and a poller slow enough not to give them up).
+async fn holder_with_five_threads(
+    redis: &RedisServer,
+    sim: &SimServer,
+) -> (GatewayProcess, GatewayProcess) {
+    let url = redis.url();
+    let start = || {
+        GatewayProcess::start_with_threads(sim, &url, 5, "redis_lease_s = 2", 5.0, Stdio::inherit())
+    };
+    let holder = start().await;
+    let bystander = start().await;
+    let http = client();
+    for i in 0..5 {
+        let (http, base) = (http.clone(), holder.base.clone());
+        tokio::spawn(async move { solve(&http, &base, task(i)).await });
+    }
+    let conn = redis_conn(redis).await;
+    eventually(
+        Duration::from_secs(60),
+        "the holder to hold 5 leases",
+        || {
+            let mut conn = conn.clone();
+            async move { leases(&mut conn, LEASES).await.len() == 5 }
+        },
+    )
+    .await;
+    (holder, bystander)
+}
+
+async fn never_finishing_sim() -> SimServer {
+    SimServer::start(LatencyRange::fixed(Duration::from_secs(3600)), 5).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_holders_threads_return_within_one_lease() {
+    let redis = RedisServer::start();
+    let sim = never_finishing_sim().await;
+    let (mut holder, bystander) = holder_with_five_threads(&redis, &sim).await;
+    let mut conn = redis_conn(&redis).await;
+
+    holder.kill().await;
+    let killed_at = redis_now(&mut conn).await;
+    let held = leases(&mut conn, LEASES).await;
+    assert_eq!(held.len(), 5);
+    for (id, expiry) in &held {
+        assert!(
+            *expiry <= killed_at + 2_000,
+            "lease {id} runs to {expiry}, past one lease after the kill at {killed_at}"
+        );
+    }
+    // The bystander's renewals reap them; its view of the fleet shows the threads free.
+    eventually(Duration::from_secs(60), "the leases to lapse", || {
+        let mut conn = conn.clone();
+        async move { leases(&mut conn, LEASES).await.is_empty() }
+    })
+    .await;
+    let http = client();
+    eventually(
+        Duration::from_secs(60),
+        "the bystander to see 0 in use",
+        || {
+            let (http, base) = (&http, &bystander.base);
+            async move { metric_sum(http, base, "upstream_threads_in_use").await == 0 }
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_paused_past_its_lease_counts_an_over_admission() {
+    let redis = RedisServer::start();
+    let sim = never_finishing_sim().await;
+    let (holder, _bystander) = holder_with_five_threads(&redis, &sim).await;
+    let mut conn = redis_conn(&redis).await;
+    let http = client();
+    assert_eq!(
+        metric_sum(&http, &holder.base, "upstream_thread_over_admissions_total").await,
+        0
+    );
+
+    holder.signal("STOP");
+    eventually(
+        Duration::from_secs(60),
+        "the paused leases to lapse",
+        || {
+            let mut conn = conn.clone();
+            async move { leases(&mut conn, LEASES).await.is_empty() }
+        },
+    )
+    .await;
+    holder.signal("CONT");
+    eventually(Duration::from_secs(60), "the loss to be counted", || {
+        let (http, base) = (&http, &holder.base);
+        async move {
+            metric_sum(http, base, "upstream_thread_over_admissions_total").await == 5
+                && metric_sum(http, base, "upstream_thread_leases_lost_total").await == 5
+        }
+    })
+    .await;
+    assert!(
+        leases(&mut conn, LEASES).await.is_empty(),
+        "a lost lease is never taken again silently"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_in_one_instance_gets_the_next_thread_before_refills_in_another() {
+    let redis = RedisServer::start();
+    let settings = RedisSettings::new(vec![redis.url()], false);
+    let cut = CancellationToken::new();
+    let budget = BudgetSettings {
+        refill_reserve: 0,
+        ..BudgetSettings::new(2)
+    };
+    let open = || RedisBudget::start(&settings, "acc", budget, cut.clone());
+    let a = Arc::new(open().await.unwrap());
+    let b = Arc::new(open().await.unwrap());
+    let mut conn = redis_conn(&redis).await;
+    let waiters = || {
+        let mut conn = conn.clone();
+        async move {
+            redis::cmd("ZCARD")
+                .arg("cg:{b:acc}:waiters")
+                .query_async::<u64>(&mut conn)
+                .await
+                .unwrap()
+        }
+    };
+
+    // Refills in A take every thread, and another refill queues there.
+    let r1 = a.acquire(Priority::Refill).await;
+    let r2 = a.acquire(Priority::Refill).await;
+    let refill = tokio::spawn({
+        let a = a.clone();
+        async move { a.acquire(Priority::Refill).await }
+    });
+    eventually(Duration::from_secs(30), "the refill to wait", || async {
+        waiters().await == 1
+    })
+    .await;
+    // Then a caller arrives at B.
+    let caller = tokio::spawn({
+        let b = b.clone();
+        async move { b.acquire(Priority::Interactive).await }
+    });
+    eventually(Duration::from_secs(30), "the caller to wait", || async {
+        waiters().await == 2
+    })
+    .await;
+
+    drop(r1);
+    let caller_lease = caller.await.unwrap();
+    assert_eq!(leases(&mut conn, "cg:{b:acc}:leases").await.len(), 2);
+    assert!(!refill.is_finished(), "the refill still waits");
+    drop(r2);
+    let refill_lease = refill.await.unwrap();
+    drop((caller_lease, refill_lease));
+    eventually(Duration::from_secs(30), "every thread back", || {
+        let mut conn = conn.clone();
+        async move { leases(&mut conn, "cg:{b:acc}:leases").await.is_empty() }
+    })
+    .await;
+    assert_eq!(a.stats().over_admissions + b.stats().over_admissions, 0);
+    cut.cancel();
+}
