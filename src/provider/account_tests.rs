@@ -93,6 +93,34 @@ async fn capacity_errors_are_retried_after_the_providers_wait() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_capacity_error_halves_the_cap_and_the_refused_task_waits_under_it() {
+    let no_slot = err("ERROR_NO_SLOT_AVAILABLE", Family::CaptchaAi);
+    let fake = FakeProvider::new().submit_errors(vec![no_slot]);
+    let (fake, account) = start(fake, settings(4));
+    assert_eq!(account.effective_threads(), 4);
+    let solve = {
+        let account = account.clone();
+        tokio::spawn(async move {
+            account
+                .solve(&turnstile(), in_secs(120), Priority::Interactive)
+                .await
+        })
+    };
+    // Virtual time: step it until the retry went out (the backoff needs time to pass).
+    while fake.submit_times().len() < 2 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Halved to 2 at the refusal; the retry waited out the provider's hint (5 s), one step of
+    // regrowth at most.
+    let cap = account.effective_threads();
+    assert!((2..4).contains(&cap), "cap {cap} at the retry");
+    solve.await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(account.effective_threads(), 4, "grown back to the threads");
+    assert_eq!(account.in_flight(), 0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn capacity_is_never_surfaced_while_time_remains() {
     // CaptchaAI's "no free threads" carries no provider wait: only the backoff paces retries.
     let busy = err("ERROR_ZERO_BALANCE", Family::CaptchaAi);
