@@ -38,8 +38,14 @@ impl Upstream {
         self.account.threads()
     }
 
+    /// Threads taken, fleet-wide with Redis.
     pub fn in_flight(&self) -> u32 {
         self.account.in_flight()
+    }
+
+    /// The cap now: threads, lowered to the plan and for a while by capacity errors.
+    pub fn effective_threads(&self) -> u32 {
+        self.account.effective_threads()
     }
 
     /// False while the account is out of rotation.

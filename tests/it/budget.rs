@@ -16,9 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::eventually::eventually;
 use crate::support::fleet::{GatewayProcess, SimServer, client};
-use crate::support::metric_sum;
 use crate::support::redis::RedisServer;
 use crate::support::solve;
+use crate::support::{KEY, metric_sum};
 
 /// The leases of the gateways' one account (named after its provider).
 const LEASES: &str = "cg:{b:captchaai}:leases";
@@ -46,6 +46,17 @@ async fn leases(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<
 async fn redis_now(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
     let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
     s * 1000 + us / 1000
+}
+
+/// The compatible `threadsinfo` document of a gateway.
+async fn threadsinfo(http: &reqwest::Client, base: &str) -> serde_json::Value {
+    http.get(format!("{base}/res.php?key={KEY}&action=threadsinfo"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }
 
 fn task(i: usize) -> serde_json::Value {
@@ -114,8 +125,12 @@ async fn holder_with_five_threads(
     let bystander = start().await;
     let http = client();
     for i in 0..5 {
-        let (http, base) = (http.clone(), holder.base.clone());
-        tokio::spawn(async move { solve(&http, &base, task(i)).await });
+        // Never answered: the holder is killed or paused under it, so errors are expected.
+        let request = http
+            .post(format!("{}/v1/solve", holder.base))
+            .bearer_auth(KEY)
+            .json(&task(i));
+        tokio::spawn(async move { request.send().await.map(|_| ()) });
     }
     let conn = redis_conn(redis).await;
     eventually(
@@ -141,6 +156,21 @@ async fn a_killed_holders_threads_return_within_one_lease() {
     let (mut holder, bystander) = holder_with_five_threads(&redis, &sim).await;
     let mut conn = redis_conn(&redis).await;
 
+    // The bystander holds none of them, yet reports the fleet's figures.
+    let http = client();
+    eventually(
+        Duration::from_secs(60),
+        "the bystander to see 5 in use",
+        || {
+            let (http, base) = (&http, &bystander.base);
+            async move {
+                let v = threadsinfo(http, base).await;
+                v["upstream_working_threads"] == 5 && v["upstream_threads"] == 5
+            }
+        },
+    )
+    .await;
+
     holder.kill().await;
     let killed_at = redis_now(&mut conn).await;
     let held = leases(&mut conn, LEASES).await;
@@ -157,13 +187,15 @@ async fn a_killed_holders_threads_return_within_one_lease() {
         async move { leases(&mut conn, LEASES).await.is_empty() }
     })
     .await;
-    let http = client();
     eventually(
         Duration::from_secs(60),
         "the bystander to see 0 in use",
         || {
             let (http, base) = (&http, &bystander.base);
-            async move { metric_sum(http, base, "upstream_threads_in_use").await == 0 }
+            async move {
+                metric_sum(http, base, "upstream_threads_in_use").await == 0
+                    && threadsinfo(http, base).await["upstream_working_threads"] == 0
+            }
         },
     )
     .await;
