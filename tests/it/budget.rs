@@ -298,3 +298,64 @@ async fn a_caller_in_one_instance_gets_the_next_thread_before_refills_in_another
     assert_eq!(a.stats().over_admissions + b.stats().over_admissions, 0);
     cut.cancel();
 }
+
+/// Two leases held in one instance with 600 ms leases (renewed every 200 ms).
+async fn two_leases(
+    redis: &RedisServer,
+    cut: &CancellationToken,
+) -> (RedisBudget, Vec<captcha_gateway::provider::Lease>) {
+    let mut settings = RedisSettings::new(vec![redis.url()], false);
+    settings.lease = Duration::from_millis(600);
+    let budget = RedisBudget::start(&settings, "acc", BudgetSettings::new(2), cut.clone())
+        .await
+        .unwrap();
+    let held = vec![
+        budget.acquire(Priority::Interactive).await,
+        budget.acquire(Priority::Interactive).await,
+    ];
+    (budget, held)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_lost_to_a_redis_restarted_empty_are_counted_and_not_taken_again() {
+    let mut redis = RedisServer::start();
+    let cut = CancellationToken::new();
+    let (budget, held) = two_leases(&redis, &cut).await;
+    assert_eq!(budget.in_use(), 2);
+
+    redis.restart();
+    eventually(
+        Duration::from_secs(30),
+        "both leases counted lost",
+        || async { budget.stats().leases_lost == 2 },
+    )
+    .await;
+    assert_eq!(budget.stats().over_admissions, 2);
+    let mut conn = redis_conn(&redis).await;
+    assert!(
+        leases(&mut conn, "cg:{b:acc}:leases").await.is_empty(),
+        "not put back"
+    );
+    // The fleet's view starts over: both threads can be granted again.
+    let again = budget.acquire(Priority::Interactive).await;
+    assert_eq!(leases(&mut conn, "cg:{b:acc}:leases").await.len(), 1);
+    drop((held, again));
+    cut.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_redis_is_down_threads_come_from_this_process_and_count_as_over_admissions() {
+    let mut redis = RedisServer::start();
+    let cut = CancellationToken::new();
+    let (budget, held) = two_leases(&redis, &cut).await;
+    redis.kill();
+    drop(held);
+    // Redis cannot be asked: after a third of a lease the grant comes from the local budget.
+    let local = budget.acquire(Priority::Interactive).await;
+    assert_eq!(budget.stats().over_admissions, 1);
+    // Known down now: the next one does not wait out the grace again (counted all the same).
+    let second = budget.acquire(Priority::Interactive).await;
+    assert_eq!(budget.stats().over_admissions, 2);
+    drop((local, second));
+    cut.cancel();
+}

@@ -341,7 +341,10 @@ impl ThreadBudget for RedisBudget {
                 }
                 Err(e) => {
                     let since = *failing_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() < inner.lease / 3 {
+                    // Once Redis is known down, one failed ask is enough: no caller waits out
+                    // the grace again until Redis has answered.
+                    let patient = !inner.local.load(Ordering::Relaxed);
+                    if patient && since.elapsed() < inner.lease / 3 {
                         // The same id again: a grant made by a run whose reply was lost is
                         // answered, not doubled.
                         tracing::debug!(account = %inner.account, error = %e, "asking for a thread");
