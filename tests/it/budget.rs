@@ -359,3 +359,77 @@ async fn while_redis_is_down_threads_come_from_this_process_and_count_as_over_ad
     drop((local, second));
     cut.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_refills_holding_every_thread_a_caller_gets_the_next_free_one() {
+    let redis = RedisServer::start();
+    caller_before_refills(Some(RedisSettings::new(vec![redis.url()], false))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_on_the_embedded_store() {
+    caller_before_refills(None).await;
+}
+
+async fn caller_before_refills(redis: Option<RedisSettings>) {
+    use crate::support::{TestGateway, fast_settings};
+    use captcha_gateway::model::{Kind, TargetPolicy};
+    use captcha_gateway::pools::{PoolTable, specs};
+
+    #[derive(serde::Deserialize)]
+    struct File {
+        pools: Vec<PoolTable>,
+    }
+    let mut settings = fast_settings();
+    settings.redis = redis;
+    settings.threads = Some(2);
+    settings.refill_reserve = 0;
+    // Refills take 2 s; the caller's own solve 100 ms. Checks every 200 ms cover both.
+    settings.sim.latency.insert(
+        Kind::RecaptchaV2,
+        LatencyRange::fixed(Duration::from_secs(2)),
+    );
+    settings.sim.latency.insert(
+        Kind::Turnstile,
+        LatencyRange::fixed(Duration::from_millis(100)),
+    );
+    settings.poll.interval = Duration::from_millis(200);
+    let file: File = toml::from_str(
+        r#"[[pools]]
+           kind = "recaptcha_v2"
+           sitekey = "6Le-budget-pool"
+           pageurl = "https://example.com/login"
+           size = 20"#,
+    )
+    .unwrap();
+    settings.pools = specs(&file.pools, TargetPolicy::default()).unwrap();
+    let gw = TestGateway::with(settings).await;
+    eventually(
+        Duration::from_secs(60),
+        "refills to hold both threads",
+        || async { gw.stat("current_concurrent").await == 2 },
+    )
+    .await;
+
+    let (status, v) = solve(&gw.http, &gw.url(""), task(0)).await;
+    assert_eq!(status, 200, "{v}");
+    // Eighteen refills were waiting before the caller; it went first all the same, so the pool
+    // holds at most the two answers of the refills it waited for.
+    let views: Vec<serde_json::Value> = gw
+        .http
+        .get(gw.url("/v1/pools"))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let pooled = views
+        .iter()
+        .find(|v| v["label"] == "recaptcha_v2:example.com")
+        .map(|v| v["pooled"].as_u64().unwrap())
+        .unwrap();
+    assert!(pooled <= 2, "the caller waited for {pooled} refills");
+    assert!(gw.stat("peak_concurrent").await <= 2);
+}
