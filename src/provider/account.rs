@@ -1,12 +1,13 @@
 //! One provider account: its thread cap, submit retries and the road from request to answer
 //! (DESIGN.md promise 5, "Capped"; PROTOCOL.md "Retry classes").
 //!
-//! Owns: the account's slots (upstream tasks in flight never exceed `threads`; refills only take
-//! spare ones, see `gate`), retrying capacity
-//! errors with jittered backoff for as long as the caller's deadline allows and transient errors
-//! a bounded number of times, handing submitted tasks to the account's poller, and the counters
-//! the metrics module reads. Does not own: choosing an account (the engine) or fleet-wide slot
-//! leases (the store).
+//! Owns: taking a thread from the account's budget for each task and holding it until the
+//! provider is done with it, retrying capacity errors (the budget's cap shrinks, the task waits
+//! for a thread again) with jittered backoff for as long as the caller's deadline allows and
+//! transient errors a bounded number of times, asking `threadsinfo` for the plan's threads,
+//! handing submitted tasks to the account's poller, and the counters the metrics module reads.
+//! Does not own: choosing an account (the engine), or how threads are shared and ordered (the
+//! budget: `budget`, fleet-wide in the Redis store).
 
 use std::fmt;
 use std::sync::Arc;
