@@ -116,9 +116,20 @@ impl Gate {
             rx
         };
         // The sender sits in our queue until a release sends on it; the gate outlives this call
-        // (we hold an `Arc` to it), so the sender is never dropped unsent.
-        rx.await
-            .expect("a queued waiter's sender is only consumed by sending")
+        // (we hold an `Arc` to it), so the sender is never dropped unsent. A cap growing back
+        // after a cut frees no thread by itself: every step of growth, look again.
+        let mut rx = rx;
+        loop {
+            tokio::select! {
+                permit = &mut rx => {
+                    return permit.expect("a queued waiter's sender is only consumed by sending");
+                }
+                _ = tokio::time::sleep(self.settings.cap.increase_every) => {
+                    let mut s = self.lock();
+                    self.dispatch(&mut s);
+                }
+            }
+        }
     }
 
     /// Counts a thread free and hands threads to waiters while their limits admit them.
@@ -397,6 +408,18 @@ mod tests {
         drop(held.next());
         drop(next.await.unwrap());
         assert_eq!(gate.stats(), BudgetStats::default());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_gets_a_thread_the_cap_grows_back_without_any_release() {
+        let gate = budget(2);
+        let a = gate.acquire(Priority::Interactive).await;
+        gate.capacity_error();
+        assert_eq!(gate.cap(), 1);
+        // One held, cap 1: the next waits until the cap grows back, with nothing released.
+        let next = gate.acquire(Priority::Interactive).await;
+        assert_eq!((gate.cap(), gate.in_use()), (2, 2));
+        drop((a, next));
     }
 
     #[tokio::test]
