@@ -102,6 +102,10 @@ pub trait ThreadBudget: Send + Sync + 'static {
 
 pub type Budget = Arc<dyn ThreadBudget>;
 
+/// Threads refills leave free by default. One is enough for a caller arriving while refills run
+/// to start at once; more would idle threads that a pool could fill.
+pub const DEFAULT_REFILL_RESERVE: u32 = 1;
+
 /// How a budget is sized: the configured threads, the refill reserve and the cap's rule.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BudgetSettings {
@@ -115,9 +119,7 @@ impl BudgetSettings {
     pub fn new(threads: u32) -> Self {
         Self {
             threads,
-            // One thread is enough for a caller arriving while refills run to start at once;
-            // more would idle threads that a pool could fill.
-            refill_reserve: 1,
+            refill_reserve: DEFAULT_REFILL_RESERVE,
             cap: CapSettings::default(),
         }
     }
