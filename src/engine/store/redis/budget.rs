@@ -185,6 +185,8 @@ impl Shared {
                             .store(u32::try_from(in_use).unwrap_or(0), Ordering::Relaxed);
                         // After an unknown first attempt, "not there" may be our own release.
                         if was_held && removed == 0 && attempt == 0 {
+                            // Its task ran on after the lease lapsed, like a loss at renewal.
+                            self.over_admissions.fetch_add(1, Ordering::Relaxed);
                             self.lost(&id, "at release");
                         }
                     }
