@@ -356,9 +356,10 @@ impl ThreadBudget for RedisBudget {
                     if !inner.local.swap(true, Ordering::Relaxed) {
                         tracing::warn!(account = %inner.account, error = %e, "thread budget: Redis cannot be asked; granting threads in this process only until it answers");
                     }
-                    inner.over_admissions.fetch_add(1, Ordering::Relaxed);
                     drop(place);
-                    return inner.fallback.acquire(priority).await;
+                    let lease = inner.fallback.acquire(priority).await;
+                    inner.over_admissions.fetch_add(1, Ordering::Relaxed);
+                    return lease;
                 }
             }
         }
