@@ -433,3 +433,56 @@ async fn caller_before_refills(redis: Option<RedisSettings>) {
     assert!(pooled <= 2, "the caller waited for {pooled} refills");
     assert!(gw.stat("peak_concurrent").await <= 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_error_seen_by_one_instance_shrinks_the_cap_of_all() {
+    let redis = RedisServer::start();
+    let settings = RedisSettings::new(vec![redis.url()], false);
+    let cut = CancellationToken::new();
+    let open = || RedisBudget::start(&settings, "acc", BudgetSettings::new(8), cut.clone());
+    let (a, b) = (open().await.unwrap(), open().await.unwrap());
+    a.capacity_error();
+    let conn = redis_conn(&redis).await;
+    eventually(Duration::from_secs(30), "A's cut to reach Redis", || {
+        let mut conn = conn.clone();
+        async move {
+            let after: Option<u32> = redis::cmd("HGET")
+                .arg("cg:{b:acc}:cap")
+                .arg("after_cut")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            after == Some(4)
+        }
+    })
+    .await;
+    // B holds no lease and saw no error; its view comes from Redis within a renewal.
+    eventually(
+        Duration::from_secs(30),
+        "B to see the smaller cap",
+        || async { b.cap() < 8 },
+    )
+    .await;
+    cut.cancel();
+}
+
+#[tokio::test]
+async fn threadsinfo_lowers_the_cap_to_the_plan() {
+    use crate::support::{TestGateway, fast_settings};
+    let mut settings = fast_settings();
+    // The gateway is told 10 threads; the provider's plan has 3.
+    settings.threads = Some(10);
+    settings.sim.threads = 3;
+    let gw = TestGateway::with(settings).await;
+    eventually(
+        Duration::from_secs(30),
+        "the cap to follow the plan",
+        || async { metric_sum(&gw.http, &gw.url(""), "upstream_threads_cap").await == 3 },
+    )
+    .await;
+    let (_, body) = gw
+        .get_text(&format!("/res.php?key={KEY}&action=threadsinfo"))
+        .await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["upstream_threads"], 3, "{v}");
+}

@@ -228,15 +228,23 @@ impl Shared {
                 value.to_string(),
                 ms(CAP_MEMORY).to_string(),
             ];
-            match inner.call(&scripts::BUDGET_CAP, &args).await {
-                Ok(reply) => {
-                    if let Ok([cap]) = ints::<1>(&reply) {
-                        inner
-                            .cap
-                            .store(u32::try_from(cap).unwrap_or(0), Ordering::Relaxed);
+            // A few tries: running it again is harmless (a second halving inside the gap and a
+            // second plan change nothing), and a lost signal only waits for the next error.
+            for _ in 0..3 {
+                match inner.call(&scripts::BUDGET_CAP, &args).await {
+                    Ok(reply) => {
+                        if let Ok([cap]) = ints::<1>(&reply) {
+                            inner
+                                .cap
+                                .store(u32::try_from(cap).unwrap_or(0), Ordering::Relaxed);
+                        }
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::debug!(account = %inner.account, error = %e, mode, "budget cap");
+                        sleep(Duration::from_millis(200)).await;
                     }
                 }
-                Err(e) => tracing::debug!(account = %inner.account, error = %e, mode, "budget cap"),
             }
         });
     }
