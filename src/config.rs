@@ -63,6 +63,8 @@ pub struct Settings {
     pub threads: Option<u32>,
     pub gateway_keys: Vec<Secret>,
     pub max_concurrent: u64,
+    /// Threads of each account that pool refills leave to callers (docs/CONFIGURATION.md).
+    pub refill_reserve: u32,
     /// The shared store of a fleet; `None` runs the embedded store.
     pub redis: Option<RedisSettings>,
     pub engine: EngineSettings,
@@ -101,6 +103,9 @@ struct FileConfig {
     #[serde(default)]
     gateway_keys: Vec<String>,
     max_concurrent: Option<u64>,
+    /// Threads of each account that refills leave free for callers (default 1). Signed, so a
+    /// negative value is refused by name rather than by the TOML reader.
+    refill_reserve: Option<i64>,
     redis_url: Option<String>,
     redis_cluster: Option<bool>,
     redis_required: Option<bool>,
@@ -408,6 +413,7 @@ pub fn load_serve(
         threads,
         gateway_keys: keys.into_iter().map(Secret).collect(),
         max_concurrent,
+        refill_reserve: refill_reserve(file.refill_reserve)?,
         redis,
         engine,
         limits,
@@ -766,6 +772,19 @@ fn callback_settings(file: &FileConfig) -> Result<CallbackSettings, ConfigError>
     Ok(s)
 }
 
+fn refill_reserve(value: Option<i64>) -> Result<u32, ConfigError> {
+    let Some(n) = value else {
+        return Ok(crate::provider::budget::DEFAULT_REFILL_RESERVE);
+    };
+    u32::try_from(n).map_err(|_| {
+        bad(
+            "refill_reserve",
+            format!("is {n}"),
+            "write a number of threads, 0 or more (0 lets refills use every thread)",
+        )
+    })
+}
+
 fn kind(setting: &str, name: &str) -> Result<Kind, ConfigError> {
     name.parse()
         .map_err(|e: String| bad(setting, e, "use one of the kind names above"))
@@ -827,6 +846,27 @@ mod tests {
             assert!(line.starts_with("--redis-url: "), "{line}");
             assert!(!line.contains("hunter2") && !line.contains('\n'), "{line}");
         }
+    }
+
+    #[test]
+    fn the_refill_reserve_defaults_to_one_and_a_negative_one_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.toml");
+        let load = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            let args = ServeArgs {
+                config: Some(path.clone()),
+                ..ServeArgs::default()
+            };
+            load_serve(&args, &|_| None)
+        };
+        assert_eq!(load("provider = \"sim\"\n").unwrap().refill_reserve, 1);
+        let zero = load("provider = \"sim\"\nrefill_reserve = 0\n").unwrap();
+        assert_eq!(zero.refill_reserve, 0);
+        let line = load("provider = \"sim\"\nrefill_reserve = -1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(line.contains("refill_reserve"), "{line}");
     }
 
     #[test]

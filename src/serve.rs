@@ -9,10 +9,11 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::config::{ConfigError, Settings};
-use crate::engine::store::redis::RedisStore;
+use crate::engine::store::redis::{RedisBudget, RedisStore};
 use crate::engine::{Engine, MemoryStore, Store};
 use crate::http::{self, Admission, AppState, Auth};
 use crate::pools::{self, Pools, RefillSettings};
+use crate::provider::{self, BudgetSettings};
 use crate::shutdown::Shutdown;
 use crate::sim::{self, SimSettings, Simulator};
 use crate::telemetry::Metrics;
@@ -217,6 +218,31 @@ fn sim_key() -> String {
     use rand::Rng;
     let bytes: [u8; 16] = rand::rng().random();
     hex::encode(bytes)
+}
+
+/// How often providers with `threadsinfo` are asked for their plan's threads.
+const CALIBRATE_EVERY: Duration = Duration::from_secs(600);
+
+/// One account's thread budget: in this process for the embedded store, fleet-wide on Redis
+/// (docs/REDIS.md "Thread budget"). Call once per account.
+pub async fn open_budget(
+    settings: &Settings,
+    account: &str,
+    threads: u32,
+    shutdown: &Shutdown,
+) -> Result<provider::Budget, StartError> {
+    let budget = BudgetSettings {
+        refill_reserve: settings.refill_reserve,
+        ..BudgetSettings::new(threads)
+    };
+    let Some(redis) = &settings.redis else {
+        return Ok(provider::budget::in_process(budget));
+    };
+    // Its leases are renewed through the grace period, like the tasks that hold them.
+    let fleet = RedisBudget::start(redis, account, budget, shutdown.cut.clone())
+        .await
+        .map_err(|e| StartError::Store(e.to_string()))?;
+    Ok(Arc::new(fleet))
 }
 
 /// The embedded store, or Redis when configured. With `--redis-required` Redis must answer now.

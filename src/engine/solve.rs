@@ -31,10 +31,13 @@ pub struct Solution {
     pub solved_at: u64,
 }
 
-/// Who an upstream task is for: callers waiting now go before pool refills (promise 5).
+/// Who an upstream task is for: callers waiting now go before queued work, which goes before
+/// pool refills (promise 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Priority {
     Interactive,
+    /// Work accepted for later (the queue): nobody blocks on it now, but somebody will.
+    Queued,
     Refill,
 }
 

@@ -137,10 +137,14 @@ async fn result_action(state: &AppState, params: &Params) -> Reply {
                     (threads, working) = (limit, held);
                 }
             }
+            // The provider account's figures beside them: its effective cap and the threads
+            // taken, fleet-wide with Redis (docs/API.md).
             Reply::document(json!({
                 "status": 1,
                 "threads": threads,
                 "working_threads": working,
+                "upstream_threads": state.upstream.effective_threads(),
+                "upstream_working_threads": state.upstream.in_flight(),
             }))
         }
         Some(_) => Reply::error(mode, codes::BAD_PARAMETERS),

@@ -1,12 +1,13 @@
 //! One provider account: its thread cap, submit retries and the road from request to answer
 //! (DESIGN.md promise 5, "Capped"; PROTOCOL.md "Retry classes").
 //!
-//! Owns: the account's slots (upstream tasks in flight never exceed `threads`; refills only take
-//! spare ones, see `gate`), retrying capacity
-//! errors with jittered backoff for as long as the caller's deadline allows and transient errors
-//! a bounded number of times, handing submitted tasks to the account's poller, and the counters
-//! the metrics module reads. Does not own: choosing an account (the engine) or fleet-wide slot
-//! leases (the store).
+//! Owns: taking a thread from the account's budget for each task and holding it until the
+//! provider is done with it, retrying capacity errors (the budget's cap shrinks, the task waits
+//! for a thread again) with jittered backoff for as long as the caller's deadline allows and
+//! transient errors a bounded number of times, asking `threadsinfo` for the plan's threads,
+//! handing submitted tasks to the account's poller, and the counters the metrics module reads.
+//! Does not own: choosing an account (the engine), or how threads are shared and ordered (the
+//! budget: `budget`, fleet-wide in the Redis store).
 
 use std::fmt;
 use std::sync::Arc;
@@ -18,8 +19,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
 
+use super::budget::{Budget, BudgetStats, Lease, Priority};
 use super::error::{ErrorClass, ProviderError};
-use super::gate::{Priority, SlotGate, SlotPermit};
 use super::poller::{self, PollSettings, Registration, Settled};
 use super::{PollOutcome, Provider, ThreadsInfo};
 use crate::model::{Kind, Millis, SolveRequest};
@@ -50,6 +51,9 @@ pub struct AccountSettings {
     pub transient_backoff: Duration,
     /// How the account's poller paces its checks.
     pub poll: PollSettings,
+    /// How often `threadsinfo` is asked for the plan's threads (at start, then this often), for
+    /// providers that answer it; `None` never asks.
+    pub calibrate_every: Option<Duration>,
 }
 
 impl Default for AccountSettings {
@@ -69,6 +73,9 @@ impl Default for AccountSettings {
             // code - make a 5 seconds timeout and then retry".
             transient_backoff: Duration::from_secs(5),
             poll: PollSettings::default(),
+            // Serve turns it on for providers with `threadsinfo`; plans change rarely, so every
+            // ten minutes is plenty.
+            calibrate_every: None,
         }
     }
 }
@@ -129,7 +136,7 @@ fn bump(counter: &AtomicU64) {
 pub struct Account {
     provider: Arc<dyn Provider>,
     settings: AccountSettings,
-    slots: Arc<SlotGate>,
+    budget: Budget,
     counters: Arc<Counters>,
     poller: mpsc::UnboundedSender<Registration>,
     /// The signal: nothing new is submitted (a task not yet submitted ends with `SHUTDOWN`).
@@ -152,9 +159,12 @@ impl Account {
     /// Starts the account and its poller task. On `shutdown`'s signal the account submits
     /// nothing new but its poller goes on checking the tasks already submitted, so they can
     /// still end with an answer; both stop at `shutdown`'s cut.
+    /// `budget` is the account's thread budget (`provider::budget::in_process`, or the Redis
+    /// store's fleet-wide one), sized for `settings.threads`.
     pub fn start(
         provider: Arc<dyn Provider>,
         settings: AccountSettings,
+        budget: Budget,
         shutdown: &Shutdown,
     ) -> Arc<Account> {
         let counters = Arc::new(Counters::default());
@@ -164,9 +174,12 @@ impl Account {
             counters.clone(),
             shutdown.cut.clone(),
         );
+        if let Some(every) = settings.calibrate_every {
+            spawn_calibration(provider.clone(), budget.clone(), every, shutdown);
+        }
         Arc::new(Account {
             provider,
-            slots: SlotGate::new(settings.threads as usize),
+            budget,
             settings,
             counters,
             poller,
@@ -183,16 +196,24 @@ impl Account {
         self.settings.threads
     }
 
-    /// Slots taken: tasks waiting on submit or on their answer, plus slots still held for tasks
-    /// whose callers left before the provider finished them.
+    /// Threads taken: tasks waiting on submit or on their answer, plus threads still held for
+    /// tasks whose callers left before the provider finished them. Fleet-wide with Redis.
     pub fn in_flight(&self) -> u32 {
-        let free = u32::try_from(self.slots.available()).unwrap_or(u32::MAX);
-        self.settings.threads.saturating_sub(free)
+        self.budget.in_use()
+    }
+
+    /// The effective cap: the threads, lowered to the plan and, for a while, by capacity errors.
+    pub fn effective_threads(&self) -> u32 {
+        self.budget.cap()
     }
 
     /// Callers of `priority` waiting for one of the account's threads.
     pub fn queued(&self, priority: Priority) -> usize {
-        self.slots.queued(priority)
+        self.budget.queued(priority)
+    }
+
+    pub fn budget_stats(&self) -> BudgetStats {
+        self.budget.stats()
     }
 
     /// Solves `req` at this account, or fails with the provider's error, or with a transient
@@ -222,13 +243,13 @@ impl Account {
         priority: Priority,
     ) -> Result<Solved, ProviderError> {
         let permit = self
-            .idle(deadline, &self.stop, self.slots.acquire(priority))
+            .idle(deadline, &self.stop, self.budget.acquire(priority))
             .await?;
         let mut slot = Slot {
             permit: Some(permit),
             hold_until: None,
         };
-        let task_id = self.submit(req, deadline, &mut slot).await?;
+        let task_id = self.submit(req, deadline, priority, &mut slot).await?;
         let (tx, rx) = oneshot::channel();
         let registration = Registration {
             id: task_id.clone(),
@@ -276,6 +297,7 @@ impl Account {
         &self,
         req: &SolveRequest,
         deadline: Instant,
+        priority: Priority,
         slot: &mut Slot,
     ) -> Result<String, ProviderError> {
         let mut capacity_attempts = 0u32;
@@ -312,12 +334,23 @@ impl Account {
                     _ => err,
                 });
             }
-            match err.class {
-                ErrorClass::Capacity => bump(&self.counters.capacity_retries),
-                _ => bump(&self.counters.transient_retries),
-            }
             tracing::debug!(account = %self.settings.name, error = %err, ?wait, "retrying submit");
-            self.idle(deadline, &self.stop, sleep(wait)).await?;
+            if err.class == ErrorClass::Capacity {
+                bump(&self.counters.capacity_retries);
+                // The provider is fuller than the budget thought: shrink the cap and give the
+                // thread back while waiting, then queue for one again under the smaller cap, so
+                // the refusal becomes waiting rather than a failure.
+                self.budget.capacity_error();
+                slot.permit = None;
+                self.idle(deadline, &self.stop, sleep(wait)).await?;
+                let lease = self
+                    .idle(deadline, &self.stop, self.budget.acquire(priority))
+                    .await?;
+                slot.permit = Some(lease);
+            } else {
+                bump(&self.counters.transient_retries);
+                self.idle(deadline, &self.stop, sleep(wait)).await?;
+            }
         }
     }
 
@@ -407,7 +440,7 @@ fn shutting_down() -> ProviderError {
 /// be running, its caller gone), it keeps the thread taken until `hold_until`, when the poller
 /// would have given the task up anyway; otherwise it frees the thread at once.
 struct Slot {
-    permit: Option<SlotPermit>,
+    permit: Option<Lease>,
     hold_until: Option<Instant>,
 }
 
@@ -427,6 +460,29 @@ impl Drop for Slot {
             });
         }
     }
+}
+
+/// Asks `threadsinfo` at start and every `every` after, and lowers the budget to the plan. A
+/// provider without it (2captcha) answers an error: logged once at debug, and asked again later.
+fn spawn_calibration(
+    provider: Arc<dyn Provider>,
+    budget: Budget,
+    every: Duration,
+    shutdown: &Shutdown,
+) {
+    let cut = shutdown.cut.clone();
+    tokio::spawn(async move {
+        loop {
+            match provider.threads_info().await {
+                Ok(info) => budget.calibrate(info.threads),
+                Err(e) => tracing::debug!(account = provider.name(), error = %e, "threadsinfo"),
+            }
+            tokio::select! {
+                _ = sleep(every) => {}
+                _ = cut.cancelled() => return,
+            }
+        }
+    });
 }
 
 #[cfg(test)]

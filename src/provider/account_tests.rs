@@ -44,8 +44,17 @@ fn settings(threads: u32) -> AccountSettings {
 
 fn start(fake: FakeProvider, settings: AccountSettings) -> (Arc<FakeProvider>, Arc<Account>) {
     let fake = Arc::new(fake);
-    let account = Account::start(fake.clone(), settings, &Shutdown::new());
+    let account = Account::start(
+        fake.clone(),
+        settings.clone(),
+        budget(&settings),
+        &Shutdown::new(),
+    );
     (fake, account)
+}
+
+fn budget(settings: &AccountSettings) -> crate::provider::Budget {
+    crate::provider::budget::in_process(crate::provider::BudgetSettings::new(settings.threads))
 }
 
 fn in_secs(s: u64) -> Instant {
@@ -81,6 +90,34 @@ async fn capacity_errors_are_retried_after_the_providers_wait() {
         ),
         (4, 3, 3, 1)
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_capacity_error_halves_the_cap_and_the_refused_task_waits_under_it() {
+    let no_slot = err("ERROR_NO_SLOT_AVAILABLE", Family::CaptchaAi);
+    let fake = FakeProvider::new().submit_errors(vec![no_slot]);
+    let (fake, account) = start(fake, settings(4));
+    assert_eq!(account.effective_threads(), 4);
+    let solve = {
+        let account = account.clone();
+        tokio::spawn(async move {
+            account
+                .solve(&turnstile(), in_secs(120), Priority::Interactive)
+                .await
+        })
+    };
+    // Virtual time: step it until the retry went out (the backoff needs time to pass).
+    while fake.submit_times().len() < 2 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Halved to 2 at the refusal; the retry waited out the provider's hint (5 s), one step of
+    // regrowth at most.
+    let cap = account.effective_threads();
+    assert!((2..4).contains(&cap), "cap {cap} at the retry");
+    solve.await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(account.effective_threads(), 4, "grown back to the threads");
+    assert_eq!(account.in_flight(), 0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -224,7 +261,7 @@ fn solving(account: &Arc<Account>) -> tokio::task::JoinHandle<Result<Solved, Pro
 async fn a_task_submitted_before_the_signal_keeps_being_polled_and_answers_within_the_grace() {
     let fake = Arc::new(FakeProvider::new().ready_after(3));
     let shutdown = Shutdown::new();
-    let account = Account::start(fake.clone(), settings(1), &shutdown);
+    let account = Account::start(fake.clone(), settings(1), budget(&settings(1)), &shutdown);
     let solve = solving(&account);
     eventually(
         Duration::from_secs(30),
@@ -248,7 +285,7 @@ async fn a_task_submitted_before_the_signal_keeps_being_polled_and_answers_withi
 async fn a_task_still_running_at_the_cut_ends_with_shutdown() {
     let fake = Arc::new(FakeProvider::new().never_ready());
     let shutdown = Shutdown::new();
-    let account = Account::start(fake.clone(), settings(1), &shutdown);
+    let account = Account::start(fake.clone(), settings(1), budget(&settings(1)), &shutdown);
     let solve = solving(&account);
     eventually(
         Duration::from_secs(30),
@@ -276,7 +313,7 @@ async fn a_task_still_running_at_the_cut_ends_with_shutdown() {
 async fn a_task_not_yet_submitted_at_the_signal_ends_with_shutdown_at_once() {
     let fake = Arc::new(FakeProvider::new().never_ready());
     let shutdown = Shutdown::new();
-    let account = Account::start(fake.clone(), settings(1), &shutdown);
+    let account = Account::start(fake.clone(), settings(1), budget(&settings(1)), &shutdown);
     let first = solving(&account);
     eventually(
         Duration::from_secs(30),

@@ -14,17 +14,18 @@
 //! - `parse`: lenient reading of upstream replies and batch answers.
 //! - `encode`: a request as `in.php` parameters.
 //! - `inres`: [`InResProvider`], the `in.php`/`res.php` client.
-//! - `gate`: the account's thread slots, interactive callers before refills ([`Priority`]).
+//! - `budget`: the account's thread budget ([`ThreadBudget`]), in-process or fleet-wide,
+//!   interactive callers before queued work before refills ([`Priority`]).
 //! - `account`: [`Account`], the thread cap and submit retries of one account.
 //! - `poller`: the batched poller behind each account.
 //! - `taskapi`: [`TaskApiProvider`], the `createTask`/`getTaskResult` client (anti-captcha,
 //!   CapSolver, 2captcha v2).
 
 mod account;
+pub mod budget;
 mod classify;
 mod encode;
 mod error;
-mod gate;
 mod inres;
 mod parse;
 mod poller;
@@ -36,10 +37,12 @@ mod testing;
 mod upstream_tests;
 
 pub use account::{Account, AccountSettings, AccountStats, SHUTDOWN, Solved, TIMEOUT};
+pub use budget::{
+    Budget, BudgetSettings, BudgetStats, CapSettings, Lease, MemoryBudget, Priority, ThreadBudget,
+};
 pub use classify::{classify, code_error, retry_after};
 pub use encode::submit_params;
 pub use error::{ErrorClass, ProviderError};
-pub use gate::{Priority, SlotGate, SlotPermit};
 pub use inres::{CONNECT_TIMEOUT, Family, InResProvider, REQUEST_TIMEOUT};
 pub use parse::{BAD_RESPONSE, Extras, UpstreamReply, parse_reply, split_batch};
 pub use poller::PollSettings;

@@ -42,6 +42,7 @@ fn settings(threads: u32) -> AccountSettings {
             max_requests_per_second: 1000.0,
             coalesce: Duration::from_millis(200),
         },
+        calibrate_every: None,
     }
 }
 
@@ -50,6 +51,7 @@ async fn account(script: Script, family: Family, threads: u32) -> (MockUpstream,
     let account = Account::start(
         provider(mock.base.clone(), family),
         settings(threads),
+        crate::provider::budget::in_process(crate::provider::BudgetSettings::new(threads)),
         &crate::shutdown::Shutdown::new(),
     );
     (mock, account)

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{StartError, sim_key, start_simulator};
+use super::{CALIBRATE_EVERY, StartError, open_budget, sim_key, start_simulator};
 use crate::cli::ProviderName;
 use crate::config::{AccountProvider, AccountSpec, Settings};
 use crate::provider::{
@@ -100,10 +100,16 @@ pub(super) async fn build(settings: &Settings, shutdown: &Shutdown) -> Result<Bu
                 .max(1),
         };
         total_threads = total_threads.saturating_add(threads);
+        // Only CaptchaAI and the simulator have `threadsinfo` to calibrate the cap with.
+        let calibrates = matches!(
+            spec.provider,
+            AccountProvider::Captchaai | AccountProvider::Sim
+        );
         let mut account_settings = AccountSettings {
             name: spec.name.clone(),
             threads,
             poll: settings.poll.clone(),
+            calibrate_every: calibrates.then_some(CALIBRATE_EVERY),
             ..settings.account.clone()
         };
         if several {
@@ -111,7 +117,8 @@ pub(super) async fn build(settings: &Settings, shutdown: &Shutdown) -> Result<Bu
             // instead of waiting out the same account's backoff (upstream::Upstream::solve).
             account_settings.transient_retries = 0;
         }
-        let account = Account::start(provider, account_settings, shutdown);
+        let budget = open_budget(settings, &spec.name, threads, shutdown).await?;
+        let account = Account::start(provider, account_settings, budget, shutdown);
         members.push(Member::new(
             account,
             spec.provider,

@@ -43,6 +43,30 @@ pub(super) fn write(members: &[Arc<Member>], out: &mut String) {
     );
     gauge(
         out,
+        "upstream_threads_in_use",
+        "Threads of the account taken, fleet-wide with Redis (as of the last renewal)",
+        &per_account(members, |m| m.account.in_flight().into()),
+    );
+    gauge(
+        out,
+        "upstream_threads_cap",
+        "Effective cap: threads, lowered to the plan and for a while by capacity errors",
+        &per_account(members, |m| m.account.effective_threads().into()),
+    );
+    counter(
+        out,
+        "upstream_thread_leases_lost",
+        "Thread leases found lapsed while their task ran",
+        &per_account(members, |m| m.account.budget_stats().leases_lost),
+    );
+    counter(
+        out,
+        "upstream_thread_over_admissions",
+        "Threads used without the fleet's agreement (lost leases, grants while Redis was unreachable)",
+        &per_account(members, |m| m.account.budget_stats().over_admissions),
+    );
+    gauge(
+        out,
         "upstream_usable",
         "1 while the account is in rotation",
         &per_account(members, |m| u64::from(m.can_take_work())),

@@ -158,10 +158,20 @@ impl Upstream {
             .fold(0, u32::saturating_add)
     }
 
+    /// Threads taken over every account, fleet-wide with Redis.
     pub fn in_flight(&self) -> u32 {
         self.members
             .iter()
             .map(|m| m.account.in_flight())
+            .fold(0, u32::saturating_add)
+    }
+
+    /// The caps now over every account: threads, lowered to each plan and for a while by
+    /// capacity errors.
+    pub fn effective_threads(&self) -> u32 {
+        self.members
+            .iter()
+            .map(|m| m.account.effective_threads())
             .fold(0, u32::saturating_add)
     }
 

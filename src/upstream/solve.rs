@@ -178,6 +178,7 @@ impl Solver for Upstream {
         // Refills take only the threads no caller is waiting for (promise 5).
         let priority = match priority {
             Priority::Interactive => provider::Priority::Interactive,
+            Priority::Queued => provider::Priority::Queued,
             Priority::Refill => provider::Priority::Refill,
         };
         let kind = req.kind();

@@ -4,6 +4,8 @@
 mod support;
 
 mod bench;
+mod budget;
+mod budget_scripts;
 mod burst;
 mod callbacks;
 mod cli;

@@ -404,7 +404,13 @@ async fn an_account_solves_through_the_json_protocol_within_its_threads() {
         },
         ..AccountSettings::default()
     };
-    let account = Account::start(provider, settings, &crate::shutdown::Shutdown::new());
+    let budget = crate::provider::budget::in_process(crate::provider::BudgetSettings::new(3));
+    let account = Account::start(
+        provider,
+        settings,
+        budget,
+        &crate::shutdown::Shutdown::new(),
+    );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let solves = (0..12).map(|i| {
         let account = account.clone();

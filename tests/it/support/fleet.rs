@@ -126,11 +126,23 @@ impl GatewayProcess {
         poll_interval_s: f64,
         log: Stdio,
     ) -> GatewayProcess {
+        Self::start_with_threads(sim, redis_url, 2000, extra_toml, poll_interval_s, log).await
+    }
+
+    /// [`start_logging_to`](Self::start_logging_to) with the account's `threads`.
+    pub async fn start_with_threads(
+        sim: &SimServer,
+        redis_url: &str,
+        threads: u32,
+        extra_toml: &str,
+        poll_interval_s: f64,
+        log: Stdio,
+    ) -> GatewayProcess {
         use std::io::Write;
         let mut config = tempfile::NamedTempFile::new().unwrap();
         writeln!(
             config,
-            "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:0\"\nthreads = 2000\n\
+            "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:0\"\nthreads = {threads}\n\
              max_concurrent = 20000\nredis_url = \"{redis_url}\"\n{extra_toml}\n\
              [poll]\nfirst_check_s = 0.05\ninterval_s = {poll_interval_s}\nmax_requests_per_second = 2000\n",
             sim.addr
@@ -143,6 +155,16 @@ impl GatewayProcess {
             base,
             _config: config,
         }
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`...) with the shell's builtin `kill`.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().expect("still running");
+        let sent = std::process::Command::new("sh")
+            .args(["-c", &format!("kill -{signal} {pid}")])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -{signal} {pid}");
     }
 
     /// `kill -9`.

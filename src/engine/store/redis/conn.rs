@@ -39,6 +39,18 @@ impl std::fmt::Debug for RedisTarget {
 }
 
 impl RedisTarget {
+    /// A client of the single server (for a Pub/Sub connection); `None` for a Cluster.
+    pub(super) fn single_client(&self) -> Option<RedisResult<redis::Client>> {
+        if self.cluster {
+            return None;
+        }
+        let url = self.urls.first().cloned().unwrap_or_default();
+        Some(match self.certificates() {
+            Some(certs) => redis::Client::build_with_tls(url, certs),
+            None => redis::Client::open(url),
+        })
+    }
+
     fn certificates(&self) -> Option<TlsCertificates> {
         self.ca_pem.as_ref().map(|pem| TlsCertificates {
             client_tls: None,

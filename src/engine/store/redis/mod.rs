@@ -6,6 +6,7 @@
 //! then solves directly (degraded, no pool), finished answers still reach this instance's own
 //! waiters, and task records live in a local fallback until Redis returns.
 
+mod budget;
 mod conn;
 mod fanout;
 mod keys;
@@ -19,6 +20,7 @@ mod takeover;
 mod tasks;
 mod wake;
 
+pub use budget::RedisBudget;
 pub use conn::RedisTarget;
 
 use std::collections::{HashMap, HashSet};

@@ -55,3 +55,23 @@ pub static SHARED_RENEW: LazyLock<Script> = clock_script!("shared_renew.lua");
 pub static SHARED_TAKEOVER: LazyLock<Script> = clock_script!("shared_takeover.lua");
 pub static TASK_FINISH: LazyLock<Script> = script!("task_finish.lua");
 pub static TASK_REPORT: LazyLock<Script> = script!("task_report.lua");
+
+/// A thread budget script: the clock and the budget prelude go first.
+macro_rules! budget_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../../../../lua/lib/clock.lua"),
+                "\n",
+                include_str!("../../../../lua/lib/budget.lua"),
+                "\n",
+                include_str!(concat!("../../../../lua/", $file))
+            ))
+        })
+    };
+}
+
+pub static BUDGET_ACQUIRE: LazyLock<Script> = budget_script!("budget_acquire.lua");
+pub static BUDGET_RELEASE: LazyLock<Script> = budget_script!("budget_release.lua");
+pub static BUDGET_RENEW: LazyLock<Script> = budget_script!("budget_renew.lua");
+pub static BUDGET_CAP: LazyLock<Script> = budget_script!("budget_cap.lua");

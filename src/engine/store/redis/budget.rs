@@ -1,0 +1,464 @@
+//! One account's thread budget, fleet-wide on Redis (docs/REDIS.md "Thread budget").
+//!
+//! Owns: this process's leases of the account's threads (a sorted set scored by expiry on
+//! Redis time, a fence per grant, renewed every third of a lease, released when the task ends),
+//! its waiters' places (registered in Redis so a refill elsewhere does not overtake a caller
+//! here), waking them when a thread frees (Pub/Sub on a single server, plus a recheck so a lost
+//! message only delays), the fleet's cap (`lua/budget_cap.lua`), and the fallback to an
+//! in-process budget while Redis cannot be asked.
+//! Does not own: the rules' arithmetic twin in process (`provider::budget`), or the store.
+//!
+//! Each Redis call and what happens when its reply is lost, it runs twice, Redis restarts
+//! empty or this process pauses:
+//! - acquire: retried under the same lease id, which answers the grant already made; given up
+//!   (Redis unreachable), the id is released in the background, and an unrenewed grant lapses
+//!   within one lease anyway.
+//! - release: only its own id is removed, so a replay frees nothing else; a release that never
+//!   arrives leaves the lease to lapse within one lease.
+//! - renew: an extension run twice is the same extension; a lease found gone (this process
+//!   paused past it, or Redis restarted empty) is counted lost and never put back.
+//! - cap: a second halving inside the decrease gap changes nothing.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt as _;
+use redis::{RedisResult, Script, Value};
+use tokio::sync::Notify;
+use tokio::time::{Instant, sleep};
+use tokio_util::sync::CancellationToken;
+
+use super::conn::Conn;
+use super::{RedisSettings, keys, ms, scripts};
+use crate::engine::store::StoreError;
+use crate::provider::{BudgetSettings, BudgetStats, Lease, MemoryBudget, Priority, ThreadBudget};
+
+/// How long a cut of the cap is remembered after its last change: far beyond its regrowth.
+const CAP_MEMORY: Duration = Duration::from_secs(24 * 3600);
+
+/// The fleet-wide budget of one account.
+pub struct RedisBudget {
+    inner: Arc<Shared>,
+}
+
+struct Shared {
+    conn: Conn,
+    keys: [String; 6],
+    channel: String,
+    account: String,
+    /// Prefix of this process's lease ids: random per start, so ids never repeat across restarts.
+    instance: String,
+    next_id: AtomicU64,
+    settings: BudgetSettings,
+    lease: Duration,
+    /// How often a waiter asks again without being told a thread freed.
+    recheck: Duration,
+    /// One waiter per class asks Redis at a time; the rest queue here in arrival order.
+    turns: [tokio::sync::Mutex<()>; 3],
+    freed: Notify,
+    /// Lease ids this process holds and renews.
+    held: Mutex<HashSet<String>>,
+    in_use: AtomicU32,
+    cap: AtomicU32,
+    queued: [AtomicUsize; 3],
+    leases_lost: AtomicU64,
+    over_admissions: AtomicU64,
+    /// Set while Redis cannot be asked and threads are granted from `fallback`.
+    local: AtomicBool,
+    fallback: MemoryBudget,
+}
+
+/// What one acquire attempt found.
+enum Attempt {
+    Granted,
+    Wait,
+}
+
+impl RedisBudget {
+    /// Connects (lazily on a single server) and starts the renewer and the listener, which
+    /// stop at `cut`.
+    pub async fn start(
+        redis: &RedisSettings,
+        account: &str,
+        settings: BudgetSettings,
+        cut: CancellationToken,
+    ) -> Result<RedisBudget, StoreError> {
+        let conn = Conn::open(&redis.target, redis.target.response_timeout)
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let instance = hex::encode(rand::random::<[u8; 8]>());
+        let lease = redis.lease;
+        let inner = Arc::new(Shared {
+            conn,
+            keys: keys::budget_keys(account),
+            channel: keys::budget_channel(account),
+            account: account.to_owned(),
+            instance,
+            next_id: AtomicU64::new(0),
+            settings,
+            lease,
+            recheck: (lease / 3).min(Duration::from_secs(1)),
+            turns: Default::default(),
+            freed: Notify::new(),
+            held: Mutex::new(HashSet::new()),
+            in_use: AtomicU32::new(0),
+            cap: AtomicU32::new(settings.threads),
+            queued: Default::default(),
+            leases_lost: AtomicU64::new(0),
+            over_admissions: AtomicU64::new(0),
+            local: AtomicBool::new(false),
+            fallback: MemoryBudget::new(settings),
+        });
+        tokio::spawn(renewer(inner.clone(), cut.clone()));
+        if let Some(client) = redis.target.single_client() {
+            let client = client.map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            tokio::spawn(listener(inner.clone(), client, cut));
+        }
+        Ok(RedisBudget { inner })
+    }
+}
+
+impl Shared {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn call(&self, script: &Script, args: &[String]) -> RedisResult<Vec<Value>> {
+        let mut inv = script.prepare_invoke();
+        for key in &self.keys {
+            inv.key(key);
+        }
+        inv.arg("")
+            .arg(ms(self.lease))
+            .arg(self.settings.threads)
+            .arg(ms(self.settings.cap.increase_every))
+            .arg(&self.channel);
+        for a in args {
+            inv.arg(a);
+        }
+        let mut conn = self.conn.clone();
+        inv.invoke_async(&mut conn).await
+    }
+
+    fn note(&self, in_use: i64, cap: i64) {
+        self.in_use
+            .store(u32::try_from(in_use).unwrap_or(0), Ordering::Relaxed);
+        self.cap
+            .store(u32::try_from(cap).unwrap_or(0), Ordering::Relaxed);
+    }
+
+    async fn try_acquire(&self, id: &str, priority: Priority) -> RedisResult<Attempt> {
+        let args = [
+            id.to_owned(),
+            priority.index().to_string(),
+            self.settings.refill_reserve.to_string(),
+            // A waiter refreshes its place at every recheck; three missed ones and it is gone.
+            ms(self.recheck * 3).to_string(),
+        ];
+        let reply = self.call(&scripts::BUDGET_ACQUIRE, &args).await?;
+        let [granted, _fence, in_use, cap] = ints(&reply)?;
+        self.note(in_use, cap);
+        Ok(if granted == 1 {
+            self.held().insert(id.to_owned());
+            Attempt::Granted
+        } else {
+            Attempt::Wait
+        })
+    }
+
+    /// Gives `id` back (a lease, or a waiter's place), retrying a lost reply a few times; what
+    /// is never released lapses within one lease. `was_held`: a lease this process held, so
+    /// finding it gone on the first answer means it was lost.
+    async fn release(&self, id: String, was_held: bool) {
+        let mut pause = Duration::from_millis(50);
+        for attempt in 0..5 {
+            match self
+                .call(&scripts::BUDGET_RELEASE, std::slice::from_ref(&id))
+                .await
+            {
+                Ok(reply) => {
+                    if let Ok([removed, in_use]) = ints::<2>(&reply) {
+                        self.in_use
+                            .store(u32::try_from(in_use).unwrap_or(0), Ordering::Relaxed);
+                        // After an unknown first attempt, "not there" may be our own release.
+                        if was_held && removed == 0 && attempt == 0 {
+                            // Its task ran on after the lease lapsed, like a loss at renewal.
+                            self.over_admissions.fetch_add(1, Ordering::Relaxed);
+                            self.lost(&id, "at release");
+                        }
+                    }
+                    break;
+                }
+                Err(e) => {
+                    tracing::debug!(account = %self.account, error = %e, "releasing a thread lease");
+                    sleep(pause).await;
+                    pause *= 2;
+                }
+            }
+        }
+        self.freed.notify_waiters();
+    }
+
+    fn lost(&self, id: &str, when: &str) {
+        self.leases_lost.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            account = %self.account,
+            lease = id,
+            when,
+            "a thread lease lapsed while its task ran: the fleet may exceed the account's threads until it ends"
+        );
+    }
+
+    fn new_id(&self) -> String {
+        format!(
+            "{}:{}",
+            self.instance,
+            self.next_id.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    fn spawn_cap(self: &Arc<Self>, mode: &'static str, value: u64) {
+        let inner = self.clone();
+        tokio::spawn(async move {
+            let args = [
+                mode.to_owned(),
+                value.to_string(),
+                ms(CAP_MEMORY).to_string(),
+            ];
+            // A few tries: running it again is harmless (a second halving inside the gap and a
+            // second plan change nothing), and a lost signal only waits for the next error.
+            for _ in 0..3 {
+                match inner.call(&scripts::BUDGET_CAP, &args).await {
+                    Ok(reply) => {
+                        if let Ok([cap]) = ints::<1>(&reply) {
+                            inner
+                                .cap
+                                .store(u32::try_from(cap).unwrap_or(0), Ordering::Relaxed);
+                        }
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::debug!(account = %inner.account, error = %e, mode, "budget cap");
+                        sleep(Duration::from_millis(200)).await;
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// The first `N` integers of a script's reply.
+fn ints<const N: usize>(reply: &[Value]) -> RedisResult<[i64; N]> {
+    let mut out = [0i64; N];
+    for (i, slot) in out.iter_mut().enumerate() {
+        let v = reply.get(i).ok_or_else(|| {
+            redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "short reply"))
+        })?;
+        *slot = redis::from_redis_value_ref(v)?;
+    }
+    Ok(out)
+}
+
+/// A granted lease: dropping it releases the thread in the background.
+struct RedisLease {
+    inner: Arc<Shared>,
+    id: String,
+}
+
+impl Drop for RedisLease {
+    fn drop(&mut self) {
+        // Not held any more: a renewal found it lost and counted it; nothing to give back.
+        if !self.inner.held().remove(&self.id) {
+            return;
+        }
+        let (inner, id) = (self.inner.clone(), std::mem::take(&mut self.id));
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { inner.release(id, true).await });
+        }
+    }
+}
+
+/// A waiter's place in Redis, withdrawn when its acquire is given up (and any grant a lost
+/// reply made under its id released).
+struct Place {
+    inner: Arc<Shared>,
+    id: String,
+    armed: bool,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (inner, id) = (self.inner.clone(), std::mem::take(&mut self.id));
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { inner.release(id, false).await });
+        }
+    }
+}
+
+/// Counts a waiter of one class while it waits.
+struct Queued<'a>(&'a AtomicUsize);
+
+impl<'a> Queued<'a> {
+    fn new(counter: &'a AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Queued(counter)
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[async_trait]
+impl ThreadBudget for RedisBudget {
+    async fn acquire(&self, priority: Priority) -> Lease {
+        let _queued = Queued::new(&self.inner.queued[priority.index()]);
+        let _turn = self.inner.turns[priority.index()].lock().await;
+        let inner = self.inner.clone();
+        let id = inner.new_id();
+        let mut place = Place {
+            inner: inner.clone(),
+            id: id.clone(),
+            armed: true,
+        };
+        let mut failing_since: Option<Instant> = None;
+        loop {
+            let freed = self.inner.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            match inner.try_acquire(&id, priority).await {
+                Ok(Attempt::Granted) => {
+                    place.armed = false;
+                    if inner.local.swap(false, Ordering::Relaxed) {
+                        tracing::warn!(account = %inner.account, "thread budget: Redis answers again; leases are fleet-wide again");
+                    }
+                    return Lease::new(RedisLease { inner, id });
+                }
+                Ok(Attempt::Wait) => {
+                    failing_since = None;
+                    tokio::select! {
+                        _ = freed => {}
+                        _ = sleep(inner.recheck) => {}
+                    }
+                }
+                Err(e) => {
+                    let since = *failing_since.get_or_insert_with(Instant::now);
+                    // Once Redis is known down, one failed ask is enough: no caller waits out
+                    // the grace again until Redis has answered.
+                    let patient = !inner.local.load(Ordering::Relaxed);
+                    if patient && since.elapsed() < inner.lease / 3 {
+                        // The same id again: a grant made by a run whose reply was lost is
+                        // answered, not doubled.
+                        tracing::debug!(account = %inner.account, error = %e, "asking for a thread");
+                        sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                    if !inner.local.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(account = %inner.account, error = %e, "thread budget: Redis cannot be asked; granting threads in this process only until it answers");
+                    }
+                    drop(place);
+                    let lease = inner.fallback.acquire(priority).await;
+                    inner.over_admissions.fetch_add(1, Ordering::Relaxed);
+                    return lease;
+                }
+            }
+        }
+    }
+
+    fn in_use(&self) -> u32 {
+        self.inner.in_use.load(Ordering::Relaxed)
+    }
+
+    fn cap(&self) -> u32 {
+        self.inner.cap.load(Ordering::Relaxed)
+    }
+
+    fn queued(&self, priority: Priority) -> usize {
+        self.inner.queued[priority.index()].load(Ordering::Relaxed)
+    }
+
+    fn capacity_error(&self) {
+        self.inner.fallback.capacity_error();
+        let gap = self.inner.settings.cap.decrease_gap;
+        self.inner.spawn_cap("shrink", ms(gap));
+    }
+
+    fn calibrate(&self, plan: u32) {
+        self.inner.fallback.calibrate(plan);
+        self.inner.spawn_cap("plan", plan.into());
+    }
+
+    fn stats(&self) -> BudgetStats {
+        BudgetStats {
+            leases_lost: self.inner.leases_lost.load(Ordering::Relaxed),
+            over_admissions: self.inner.over_admissions.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Renews this process's leases every third of a lease and refreshes its view of the fleet.
+/// A lease found gone is counted lost (and an over-admission: its task still runs) and dropped
+/// from the renewal set, never asked for again.
+async fn renewer(inner: Arc<Shared>, cut: CancellationToken) {
+    loop {
+        let ids: Vec<String> = inner.held().iter().cloned().collect();
+        match inner.call(&scripts::BUDGET_RENEW, &ids).await {
+            Ok(reply) => {
+                if let Ok([in_use, cap]) = ints::<2>(&reply) {
+                    inner.note(in_use, cap);
+                }
+                for v in reply.iter().skip(2) {
+                    let Ok(id) = redis::from_redis_value_ref::<String>(v) else {
+                        continue;
+                    };
+                    if inner.held().remove(&id) {
+                        inner.over_admissions.fetch_add(1, Ordering::Relaxed);
+                        inner.lost(&id, "at renewal");
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::debug!(account = %inner.account, error = %e, "renewing thread leases")
+            }
+        }
+        tokio::select! {
+            _ = sleep(inner.lease / 3) => {}
+            _ = cut.cancelled() => return,
+        }
+    }
+}
+
+/// Wakes this process's waiters when any instance frees a thread. Reconnects after a drop;
+/// while it is down, waiters still ask again every recheck.
+async fn listener(inner: Arc<Shared>, client: redis::Client, cut: CancellationToken) {
+    loop {
+        if let Ok(mut pubsub) = client.get_async_pubsub().await {
+            if pubsub.subscribe(&inner.channel).await.is_ok() {
+                // Anything freed while we were not listening is found by the waiters' next ask.
+                inner.freed.notify_waiters();
+                let mut messages = pubsub.on_message();
+                loop {
+                    tokio::select! {
+                        m = messages.next() => match m {
+                            Some(_) => inner.freed.notify_waiters(),
+                            None => break,
+                        },
+                        _ = cut.cancelled() => return,
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            _ = sleep(Duration::from_secs(1)) => {}
+            _ = cut.cancelled() => return,
+        }
+    }
+}

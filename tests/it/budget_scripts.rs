@@ -1,0 +1,219 @@
+//! The thread budget's scripts run by hand on a real redis-server, on a clock the test sets:
+//! lost replies and replays of acquire and release, lapses found by renewal, the class order
+//! across instances, and the cap's halving and regrowth. Key and argument orders follow the
+//! contract header of `lua/lib/budget.lua`.
+
+use redis::aio::MultiplexedConnection;
+use redis::{Script, Value};
+
+use crate::support::redis::RedisServer;
+
+const CLOCK: &str = include_str!("../../lua/lib/clock.lua");
+const PRELUDE: &str = include_str!("../../lua/lib/budget.lua");
+const LEASE: u64 = 15_000;
+const STEP: u64 = 5_000;
+const INTERACTIVE: &str = "0";
+const REFILL: &str = "2";
+
+/// One account's budget of `threads`, its scripts called at `now`.
+struct Account {
+    conn: MultiplexedConnection,
+    threads: u32,
+    now: u64,
+}
+
+impl Account {
+    async fn on(redis: &RedisServer, threads: u32) -> Account {
+        let client = redis::Client::open(redis.url()).unwrap();
+        Account {
+            conn: client.get_multiplexed_async_connection().await.unwrap(),
+            threads,
+            now: 1_000_000,
+        }
+    }
+
+    fn key(name: &str) -> String {
+        format!("cg:{{b:acc}}:{name}")
+    }
+
+    async fn run(&mut self, file: &str, args: &[&str]) -> Vec<Value> {
+        let body = std::fs::read_to_string(format!("lua/{file}.lua")).unwrap();
+        let script = Script::new(&format!("{CLOCK}\n{PRELUDE}\n{body}"));
+        let mut inv = script.prepare_invoke();
+        for k in ["leases", "fence", "fences", "waiters", "wexp", "cap"] {
+            inv.key(Self::key(k));
+        }
+        inv.arg(self.now)
+            .arg(LEASE)
+            .arg(self.threads)
+            .arg(STEP)
+            .arg("cg:{b:acc}:freed");
+        for a in args {
+            inv.arg(*a);
+        }
+        inv.invoke_async::<Vec<Value>>(&mut self.conn)
+            .await
+            .unwrap_or_else(|e| panic!("{file}.lua: {e}"))
+    }
+
+    /// `{granted, fence, leases, cap}`.
+    async fn acquire(&mut self, id: &str, class: &str, reserve: u32) -> [i64; 4] {
+        let reserve = reserve.to_string();
+        let r = self
+            .run("budget_acquire", &[id, class, &reserve, "3000"])
+            .await;
+        ints(&r)
+    }
+
+    /// `{removed, leases}`.
+    async fn release(&mut self, id: &str) -> [i64; 2] {
+        ints(&self.run("budget_release", &[id]).await)
+    }
+
+    /// `(leases, cap, lost ids)`.
+    async fn renew(&mut self, ids: &[&str]) -> (i64, i64, Vec<String>) {
+        let r = self.run("budget_renew", ids).await;
+        let [leases, cap] = ints(&r);
+        let lost = r[2..]
+            .iter()
+            .map(|v| redis::from_redis_value_ref::<String>(v).unwrap())
+            .collect();
+        (leases, cap, lost)
+    }
+
+    async fn cap(&mut self, mode: &str, value: u64) -> i64 {
+        let value = value.to_string();
+        let [cap] = ints(&self.run("budget_cap", &[mode, &value, "86400000"]).await);
+        cap
+    }
+
+    async fn card(&mut self, name: &str) -> i64 {
+        redis::cmd("ZCARD")
+            .arg(Self::key(name))
+            .query_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+}
+
+fn ints<const N: usize>(reply: &[Value]) -> [i64; N] {
+    std::array::from_fn(|i| redis::from_redis_value_ref(&reply[i]).unwrap())
+}
+
+#[tokio::test]
+async fn an_acquire_run_again_after_a_lost_reply_answers_the_same_grant() {
+    let redis = RedisServer::start();
+    let mut acc = Account::on(&redis, 2).await;
+    let first = acc.acquire("i1:1", INTERACTIVE, 0).await;
+    assert_eq!(first[0], 1, "granted");
+    let again = acc.acquire("i1:1", INTERACTIVE, 0).await;
+    assert_eq!(again, first, "the same fence, no second lease");
+    assert_eq!(acc.card("leases").await, 1);
+    let second = acc.acquire("i2:1", INTERACTIVE, 0).await;
+    assert_eq!(second[0], 1);
+    assert!(second[1] > first[1], "fences increase with every grant");
+    let third = acc.acquire("i3:1", INTERACTIVE, 0).await;
+    assert_eq!(third, [0, 0, 2, 2], "full: the third waits");
+    assert_eq!(acc.card("waiters").await, 1);
+}
+
+#[tokio::test]
+async fn a_release_run_twice_frees_only_its_own_thread() {
+    let redis = RedisServer::start();
+    let mut acc = Account::on(&redis, 2).await;
+    acc.acquire("a:1", INTERACTIVE, 0).await;
+    acc.acquire("b:1", INTERACTIVE, 0).await;
+    assert_eq!(acc.release("a:1").await, [1, 1]);
+    assert_eq!(
+        acc.release("a:1").await,
+        [0, 1],
+        "the replay changes nothing"
+    );
+    // Someone else takes the freed thread; a late replay of a's release must not free it.
+    assert_eq!(acc.acquire("c:1", INTERACTIVE, 0).await[0], 1);
+    assert_eq!(acc.release("a:1").await, [0, 2]);
+    assert_eq!(acc.acquire("d:1", INTERACTIVE, 0).await[0], 0, "still full");
+}
+
+#[tokio::test]
+async fn a_lease_nobody_renews_lapses_within_one_lease_and_its_holder_learns_it_is_lost() {
+    let redis = RedisServer::start();
+    let mut acc = Account::on(&redis, 1).await;
+    acc.acquire("paused:1", INTERACTIVE, 0).await;
+    acc.now += LEASE / 3;
+    assert_eq!(acc.renew(&["paused:1"]).await, (1, 1, vec![]));
+    // The holder pauses past its lease; another instance asks at the end of it.
+    acc.now += LEASE + 1;
+    assert_eq!(acc.acquire("other:1", INTERACTIVE, 0).await[0], 1);
+    // Back from the pause, the renewal reports the loss and does not put the lease back.
+    let (leases, _, lost) = acc.renew(&["paused:1"]).await;
+    assert_eq!((leases, lost), (1, vec!["paused:1".to_owned()]));
+    assert_eq!(
+        acc.release("paused:1").await,
+        [0, 1],
+        "its release frees nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_refill_never_overtakes_a_caller_waiting_in_another_instance() {
+    let redis = RedisServer::start();
+    let mut acc = Account::on(&redis, 3).await;
+    for id in ["r:1", "r:2"] {
+        assert_eq!(acc.acquire(id, REFILL, 1).await[0], 1);
+    }
+    assert_eq!(
+        acc.acquire("r:3", REFILL, 1).await[0],
+        0,
+        "the reserve stays free"
+    );
+    assert_eq!(acc.acquire("caller:1", INTERACTIVE, 1).await[0], 1);
+    // Full: a caller in instance B waits, then a thread frees.
+    assert_eq!(acc.acquire("b-caller:1", INTERACTIVE, 1).await[0], 0);
+    acc.now += 10;
+    acc.release("r:1").await;
+    acc.release("r:2").await;
+    // The refill that waited longer still goes after the caller, even asking first.
+    assert_eq!(acc.acquire("r:3", REFILL, 1).await[0], 0);
+    assert_eq!(acc.acquire("b-caller:1", INTERACTIVE, 1).await[0], 1);
+    assert_eq!(
+        acc.acquire("r:3", REFILL, 1).await[0],
+        0,
+        "2 taken, refill limit 2"
+    );
+    acc.release("caller:1").await;
+    assert_eq!(acc.acquire("r:3", REFILL, 1).await[0], 1);
+}
+
+#[tokio::test]
+async fn a_waiter_that_stops_asking_loses_its_place() {
+    let redis = RedisServer::start();
+    let mut acc = Account::on(&redis, 1).await;
+    acc.acquire("busy:1", INTERACTIVE, 0).await;
+    acc.acquire("gone:1", INTERACTIVE, 0).await;
+    acc.release("busy:1").await;
+    acc.now += 1;
+    // The waiter's instance died; after its place expires a newcomer is not held back.
+    assert_eq!(acc.acquire("new:1", INTERACTIVE, 0).await[0], 0);
+    acc.now += 3_000;
+    assert_eq!(acc.acquire("new:1", INTERACTIVE, 0).await[0], 1);
+    assert_eq!(acc.card("waiters").await, 0);
+    assert_eq!(acc.card("wexp").await, 0);
+}
+
+#[tokio::test]
+async fn capacity_errors_halve_the_cap_once_per_gap_and_time_grows_it_back() {
+    let redis = RedisServer::start();
+    let mut acc = Account::on(&redis, 8).await;
+    assert_eq!(acc.cap("shrink", 2_000).await, 4);
+    assert_eq!(acc.cap("shrink", 2_000).await, 4, "a replay inside the gap");
+    for id in ["a", "b", "c", "d"] {
+        assert_eq!(acc.acquire(id, INTERACTIVE, 0).await[0], 1);
+    }
+    assert_eq!(acc.acquire("e", INTERACTIVE, 0).await, [0, 0, 4, 4]);
+    acc.now += STEP;
+    assert_eq!(acc.renew(&["a", "b", "c", "d"]).await.1, 5);
+    assert_eq!(acc.acquire("e", INTERACTIVE, 0).await[0], 1);
+    acc.now += 10 * STEP;
+    assert_eq!(acc.cap("plan", 6).await, 6, "the plan's threads bound it");
+}
