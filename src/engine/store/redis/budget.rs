@@ -39,6 +39,16 @@ use crate::provider::{BudgetSettings, BudgetStats, Lease, MemoryBudget, Priority
 /// How long a cut of the cap is remembered after its last change: far beyond its regrowth.
 const CAP_MEMORY: Duration = Duration::from_secs(24 * 3600);
 
+/// How long one ask may take once Redis is known down: long enough for a Redis that is back.
+const KNOWN_DOWN_ASK: Duration = Duration::from_millis(200);
+
+fn no_answer() -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "no answer within the thread budget's bound",
+    ))
+}
+
 /// The fleet-wide budget of one account.
 pub struct RedisBudget {
     inner: Arc<Shared>,
@@ -334,7 +344,19 @@ impl ThreadBudget for RedisBudget {
             let freed = self.inner.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
-            match inner.try_acquire(&id, priority).await {
+            // Bounded so a Redis that does not answer (paused, failing over) holds a caller no
+            // longer than the grace, and not at all once it is known down; a run that answers
+            // after the bound is undone by `place` (its id is released).
+            let bound = match (inner.local.load(Ordering::Relaxed), failing_since) {
+                (true, _) => KNOWN_DOWN_ASK,
+                (false, since) => (inner.lease / 3)
+                    .saturating_sub(since.map_or(Duration::ZERO, |s| s.elapsed()))
+                    .max(KNOWN_DOWN_ASK),
+            };
+            let attempt = tokio::time::timeout(bound, inner.try_acquire(&id, priority))
+                .await
+                .unwrap_or_else(|_| Err(no_answer()));
+            match attempt {
                 Ok(Attempt::Granted) => {
                     place.armed = false;
                     if inner.local.swap(false, Ordering::Relaxed) {
