@@ -353,6 +353,7 @@ impl ThreadBudget for RedisBudget {
                     .saturating_sub(since.map_or(Duration::ZERO, |s| s.elapsed()))
                     .max(KNOWN_DOWN_ASK),
             };
+            let asked_at = Instant::now();
             let attempt = tokio::time::timeout(bound, inner.try_acquire(&id, priority))
                 .await
                 .unwrap_or_else(|_| Err(no_answer()));
@@ -372,7 +373,8 @@ impl ThreadBudget for RedisBudget {
                     }
                 }
                 Err(e) => {
-                    let since = *failing_since.get_or_insert_with(Instant::now);
+                    // The grace counts from the first ask that failed, not from its timeout.
+                    let since = *failing_since.get_or_insert(asked_at);
                     // Once Redis is known down, one failed ask is enough: no caller waits out
                     // the grace again until Redis has answered.
                     let patient = !inner.local.load(Ordering::Relaxed);
