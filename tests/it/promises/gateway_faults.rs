@@ -39,26 +39,41 @@ async fn a_rolling_restart_of_every_gateway_keeps_every_promise() {
     check(&fleet, "rolling_restart", &history, rules).await;
 }
 
-/// `faketime` on PATH, or a failure saying how to get it: a skipped test is a failing test.
-fn faketime() -> String {
+/// libfaketime's preload library, or a failure saying how to get it: a skipped test is a
+/// failing test. The library is preloaded through `env`, which execs the gateway: the `faketime`
+/// command forks and waits instead, so killing it would leave the gateway running.
+fn libfaketime() -> String {
     let out = std::process::Command::new("sh")
-        .args(["-c", "command -v faketime"])
+        .args([
+            "-c",
+            "dpkg -L libfaketime 2>/dev/null | grep '/libfaketime.so.1$'",
+        ])
         .output()
         .expect("sh runs");
     let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     assert!(
         out.status.success() && !path.is_empty(),
-        "faketime is not installed: `apt-get install faketime` (scripts/test installs it)"
+        "libfaketime is not installed: `apt-get install faketime` (scripts/test installs it)"
     );
     path
 }
 
+/// A wrapper running the gateway with its clock shifted by `offset` (libfaketime's syntax).
+fn shifted(preload: &str, offset: &str) -> [String; 3] {
+    [
+        "/usr/bin/env".to_owned(),
+        format!("LD_PRELOAD={preload}"),
+        format!("FAKETIME={offset}"),
+    ]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clocks_five_seconds_ahead_and_behind_keep_every_promise() {
-    let faketime = faketime();
+    let preload = libfaketime();
     let redis = RedisServer::start();
-    let ahead: &[&str] = &[&faketime, "-f", "+5s"];
-    let behind: &[&str] = &[&faketime, "-f", "-5s"];
+    let (ahead, behind) = (shifted(&preload, "+5s"), shifted(&preload, "-5s"));
+    let ahead: &[&str] = &ahead.each_ref().map(String::as_str);
+    let behind: &[&str] = &behind.each_ref().map(String::as_str);
     let fleet =
         Fleet::start_wrapped(&redis.url(), solve_time(), "", true, &[ahead, &[], behind]).await;
     let mut callers = fleet.wave(0..100);
@@ -78,9 +93,10 @@ async fn clocks_five_seconds_ahead_and_behind_keep_every_promise() {
 /// clock shifted alike leaves nothing to disagree about), so a failure there is the skew's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clocks_all_five_seconds_behind_alike_keep_every_promise() {
-    let faketime = faketime();
+    let preload = libfaketime();
     let redis = RedisServer::start();
-    let behind: &[&str] = &[&faketime, "-f", "-5s"];
+    let behind = shifted(&preload, "-5s");
+    let behind: &[&str] = &behind.each_ref().map(String::as_str);
     let fleet = Fleet::start_wrapped(
         &redis.url(),
         solve_time(),

@@ -59,8 +59,8 @@ pub async fn spawn_serve(
     spawn_serve_wrapped(&[], config, env, stderr).await
 }
 
-/// [`spawn_serve`] run through a wrapper command, e.g. `["faketime", "-f", "+5s"]`: the wrapper
-/// execs the binary, so the child is the gateway itself.
+/// [`spawn_serve`] run through a wrapper command that execs the binary (e.g. `/usr/bin/env
+/// LD_PRELOAD=... FAKETIME=+5s`), so the child is the gateway itself and dies on drop.
 pub async fn spawn_serve_wrapped(
     wrapper: &[&str],
     config: &std::path::Path,
