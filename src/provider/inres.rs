@@ -15,6 +15,7 @@ use url::Url;
 
 use super::encode::submit_params;
 use super::error::{ErrorClass, ProviderError};
+use super::exchange;
 use super::parse::{BAD_RESPONSE, UpstreamReply, parse_reply, split_batch};
 use super::{PollOutcome, Provider, ThreadsInfo};
 use crate::compat::codes;
@@ -156,50 +157,11 @@ impl InResProvider {
     }
 
     async fn send(&self, request: reqwest::RequestBuilder) -> Result<(u16, String), ProviderError> {
-        let mut resp = request
-            .timeout(REQUEST_TIMEOUT)
-            .send()
-            .await
-            .map_err(|e| self.transport(e))?;
-        let status = resp.status().as_u16();
-        let mut body = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| self.transport(e))? {
-            if body.len() + chunk.len() > MAX_BODY_BYTES {
-                return Err(ProviderError::new(
-                    ErrorClass::Transient,
-                    BAD_RESPONSE,
-                    format!("reply larger than {MAX_BODY_BYTES} bytes"),
-                ));
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+        exchange::send(request, MAX_BODY_BYTES, &self.key).await
     }
 
-    /// A transport failure without the URL (its query string carries the key) and with the
-    /// causes, which name the problem (refused, reset, DNS) but not the request.
-    fn transport(&self, err: reqwest::Error) -> ProviderError {
-        let timed_out = err.is_timeout();
-        let err = err.without_url();
-        let mut detail = err.to_string();
-        let mut source = std::error::Error::source(&err);
-        while let Some(cause) = source {
-            detail.push_str(": ");
-            detail.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        if timed_out {
-            detail = format!("timed out: {detail}");
-        }
-        self.redact(ProviderError::transport(detail))
-    }
-
-    /// Belt and braces: a provider echoing our key in an error text must not leak it either.
-    fn redact(&self, mut err: ProviderError) -> ProviderError {
-        if !self.key.is_empty() && err.detail.contains(&self.key) {
-            err.detail = err.detail.replace(&self.key, "<key>");
-        }
-        err
+    fn redact(&self, err: ProviderError) -> ProviderError {
+        exchange::redact(err, &self.key)
     }
 
     fn redact_reply(&self, reply: UpstreamReply) -> UpstreamReply {

@@ -1,4 +1,4 @@
-//! Talking to CAPTCHA providers (DESIGN.md section 6, "provider" and "poller").
+//! Talking to CAPTCHA providers (docs/ARCHITECTURE.md, "provider" and "poller").
 //!
 //! Owns: the [`Provider`] seam (one implementation per protocol family; today the
 //! `in.php`/`res.php` family of CaptchaAI, 2captcha and the simulator, and the JSON task family
@@ -13,6 +13,7 @@
 //! - `classify`: the table of provider codes -> class and suggested wait.
 //! - `parse`: lenient reading of upstream replies and batch answers.
 //! - `encode`: a request as `in.php` parameters.
+//! - `exchange`: one bounded HTTP exchange with redacted errors, shared by the clients.
 //! - `inres`: [`InResProvider`], the `in.php`/`res.php` client.
 //! - `budget`: the account's thread budget ([`ThreadBudget`]), in-process or fleet-wide,
 //!   interactive callers before queued work before refills ([`Priority`]).
@@ -26,6 +27,7 @@ pub mod budget;
 mod classify;
 mod encode;
 mod error;
+mod exchange;
 mod inres;
 mod parse;
 mod poller;
