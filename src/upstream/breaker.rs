@@ -16,6 +16,9 @@ pub struct BreakerSettings {
     /// First wait after opening: long enough not to hammer a revoked key, short enough that a
     /// key fixed by its owner is back within a minute.
     pub open_for: Duration,
+    /// First wait after transient failures opened it: an HTML page or a 5xx is usually a front
+    /// end restarting, back within seconds; with one account, every caller waits this out.
+    pub transient_open_for: Duration,
     /// The doubling stops here: a provider down for an hour is probed every five minutes.
     pub open_max: Duration,
     /// Transient failures (HTML pages, 5xx, unreadable bodies) in a row that open the breaker:
@@ -27,6 +30,7 @@ impl Default for BreakerSettings {
     fn default() -> Self {
         Self {
             open_for: Duration::from_secs(30),
+            transient_open_for: Duration::from_secs(5),
             open_max: Duration::from_secs(300),
             transient_trip: 3,
         }
@@ -151,7 +155,7 @@ impl Breaker {
     pub fn finish(&mut self, admitted: Admit, verdict: Verdict, now: Millis) {
         let trial = admitted == Admit::Trial;
         match verdict {
-            Verdict::Broken(wait) => self.open(now, wait),
+            Verdict::Broken(wait) => self.open(now, self.settings.open_for, wait),
             Verdict::Works => match self.inner {
                 // Any success proves the account works, trial or not.
                 Inner::Closed { .. } | Inner::HalfOpen { .. } => self.close(),
@@ -162,14 +166,16 @@ impl Breaker {
                 Inner::Closed { transient_streak } => {
                     let streak = transient_streak.saturating_add(1);
                     if streak >= self.settings.transient_trip.max(1) {
-                        self.open(now, None);
+                        self.open(now, self.settings.transient_open_for, None);
                     } else {
                         self.inner = Inner::Closed {
                             transient_streak: streak,
                         };
                     }
                 }
-                Inner::HalfOpen { .. } if trial => self.open(now, None),
+                Inner::HalfOpen { .. } if trial => {
+                    self.open(now, self.settings.transient_open_for, None)
+                }
                 Inner::HalfOpen { .. } | Inner::Open { .. } => {}
             },
             Verdict::Nothing => {
@@ -190,10 +196,12 @@ impl Breaker {
 
     /// Takes the account out of rotation now (a balance check found the key refused).
     pub fn trip(&mut self, now: Millis, wait: Option<Duration>) {
-        self.open(now, wait);
+        self.open(now, self.settings.open_for, wait);
     }
 
-    fn open(&mut self, now: Millis, provider_wait: Option<Duration>) {
+    /// Opens for `first` (doubled per reopen since the last close, up to `open_max`), or the
+    /// provider's own longer wait.
+    fn open(&mut self, now: Millis, first: Duration, provider_wait: Option<Duration>) {
         let after = |wait: Duration| {
             now.saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
         };
@@ -202,9 +210,7 @@ impl Breaker {
             // provider's own longer wait moves it.
             Inner::Open { until } => until.max(provider_wait.map_or(0, after)),
             _ => {
-                let doubled = self
-                    .settings
-                    .open_for
+                let doubled = first
                     .saturating_mul(1u32 << self.reopens.min(16))
                     .min(self.settings.open_max);
                 self.opened_total += 1;
@@ -230,9 +236,31 @@ mod tests {
     fn breaker() -> Breaker {
         Breaker::new(BreakerSettings {
             open_for: Duration::from_secs(10),
+            transient_open_for: Duration::from_secs(10),
             open_max: Duration::from_secs(35),
             transient_trip: 3,
         })
+    }
+
+    #[test]
+    fn a_transient_trip_waits_less_than_an_account_error() {
+        let mut b = Breaker::new(BreakerSettings {
+            transient_open_for: Duration::from_secs(2),
+            ..BreakerSettings::default()
+        });
+        for _ in 0..3 {
+            b.finish(Admit::Yes, Verdict::Transient, 0);
+        }
+        assert_eq!((b.peek(1_999), b.peek(2_000)), (Admit::No, Admit::Trial));
+        assert_eq!(b.begin(2_000), Admit::Trial);
+        b.finish(Admit::Trial, Verdict::Works, 2_100);
+        b.finish(Admit::Yes, Verdict::Broken(None), 3_000);
+        assert_eq!(
+            b.peek(3_000 + 29_999),
+            Admit::No,
+            "a broken account waits open_for"
+        );
+        assert_eq!(b.peek(33_000), Admit::Trial);
     }
 
     #[test]
