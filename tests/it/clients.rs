@@ -23,8 +23,12 @@ pub(crate) fn python() -> PathBuf {
     p
 }
 
-async fn run_client(gw: &TestGateway, client: &str) -> Value {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/clients.py");
+/// Runs `client`'s case list in `script` (under tests/python/) against the gateway; the script
+/// prints its results as JSON.
+pub(crate) async fn run_script(gw: &TestGateway, script: &str, client: &str) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(script);
     let out = tokio::process::Command::new(python())
         .arg(script)
         .arg(client)
@@ -40,6 +44,10 @@ async fn run_client(gw: &TestGateway, client: &str) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("the script prints JSON")
+}
+
+async fn run_client(gw: &TestGateway, client: &str) -> Value {
+    run_script(gw, "clients.py", client).await
 }
 
 /// The single-use credential inside an answer: the token itself, or GeeTest's `validate`.
@@ -58,7 +66,13 @@ fn credential(r: &Value) -> Option<String> {
     }
 }
 
-async fn assert_all_verify(gw: &TestGateway, results: &[Value]) {
+/// Every credential (`credential` picks it out of a result) verifies once at the simulator,
+/// none was handed out twice, none expired.
+pub(crate) async fn assert_all_verify(
+    gw: &TestGateway,
+    results: &[Value],
+    credential: fn(&Value) -> Option<String>,
+) {
     let mut seen = HashSet::new();
     for r in results {
         if let Some(token) = credential(r) {
@@ -105,7 +119,7 @@ async fn the_official_captchaai_client_solves_every_kind() {
         "numeric=1 is honoured: {image}"
     );
     assert!(out["extras"]["threads"]["threads"].as_u64().unwrap() > 0);
-    assert_all_verify(&gw, results).await;
+    assert_all_verify(&gw, results, credential).await;
 }
 
 #[tokio::test]
@@ -132,5 +146,5 @@ async fn the_2captcha_python_client_solves_every_kind_and_reports() {
         1,
         "the report reached the upstream task"
     );
-    assert_all_verify(&gw, results).await;
+    assert_all_verify(&gw, results, credential).await;
 }

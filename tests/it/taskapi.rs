@@ -3,33 +3,16 @@
 //! token they receive verified once at the simulator; and the protocol's edges by hand (bad keys,
 //! bodies and numbers answered in the protocol's shape with HTTP 200, no secret echoed).
 
-use std::collections::HashSet;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::clients::python;
+use crate::clients::{assert_all_verify, run_script};
 use crate::support::eventually::eventually;
 use crate::support::{KEY, TestGateway, fast_settings};
 
 async fn run_client(gw: &TestGateway, client: &str) -> Value {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/taskapi_clients.py");
-    let out = tokio::process::Command::new(python())
-        .arg(script)
-        .arg(client)
-        .arg(gw.url(""))
-        .arg(KEY)
-        .output()
-        .await
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "{client} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("the script prints JSON")
+    run_script(gw, "taskapi_clients.py", client).await
 }
 
 /// The single-use credential inside an answer: the token itself, or GeeTest's `validate`.
@@ -46,22 +29,6 @@ fn credential(r: &Value) -> Option<String> {
         }
         _ => r["answer"].as_str().map(str::to_owned),
     }
-}
-
-/// Every credential verifies once at the simulator, none was handed out twice, none expired.
-async fn assert_all_verify(gw: &TestGateway, results: &[Value]) {
-    let mut seen = HashSet::new();
-    for r in results {
-        if let Some(token) = credential(r) {
-            assert!(seen.insert(token.clone()), "token handed out twice: {r}");
-            gw.verify(&token)
-                .await
-                .unwrap_or_else(|e| panic!("{} did not verify ({e}): {r}", r["case"]));
-        }
-    }
-    assert!(!seen.is_empty());
-    assert_eq!(gw.stat("verify_duplicate").await, 0);
-    assert_eq!(gw.stat("verify_expired").await, 0);
 }
 
 fn case<'a>(results: &'a [Value], name: &str) -> &'a Value {
@@ -98,7 +65,7 @@ async fn the_anticaptcha_client_solves_every_kind_it_has() {
         1,
         "the report reached the upstream task"
     );
-    assert_all_verify(&gw, results).await;
+    assert_all_verify(&gw, results, credential).await;
 }
 
 #[tokio::test]
@@ -117,7 +84,7 @@ async fn the_capsolver_client_solves_every_kind_it_has() {
         out["extras"]["balance"]["balance"].as_f64().is_some(),
         "{out}"
     );
-    assert_all_verify(&gw, results).await;
+    assert_all_verify(&gw, results, credential).await;
 }
 
 async fn post(gw: &TestGateway, path: &str, body: impl Into<reqwest::Body>) -> Value {
