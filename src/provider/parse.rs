@@ -283,7 +283,7 @@ fn bad_response(detail: impl Into<String>) -> ProviderError {
 }
 
 /// The start of a body for an error detail: short, one line, printable.
-fn snippet(body: &str) -> String {
+pub(super) fn snippet(body: &str) -> String {
     let mut out: String = body
         .trim()
         .chars()

@@ -24,7 +24,7 @@ use super::classify::code_error;
 use super::error::{ErrorClass, ProviderError};
 use super::exchange;
 use super::inres::Family;
-use super::parse::BAD_RESPONSE;
+use super::parse::{BAD_RESPONSE, snippet};
 use super::{PollOutcome, Provider, ThreadsInfo};
 use crate::compat::codes;
 use crate::model::SolveRequest;
@@ -300,19 +300,6 @@ fn read_any_solution(solution: &Value) -> Option<(String, Option<String>)> {
         Kind::Image
     };
     crate::taskapi::reply::read_solution(kind, solution)
-}
-
-fn snippet(body: &str) -> String {
-    let mut out: String = body
-        .trim()
-        .chars()
-        .take(80)
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if body.trim().chars().nth(80).is_some() {
-        out.push_str("...");
-    }
-    out
 }
 
 #[async_trait]
