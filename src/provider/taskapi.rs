@@ -15,6 +15,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -42,6 +45,9 @@ const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// the first check; each is taken by that check. Past this many, the rest are checked upstream
 /// like any task, so a caller that never polls cannot grow it.
 const MAX_EARLY_ANSWERS: usize = 1024;
+/// An early answer nobody checked by then belongs to a solve that was cancelled before its
+/// first check: forgotten, so a week of cancellations cannot fill the map.
+const EARLY_ANSWER_KEPT: Duration = Duration::from_secs(600);
 
 /// One account at a JSON task protocol provider.
 pub struct TaskApiProvider {
@@ -50,7 +56,7 @@ pub struct TaskApiProvider {
     key: String,
     name: String,
     http: reqwest::Client,
-    early: Mutex<HashMap<String, PollOutcome>>,
+    early: Mutex<HashMap<String, (PollOutcome, Instant)>>,
     local_ids: AtomicU64,
     checks: checks::CheckBudget,
 }
@@ -157,8 +163,12 @@ impl TaskApiProvider {
             .early
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        if early.len() >= MAX_EARLY_ANSWERS {
+            early.retain(|_, (_, at)| now.duration_since(*at) < EARLY_ANSWER_KEPT);
+        }
         if early.len() < MAX_EARLY_ANSWERS {
-            early.insert(id.to_owned(), outcome);
+            early.insert(id.to_owned(), (outcome, now));
         }
     }
 
@@ -167,6 +177,7 @@ impl TaskApiProvider {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(id)
+            .map(|(outcome, _)| outcome)
     }
 
     async fn poll_one(&self, id: &str) -> Result<PollOutcome, ProviderError> {

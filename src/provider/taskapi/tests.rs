@@ -509,3 +509,33 @@ async fn capsolver_tasks_get_at_most_120_checks() {
     anti.poll(&["1".into()], false).await.unwrap();
     assert_eq!(anti.checks.len(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn early_answers_of_cancelled_solves_are_forgotten() {
+    let p = TaskApiProvider::new(
+        TaskApiFlavor::CapSolver,
+        Url::parse("http://127.0.0.1:9/").unwrap(),
+        "k".repeat(32),
+        "json-early".into(),
+        reqwest::Client::new(),
+    );
+    let answer = || PollOutcome::Ready {
+        text: "ANSWER".into(),
+        user_agent: None,
+        price: None,
+    };
+    // Solves that were cancelled before their first check leave their answers behind.
+    for i in 0..MAX_EARLY_ANSWERS {
+        p.keep_early(&format!("gone-{i}"), answer());
+    }
+    p.keep_early("refused", answer());
+    assert_eq!(p.take_early("refused"), None, "a full table takes no more");
+    tokio::time::advance(EARLY_ANSWER_KEPT).await;
+    p.keep_early("fresh", answer());
+    assert_eq!(
+        p.take_early("fresh"),
+        Some(answer()),
+        "the stale ones made room"
+    );
+    assert_eq!(p.take_early("gone-0"), None, "the stale ones are gone");
+}
