@@ -16,6 +16,7 @@
 //! - `gate`: the account's thread slots, interactive callers before refills ([`Priority`]).
 //! - `account`: [`Account`], the thread cap and submit retries of one account.
 //! - `poller`: the batched poller behind each account.
+//! - `schedule`: learned solve times and the check plan and cadence made from them.
 
 mod account;
 mod classify;
@@ -25,6 +26,7 @@ mod gate;
 mod inres;
 mod parse;
 mod poller;
+mod schedule;
 
 #[cfg(test)]
 mod testing;
