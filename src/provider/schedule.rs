@@ -39,6 +39,10 @@ pub(crate) const MIN_EVIDENCE: f64 = 10.0;
 pub(crate) const EXPLORE_FIRST: Duration = Duration::from_secs(1);
 /// The learned checks stop at this quantile; slower answers are caught by the reserve.
 const TAIL_QUANTILE: f64 = 0.995;
+/// The most checks one plan holds.
+const MAX_PLANNED_CHECKS: u32 = 1000;
+/// The first reserve check comes this share of the learned tail after it.
+const RESERVE_FIRST_STEP: f64 = 0.15;
 /// The learned checks start at this quantile: below it is mostly weight spread from answers that
 /// were ready by their first check, which says little about when.
 const LOW_QUANTILE: f64 = 0.01;
@@ -232,7 +236,7 @@ impl SolveTimes {
 /// `patience`, so early answers are caught and slow ones still are, with checks left over.
 /// Once learned: about four fifths of the budget placed over the learned solve times (see
 /// [`SolveTimes::spread`]) and the rest, the reserve, growing geometrically from there to
-/// `patience`, for answers slower than anything seen lately. With `look_below` (the poller asks
+/// `patience` (the first one soon after), for answers slower than anything seen lately. With `look_below` (the poller asks
 /// for it for a few tasks), one of the learned checks moves to half the first one: were the
 /// provider to get faster, the learned checks alone would only ever say "ready by the first
 /// check", and the first check would never move earlier.
@@ -243,8 +247,11 @@ pub(crate) fn plan(
     patience: Duration,
     look_below: bool,
 ) -> Vec<Duration> {
-    let budget = budget.max(1);
-    let end = patience.as_secs_f64().max(1e-3);
+    // A budget past this is a configuration no provider would accept; planning it all would
+    // only allocate. The poller still stops at the configured budget.
+    let budget = budget.clamp(1, MAX_PLANNED_CHECKS);
+    // Clamped so every offset converts back to a `Duration` (a saturated patience would not).
+    let end = patience.as_secs_f64().clamp(1e-3, 1e9);
     let reserve = (budget / 5).max(1);
     let learned = times.evidence(now) >= MIN_EVIDENCE && budget > reserve + 1;
     let range = times
@@ -260,7 +267,10 @@ pub(crate) fn plan(
             if below == 1 {
                 main.push(main.first().copied().unwrap_or(tail) / 2.0);
             }
-            main.extend(geometric(last, end, reserve + 1).into_iter().skip(1));
+            // The first reserve check comes soon after the learned ones: the few answers just
+            // past the learned tail should not wait for the long steps toward `patience`.
+            let soon = (last * (1.0 + RESERVE_FIRST_STEP)).min(end);
+            main.extend(geometric(soon, end, reserve));
             main
         }
         _ => geometric(EXPLORE_FIRST.as_secs_f64().min(end), end, budget),
@@ -305,7 +315,10 @@ impl Grid {
         let step = self.step.as_nanos().max(1);
         let ticks = since.as_nanos().div_ceil(step);
         let offset = u64::try_from(ticks.saturating_mul(step)).unwrap_or(u64::MAX);
-        self.epoch + Duration::from_nanos(offset)
+        // Past the clock's range (absurd patience): the moment itself, never a panic.
+        self.epoch
+            .checked_add(Duration::from_nanos(offset))
+            .unwrap_or(t)
     }
 }
 
@@ -325,7 +338,8 @@ pub(crate) fn next_check(
     }
     let ahead: Vec<Instant> = plan
         .iter()
-        .map(|offset| grid.align(submitted + *offset))
+        .filter_map(|offset| submitted.checked_add(*offset))
+        .map(|t| grid.align(t))
         .filter(|t| *t > now)
         .collect();
     let skip = ahead.len().saturating_sub(checks_left as usize);
