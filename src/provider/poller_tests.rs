@@ -395,3 +395,51 @@ async fn adaptive_checks_follow_varied_solve_times() {
     let requests = r.counters.poll_requests.load(Ordering::Relaxed);
     assert!(requests as f64 <= 0.5 * ids.len() as f64, "{requests}");
 }
+
+/// A provider that gets five times slower (3-6 s, then 15-30 s) at the same load: within a
+/// few minutes of virtual time the schedule has moved with it, every task still within its
+/// check budget.
+#[tokio::test(start_paused = true)]
+async fn adaptive_checks_follow_a_provider_that_gets_slower() {
+    let fake = FakeProvider::new().solve_times(Duration::from_secs(3), Duration::from_secs(3));
+    let r = rig(fake, PollSettings::default());
+    let mut ids = Vec::new();
+    let mut receivers = Vec::new();
+    let mut ready = Vec::new();
+    // 3-6 s for the first 60 s, then 15-30 s for three minutes, 2 tasks a second.
+    for i in 0..480usize {
+        let (min, spread) = if i < 120 { (3, 3) } else { (15, 15) };
+        if i == 120 {
+            r.fake
+                .set_solve_times(Duration::from_secs(min), Duration::from_secs(spread));
+        }
+        let at = Instant::now();
+        let (id, rx) = r.task(Kind::RecaptchaV2, false).await;
+        let share = ((i + 1) as f64 * 0.618_033_988_75).fract();
+        ready.push(Duration::from_secs(min) + Duration::from_secs(spread).mul_f64(share));
+        ids.push((id, at));
+        receivers.push(rx);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for settled in join_all(receivers).await {
+        assert!(matches!(
+            settled.map(|s| s.outcome),
+            Ok(PollOutcome::Ready { .. })
+        ));
+    }
+    let checks = checks_by_task(&r, &ids);
+    assert!(checks.iter().all(|c| !c.is_empty() && c.len() <= 20));
+    let median_wait = |range: std::ops::Range<usize>| {
+        let mut waits: Vec<Duration> = range
+            .map(|i| *checks[i].last().unwrap() - ready[i])
+            .collect();
+        waits.sort();
+        waits[waits.len() / 2]
+    };
+    // Right after the change the learned checks are all too early: answers wait for the reserve.
+    let just_after = median_wait(120..140);
+    // The last minute: the schedule has followed.
+    let settled = median_wait(360..480);
+    assert!(settled <= Duration::from_millis(1500), "{settled:?}");
+    assert!(just_after > settled, "{just_after:?} then {settled:?}");
+}

@@ -70,6 +70,11 @@ impl FakeProvider {
         self.with(|s| s.solve_time = Some((min, spread)))
     }
 
+    /// Changes the solve times of tasks submitted from now on (a provider getting slower).
+    pub fn set_solve_times(&self, min: Duration, spread: Duration) {
+        self.state.lock().unwrap().solve_time = Some((min, spread));
+    }
+
     pub fn never_ready(self) -> Self {
         self.with(|s| s.ready_after = None)
     }
