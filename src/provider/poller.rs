@@ -438,10 +438,14 @@ impl Poller {
         let ideal = self.settings.cadence(self.arrivals.per_second(now));
         let current = self.grid.step.as_secs_f64();
         if (ideal.as_secs_f64() - current).abs() > CADENCE_SLACK * current {
+            // The new ticks start where the old ones would have fired next: the checks due
+            // there keep their time, and no change can starve a task of its next check.
+            let next_tick = self.grid.align(now + Duration::from_nanos(1));
             self.grid = Grid {
-                epoch: now,
+                epoch: next_tick,
                 step: ideal,
             };
+            self.retick(key, now);
         }
         let (budget, patience) = (self.settings.budget(), self.settings.patience(kind));
         let learned = self.learned.entry(kind).or_default();
@@ -460,6 +464,26 @@ impl Poller {
             .as_ref()
             .map_or(&[][..], |(_, p)| p[below].as_slice());
         schedule::next_check(plan, submitted, now, checks_left, &self.grid)
+    }
+
+    /// Moves the next check of every waiting task but `except` onto the new cadence's ticks:
+    /// left on the old ones, they would cost a request per tick of each cadence until their
+    /// next check. (The cadence stays put while this runs: same moment, same rate.)
+    fn retick(&mut self, except: u64, now: Instant) {
+        let budget = self.settings.budget();
+        let waiting: Vec<(u64, Kind, Instant, u32)> = self
+            .tasks
+            .iter()
+            .filter(|(k, t)| **k != except && !t.busy && t.polls < budget)
+            .map(|(k, t)| (*k, t.kind, t.submitted, t.polls))
+            .collect();
+        for (key, kind, submitted, polls) in waiting {
+            if let Some(due) = self.learned_next(key, kind, submitted, now, budget - polls)
+                && let Some(task) = self.tasks.get_mut(&key)
+            {
+                task.due = due;
+            }
+        }
     }
 
     /// Teaches the kind's solve times one answer: ready after `after`, by `by` (from submit).
