@@ -183,7 +183,7 @@ impl SolveTimes {
     }
 
     /// Check offsets where each check covers an equal share of the square root of the density
-    /// between 0 and `end`: `n` checks spaced so that the expected wait from ready to check is
+    /// between `start` and `end` (never thinner than [`DENSITY_FLOOR`] of the average there): `n` checks spaced so that the expected wait from ready to check is
     /// smallest (a spacing proportional to 1/sqrt(density) minimises it for a fixed number of
     /// checks; spacing at plain quantiles would starve the tail).
     fn spread(&self, n: u32, start: f64, end: f64) -> Vec<f64> {
