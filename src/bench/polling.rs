@@ -7,7 +7,7 @@
 //! reCAPTCHA v2 tokens in a closed loop (no pool, so each caller is one upstream task). The first
 //! 50 tasks are the warm-up; for the rest the figures are the delay from the ready time inside
 //! each token (the moment the simulator made the answer available) to the moment the caller held
-//! it, and the simulator's count of `res.php` requests and checked ids per finished task.
+//! it, and the simulator's count of `res.php` requests and checked ids per answer fetched over the same window.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -148,15 +148,15 @@ async fn run_setting(setting: &Setting, result: &mut RunResult) -> Result<Figure
     let total = WARM_UP + setting.measured;
     let bar = load::bar(total as u64, &format!("polling {}: tasks", setting.name));
     let started = Arc::new(AtomicUsize::new(0));
-    let finished = Arc::new(AtomicUsize::new(0));
-    // The simulator's counters when the warm-up's last task finished.
+    // The simulator's counters when the first measured task starts: requests and checks are
+    // counted from there, per answer fetched from there (a rate over the same window; counting
+    // per measured task instead would need the simulator to tell whose requests were whose).
     let at_warm_up: Arc<Mutex<Option<SimStats>>> = Arc::default();
     let mut callers = tokio::task::JoinSet::new();
     for _ in 0..CALLERS {
         let (client, base, body) = (client.clone(), gw.base.clone(), target.solve_body());
         let (sim, bar) = (sim.sim.clone(), bar.clone());
-        let (started, finished, at_warm_up) =
-            (started.clone(), finished.clone(), at_warm_up.clone());
+        let (started, at_warm_up) = (started.clone(), at_warm_up.clone());
         callers.spawn(async move {
             let mut delays = Latencies::default();
             let mut failures = Vec::new();
@@ -165,12 +165,12 @@ async fn run_setting(setting: &Setting, result: &mut RunResult) -> Result<Figure
                 if index >= total {
                     break;
                 }
+                if index == WARM_UP {
+                    *at_warm_up.lock().await = Some(sim.stats());
+                }
                 let answer = load::solve(&client, &base, body.clone()).await;
                 let received = now_ms();
                 bar.inc(1);
-                if finished.fetch_add(1, Ordering::Relaxed) + 1 == WARM_UP {
-                    *at_warm_up.lock().await = Some(sim.stats());
-                }
                 let ready = answer.and_then(|s| {
                     load::ready_at(&sim, &s.token)
                         .map_err(|v| format!("token at the simulator: {v:?}"))
@@ -202,7 +202,7 @@ async fn run_setting(setting: &Setting, result: &mut RunResult) -> Result<Figure
     let end = sim.sim.stats();
     gw.stop().await;
     let start = at_warm_up.lock().await.unwrap_or_default();
-    let tasks = (end.solved + end.unsolvable).saturating_sub(start.solved + start.unsolvable);
+    let tasks = end.answers_fetched.saturating_sub(start.answers_fetched);
     Ok(Figures {
         delays,
         tasks,

@@ -71,7 +71,7 @@ fn bench_polling_serves_every_caller_within_the_check_budget() {
     assert!(ok, "bench polling failed: {report}");
     for setting in ["fast", "slow"] {
         assert_eq!(figure(&format!("{setting}_callers_measured")), 20.0);
-        assert!(figure(&format!("{setting}_tasks_measured")) > 0.0);
+        assert!(figure(&format!("{setting}_tasks_measured")) >= 1.0);
         let checks = figure(&format!("{setting}_checks_per_task"));
         assert!((1.0..=20.0).contains(&checks), "{setting}: {checks}");
     }
