@@ -152,6 +152,9 @@ pub enum Scenario {
     Plan,
     /// A million distinct page URLs: memory, `/metrics` size and live targets stay flat.
     Soak,
+    /// The gateway as a real provider's user runs it, not told the solve times (3-6 s, 15-30 s):
+    /// delay from ready to caller, checks and `res.php` requests per task.
+    Polling,
 }
 
 #[derive(Debug, Args)]

@@ -156,6 +156,7 @@ struct FileConfig {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PollFile {
+    adaptive: Option<bool>,
     first_check_s: Option<f64>,
     interval_s: Option<f64>,
     max_polls_per_task: Option<u32>,
@@ -368,6 +369,9 @@ pub fn load_serve(
     } else {
         PollSettings::default()
     };
+    if let Some(adaptive) = file.poll.adaptive {
+        poll.adaptive = adaptive;
+    }
     if let Some(s) = file.poll.first_check_s {
         poll.first_check = Some(secs("poll.first_check_s", s)?);
     }

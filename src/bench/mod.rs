@@ -12,7 +12,8 @@
 //!   checks.
 //! - `report.rs`: figures, targets, medians over runs, the table and the JSON.
 //! - `redis_pop.rs`: `redis-benchmark` of an equivalent Lua pop, the floor `hit` is quoted against.
-//! - one file per scenario: `hit`, `burst`, `steady`, `slack`, `capacity`, `plan`, `soak`.
+//! - one file per scenario: `hit`, `burst`, `steady`, `slack`, `capacity`, `plan`, `soak`,
+//!   `polling`.
 //!
 //! A run *fails* (exit code 1) when the scenario itself went wrong: a caller got an error, a
 //! token was invalid, expired or handed out twice. A missed target is reported, not a failure:
@@ -24,6 +25,7 @@ mod conn;
 mod hit;
 mod load;
 mod plan;
+mod polling;
 mod redis_pop;
 mod report;
 mod rig;
@@ -73,6 +75,7 @@ fn name(scenario: Scenario) -> &'static str {
         Scenario::Capacity => "capacity",
         Scenario::Plan => "plan",
         Scenario::Soak => "soak",
+        Scenario::Polling => "polling",
     }
 }
 
@@ -85,6 +88,7 @@ async fn run_once(scenario: Scenario, opts: &Opts) -> Result<RunResult, BenchErr
         Scenario::Capacity => capacity::run(opts).await,
         Scenario::Plan => plan::run(opts).await,
         Scenario::Soak => soak::run(opts).await,
+        Scenario::Polling => polling::run(opts).await,
     }
 }
 

@@ -80,6 +80,9 @@ pub struct GatewaySpec {
     pub first_check_s: f64,
     pub interval_s: f64,
     pub max_requests_per_second: f64,
+    /// Whether the `[poll]` table above is written at all: without it the gateway polls as it
+    /// does for a real provider whose solve times it has to learn.
+    pub poll_table: bool,
     /// More top-level `key = value` lines.
     pub top: String,
     /// More tables (`[lifetimes]`, `[[pools]]`).
@@ -95,8 +98,18 @@ impl GatewaySpec {
             first_check_s,
             interval_s,
             max_requests_per_second: 10.0,
+            poll_table: true,
             top: String::new(),
             tables: String::new(),
+        }
+    }
+
+    /// The gateway as a user with a real provider configures it: the plan's threads and
+    /// nothing about polling, so it knows nothing of the simulator's solve times.
+    pub fn real_provider(threads: u32) -> Self {
+        Self {
+            poll_table: false,
+            ..Self::new(threads, 0.0, 0.0)
         }
     }
 
@@ -105,17 +118,18 @@ impl GatewaySpec {
             Some(url) => format!("redis_url = \"{url}\"\n"),
             None => String::new(),
         };
+        let poll = if self.poll_table {
+            format!(
+                "[poll]\nfirst_check_s = {}\ninterval_s = {}\nmax_requests_per_second = {}\n",
+                self.first_check_s, self.interval_s, self.max_requests_per_second
+            )
+        } else {
+            String::new()
+        };
         format!(
             "provider = \"captchaai\"\nprovider_url = \"http://{sim}\"\nlisten = \"127.0.0.1:0\"\n\
-             threads = {}\nmax_concurrent = {}\n{redis}{}\n\
-             [poll]\nfirst_check_s = {}\ninterval_s = {}\nmax_requests_per_second = {}\n\n{}\n",
-            self.threads,
-            self.max_concurrent,
-            self.top,
-            self.first_check_s,
-            self.interval_s,
-            self.max_requests_per_second,
-            self.tables
+             threads = {}\nmax_concurrent = {}\n{redis}{}\n{poll}\n{}\n",
+            self.threads, self.max_concurrent, self.top, self.tables
         )
     }
 }

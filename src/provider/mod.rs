@@ -19,6 +19,7 @@
 //!   interactive callers before queued work before refills ([`Priority`]).
 //! - `account`: [`Account`], the thread cap and submit retries of one account.
 //! - `poller`: the batched poller behind each account.
+//! - `schedule`: learned solve times and the check plan and cadence made from them.
 //! - `taskapi`: [`TaskApiProvider`], the `createTask`/`getTaskResult` client (anti-captcha,
 //!   CapSolver, 2captcha v2).
 
@@ -31,6 +32,7 @@ mod exchange;
 mod inres;
 mod parse;
 mod poller;
+mod schedule;
 mod taskapi;
 
 #[cfg(test)]

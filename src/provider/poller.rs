@@ -1,11 +1,17 @@
 //! The batched poller: one loop per account that checks every outstanding upstream task
 //! (DESIGN.md section 6, "poller"; PROTOCOL.md "Polling budget").
 //!
-//! Owns: when each task is checked (first check at the kind's typical ready time, then every
-//! `interval`, slower past half the budget), grouping due tasks into `ids=` batches, the
-//! per-account request budget, and ending tasks that exhaust their poll budget with
+//! Owns: when each task is checked, grouping due tasks into `ids=` batches, the per-account
+//! request budget, and ending tasks that exhaust their poll budget with
 //! `ERROR_CAPTCHA_UNSOLVABLE`. Polls are driven by this schedule only, never by how often our own
-//! clients ask us. Does not own: submitting, thread slots or deadlines (`account`).
+//! clients ask us. Does not own: submitting, thread slots or deadlines (`account`), or how the
+//! learned schedule is computed (`schedule`).
+//!
+//! Two schedules. The adaptive one (the default): each kind's checks follow the solve times
+//! learned from this account's own answers, moved onto a shared cadence so one request answers
+//! many tasks (see `schedule`). The fixed one (`adaptive = false`, or an explicit first check):
+//! first check at the kind's typical ready time, then every `interval`, slower past half the
+//! budget.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,19 +25,34 @@ use tokio_util::sync::CancellationToken;
 
 use super::account::Counters;
 use super::error::{ErrorClass, ProviderError};
+use super::schedule::{self, ArrivalRate, Grid, SolveTimes};
 use super::{PollOutcome, Provider};
 use crate::compat::codes;
 use crate::model::{Kind, Millis, now_ms};
 
 /// The longest interval the slow-down past half the budget may reach.
 const MAX_SLOW_INTERVAL: Duration = Duration::from_secs(30);
+/// `res.php` requests per task the adaptive cadence aims at: the batch cadence is as short as
+/// this allows at the account's arrival rate. Below the 0.5 we promise, with room for the
+/// requests of tasks that must be checked alone.
+const REQUESTS_PER_TASK: f64 = 0.35;
+/// The longest adaptive cadence, the one a lone task gets: it bounds the wait from ready to
+/// check when no other task shares the requests. A lone task then costs at most its check budget
+/// (the plan has no more entries), which stays within what providers allow per task.
+const MAX_CADENCE: Duration = Duration::from_secs(2);
+/// The cadence is only changed when the ideal one is this far off: every change restarts the
+/// ticks, and for a moment tasks on the old and the new ticks do not share requests.
+const CADENCE_SLACK: f64 = 0.15;
 
 /// How an account's poller paces its `res.php` calls.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PollSettings {
-    /// Delay from submit to the first check; `None` uses [`Kind::typical_ready`].
+    /// Learn each kind's solve times from the answers and check at the times they suggest. An
+    /// explicit `first_check` turns it off: whoever set one knows the solve times.
+    pub adaptive: bool,
+    /// Fixed schedule: delay from submit to the first check; `None` uses [`Kind::typical_ready`].
     pub first_check: Option<Duration>,
-    /// Delay between checks of one task.
+    /// Fixed schedule: delay between checks of one task. Adaptive: a cap on the batch cadence.
     pub interval: Duration,
     /// Checks per task before it is given up as unsolvable.
     pub max_polls_per_task: u32,
@@ -49,6 +70,8 @@ pub struct PollSettings {
 impl Default for PollSettings {
     fn default() -> Self {
         Self {
+            // Real providers' solve times vary by provider, kind and hour: learn them.
+            adaptive: true,
             // The SDK's per-kind waits (15 s reCAPTCHA v2, 10 s v3/Turnstile, 1 s images) beat
             // one figure for all kinds: 2captcha asks for 10-20 s before polling reCAPTCHA.
             first_check: None,
@@ -83,6 +106,11 @@ impl PollSettings {
         self.first_check.unwrap_or_else(|| kind.typical_ready())
     }
 
+    /// Whether checks follow the learned schedule.
+    pub(crate) fn learns(&self) -> bool {
+        self.adaptive && self.first_check.is_none()
+    }
+
     /// Checks per task, never zero (zero would end tasks unchecked).
     fn budget(&self) -> u32 {
         self.max_polls_per_task.max(1)
@@ -101,7 +129,20 @@ impl PollSettings {
 
     /// How long after submit a task of `kind` may go on being checked: the time its last
     /// allowed check is due. The account keeps a slot this long for a task it stopped watching.
+    /// The adaptive schedule ends at the fixed one's last check, moved to the next tick of its
+    /// cadence, which is never longer than `interval`.
     pub fn horizon(&self, kind: Kind) -> Duration {
+        let patience = self.patience(kind);
+        if self.learns() {
+            patience.saturating_add(self.interval)
+        } else {
+            patience
+        }
+    }
+
+    /// How long a task is followed: the fixed schedule's last check, which both schedules keep
+    /// (the adaptive one places its last check there).
+    fn patience(&self, kind: Kind) -> Duration {
         let later = self.budget() - 1;
         let early = later / 2;
         let slow = self
@@ -120,6 +161,20 @@ impl PollSettings {
             return Duration::from_secs(1);
         }
         Duration::try_from_secs_f64(1.0 / rps).unwrap_or(Duration::ZERO)
+    }
+
+    /// The batch cadence for `per_second` arrivals: as short as [`REQUESTS_PER_TASK`] allows,
+    /// never below the request rate cap's gap nor above [`MAX_CADENCE`] (or `interval`, if
+    /// shorter).
+    fn cadence(&self, per_second: f64) -> Duration {
+        let gap = self.gap();
+        let longest = self.interval.min(MAX_CADENCE).max(gap);
+        if !(per_second.is_finite() && per_second > 0.0) {
+            return longest;
+        }
+        Duration::try_from_secs_f64(1.0 / (REQUESTS_PER_TASK * per_second))
+            .unwrap_or(longest)
+            .clamp(gap, longest)
     }
 }
 
@@ -151,7 +206,12 @@ pub(crate) fn spawn(
     shutdown: CancellationToken,
 ) -> mpsc::UnboundedSender<Registration> {
     let (tx, rx) = mpsc::unbounded_channel();
+    let now = Instant::now();
     let poller = Poller {
+        grid: Grid {
+            epoch: now,
+            step: settings.cadence(0.0),
+        },
         provider,
         settings,
         counters,
@@ -159,8 +219,10 @@ pub(crate) fn spawn(
         next_key: 0,
         requests: JoinSet::new(),
         in_request: HashMap::new(),
-        next_request_at: Instant::now(),
-        paused_until: Instant::now(),
+        next_request_at: now,
+        paused_until: now,
+        learned: HashMap::new(),
+        arrivals: ArrivalRate::default(),
     };
     tokio::spawn(poller.run(rx, shutdown));
     tx
@@ -168,7 +230,12 @@ pub(crate) fn spawn(
 
 struct Task {
     id: String,
+    kind: Kind,
     extras: bool,
+    /// When it was handed to us, just after the submit was accepted: solve times count from here.
+    submitted: Instant,
+    /// When the last check that found it not ready was sent (at first: `submitted`).
+    not_ready_at: Instant,
     due: Instant,
     polls: u32,
     /// A request about this task is out; it is not checked again until that returns.
@@ -188,12 +255,33 @@ struct Poller {
     tasks: HashMap<u64, Task>,
     next_key: u64,
     requests: JoinSet<RequestResult>,
-    /// Which tasks each running request is about, by tokio task id (so a panicking provider
-    /// still gives its tasks back).
-    in_request: HashMap<tokio::task::Id, (Vec<u64>, Millis)>,
+    /// Which tasks each running request is about and when it was sent, by tokio task id (so a
+    /// panicking provider still gives its tasks back).
+    in_request: HashMap<tokio::task::Id, (Vec<u64>, Millis, Instant)>,
     next_request_at: Instant,
     paused_until: Instant,
+    /// What the answers taught about each kind (adaptive schedule only); one entry per kind.
+    learned: HashMap<Kind, Learned>,
+    arrivals: ArrivalRate,
+    /// The shared cadence checks are moved onto (adaptive schedule only).
+    grid: Grid,
 }
+
+/// One kind's learned solve times and the plans last made from them.
+#[derive(Default)]
+struct Learned {
+    times: SolveTimes,
+    /// The plans (without and with a check below the learned times) and when they were made;
+    /// remade after each answer and at least once a second (fading alone can take them back to
+    /// exploring after a quiet spell).
+    plans: Option<(Instant, [Vec<Duration>; 2])>,
+}
+
+/// One task in this many gets a check below the learned solve times (see `schedule::plan`).
+const LOOK_BELOW_EVERY: u64 = 8;
+
+/// How often a cached plan is remade even without new answers.
+const PLAN_MAX_AGE: Duration = Duration::from_secs(1);
 
 impl Poller {
     async fn run(
@@ -222,8 +310,11 @@ impl Poller {
                         Ok((id, result)) => (id, result),
                         Err(e) => (e.id(), Err(ProviderError::transport("poll request panicked"))),
                     };
-                    let (keys, asked_at) = self.in_request.remove(&id).unwrap_or_default();
-                    self.apply(keys, asked_at, result);
+                    let (keys, asked_at, sent) = self
+                        .in_request
+                        .remove(&id)
+                        .unwrap_or_else(|| (Vec::new(), now_ms(), Instant::now()));
+                    self.apply(keys, (asked_at, sent), result);
                 }
                 _ = sleep_until(wake.unwrap_or(now)), if wake.is_some() => {}
             }
@@ -233,12 +324,23 @@ impl Poller {
     fn add(&mut self, reg: Registration) {
         let key = self.next_key;
         self.next_key += 1;
-        let due = Instant::now() + self.settings.first_check_for(reg.kind);
+        let now = Instant::now();
+        let due = if self.settings.learns() {
+            self.arrivals.add(now);
+            let budget = self.settings.budget();
+            self.learned_next(key, reg.kind, now, now, budget)
+                .unwrap_or(now)
+        } else {
+            now + self.settings.first_check_for(reg.kind)
+        };
         self.tasks.insert(
             key,
             Task {
                 id: reg.id,
+                kind: reg.kind,
                 extras: reg.extras,
+                submitted: now,
+                not_ready_at: now,
                 due,
                 polls: 0,
                 busy: false,
@@ -263,7 +365,14 @@ impl Poller {
     /// Sends as many requests as are due and the budget allows: tasks needing extras one by
     /// one, the others in batches.
     fn launch(&mut self, now: Instant) {
-        let horizon = now + self.settings.coalesce;
+        // Adaptive checks already sit on shared ticks; the window only lets tasks left on the
+        // ticks of a previous cadence join, and must not pull checks far ahead of their plan.
+        let coalesce = if self.settings.learns() {
+            self.settings.coalesce.min(self.grid.step / 4)
+        } else {
+            self.settings.coalesce
+        };
+        let horizon = now + coalesce;
         while now >= self.next_request_at && now >= self.paused_until {
             let mut due: Vec<(Instant, u64, bool)> = self
                 .tasks
@@ -312,10 +421,79 @@ impl Poller {
         let handle = self
             .requests
             .spawn(async move { provider.poll(&ids, extras).await });
-        self.in_request.insert(handle.id(), (keys, now_ms()));
+        self.in_request
+            .insert(handle.id(), (keys, now_ms(), Instant::now()));
     }
 
-    fn apply(&mut self, keys: Vec<u64>, asked_at: Millis, result: RequestResult) {
+    /// The next check of task `key` of `kind` submitted at `submitted`, on the learned plan and
+    /// the current cadence, with `checks_left` of its budget; `None` when its plan is used up.
+    fn learned_next(
+        &mut self,
+        key: u64,
+        kind: Kind,
+        submitted: Instant,
+        now: Instant,
+        checks_left: u32,
+    ) -> Option<Instant> {
+        let ideal = self.settings.cadence(self.arrivals.per_second(now));
+        let current = self.grid.step.as_secs_f64();
+        if (ideal.as_secs_f64() - current).abs() > CADENCE_SLACK * current {
+            // The new ticks start where the old ones would have fired next: the checks due
+            // there keep their time, and no change can starve a task of its next check.
+            let next_tick = self.grid.align(now + Duration::from_nanos(1));
+            self.grid = Grid {
+                epoch: next_tick,
+                step: ideal,
+            };
+            self.retick(key, now);
+        }
+        let (budget, patience) = (self.settings.budget(), self.settings.patience(kind));
+        let learned = self.learned.entry(kind).or_default();
+        let stale = learned
+            .plans
+            .as_ref()
+            .is_none_or(|(at, _)| now.saturating_duration_since(*at) >= PLAN_MAX_AGE);
+        if stale {
+            let plans = [false, true]
+                .map(|below| schedule::plan(&learned.times, now, budget, patience, below));
+            learned.plans = Some((now, plans));
+        }
+        let below = usize::from(key % LOOK_BELOW_EVERY == 0);
+        let plan = learned
+            .plans
+            .as_ref()
+            .map_or(&[][..], |(_, p)| p[below].as_slice());
+        schedule::next_check(plan, submitted, now, checks_left, &self.grid)
+    }
+
+    /// Moves the next check of every waiting task but `except` onto the new cadence's ticks:
+    /// left on the old ones, they would cost a request per tick of each cadence until their
+    /// next check. (The cadence stays put while this runs: same moment, same rate.)
+    fn retick(&mut self, except: u64, now: Instant) {
+        let budget = self.settings.budget();
+        let waiting: Vec<(u64, Kind, Instant, u32)> = self
+            .tasks
+            .iter()
+            .filter(|(k, t)| **k != except && !t.busy && t.polls < budget)
+            .map(|(k, t)| (*k, t.kind, t.submitted, t.polls))
+            .collect();
+        for (key, kind, submitted, polls) in waiting {
+            if let Some(due) = self.learned_next(key, kind, submitted, now, budget - polls)
+                && let Some(task) = self.tasks.get_mut(&key)
+            {
+                task.due = due;
+            }
+        }
+    }
+
+    /// Teaches the kind's solve times one answer: ready after `after`, by `by` (from submit).
+    fn learn(&mut self, kind: Kind, after: Duration, by: Duration) {
+        let learned = self.learned.entry(kind).or_default();
+        learned.times.observe(Instant::now(), after, by);
+        learned.plans = None;
+    }
+
+    fn apply(&mut self, keys: Vec<u64>, asked_at: (Millis, Instant), result: RequestResult) {
         let outcomes = match result {
             Ok(outcomes) if outcomes.len() == keys.len() => outcomes,
             Ok(_) => {
@@ -332,7 +510,7 @@ impl Poller {
         }
     }
 
-    fn settle(&mut self, key: u64, asked_at: Millis, outcome: PollOutcome) {
+    fn settle(&mut self, key: u64, (asked_at, sent): (Millis, Instant), outcome: PollOutcome) {
         let Some(task) = self.tasks.get_mut(&key) else {
             return; // its solve was cancelled while the request was out
         };
@@ -341,9 +519,20 @@ impl Poller {
         let retry = match outcome {
             PollOutcome::NotReady => {
                 task.ready_after = asked_at;
+                task.not_ready_at = sent;
                 None
             }
-            PollOutcome::Ready { .. } => return self.finish(key, outcome),
+            PollOutcome::Ready { .. } => {
+                if self.settings.learns() {
+                    let (kind, submitted, after) = (task.kind, task.submitted, task.not_ready_at);
+                    self.learn(
+                        kind,
+                        after.saturating_duration_since(submitted),
+                        sent.saturating_duration_since(submitted),
+                    );
+                }
+                return self.finish(key, outcome);
+            }
             PollOutcome::Failed(e) => match e.class {
                 ErrorClass::Permanent | ErrorClass::Account => {
                     return self.finish(key, PollOutcome::Failed(e));
@@ -359,16 +548,26 @@ impl Poller {
             self.paused_until = self.paused_until.max(Instant::now() + pause);
         }
         let budget = self.settings.budget();
-        let polls = task.polls;
-        if polls >= budget {
-            let e = ProviderError::new(
-                ErrorClass::Permanent,
-                codes::CAPTCHA_UNSOLVABLE,
-                format!("no answer after {polls} checks"),
-            );
-            return self.finish(key, PollOutcome::Failed(e));
+        let (polls, kind, submitted) = (task.polls, task.kind, task.submitted);
+        let now = Instant::now();
+        let due = if polls >= budget {
+            None
+        } else if self.settings.learns() {
+            self.learned_next(key, kind, submitted, now, budget - polls)
+        } else {
+            Some(now + self.settings.interval_after(polls))
+        };
+        match (due, self.tasks.get_mut(&key)) {
+            (Some(due), Some(task)) => task.due = due,
+            _ => {
+                let e = ProviderError::new(
+                    ErrorClass::Permanent,
+                    codes::CAPTCHA_UNSOLVABLE,
+                    format!("no answer after {polls} checks"),
+                );
+                self.finish(key, PollOutcome::Failed(e));
+            }
         }
-        task.due = Instant::now() + self.settings.interval_after(polls);
     }
 
     fn finish(&mut self, key: u64, outcome: PollOutcome) {

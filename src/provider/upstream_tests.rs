@@ -35,6 +35,7 @@ fn settings(threads: u32) -> AccountSettings {
         transient_retries: 3,
         transient_backoff: Duration::from_millis(1),
         poll: PollSettings {
+            adaptive: false,
             first_check: Some(Duration::from_millis(100)),
             interval: Duration::from_millis(100),
             max_polls_per_task: 20,

@@ -37,6 +37,13 @@ pub struct SimStats {
     pub current_concurrent: u64,
     /// The most tasks ever solved at once.
     pub peak_concurrent: u64,
+    /// Answers fetched: tasks a poll found ready (each counted once, at its first such poll).
+    pub answers_fetched: u64,
+    /// Over those, the time from ready to that first poll, summed (ms): how promptly the client
+    /// polls, divided by `answers_fetched`.
+    pub ready_to_fetch_ms_total: u64,
+    /// The longest time from ready to first fetch (ms).
+    pub ready_to_fetch_ms_max: u64,
     /// `reportbad` calls recorded (one per task).
     pub reports_bad: u64,
     /// `reportgood` calls recorded (one per task).
@@ -58,6 +65,9 @@ pub(crate) struct TaskCounts {
     pub unsolvable: u64,
     pub current: u64,
     pub peak: u64,
+    pub fetched: u64,
+    pub fetch_delay_total: u64,
+    pub fetch_delay_max: u64,
 }
 
 /// One event the simulator counts.
@@ -139,6 +149,9 @@ impl Counters {
             unsolvable: tasks.unsolvable,
             current_concurrent: tasks.current,
             peak_concurrent: tasks.peak,
+            answers_fetched: tasks.fetched,
+            ready_to_fetch_ms_total: tasks.fetch_delay_total,
+            ready_to_fetch_ms_max: tasks.fetch_delay_max,
             reports_bad: get(&self.reports_bad),
             reports_good: get(&self.reports_good),
             verify_ok: get(&self.verify_ok),

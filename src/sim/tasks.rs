@@ -121,7 +121,13 @@ impl TaskTable {
         if task.ready_at > now {
             return Poll::NotReady;
         }
-        delivered_at.get_or_insert(now);
+        if delivered_at.is_none() {
+            *delivered_at = Some(now);
+            let delay = now.saturating_sub(task.ready_at);
+            self.counts.fetched += 1;
+            self.counts.fetch_delay_total = self.counts.fetch_delay_total.saturating_add(delay);
+            self.counts.fetch_delay_max = self.counts.fetch_delay_max.max(delay);
+        }
         match &task.outcome {
             Outcome::Solved(answer) => Poll::Ready(task.kind, answer.clone()),
             Outcome::Unsolvable => Poll::Unsolvable,
@@ -252,5 +258,24 @@ mod tests {
         assert!(matches!(t.poll(gone - 1, id), Poll::Ready(..)));
         assert_eq!(t.poll(gone, id), Poll::Unknown);
         assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn the_wait_from_ready_to_first_fetch_is_counted_once_per_task() {
+        let mut t = TaskTable::new(1);
+        let prompt = t.admit(0, 2, task(100, answer())).unwrap();
+        let late = t.admit(0, 2, task(200, answer())).unwrap();
+        assert_eq!(t.poll(99, prompt), Poll::NotReady);
+        assert!(matches!(t.poll(100, prompt), Poll::Ready(..)));
+        assert!(matches!(t.poll(230, late), Poll::Ready(..)));
+        assert!(
+            matches!(t.poll(260, late), Poll::Ready(..)),
+            "a second fetch"
+        );
+        let c = t.counts(260);
+        assert_eq!(
+            (c.fetched, c.fetch_delay_total, c.fetch_delay_max),
+            (2, 30, 30)
+        );
     }
 }

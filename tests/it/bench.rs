@@ -62,6 +62,21 @@ fn bench_hit_takes_every_token_from_the_pool_once() {
     assert!(figure("solves_per_s") > 0.0);
 }
 
+/// The gateway, configured as a real provider's user would (no poll settings), serves every
+/// caller a valid token from a simulator whose solve times it is never told, within the check
+/// budget. (How fast is the bench's to measure, not this test's.)
+#[test]
+fn bench_polling_serves_every_caller_within_the_check_budget() {
+    let (ok, report, figure) = bench("polling");
+    assert!(ok, "bench polling failed: {report}");
+    for setting in ["fast", "slow"] {
+        assert_eq!(figure(&format!("{setting}_callers_measured")), 20.0);
+        assert!(figure(&format!("{setting}_tasks_measured")) >= 1.0);
+        let checks = figure(&format!("{setting}_checks_per_task"));
+        assert!((1.0..=20.0).contains(&checks), "{setting}: {checks}");
+    }
+}
+
 /// The child processes of `pid` (Linux).
 fn children(pid: u32) -> Vec<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::time::Instant;
@@ -18,6 +19,10 @@ struct State {
     poll_errors: VecDeque<ProviderError>,
     /// Checks a task needs before it is ready; `None` = never ready.
     ready_after: Option<u32>,
+    /// When set, a task is ready this long after its submit instead (virtual time): the first
+    /// figure, plus a share of the second that differs per task (spread evenly over the range).
+    solve_time: Option<(Duration, Duration)>,
+    ready_at: HashMap<String, Instant>,
     next_id: u64,
     checks: HashMap<String, u32>,
     submits: Vec<Instant>,
@@ -52,6 +57,22 @@ impl FakeProvider {
 
     pub fn ready_after(self, checks: u32) -> Self {
         self.with(|s| s.ready_after = Some(checks))
+    }
+
+    /// Tasks are ready `d` after their submit, however often they are checked.
+    pub fn solve_time(self, d: Duration) -> Self {
+        self.with(|s| s.solve_time = Some((d, Duration::ZERO)))
+    }
+
+    /// Tasks are ready somewhere in `min..min + spread` after their submit (golden-ratio steps,
+    /// so any run of tasks covers the range evenly).
+    pub fn solve_times(self, min: Duration, spread: Duration) -> Self {
+        self.with(|s| s.solve_time = Some((min, spread)))
+    }
+
+    /// Changes the solve times of tasks submitted from now on (a provider getting slower).
+    pub fn set_solve_times(&self, min: Duration, spread: Duration) {
+        self.state.lock().unwrap().solve_time = Some((min, spread));
     }
 
     pub fn never_ready(self) -> Self {
@@ -113,6 +134,11 @@ impl Provider for FakeProvider {
         s.next_id += 1;
         let id = format!("{}", 1000 + s.next_id);
         s.checks.insert(id.clone(), 0);
+        if let Some((min, spread)) = s.solve_time {
+            let share = (s.next_id as f64 * 0.618_033_988_75).fract();
+            let d = min + spread.mul_f64(share);
+            s.ready_at.insert(id.clone(), Instant::now() + d);
+        }
         s.in_flight += 1;
         s.max_in_flight = s.max_in_flight.max(s.in_flight);
         Ok(id)
@@ -132,6 +158,7 @@ impl Provider for FakeProvider {
         let ready_after = s.ready_after;
         let mut out = Vec::new();
         for id in ids {
+            let ready_at = s.ready_at.get(id).copied();
             let Some(checks) = s.checks.get_mut(id) else {
                 out.push(PollOutcome::Failed(ProviderError::new(
                     ErrorClass::Permanent,
@@ -141,8 +168,13 @@ impl Provider for FakeProvider {
                 continue;
             };
             *checks += 1;
-            if ready_after.is_some_and(|n| *checks >= n) {
+            let ready = match ready_at {
+                Some(at) => Instant::now() >= at,
+                None => ready_after.is_some_and(|n| *checks >= n),
+            };
+            if ready {
                 s.checks.remove(id);
+                s.ready_at.remove(id);
                 s.in_flight -= 1;
                 out.push(PollOutcome::Ready {
                     text: format!("answer-{id}"),
