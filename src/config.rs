@@ -372,14 +372,24 @@ pub fn load_serve(
     if let Some(adaptive) = file.poll.adaptive {
         poll.adaptive = adaptive;
     }
+    // Bounded so a task's last check (first check + interval x checks) stays a sane time away:
+    // an hour and ten minutes are far past any provider's answer, and a provider blocks an
+    // account long before a thousand checks of one task.
     if let Some(s) = file.poll.first_check_s {
-        poll.first_check = Some(secs("poll.first_check_s", s)?);
+        poll.first_check = Some(secs_up_to("poll.first_check_s", s, 3600.0)?);
     }
     if let Some(s) = file.poll.interval_s {
-        poll = poll.with_interval(secs("poll.interval_s", s)?);
+        poll = poll.with_interval(secs_up_to("poll.interval_s", s, 600.0)?);
     }
     if let Some(n) = file.poll.max_polls_per_task {
-        poll.max_polls_per_task = n.max(1);
+        if !(1..=MAX_POLLS_PER_TASK).contains(&n) {
+            return Err(bad(
+                "poll.max_polls_per_task",
+                format!("{n} is not from 1 to {MAX_POLLS_PER_TASK}"),
+                "e.g. 20 (2captcha blocks accounts past about 20 checks per task)",
+            ));
+        }
+        poll.max_polls_per_task = n;
     }
     if let Some(n) = file.poll.batch_size {
         poll.batch_size = n.clamp(1, 100);
@@ -715,6 +725,21 @@ fn bounded_state(file: &FileConfig, engine: &mut EngineSettings) -> Result<(), C
     Ok(())
 }
 
+/// The most checks of one task a setting may ask for.
+const MAX_POLLS_PER_TASK: u32 = 1000;
+
+/// [`secs`], at most `max` seconds.
+fn secs_up_to(setting: &str, s: f64, max: f64) -> Result<Duration, ConfigError> {
+    if s > max {
+        return Err(bad(
+            setting,
+            format!("{s:?} seconds is more than {max:?}"),
+            format!("give at most {max:?} seconds"),
+        ));
+    }
+    secs(setting, s)
+}
+
 fn secs(setting: &str, s: f64) -> Result<Duration, ConfigError> {
     if (0.0..1e9).contains(&s) {
         Ok(Duration::from_secs_f64(s))
@@ -871,6 +896,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(line.contains("refill_reserve"), "{line}");
+    }
+
+    #[test]
+    fn poll_settings_out_of_range_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.toml");
+        for (poll, setting) in [
+            ("max_polls_per_task = 0", "poll.max_polls_per_task"),
+            ("max_polls_per_task = 4000000000", "poll.max_polls_per_task"),
+            ("interval_s = 1e8", "poll.interval_s"),
+            ("first_check_s = 86400", "poll.first_check_s"),
+        ] {
+            std::fs::write(&path, format!("provider = \"sim\"\n[poll]\n{poll}\n")).unwrap();
+            let args = ServeArgs {
+                config: Some(path.clone()),
+                ..ServeArgs::default()
+            };
+            let line = load_serve(&args, &|_| None).unwrap_err().to_string();
+            assert!(line.contains(setting), "{poll}: {line}");
+        }
     }
 
     #[test]
