@@ -1,6 +1,6 @@
 //! An account's thread budget: how many of its upstream tasks may run at once, across this
 //! process (embedded store) or across the whole fleet (Redis), and who gets a thread when one
-//! frees (DESIGN.md promise 5; docs/REDIS.md "Thread budget").
+//! frees (docs/ARCHITECTURE.md promise 5; docs/REDIS.md "Thread budget").
 //!
 //! Owns: the [`Budget`] seam with its two implementations ([`MemoryBudget`] here, the Redis one
 //! in the store), the [`Priority`] classes, the refill reserve, and the effective cap that
