@@ -359,10 +359,14 @@ pub fn load_serve(
     }
 
     let sim = sim_settings(&file.sim, &SimulateArgs::default())?;
+    // Only the in-process simulator's latencies are known here; a `simulate` server at a
+    // `base_url` is polled as a real provider would be, learning its solve times.
     let all_sim = if accounts.is_empty() {
         provider == ProviderName::Sim
     } else {
-        accounts.iter().all(|a| a.provider == AccountProvider::Sim)
+        accounts
+            .iter()
+            .all(|a| a.provider == AccountProvider::Sim && a.base_url.is_none())
     };
     let mut poll = if all_sim {
         sim_poll_defaults(&sim)
