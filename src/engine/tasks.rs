@@ -30,22 +30,7 @@ impl Engine {
         timeout: Duration,
         hold: impl Send + 'static,
     ) -> Result<String, SolveError> {
-        let target = self.target(&req);
-        let id = self.fresh_task_id().await?;
-        let record = TaskRecord {
-            id: id.clone(),
-            tenant: tenant.to_owned(),
-            kind: target.kind,
-            target_id: target.id.clone(),
-            created_at: now_ms(),
-            state: TaskState::Pending,
-            finished_at: None,
-            reported: false,
-        };
-        self.store
-            .create_task(record)
-            .await
-            .map_err(|_| SolveError::Unavailable)?;
+        let id = self.open_task(tenant, &req).await?;
         let engine = self.clone();
         let task_id = id.clone();
         self.tracker.spawn(async move {
@@ -70,6 +55,40 @@ impl Engine {
             }
         });
         Ok(id)
+    }
+
+    /// Records a pending task for `tenant` and returns its id without solving it: with
+    /// `serve --queue` a queue worker solves it and finishes the record (docs/QUEUE.md).
+    pub async fn open_task(&self, tenant: &str, req: &SolveRequest) -> Result<String, SolveError> {
+        let target = self.target(req);
+        let id = self.fresh_task_id().await?;
+        let record = TaskRecord {
+            id: id.clone(),
+            tenant: tenant.to_owned(),
+            kind: target.kind,
+            target_id: target.id.clone(),
+            created_at: now_ms(),
+            state: TaskState::Pending,
+            finished_at: None,
+            reported: false,
+        };
+        self.store
+            .create_task(record)
+            .await
+            .map_err(|_| SolveError::Unavailable)?;
+        Ok(id)
+    }
+
+    /// Ends a task that will never be solved (its hand-over to the queue failed), so a reader
+    /// hears why instead of waiting for it.
+    pub async fn fail_task(&self, id: &str, failure: SolveFailure) {
+        if let Err(e) = self
+            .store
+            .finish_task(id, TaskState::Failed(failure), now_ms())
+            .await
+        {
+            tracing::warn!(error = %e, "could not record a task result");
+        }
     }
 
     /// The tenant's task, or `None` when it does not exist, expired, or belongs to another tenant.

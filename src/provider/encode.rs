@@ -119,6 +119,21 @@ pub fn submit_params(req: &SolveRequest) -> Vec<(&'static str, String)> {
     out
 }
 
+/// `req` as a native API body (`POST /v1/solve`): `kind` plus the compatible parameter names,
+/// which the native parser accepts. `serve --queue` writes queue entries in this form, so a
+/// queued request means exactly what the same body means on `/v1/solve` (docs/QUEUE.md).
+pub fn native_body(req: &SolveRequest) -> serde_json::Value {
+    let mut body = serde_json::Map::new();
+    body.insert("kind".into(), serde_json::json!(req.kind()));
+    for (name, value) in submit_params(req) {
+        // The kind says it; the native parser derives `method` from it.
+        if name != "method" {
+            body.insert(name.into(), serde_json::Value::String(value));
+        }
+    }
+    serde_json::Value::Object(body)
+}
+
 fn image_options(o: &ImageOptions, put: &mut impl FnMut(&'static str, &str)) {
     if o.phrase {
         put("phrase", "1");
@@ -312,6 +327,12 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_native_parser_inverts_the_native_body(req in request()) {
+            let body = serde_json::to_vec(&native_body(&req)).unwrap();
+            prop_assert_eq!(crate::http::parse_native_body(&body), Ok(req));
+        }
+
         #[test]
         fn parse_submit_inverts_the_encoder(req in request()) {
             let pairs = submit_params(&req);

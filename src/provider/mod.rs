@@ -45,7 +45,7 @@ pub use budget::{
     Budget, BudgetSettings, BudgetStats, CapSettings, Lease, MemoryBudget, Priority, ThreadBudget,
 };
 pub use classify::{classify, code_error, retry_after};
-pub use encode::submit_params;
+pub use encode::{native_body, submit_params};
 pub use error::{ErrorClass, ProviderError};
 pub use inres::{CONNECT_TIMEOUT, Family, InResProvider, REQUEST_TIMEOUT};
 pub use parse::{BAD_RESPONSE, Extras, UpstreamReply, parse_reply, split_batch};
