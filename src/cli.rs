@@ -28,6 +28,8 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// Run a load scenario against a gateway and the simulator; print a table (and JSON).
     Bench(BenchArgs),
+    /// Put tasks on a queue (docs/QUEUE.md) and print their results as JSON lines.
+    Submit(SubmitArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
@@ -182,4 +184,37 @@ pub struct BenchArgs {
     /// Concurrent load connections (`hit`, default 64).
     #[arg(long)]
     pub concurrency: Option<usize>,
+}
+
+/// `submit`: tasks from arguments or a JSON-lines file onto a queue, results back as JSON lines.
+#[derive(Debug, Default, Args)]
+pub struct SubmitArgs {
+    /// The Redis holding the queue (`redis://host:6379/0`).
+    #[arg(long, env = "REDIS_URL", hide_env_values = true)]
+    pub redis_url: Option<Secret>,
+    /// The Redis URLs are nodes of a Redis Cluster.
+    #[arg(long)]
+    pub redis_cluster: bool,
+    /// Which queue (the workers' `--queue`).
+    #[arg(long, default_value = "captcha")]
+    pub queue: String,
+    /// Tasks as JSON lines, one native API body per line (`-` reads stdin); a line may also
+    /// carry `id` and `idempotency_key`.
+    #[arg(long, conflicts_with_all = ["kind", "params"])]
+    pub file: Option<PathBuf>,
+    /// One task from arguments: its kind (`recaptcha_v2`, `turnstile`, ...).
+    #[arg(long, requires = "params")]
+    pub kind: Option<String>,
+    /// A parameter of that task as `name=value` (repeatable), e.g. `--param sitekey=6Le...`.
+    #[arg(long = "param", requires = "kind")]
+    pub params: Vec<String>,
+    /// Submit the task given in arguments this many times.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub count: u32,
+    /// Seconds to wait for every result before giving up on the rest.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout_s: u64,
+    /// Print the task ids and return without waiting for results.
+    #[arg(long)]
+    pub no_wait: bool,
 }

@@ -49,7 +49,9 @@ fn bad(setting: &str, problem: impl Into<String>, fix: impl Into<String>) -> Con
 pub use crate::secret::Secret;
 
 mod accounts;
+mod submit;
 pub use accounts::{AccountProvider, AccountSpec};
+pub use submit::{SubmitSettings, SubmitTask, load_submit};
 
 /// Everything `serve` needs, validated.
 #[derive(Debug, Clone)]

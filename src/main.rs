@@ -61,6 +61,14 @@ async fn run(cli: Cli) -> ExitCode {
                 }
             };
         }
+        Command::Submit(args) => {
+            let settings = match config::load_submit(&args) {
+                Ok(s) => s,
+                Err(e) => return config_error(&e),
+            };
+            telemetry::init_logs(false);
+            return captcha_gateway::queue::submit::run(settings, shutdown).await;
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
