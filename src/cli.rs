@@ -83,6 +83,10 @@ pub struct ServeArgs {
     /// The Redis URLs are nodes of a Redis Cluster.
     #[arg(long)]
     pub redis_cluster: bool,
+    /// Hand accepted tasks to the workers of this queue instead of solving them here (needs
+    /// --redis-url; docs/QUEUE.md). `--queue` alone names the default queue, `captcha`.
+    #[arg(long, num_args = 0..=1, default_missing_value = "captcha", env = "CAPTCHA_GATEWAY_QUEUE")]
+    pub queue: Option<String>,
     /// Refuse to solve while Redis is unreachable (default: keep solving without the pool).
     #[arg(long)]
     pub redis_required: bool,

@@ -90,6 +90,8 @@ pub struct Settings {
     pub accounts: Vec<AccountSpec>,
     /// How accounts leave and rejoin rotation (breaker, balance checks).
     pub upstream: crate::upstream::UpstreamSettings,
+    /// `serve --queue`: the queue accepted tasks are handed to, instead of solving them here.
+    pub enqueue_to: Option<String>,
 }
 
 /// The TOML file: every flag, plus the knobs that have no flag.
@@ -212,6 +214,17 @@ pub fn load_serve(
         .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
 
     let redis = redis_settings(args, &file)?;
+    let enqueue_to = match &args.queue {
+        None => None,
+        Some(_) if redis.is_none() => {
+            return Err(bad(
+                "--queue",
+                "needs a Redis: the queue and its workers share it",
+                "add --redis-url redis://host:6379/0, or drop --queue to solve in this process",
+            ));
+        }
+        Some(name) => Some(queue_name("--queue", name)?),
+    };
 
     let provider_url = match args.provider_url.clone().or(file.provider_url.clone()) {
         None => None,
@@ -448,7 +461,26 @@ pub fn load_serve(
         callbacks,
         accounts,
         upstream: crate::upstream::UpstreamSettings::default(),
+        enqueue_to,
     })
+}
+
+/// A queue name as it goes into Redis keys (docs/QUEUE.md): short, and free of the braces that
+/// delimit a key's hash tag.
+pub(crate) fn queue_name(setting: &str, raw: &str) -> Result<String, ConfigError> {
+    let ok = (1..=64).contains(&raw.len())
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b));
+    if ok {
+        Ok(raw.to_owned())
+    } else {
+        Err(bad(
+            setting,
+            "is not a queue name",
+            "use 1-64 letters, digits, `_`, `.`, `:` or `-`, e.g. captcha",
+        ))
+    }
 }
 
 /// With `[[accounts]]`, the one-account settings would be silently ignored: refuse them instead.

@@ -103,6 +103,7 @@ impl Gateway {
                     .iter()
                     .map(|k| http::key_tenant(&k.0).0),
             )),
+            intake: open_intake(&settings).await?,
             callbacks: Callbacks::new(
                 settings.callbacks.clone(),
                 shutdown.token.clone(),
@@ -243,6 +244,18 @@ pub async fn open_budget(
         .await
         .map_err(|e| StartError::Store(e.to_string()))?;
     Ok(Arc::new(fleet))
+}
+
+/// With `--queue`, accepted tasks go to the queue's workers (docs/QUEUE.md "Front ends").
+async fn open_intake(settings: &Settings) -> Result<http::Intake, StartError> {
+    let (Some(name), Some(redis)) = (&settings.enqueue_to, &settings.redis) else {
+        return Ok(http::Intake::InProcess);
+    };
+    let queue = crate::queue::Queue::open(&redis.target, crate::queue::QueueSettings::named(name))
+        .await
+        .map_err(|e| StartError::Store(e.to_string()))?;
+    tracing::info!(queue = %name, "accepted tasks go to the queue");
+    Ok(http::Intake::Queued(Arc::new(queue)))
 }
 
 /// The embedded store, or Redis when configured. With `--redis-required` Redis must answer now.

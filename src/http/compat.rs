@@ -59,8 +59,7 @@ async fn submit_task(state: &AppState, params: &Params) -> Reply {
     };
     let timeout = state.limits.compat_task_timeout;
     match state
-        .engine
-        .submit(&tenant.0, req, timeout, (permit, pass))
+        .submit_task(&tenant.0, req, timeout, (permit, pass))
         .await
     {
         Ok(id) => {

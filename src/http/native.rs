@@ -156,8 +156,7 @@ pub async fn solve(
     let started = Instant::now();
     let kind = native.req.kind();
     let result = state
-        .engine
-        .solve(native.req, started + clamp(&state, native.timeout))
+        .solve_now(&tenant.0, native.req, started + clamp(&state, native.timeout))
         .await;
     state
         .metrics
@@ -191,8 +190,7 @@ pub async fn create_task(
         .map_err(|r| super::usage::native_refusal(&r))?;
     let timeout = clamp(&state, native.timeout);
     let id = state
-        .engine
-        .submit(&tenant.0, native.req, timeout, (permit, pass))
+        .submit_task(&tenant.0, native.req, timeout, (permit, pass))
         .await?;
     if let Some(url) = callback {
         state.callbacks.after_task(

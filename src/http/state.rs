@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Admission, Auth};
+use super::{Admission, Auth, Intake};
 use crate::callback::Callbacks;
 use crate::engine::Engine;
 use crate::pools::Pools;
@@ -52,4 +52,6 @@ pub struct AppState {
     pub tenants: Arc<crate::tenants::Tenants>,
     /// Result callbacks (`pingback`, `callback_url`): the allow-list and delivery.
     pub callbacks: Arc<Callbacks>,
+    /// Solve accepted work here, or hand it to the queue (`serve --queue`).
+    pub intake: Intake,
 }

@@ -123,8 +123,7 @@ async fn create(state: AppState, body: Map<String, Value>) -> Answer {
     };
     let timeout = state.limits.compat_task_timeout;
     match state
-        .engine
-        .submit(&tenant, req, timeout, (permit, pass))
+        .submit_task(&tenant, req, timeout, (permit, pass))
         .await
     {
         // `status` too: the capsolver client reads it unconditionally (CapSolver answers some

@@ -53,8 +53,7 @@ pub async fn solve(State(state): State<AppState>, key: BearerKey, body: Body) ->
     let started = Instant::now();
     let kind = req.kind();
     let result = state
-        .engine
-        .solve(req, started + state.limits.default_solve_timeout)
+        .solve_now(&tenant.0, req, started + state.limits.default_solve_timeout)
         .await;
     state
         .metrics

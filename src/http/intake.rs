@@ -1,0 +1,89 @@
+//! Where accepted work goes: solved in this process, or, with `serve --queue`, handed to the
+//! queue's workers (docs/QUEUE.md "Front ends"). Either way the caller's task record lives in
+//! the store, so `res.php`, `GET /v1/tasks/{id}`, `getTaskResult` and reports read it the same.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::AppState;
+use crate::compat::codes;
+use crate::engine::{Handout, SolveError, SolveFailure, TaskState};
+use crate::model::SolveRequest;
+use crate::queue::{NewTask, Queue};
+
+/// How this gateway runs the tasks it accepts.
+#[derive(Clone, Default)]
+pub enum Intake {
+    /// Solved by this process's engine.
+    #[default]
+    InProcess,
+    /// Put on the queue; workers solve them and finish the task records.
+    Queued(Arc<Queue>),
+}
+
+impl AppState {
+    /// Accepts an asynchronous task for `tenant`; returns its id at once. `hold` lives as long
+    /// as this process works on the task: with the queue that is only the hand-over.
+    pub(super) async fn submit_task(
+        &self,
+        tenant: &str,
+        req: SolveRequest,
+        timeout: Duration,
+        hold: impl Send + 'static,
+    ) -> Result<String, SolveError> {
+        let Intake::Queued(queue) = &self.intake else {
+            return self.engine.submit(tenant, req, timeout, hold).await;
+        };
+        let id = self.engine.open_task(tenant, &req).await?;
+        let task = NewTask {
+            id: Some(id.clone()),
+            request: crate::provider::native_body(&req),
+            tenant: Some(tenant.to_owned()),
+            partition: req.partition.clone(),
+            timeout: Some(timeout),
+            ..NewTask::default()
+        };
+        if let Err(e) = queue.enqueue(task).await {
+            tracing::warn!(error = %e, "could not put a task on the queue");
+            let failure = SolveFailure::new(codes::SERVER_ERROR, "the queue is unavailable");
+            self.engine.fail_task(&id, failure).await;
+            return Err(SolveError::Unavailable);
+        }
+        Ok(id)
+    }
+
+    /// Solves `req` for a caller waiting on the response (`/v1/solve`, `/solve`): in this
+    /// process, or through the queue while waiting on the task record (woken, not polled).
+    pub(super) async fn solve_now(
+        &self,
+        tenant: &str,
+        req: SolveRequest,
+        deadline: Instant,
+    ) -> Result<Handout, SolveError> {
+        if matches!(self.intake, Intake::InProcess) {
+            return self.engine.solve(req, deadline).await;
+        }
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let id = self.submit_task(tenant, req, timeout, ()).await?;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(SolveError::Timeout);
+            }
+            let record = self.engine.task(tenant, &id, left).await?;
+            match record.map(|r| r.state) {
+                Some(TaskState::Ready(handout)) => return Ok(handout),
+                Some(TaskState::Failed(failure)) => return Err(SolveError::Failed(failure)),
+                Some(TaskState::Pending) => continue,
+                None => {
+                    return Err(SolveError::Failed(SolveFailure::new(
+                        codes::SERVER_ERROR,
+                        "the queued task's record is gone",
+                    )));
+                }
+            }
+        }
+    }
+}
