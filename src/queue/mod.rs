@@ -1,0 +1,24 @@
+//! The task queue (docs/QUEUE.md): producers enqueue solve requests into a Redis stream, workers
+//! (`captcha-gateway worker`) consume them through a consumer group and store one result per
+//! task under its own key, with a wake-up on a Pub/Sub channel for producers that wait.
+//!
+//! Owns: key names ([`keys`]), the entry and result formats ([`entry`], [`result`]), the producer
+//! side ([`Queue`]) and the worker loop ([`worker`]). Every multi-step change is one Lua script
+//! (`lua/queue_*.lua`); every key of a queue shares one hash tag, so Redis Cluster works.
+//!
+//! Does not own: solving (the engine), the HTTP front (`serve --queue`), seed 003's list format.
+
+mod entry;
+mod error;
+pub mod keys;
+mod producer;
+mod result;
+mod scripts;
+mod settings;
+mod wake;
+
+pub use entry::{Enqueued, NewTask, valid_task_id};
+pub use error::QueueError;
+pub use producer::Queue;
+pub use result::{QueueResult, ResultError, ResultStatus};
+pub use settings::{QueueFile, QueueSettings};
