@@ -223,7 +223,10 @@ pub fn load_serve(
                 "add --redis-url redis://host:6379/0, or drop --queue to solve in this process",
             ));
         }
-        Some(name) => Some(queue_name("--queue", name)?),
+        Some(name) => {
+            crate::queue::check_name("--queue", name)?;
+            Some(name.clone())
+        }
     };
 
     let provider_url = match args.provider_url.clone().or(file.provider_url.clone()) {
@@ -463,24 +466,6 @@ pub fn load_serve(
         upstream: crate::upstream::UpstreamSettings::default(),
         enqueue_to,
     })
-}
-
-/// A queue name as it goes into Redis keys (docs/QUEUE.md): short, and free of the braces that
-/// delimit a key's hash tag.
-pub(crate) fn queue_name(setting: &str, raw: &str) -> Result<String, ConfigError> {
-    let ok = (1..=64).contains(&raw.len())
-        && raw
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b));
-    if ok {
-        Ok(raw.to_owned())
-    } else {
-        Err(bad(
-            setting,
-            "is not a queue name",
-            "use 1-64 letters, digits, `_`, `.`, `:` or `-`, e.g. captcha",
-        ))
-    }
 }
 
 /// With `[[accounts]]`, the one-account settings would be silently ignored: refuse them instead.

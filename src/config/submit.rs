@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::{ConfigError, FileConfig, bad, queue_name, redis_settings};
+use super::{ConfigError, FileConfig, bad, redis_settings};
 use crate::cli::{ServeArgs, SubmitArgs};
 use crate::engine::store::redis::RedisTarget;
 
@@ -62,7 +62,10 @@ pub fn load_submit(args: &SubmitArgs) -> Result<SubmitSettings, ConfigError> {
     };
     Ok(SubmitSettings {
         redis: redis.target,
-        queue: queue_name("--queue", &args.queue)?,
+        queue: {
+            crate::queue::check_name("--queue", &args.queue)?;
+            args.queue.clone()
+        },
         tasks,
         timeout: Duration::from_secs(args.timeout_s),
         wait: !args.no_wait,

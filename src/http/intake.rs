@@ -42,7 +42,7 @@ impl AppState {
             request: crate::provider::native_body(&req),
             tenant: Some(tenant.to_owned()),
             partition: req.partition.clone(),
-            timeout: Some(timeout),
+            timeout_ms: Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
             ..NewTask::default()
         };
         if let Err(e) = queue.enqueue(task).await {

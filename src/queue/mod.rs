@@ -15,10 +15,11 @@ mod producer;
 mod result;
 mod scripts;
 mod settings;
+pub mod submit;
 mod wake;
 
 pub use entry::{Enqueued, NewTask, valid_task_id};
 pub use error::QueueError;
 pub use producer::Queue;
 pub use result::{QueueResult, ResultError, ResultStatus};
-pub use settings::{QueueFile, QueueSettings};
+pub use settings::{QueueFile, QueueSettings, check_name};

@@ -112,7 +112,10 @@ pub fn check_name(setting: &str, name: &str) -> Result<(), ConfigError> {
     } else {
         Err(bad(
             setting,
-            format!("`{name}` is not a usable queue name"),
+            format!(
+                "`{}` is not a usable queue name",
+                name.chars().take(80).flat_map(char::escape_debug).collect::<String>()
+            ),
             "use 1-64 characters from A-Z a-z 0-9 _ - . :",
         ))
     }

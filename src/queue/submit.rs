@@ -10,7 +10,7 @@ use futures::{StreamExt, stream};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::time::Instant;
 
-use super::{NewTask, Queue, QueueError, QueueResult, QueueSettings};
+use super::{NewTask, Queue, QueueError, QueueResult, QueueSettings, ResultStatus};
 use crate::config::{SubmitSettings, SubmitTask};
 use crate::shutdown::Shutdown;
 
@@ -38,7 +38,10 @@ impl Tally {
 }
 
 pub async fn run(settings: SubmitSettings, shutdown: Shutdown) -> ExitCode {
-    let queue = match Queue::open(&settings.redis, QueueSettings::named(&settings.queue)).await {
+    let queue = match Queue::open(&settings.redis, QueueSettings {
+        name: settings.queue.clone(),
+        ..QueueSettings::default()
+    }).await {
         Ok(q) => Arc::new(q),
         Err(e) => {
             eprintln!("error: the queue could not be opened: {e}");
@@ -98,7 +101,7 @@ async fn enqueue_all(
             let new = NewTask {
                 id: t.id,
                 request: t.request,
-                idempotency_key: t.idempotency_key,
+                idem: t.idempotency_key,
                 ..NewTask::default()
             };
             queue.enqueue(new).await.map(|e| (e.id, e.duplicate))
@@ -123,7 +126,7 @@ async fn collect(queue: &Queue, ids: Vec<String>, deadline: Instant, bar: &Progr
     while let Some((id, result)) = waits.next().await {
         match result {
             Ok(Some(r)) => {
-                if r.is_ready() {
+                if r.status == ResultStatus::Ready {
                     tally.ready += 1;
                 } else {
                     tally.failed += 1;

@@ -1,0 +1,174 @@
+//! `queue`: the task queue end to end (docs/QUEUE.md). This process is the producer: it enqueues
+//! reCAPTCHA v2 tasks into a `redis-server` of its own, `captcha-gateway worker` processes solve
+//! them against a simulator they are configured for as for a real provider (its solve times
+//! unknown to them), and the producer waits for every result, woken by the queue.
+//!
+//! Two settings, one after the other:
+//! - `instant`: the simulator answers at once and 2 workers share a large plan: the ceiling of
+//!   the queue, the engine and Redis in tasks per second (goal 5,000/s).
+//! - `seed`: seed 003's setup: 3 workers, 3-6 s solves, a 15-thread plan. The rate is then set
+//!   by the plan: at most 15 / 4.5 s = 3.3 tasks/s; the seed's own worker did 0.42.
+//!
+//! Every result must be ready, once, with a token the simulator issued and never saw twice.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures::{StreamExt, stream};
+use tokio::time::Instant;
+
+use super::load::{self, Checked, TargetSpec};
+use super::report::{Goal, RunResult};
+use super::rig::{GatewaySpec, RedisServer, SimServer, WorkerUnderTest, secs};
+use super::{BenchError, Opts};
+use crate::engine::store::redis::RedisSettings;
+use crate::queue::{NewTask, Queue, QueueSettings, ResultStatus};
+use crate::sim::LatencyRange;
+
+/// One setting of the scenario.
+struct Setting {
+    name: &'static str,
+    workers: usize,
+    /// The plan's threads, at the simulator and in the workers' configuration.
+    threads: u32,
+    /// Tasks each worker keeps in flight (`--concurrency`).
+    concurrency: u32,
+    latency: LatencyRange,
+    tasks: usize,
+    goal: Goal,
+}
+
+fn settings(quick: bool) -> [Setting; 2] {
+    let instant = Setting {
+        name: "instant",
+        workers: 2,
+        threads: 2_000,
+        concurrency: 500,
+        latency: secs(0.0, 0.0),
+        tasks: if quick { 200 } else { 20_000 },
+        goal: Goal::AtLeast(5_000.0),
+    };
+    let seed = Setting {
+        name: "seed",
+        workers: 3,
+        threads: 15,
+        concurrency: 32,
+        latency: if quick { secs(0.1, 0.2) } else { secs(3.0, 6.0) },
+        tasks: if quick { 30 } else { 150 },
+        // The plan's ceiling, 15 threads / 4.5 s mean solve, less a tenth for polling.
+        goal: Goal::AtLeast(15.0 / 4.5 * 0.9),
+    };
+    [instant, seed]
+}
+
+pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
+    let mut result = RunResult::default();
+    for setting in settings(opts.quick) {
+        run_setting(&setting, &mut result).await?;
+    }
+    Ok(result)
+}
+
+async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchError> {
+    let redis = RedisServer::start().await?;
+    let sim = SimServer::start(s.threads, s.latency).await?;
+    let spec = GatewaySpec {
+        redis_url: Some(redis.url()),
+        ..GatewaySpec::real_provider(s.threads)
+    };
+    let mut workers = Vec::new();
+    for _ in 0..s.workers {
+        workers.push(WorkerUnderTest::process(&spec, &sim, s.concurrency).await?);
+    }
+    let target = RedisSettings::new(vec![redis.url()], false).target;
+    let queue = Queue::open(&target, QueueSettings::default())
+        .await
+        .map_err(|e| BenchError::Setup(format!("queue: {e}")))?;
+    let site = TargetSpec::unique(s.name);
+    let request = serde_json::json!({
+        "kind": "recaptcha_v2", "sitekey": site.sitekey, "pageurl": site.pageurl,
+    });
+
+    let bar = load::bar(s.tasks as u64, &format!("queue {}: results", s.name));
+    let started = Instant::now();
+    let ids: Vec<String> = stream::iter(0..s.tasks)
+        .map(|_| {
+            let task = NewTask {
+                request: request.clone(),
+                ..NewTask::default()
+            };
+            let queue = &queue;
+            async move { queue.enqueue(task).await.map(|e| e.id) }
+        })
+        .buffered(256)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .map_err(|e| BenchError::Setup(format!("enqueue: {e}")))?;
+    let enqueued = started.elapsed();
+
+    let mut tokens = Vec::with_capacity(s.tasks);
+    let mut failed = 0usize;
+    let mut waits = stream::iter(ids.iter())
+        .map(|id| queue.wait_result(id, Duration::from_secs(600)))
+        .buffer_unordered(4096);
+    let mut done_at = Vec::with_capacity(s.tasks);
+    while let Some(r) = waits.next().await {
+        match r {
+            Ok(Some(r)) if r.status == ResultStatus::Ready => {
+                tokens.push(r.answer.unwrap_or_default());
+            }
+            _ => failed += 1,
+        }
+        done_at.push(started.elapsed());
+        bar.inc(1);
+    }
+    let elapsed = started.elapsed();
+    bar.finish_and_clear();
+
+    let checked = Checked::tokens(&sim.sim, tokens.iter().map(String::as_str));
+    for f in checked.failures() {
+        result.fail(format!("{}: {f}", s.name));
+    }
+    if failed > 0 {
+        result.fail(format!("{}: {failed} tasks without a ready result", s.name));
+    }
+    let distinct: HashSet<&String> = tokens.iter().collect();
+    if distinct.len() != tokens.len() {
+        result.fail(format!("{}: a token reached two tasks", s.name));
+    }
+    let stats = sim.sim.stats();
+    let rate = s.tasks as f64 / elapsed.as_secs_f64();
+    match s.name {
+        "instant" => {
+            result.goal("instant: tasks/s end to end", rate, "/s", s.goal);
+            result.info(
+                "instant: enqueue rate",
+                s.tasks as f64 / enqueued.as_secs_f64(),
+                "/s",
+            );
+        }
+        _ => {
+            result.goal("seed: tasks/s end to end", rate, "/s", s.goal);
+            result.info("seed: peak upstream tasks", stats.peak_concurrent as f64, "");
+            result.info(
+                "seed: plan ceiling (threads / mean solve)",
+                f64::from(s.threads) / ((s.latency.min + s.latency.max).as_secs_f64() / 2.0),
+                "/s",
+            );
+        }
+    }
+    result.info(
+        match s.name {
+            "instant" => "instant: upstream submits per task",
+            _ => "seed: upstream submits per task",
+        },
+        stats.submits as f64 / s.tasks as f64,
+        "",
+    );
+    for w in workers {
+        w.stop().await;
+    }
+    Ok(())
+}
