@@ -16,6 +16,7 @@ mod result;
 mod scripts;
 mod settings;
 mod wake;
+pub mod worker;
 
 pub use entry::{Enqueued, NewTask, valid_task_id};
 pub use error::QueueError;
