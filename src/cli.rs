@@ -30,6 +30,9 @@ pub enum Command {
     Bench(BenchArgs),
     /// Put tasks on a queue (docs/QUEUE.md) and print their results as JSON lines.
     Submit(SubmitArgs),
+    /// Consume the task queue in Redis (docs/QUEUE.md): solve with the same engine as `serve`,
+    /// store one result per task.
+    Worker(WorkerArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
@@ -83,8 +86,9 @@ pub struct ServeArgs {
     /// The Redis URLs are nodes of a Redis Cluster.
     #[arg(long)]
     pub redis_cluster: bool,
-    /// Hand accepted tasks to the workers of this queue instead of solving them here (needs
-    /// --redis-url; docs/QUEUE.md). `--queue` alone names the default queue, `captcha`.
+    /// `serve`: hand accepted tasks to the workers of this queue instead of solving them here
+    /// (needs --redis-url). `worker`: the queue to consume. `--queue` alone names the default
+    /// queue, `captcha` (docs/QUEUE.md).
     #[arg(long, num_args = 0..=1, default_missing_value = "captcha", env = "CAPTCHA_GATEWAY_QUEUE")]
     pub queue: Option<String>,
     /// Refuse to solve while Redis is unreachable (default: keep solving without the pool).
@@ -221,4 +225,30 @@ pub struct SubmitArgs {
     /// Print the task ids and return without waiting for results.
     #[arg(long)]
     pub no_wait: bool,
+}
+
+/// `worker`: every `serve` flag for the provider, accounts, Redis and polling, plus the queue's.
+/// `--listen` serves /livez, /readyz and /metrics (default 0.0.0.0:9090).
+#[derive(Debug, Default, Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    /// Tasks this process keeps in flight.
+    #[arg(long, env = "CAPTCHA_GATEWAY_CONCURRENCY")]
+    pub concurrency: Option<i64>,
+    /// Seconds a delivered task may go unrenewed before another worker takes it over.
+    #[arg(long)]
+    pub lease_s: Option<f64>,
+    /// Deliveries before a task goes to the dead-letter stream.
+    #[arg(long)]
+    pub max_deliveries: Option<i64>,
+    /// Seconds a result stays readable.
+    #[arg(long)]
+    pub result_ttl_s: Option<f64>,
+    /// Seconds a SIGTERM leaves in-flight tasks to finish; the rest are left for other workers.
+    #[arg(long)]
+    pub grace_s: Option<f64>,
+    /// Consume seed 003's `captcha:queue` list instead of the stream.
+    #[arg(long)]
+    pub seed_queue: bool,
 }

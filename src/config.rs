@@ -92,6 +92,9 @@ pub struct Settings {
     pub upstream: crate::upstream::UpstreamSettings,
     /// `serve --queue`: the queue accepted tasks are handed to, instead of solving them here.
     pub enqueue_to: Option<String>,
+    /// The `[queue]` table as written (docs/QUEUE.md "Settings"); `worker` checks and applies
+    /// it under its flags.
+    pub queue: crate::queue::QueueFile,
 }
 
 /// The TOML file: every flag, plus the knobs that have no flag.
@@ -155,6 +158,9 @@ struct FileConfig {
     /// Several provider accounts (docs/CONFIGURATION.md "Accounts").
     #[serde(default)]
     accounts: Vec<accounts::AccountTable>,
+    /// The task queue's settings (docs/QUEUE.md "Settings").
+    #[serde(default)]
+    queue: crate::queue::QueueFile,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -465,6 +471,7 @@ pub fn load_serve(
         accounts,
         upstream: crate::upstream::UpstreamSettings::default(),
         enqueue_to,
+        queue: file.queue.clone(),
     })
 }
 

@@ -17,6 +17,7 @@ mod scripts;
 mod settings;
 pub mod submit;
 mod wake;
+pub mod worker;
 
 pub use entry::{Enqueued, NewTask, valid_task_id};
 pub use error::QueueError;

@@ -2,5 +2,6 @@
 //! processes under faults (crash, pause, poison entries, Redis restarts), each followed by the
 //! query KEDA runs.
 
+mod basics;
 mod producer;
 mod support;
