@@ -3,5 +3,6 @@
 //! query KEDA runs.
 
 mod basics;
+mod front;
 mod producer;
 mod support;

@@ -1,0 +1,235 @@
+//! `serve --queue`: a front end that hands every accepted task to the queue's workers. Callers of
+//! every protocol (compatible, JSON task protocol, native, seed worker API) get their answers as
+//! without a queue, while the front end itself never spends an upstream task.
+
+use serde_json::{Value, json};
+
+use super::support::{WorkerProcess, worker_config};
+use crate::support::fleet::{SimServer, spawn_serve};
+use crate::support::redis::RedisServer;
+use crate::support::{KEY, metric_sum, verify_at};
+
+/// A `serve --queue` front end (its stdout lines are dropped with it).
+async fn front_end(sim: &SimServer, redis_url: &str) -> (tokio::process::Child, String) {
+    use std::io::Write;
+    let mut config = tempfile::NamedTempFile::new().unwrap();
+    writeln!(
+        config,
+        "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:0\"\n\
+         redis_url = \"{redis_url}\"\n",
+        sim.addr
+    )
+    .unwrap();
+    let env = [
+        ("CAPTCHAAI_API_KEY", KEY),
+        ("RUST_LOG", "warn"),
+        ("CAPTCHA_GATEWAY_QUEUE", "captcha"),
+    ];
+    let (child, base, _) = spawn_serve(config.path(), &env, std::process::Stdio::inherit()).await;
+    // The file is read at startup.
+    drop(config);
+    (child, base)
+}
+
+fn latency() -> captcha_gateway::sim::LatencyRange {
+    captcha_gateway::sim::LatencyRange {
+        min: std::time::Duration::from_millis(50),
+        max: std::time::Duration::from_millis(150),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_front_end_answers_every_protocol_through_the_workers() {
+    let redis = RedisServer::start();
+    let sim = SimServer::start(latency(), 100).await;
+    let (_front, base) = front_end(&sim, &redis.url()).await;
+    let worker = WorkerProcess::start(worker_config(sim.addr, &redis.url(), ""), &[]).await;
+    let http = reqwest::Client::new();
+    let sim_base = format!("http://{}", sim.addr);
+    let mut tokens = Vec::new();
+
+    // Compatible: in.php, then the native long-poll on the same task, then res.php.
+    let submitted: Value = http
+        .post(format!("{base}/in.php"))
+        .form(&[
+            ("key", KEY),
+            ("json", "1"),
+            ("method", "userrecaptcha"),
+            ("googlekey", "6Le-front-compat"),
+            ("pageurl", "https://front.example/compat"),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(submitted["status"], 1, "{submitted}");
+    let id = submitted["request"].as_str().unwrap().to_owned();
+    assert!(id.bytes().all(|b| b.is_ascii_digit()), "{id}");
+    let waited = wait_task(&http, &base, &id).await;
+    assert_eq!(waited["status"], "ready", "{waited}");
+    let res: Value = http
+        .get(format!(
+            "{base}/res.php?key={KEY}&action=get&json=1&id={id}"
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(res["status"], 1, "{res}");
+    assert_eq!(res["request"], waited["result"]["token"]);
+    tokens.push(res["request"].as_str().unwrap().to_owned());
+
+    // Native: POST /v1/tasks + GET wait, and the synchronous /v1/solve.
+    let body = json!({"kind": "turnstile", "sitekey": "0x4A-front", "pageurl": "https://front.example/native"});
+    let created: Value = http
+        .post(format!("{base}/v1/tasks"))
+        .bearer_auth(KEY)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["task_id"].as_str().expect("a task id").to_owned();
+    let waited = wait_task(&http, &base, &id).await;
+    assert_eq!(waited["status"], "ready", "{waited}");
+    tokens.push(waited["result"]["token"].as_str().unwrap().to_owned());
+    let solved: Value = http
+        .post(format!("{base}/v1/solve"))
+        .bearer_auth(KEY)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    tokens.push(solved["token"].as_str().expect("a token").to_owned());
+
+    // The JSON task protocol.
+    let created: Value = http
+        .post(format!("{base}/createTask"))
+        .json(&json!({"clientKey": KEY, "task": {"type": "RecaptchaV2TaskProxyless",
+            "websiteURL": "https://front.example/taskapi", "websiteKey": "6Le-front-taskapi"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(created["errorId"], 0, "{created}");
+    let id = created["taskId"].to_string().trim_matches('"').to_owned();
+    wait_task(&http, &base, &id).await;
+    let got: Value = http
+        .post(format!("{base}/getTaskResult"))
+        .json(&json!({"clientKey": KEY, "taskId": created["taskId"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(got["status"], "ready", "{got}");
+    tokens.push(
+        got["solution"]["gRecaptchaResponse"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    );
+
+    // Seed 002's worker API.
+    let solved: Value = http
+        .post(format!("{base}/solve"))
+        .bearer_auth(KEY)
+        .json(&json!({"sitekey": "6Le-front-seed", "pageurl": "https://front.example/seed"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    tokens.push(solved["solution"].as_str().expect("a solution").to_owned());
+
+    for token in &tokens {
+        let v = verify_at(&http, &sim_base, token).await;
+        assert_eq!(v["success"], true, "{token}: {v}");
+    }
+    // The workers solved all five; the front end never went upstream.
+    assert_eq!(metric_sum(&http, &base, "upstream_submits_total").await, 0);
+    let metrics = http
+        .get(format!("{}/metrics", worker.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let written = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("captcha_gateway_queue_processed_total{") && l.contains("\"written\"")
+        })
+        .unwrap_or_else(|| panic!("no written count in {metrics}"));
+    assert!(written.ends_with(" 5"), "{written}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_the_front_end_cannot_queue_fails_in_its_callers_protocol() {
+    let mut redis = RedisServer::start();
+    let sim = SimServer::start(latency(), 100).await;
+    let (_front, base) = front_end(&sim, &redis.url()).await;
+    let http = reqwest::Client::new();
+    redis.kill();
+    let reply = http
+        .get(format!(
+            "{base}/in.php?key={KEY}&method=userrecaptcha&googlekey=6Le-x&pageurl=https://x.example/"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    assert!(
+        reply.text().await.unwrap().starts_with("ERROR_"),
+        "a compatible caller hears an error code"
+    );
+    let reply = http
+        .post(format!("{base}/v1/tasks"))
+        .bearer_auth(KEY)
+        .json(&json!({"kind": "turnstile", "sitekey": "0x4A", "pageurl": "https://x.example/"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(reply.status().is_server_error(), "{}", reply.status());
+}
+
+#[test]
+fn a_queued_front_end_without_redis_is_refused_with_one_line() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+        .args(["serve", "--provider", "sim", "--queue"])
+        .env_clear()
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--queue") && err.contains("--redis-url"), "{err}");
+}
+
+async fn wait_task(http: &reqwest::Client, base: &str, id: &str) -> Value {
+    let v: Value = http
+        .get(format!("{base}/v1/tasks/{id}?wait=60"))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_ne!(v["status"], "pending", "task {id} still pending: {v}");
+    v
+}
