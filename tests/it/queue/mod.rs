@@ -4,5 +4,6 @@
 
 mod basics;
 mod front;
+mod submit;
 mod producer;
 mod support;
