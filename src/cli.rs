@@ -165,6 +165,9 @@ pub enum Scenario {
     /// The gateway as a real provider's user runs it, not told the solve times (3-6 s, 15-30 s):
     /// delay from ready to caller, checks and `res.php` requests per task.
     Polling,
+    /// The task queue end to end: tasks/s with an instant simulator and 2 workers, and seed
+    /// 003's setup (3 workers, 3-6 s solves, a 15-thread plan).
+    Queue,
 }
 
 #[derive(Debug, Args)]

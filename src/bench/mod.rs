@@ -13,7 +13,7 @@
 //! - `report.rs`: figures, targets, medians over runs, the table and the JSON.
 //! - `redis_pop.rs`: `redis-benchmark` of an equivalent Lua pop, the floor `hit` is quoted against.
 //! - one file per scenario: `hit`, `burst`, `steady`, `slack`, `capacity`, `plan`, `soak`,
-//!   `polling`.
+//!   `polling`, `queue`.
 //!
 //! A run *fails* (exit code 1) when the scenario itself went wrong: a caller got an error, a
 //! token was invalid, expired or handed out twice. A missed target is reported, not a failure:
@@ -26,6 +26,7 @@ mod hit;
 mod load;
 mod plan;
 mod polling;
+mod queue;
 mod redis_pop;
 mod report;
 mod rig;
@@ -76,6 +77,7 @@ fn name(scenario: Scenario) -> &'static str {
         Scenario::Plan => "plan",
         Scenario::Soak => "soak",
         Scenario::Polling => "polling",
+        Scenario::Queue => "queue",
     }
 }
 
@@ -89,6 +91,7 @@ async fn run_once(scenario: Scenario, opts: &Opts) -> Result<RunResult, BenchErr
         Scenario::Plan => plan::run(opts).await,
         Scenario::Soak => soak::run(opts).await,
         Scenario::Polling => polling::run(opts).await,
+        Scenario::Queue => queue::run(opts).await,
     }
 }
 

@@ -247,6 +247,58 @@ impl GatewayUnderTest {
     }
 }
 
+/// `captcha-gateway worker` as its own process (this same binary), configured from `spec` like
+/// a gateway (`spec.redis_url` must be set): it consumes the default queue.
+pub struct WorkerUnderTest {
+    child: Child,
+    _config: ConfigFile,
+}
+
+impl WorkerUnderTest {
+    pub async fn process(
+        spec: &GatewaySpec,
+        sim: &SimServer,
+        concurrency: u32,
+    ) -> Result<Self, BenchError> {
+        let config = ConfigFile::write(&spec.toml(sim.addr))?;
+        let mut child = Command::new(std::env::current_exe()?)
+            .arg("worker")
+            .arg("--config")
+            .arg(&config.0)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(["--concurrency", &concurrency.to_string()])
+            .env_remove("REDIS_URL")
+            .env_remove("CAPTCHA_GATEWAY_CONFIG")
+            .env_remove("CAPTCHA_GATEWAY_QUEUE")
+            .env("CAPTCHAAI_API_KEY", KEY)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .map_err(|_| BenchError::Setup("the worker did not start within 30 s".into()))??
+            .unwrap_or_default();
+        if !line.starts_with("captcha-gateway worker ") {
+            return Err(BenchError::Setup(format!(
+                "the worker did not start: {line:?}"
+            )));
+        }
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(Self {
+            child,
+            _config: config,
+        })
+    }
+
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
 /// A `redis-server` on a free loopback port, without persistence, killed on drop.
 pub struct RedisServer {
     child: Child,
