@@ -13,6 +13,7 @@ mod clients;
 mod compat_api;
 mod conformance;
 mod contract;
+mod deploy;
 mod failover;
 mod faults;
 mod fleet;
