@@ -294,7 +294,7 @@ fn break_file(root: &Path, file: &str, from: &str, to: &str) {
     std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
 }
 
-/// Each check can fail: the same files with one mistake each are reported, by name.
+/// Each check can fail: a copy of the files with eleven typical mistakes, each reported by name.
 #[test]
 fn the_checks_report_a_broken_deployment() {
     let dir = scratch_copy();
@@ -346,6 +346,13 @@ fn the_checks_report_a_broken_deployment() {
             "  - disruption.yaml\n",
             "",
             "does not list disruption.yaml",
+        ),
+        (
+            "k8s",
+            "deploy/k8s/worker.yaml",
+            "$(REDIS_PASSWORD)@captcha-redis",
+            "hunter2@captcha-redis",
+            "REDIS_URL holds a literal password",
         ),
         (
             "k8s",

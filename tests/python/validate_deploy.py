@@ -85,6 +85,11 @@ def flag_value(argv, flag):
     return None
 
 
+def redact(url):
+    """A URL fit for a report: a password in it is replaced, never echoed."""
+    return re.sub(r"^([a-z]+://[^:@/]*:)[^@/]*@", r"\1***@", url)
+
+
 def port_of(addr):
     return int(addr.rsplit(":", 1)[1]) if addr and ":" in addr else None
 
@@ -202,7 +207,7 @@ def check_selectors(objects, r):
         sel = d["spec"]["selector"].get("matchLabels", {})
         r.check(selects(sel, d["spec"]["template"]["metadata"].get("labels", {})), where,
                 "its selector does not match its own pod labels")
-        for g, other in deployments:
+        for _, other in deployments:
             if other is not d:
                 r.check(not selects(sel, other["spec"]["template"]["metadata"].get("labels", {})),
                         where, f"its selector also matches Deployment/{name_of(other)}'s pods")
@@ -298,10 +303,10 @@ def check_containers(objects, expected, r):
             where = f"{f} Deployment/{name_of(d)} container {c['name']}"
             check_env_references(where, c, r)
             check_security(where, d, c, r)
-    roles = {"serve": ("gateway_port", "Service"), "worker": ("worker_port", None)}
+    roles = {"serve": "gateway_port", "worker": "worker_port"}
     redis_services = {name_of(o): o for _, o in of_kind(objects, "Service")
                       if any(p.get("name") == "redis" for p in o["spec"]["ports"])}
-    for role, (port_key, _) in roles.items():
+    for role, port_key in roles.items():
         f, d, c = role_deployment(objects, role)
         if not r.check(c is not None, "deploy/k8s",
                        f"exactly one Deployment must run `captcha-gateway {role}`"):
@@ -326,13 +331,15 @@ def check_containers(objects, expected, r):
         r.check("REDIS_URL" in env, where, "no REDIS_URL")
         url = env.get("REDIS_URL", {}).get("value", "")
         m = re.match(r"^rediss?://(?:[^@/]*@)?([^:/]+):(\d+)(/\d+)?$", url)
-        if r.check(m is not None, where, f"REDIS_URL {url!r} is not redis://[:pw@]host:port/db"):
+        if r.check(m is not None, where, f"REDIS_URL {redact(url)!r} is not redis://[:pw@]host:port/db"):
             svc = redis_services.get(m.group(1))
             if r.check(svc is not None, where, f"REDIS_URL host {m.group(1)} is no Redis Service"):
                 r.check(int(m.group(2)) in [p["port"] for p in svc["spec"]["ports"]], where,
                         f"REDIS_URL port {m.group(2)} is not the Service's")
-        r.check(":" not in url.split("@")[0].split("//", 1)[-1] or "$(" in url, where,
-                "REDIS_URL holds a literal password: reference the Secret")
+        userinfo = url.split("//", 1)[-1].split("@")[0] if "@" in url else ""
+        password = userinfo.partition(":")[2]
+        r.check(password == "" or re.fullmatch(r"\$\([A-Za-z_][A-Za-z0-9_]*\)", password), where,
+                "REDIS_URL holds a literal password: reference the Secret's variable")
         grace = pod_spec(d).get("terminationGracePeriodSeconds", 30)
         if role == "worker":
             worker_grace = flag_value(argv, "--grace-s")
@@ -363,9 +370,12 @@ def check_secrets_documented(root, objects, expected, r):
                     r.check(ref["key"] in secrets.get(ref["name"], []),
                             f"{f} Deployment/{name_of(d)}",
                             f"secret {ref['name']}/{ref['key']} is not one docs/DEPLOY.md creates")
-    for _, ta in of_kind(objects, "TriggerAuthentication"):
+    for f, ta in of_kind(objects, "TriggerAuthentication"):
         for ref in ta["spec"].get("secretTargetRef", []):
             used.add((ref["name"], ref["key"]))
+            r.check(ref["key"] in secrets.get(ref["name"], []),
+                    f"{f} TriggerAuthentication/{name_of(ta)}",
+                    f"secret {ref['name']}/{ref['key']} is not one docs/DEPLOY.md creates")
     docs = read_text(root, "docs/DEPLOY.md", r)
     for name, keys in secrets.items():
         for key in keys:
@@ -476,6 +486,12 @@ def check_keda(root, expected, r):
                     f" {svc_name}.{namespace}.svc.cluster.local (kustomization.yaml's namespace)")
             r.check(port.isdigit() and int(port) in [p["port"] for p in svc["spec"]["ports"]],
                     twhere, f"address port {port} is not the Service's")
+        worker_url = next((e.get("value", "") for e in wc.get("env", [])
+                           if e["name"] == "REDIS_URL"), "")
+        worker_db = re.search(r"/(\d+)$", worker_url)
+        db = worker_db.group(1) if worker_db else "0"
+        r.check(meta.get("databaseIndex", "0") == db, twhere,
+                f"databaseIndex {meta.get('databaseIndex', '0')} is not the workers' database {db}")
         ref = t.get("authenticationRef", {}).get("name")
         r.check(ref in auths, twhere, f"authenticationRef {ref} is no TriggerAuthentication here")
         if "lagCount" in meta:
@@ -528,7 +544,7 @@ def check_compose(root, expected, r):
                     f"--queue must be {expected['queue']}")
             url = s.get("environment", {}).get("REDIS_URL", "")
             r.check(re.match(r"^redis://redis:6379(/\d+)?$", url) is not None, swhere,
-                    f"REDIS_URL {url!r} must name the redis service")
+                    f"REDIS_URL {redact(url)!r} must name the redis service")
             config = flag_value(argv, "--config")
             mounts = [v.split(":") for v in s.get("volumes", [])]
             mount = [m for m in mounts if len(m) >= 2 and m[1] == config]
