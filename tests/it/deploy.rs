@@ -26,6 +26,9 @@ const STREAM: &str = "cg:q:{captcha}:tasks";
 const GROUP: &str = "workers";
 const GATEWAY_PORT: u16 = 8080;
 const WORKER_PORT: u16 = 9090;
+/// The workers' longest retry delay by default (`[queue] retry_cap_s`): KEDA's cooldown must
+/// outlast it. After the merge: `QueueSettings::default().retry_cap`.
+const RETRY_CAP_S: f64 = 60.0;
 
 fn expected() -> Value {
     json!({
@@ -34,6 +37,7 @@ fn expected() -> Value {
         "group": GROUP,
         "gateway_port": GATEWAY_PORT,
         "worker_port": WORKER_PORT,
+        "retry_cap_s": RETRY_CAP_S,
         // The Secrets the pods and KEDA read, and their keys: docs/DEPLOY.md creates each.
         "secrets": {
             "captcha-gateway-provider": ["api-key"],
@@ -294,7 +298,7 @@ fn break_file(root: &Path, file: &str, from: &str, to: &str) {
     std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
 }
 
-/// Each check can fail: a copy of the files with eleven typical mistakes, each reported by name.
+/// Each check can fail: a copy of the files with twelve typical mistakes, each reported by name.
 #[test]
 fn the_checks_report_a_broken_deployment() {
     let dir = scratch_copy();
@@ -318,6 +322,13 @@ fn the_checks_report_a_broken_deployment() {
             "pollingInterval: 15",
             "pollInterval: 15",
             "KEDA v2.20 fields",
+        ),
+        (
+            "keda",
+            "deploy/k8s/keda.yaml",
+            "cooldownPeriod: 300",
+            "cooldownPeriod: 30",
+            "must exceed the longest retry delay 60",
         ),
         (
             "keda",

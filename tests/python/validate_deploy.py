@@ -464,6 +464,12 @@ def check_keda(root, expected, r):
             r.check(all(m["type"] == "External" for m in hpa["spec"]["metrics"]), hwhere,
                     "scales on an External metric (the queue lag)")
 
+    retry_cap = tomllib.loads(toml_text or "").get("queue", {}).get(
+        "retry_cap_s", expected["retry_cap_s"])
+    r.check(spec.get("cooldownPeriod", 300) > retry_cap, where,
+            f"cooldownPeriod {spec.get('cooldownPeriod', 300)} must exceed the longest retry delay"
+            f" {retry_cap} s: a task waiting in the retry set is seen by no trigger")
+
     services = {name_of(o): o for _, o in of_kind(objects, "Service")}
     auths = {name_of(o): o for _, o in of_kind(objects, "TriggerAuthentication")}
     namespace = kust.get("namespace")
