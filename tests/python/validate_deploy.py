@@ -463,6 +463,10 @@ def check_keda(root, expected, r):
                     "minReplicas 0 needs the alpha HPAScaleToZero gate: use KEDA for that")
             r.check(all(m["type"] == "External" for m in hpa["spec"]["metrics"]), hwhere,
                     "scales on an External metric (the queue lag)")
+            for m in hpa["spec"]["metrics"]:
+                labels = m.get("external", {}).get("metric", {}).get("selector", {})
+                r.check(labels.get("matchLabels", {}).get("queue") == expected["queue"], hwhere,
+                        f"the metric's queue label must be {expected['queue']}")
 
     retry_cap = tomllib.loads(toml_text or "").get("queue", {}).get(
         "retry_cap_s", expected["retry_cap_s"])
