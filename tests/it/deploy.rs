@@ -3,7 +3,8 @@
 //! strict), the KEDA objects against the fields KEDA reads, names, ports, the stream and the
 //! consumer group across files and against what the workers use, the command lines against the
 //! binary's own `--help`, and the TOML files against the real settings loader. The checks live
-//! in tests/python/validate_deploy.py; the values they must agree on live here.
+//! in tests/python/validate_deploy.py and its deploycheck/ modules; the values they must agree on
+//! live here.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -84,6 +85,8 @@ fn section(root: &Path, name: &str) -> Value {
         .arg(root)
         .arg(name)
         .arg(expected().to_string())
+        // No __pycache__ written into the source tree.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .expect("python runs");
     assert!(
