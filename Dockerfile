@@ -6,7 +6,8 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 # Only what the build reads (.dockerignore keeps the rest out): the Lua scripts and the OpenAPI
-# document are compiled into the binary (include_str!), so the runtime stage needs neither.
+# document are compiled into the binary (include_str!), so the runtime stage needs neither;
+# benches/ only because Cargo.toml names a bench target, and cargo refuses a missing one.
 COPY Cargo.toml Cargo.lock ./
 COPY balance balance
 COPY benches benches
