@@ -23,8 +23,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_captcha-gateway");
 /// are what `captcha-gateway worker` reads; once the queue module is merged these should come
 /// from its key functions rather than be written out again.
 const QUEUE: &str = "captcha";
-const STREAM: &str = "cg:q:{captcha}:tasks";
-const GROUP: &str = "workers";
+pub(crate) const STREAM: &str = "cg:q:{captcha}:tasks";
+pub(crate) const GROUP: &str = "workers";
 const GATEWAY_PORT: u16 = 8080;
 const WORKER_PORT: u16 = 9090;
 /// The workers' longest retry delay by default (`[queue] retry_cap_s`): KEDA's cooldown must
@@ -74,12 +74,12 @@ const CONTRACT_WORKER_FLAGS: &[&str] = &[
     "--threads",
 ];
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// Runs one section of validate_deploy.py against the files under `root`.
-fn section(root: &Path, name: &str) -> Value {
+pub(crate) fn section(root: &Path, name: &str) -> Value {
     let out = Command::new(python())
         .arg(repo().join("tests/python/validate_deploy.py"))
         .arg(root)

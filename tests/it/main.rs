@@ -14,6 +14,7 @@ mod compat_api;
 mod conformance;
 mod contract;
 mod deploy;
+mod deploy_keda;
 mod failover;
 mod faults;
 mod fleet;

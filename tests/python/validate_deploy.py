@@ -15,7 +15,8 @@ import sys
 from deploycheck.compose import check_compose, compose_services
 from deploycheck.docker import check_docker, dockerfile_instructions
 from deploycheck.files import (
-    Report, config_toml, flag_value, gateway_containers, k8s_objects, name_of,
+    Report, config_toml, flag_value, gateway_containers, k8s_objects, name_of, of_kind, pod_spec,
+    role_deployment,
 )
 from deploycheck.k8s import check_k8s
 from deploycheck.keda import check_keda
@@ -45,7 +46,23 @@ def facts(root):
     for word, args in dockerfile_instructions(root):
         if word == "CMD":
             commands.append({"where": "Dockerfile CMD", "argv": json.loads(args)})
-    return {"commands": commands, "configs": configs}
+    return {"commands": commands, "configs": configs, "keda": keda_facts(objects)}
+
+
+def keda_facts(objects):
+    """What a real Redis is asked with: the ScaledObject's replica bounds and triggers, the dev
+    Redis's command line, and the workers' REDIS_URL (still holding `$(REDIS_PASSWORD)`)."""
+    so = next(o for _, o in of_kind(objects, "ScaledObject"))["spec"]
+    redis = next(c for _, d in of_kind(objects, "Deployment") for c in pod_spec(d)["containers"]
+                 if c.get("image", "").startswith("redis:"))
+    _, _, worker = role_deployment(objects, "worker")
+    return {
+        "min": so.get("minReplicaCount", 0),
+        "max": so.get("maxReplicaCount", 100),
+        "triggers": [t["metadata"] for t in so["triggers"]],
+        "redis_argv": redis.get("command", []) + redis.get("args", []),
+        "worker_redis_url": next(e["value"] for e in worker["env"] if e["name"] == "REDIS_URL"),
+    }
 
 
 def main():
