@@ -13,6 +13,8 @@ mod clients;
 mod compat_api;
 mod conformance;
 mod contract;
+mod deploy;
+mod deploy_keda;
 mod failover;
 mod faults;
 mod fleet;
