@@ -7,7 +7,7 @@
 use redis::aio::MultiplexedConnection;
 use serde_json::Value;
 
-use crate::deploy::{GROUP, STREAM, repo, section};
+use crate::deploy::{GROUP, repo, section, stream};
 use crate::support::redis::RedisServer;
 
 /// The dev Redis's arguments from redis.yaml, for a test server: without the program name, and
@@ -155,7 +155,7 @@ async fn replicas(conn: &mut MultiplexedConnection, keda: &Value) -> u64 {
 async fn enqueue(conn: &mut MultiplexedConnection, first: usize, n: usize) {
     for i in first..first + n {
         let _: String = redis::cmd("XADD")
-            .arg(STREAM)
+            .arg(stream())
             .arg("*")
             .arg("id")
             .arg(format!("t{i}"))
@@ -176,7 +176,7 @@ async fn deliver(conn: &mut MultiplexedConnection, consumer: &str, count: usize)
         .arg("COUNT")
         .arg(count)
         .arg("STREAMS")
-        .arg(STREAM)
+        .arg(stream())
         .arg(">")
         .query_async(conn)
         .await
@@ -208,14 +208,14 @@ async fn deliver(conn: &mut MultiplexedConnection, consumer: &str, count: usize)
 async fn finish(conn: &mut MultiplexedConnection, ids: &[String]) {
     for id in ids {
         let _: i64 = redis::cmd("XACK")
-            .arg(STREAM)
+            .arg(stream())
             .arg(GROUP)
             .arg(id)
             .query_async(conn)
             .await
             .unwrap();
         let _: i64 = redis::cmd("XDEL")
-            .arg(STREAM)
+            .arg(stream())
             .arg(id)
             .query_async(conn)
             .await
@@ -280,7 +280,7 @@ async fn keda_queries_with_the_manifests_names_scale_on_queued_and_in_flight_wor
     // The first worker creates the group, as `worker` does at start.
     let _: () = redis::cmd("XGROUP")
         .arg("CREATE")
-        .arg(STREAM)
+        .arg(stream())
         .arg(GROUP)
         .arg("0")
         .arg("MKSTREAM")
