@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::load::{self, Checked, TargetSpec};
 use super::report::{Goal, RunResult};
-use super::rig::{GatewaySpec, RedisServer, SimServer, WorkerUnderTest, secs};
+use super::rig::{self, GatewaySpec, RedisServer, SimServer, WorkerUnderTest, secs};
 use super::{BenchError, Opts};
 use crate::engine::store::redis::RedisSettings;
 use crate::queue::{NewTask, Queue, QueueSettings, ResultStatus};
@@ -90,6 +90,12 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
     });
 
     let bar = load::bar(s.tasks as u64, &format!("queue {}: results", s.name));
+    let cpu = || {
+        let workers: f64 = workers.iter().map(|w| rig::cpu_seconds(w.pid())).sum();
+        let redis = rig::cpu_seconds(redis.pid());
+        (workers, redis, rig::cpu_seconds(std::process::id()))
+    };
+    let cpu_before = cpu();
     let started = Instant::now();
     let ids: Vec<String> = stream::iter(0..s.tasks)
         .map(|_| {
@@ -125,6 +131,7 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
         bar.inc(1);
     }
     let elapsed = started.elapsed();
+    let cpu_after = cpu();
     bar.finish_and_clear();
 
     let checked = Checked::tokens(&sim.sim, tokens.iter().map(String::as_str));
@@ -167,6 +174,25 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
         stats.submits as f64 / s.tasks as f64,
         "",
     );
+    // Where the machine's time went, per task: the workers, Redis, and this process (the
+    // producer and the simulator).
+    let per_task_ms = |before: f64, after: f64| (after - before) * 1000.0 / s.tasks as f64;
+    let cpu_figures = [
+        ("workers", per_task_ms(cpu_before.0, cpu_after.0)),
+        ("redis", per_task_ms(cpu_before.1, cpu_after.1)),
+        ("producer + simulator", per_task_ms(cpu_before.2, cpu_after.2)),
+    ];
+    for (who, ms) in cpu_figures {
+        let name: &'static str = match (s.name, who) {
+            ("instant", "workers") => "instant: worker CPU per task",
+            ("instant", "redis") => "instant: Redis CPU per task",
+            ("instant", _) => "instant: producer + simulator CPU per task",
+            (_, "workers") => "seed: worker CPU per task",
+            (_, "redis") => "seed: Redis CPU per task",
+            _ => "seed: producer + simulator CPU per task",
+        };
+        result.info(name, ms, "ms");
+    }
     for w in workers {
         w.stop().await;
     }

@@ -294,6 +294,10 @@ impl WorkerUnderTest {
         })
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
     }
