@@ -3,5 +3,6 @@
 //! query KEDA runs.
 
 mod basics;
+mod faults;
 mod producer;
 mod support;
