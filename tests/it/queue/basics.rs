@@ -157,12 +157,11 @@ async fn queue_hostile_entries_are_dead_lettered_with_reasons_and_never_stop_the
         4,
         "a request the API refuses is a failed result, not a dead letter: {reasons:?}"
     );
-    assert!(
-        reasons[0].contains("`id`") && reasons[1].contains("`id`"),
-        "{reasons:?}"
-    );
-    assert!(reasons[2].contains("not JSON"), "{reasons:?}");
-    assert!(reasons[3].contains("`attempt`"), "{reasons:?}");
+    // Entries are processed concurrently: the dead letters come in any order.
+    let with = |needle: &str| reasons.iter().filter(|r| r.contains(needle)).count();
+    assert_eq!(with("`id`"), 2, "{reasons:?}");
+    assert_eq!(with("not JSON"), 1, "{reasons:?}");
+    assert_eq!(with("`attempt`"), 1, "{reasons:?}");
     assert_eq!(pending(&mut conn).await, 0);
     let ready = reqwest::get(format!("{}/livez", worker.base))
         .await
@@ -209,9 +208,12 @@ async fn queue_sigterm_finishes_in_flight_tasks_within_the_grace_and_exits_0() {
     )
     .await;
     let ids = enqueue("graceful", 4).await;
-    crate::support::eventually::eventually(Duration::from_secs(10), "4 tasks in flight", || {
+    // Held and submitted upstream: after the signal the account submits nothing new (a task
+    // not yet submitted would wait for the cut and be handed back instead).
+    crate::support::eventually::eventually(Duration::from_secs(10), "4 tasks submitted", || {
         let w = &patient;
-        async move { w.metric(in_flight).await == 4 }
+        let sim = &sim;
+        async move { w.metric(in_flight).await == 4 && sim.sim.stats().submits == 4 }
     })
     .await;
     patient.signal("TERM");
