@@ -286,12 +286,15 @@ async fn open_intake(settings: &Settings) -> Result<http::Intake, StartError> {
     let (Some(name), Some(redis)) = (&settings.enqueue_to, &settings.redis) else {
         return Ok(http::Intake::InProcess);
     };
-    let queue = crate::queue::Queue::open(&redis.target, crate::queue::QueueSettings {
-        name: name.clone(),
-        ..crate::queue::QueueSettings::default()
-    })
-        .await
-        .map_err(|e| StartError::Store(e.to_string()))?;
+    let queue = crate::queue::Queue::open(
+        &redis.target,
+        crate::queue::QueueSettings {
+            name: name.clone(),
+            ..crate::queue::QueueSettings::default()
+        },
+    )
+    .await
+    .map_err(|e| StartError::Store(e.to_string()))?;
     tracing::info!(queue = %name, "accepted tasks go to the queue");
     Ok(http::Intake::Queued(Arc::new(queue)))
 }

@@ -53,7 +53,11 @@ fn settings(quick: bool) -> [Setting; 2] {
         workers: 3,
         threads: 15,
         concurrency: 32,
-        latency: if quick { secs(0.1, 0.2) } else { secs(3.0, 6.0) },
+        latency: if quick {
+            secs(0.1, 0.2)
+        } else {
+            secs(3.0, 6.0)
+        },
         tasks: if quick { 30 } else { 150 },
         // The plan's ceiling, 15 threads / 4.5 s mean solve, less a tenth for polling.
         goal: Goal::AtLeast(15.0 / 4.5 * 0.9),
@@ -158,7 +162,11 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
         }
         _ => {
             result.goal("seed: tasks/s end to end", rate, "/s", s.goal);
-            result.info("seed: peak upstream tasks", stats.peak_concurrent as f64, "");
+            result.info(
+                "seed: peak upstream tasks",
+                stats.peak_concurrent as f64,
+                "",
+            );
             result.info(
                 "seed: plan ceiling (threads / mean solve)",
                 f64::from(s.threads) / ((s.latency.min + s.latency.max).as_secs_f64() / 2.0),
@@ -180,7 +188,10 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
     let cpu_figures = [
         ("workers", per_task_ms(cpu_before.0, cpu_after.0)),
         ("redis", per_task_ms(cpu_before.1, cpu_after.1)),
-        ("producer + simulator", per_task_ms(cpu_before.2, cpu_after.2)),
+        (
+            "producer + simulator",
+            per_task_ms(cpu_before.2, cpu_after.2),
+        ),
     ];
     for (who, ms) in cpu_figures {
         let name: &'static str = match (s.name, who) {

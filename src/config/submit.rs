@@ -237,7 +237,12 @@ mod tests {
         assert!(s.tasks[0].request.get("id").is_none());
 
         std::fs::write(&path, r#"{"kind": "turnstile", "id": 5}"#).unwrap();
-        assert!(load_submit(&a).unwrap_err().problem.contains("`id` must be a string"));
+        assert!(
+            load_submit(&a)
+                .unwrap_err()
+                .problem
+                .contains("`id` must be a string")
+        );
     }
 
     #[test]

@@ -43,6 +43,10 @@ impl AppState {
             tenant: Some(tenant.to_owned()),
             partition: req.partition.clone(),
             timeout_ms: Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
+            deadline_at: Some(
+                crate::model::now_ms()
+                    .saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
+            ),
             ..NewTask::default()
         };
         if let Err(e) = queue.enqueue(task).await {

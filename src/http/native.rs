@@ -92,7 +92,11 @@ pub async fn solve(
     let started = Instant::now();
     let kind = native.req.kind();
     let result = state
-        .solve_now(&tenant.0, native.req, started + clamp(&state, native.timeout))
+        .solve_now(
+            &tenant.0,
+            native.req,
+            started + clamp(&state, native.timeout),
+        )
         .await;
     state
         .metrics

@@ -29,6 +29,9 @@ pub struct NewTask {
     pub partition: Option<String>,
     /// The caller's budget for one solve, in ms.
     pub timeout_ms: Option<u64>,
+    /// When the caller stops waiting (ms since the epoch): a worker that takes the task later
+    /// fails it without solving (`serve --queue` sets it from the caller's timeout).
+    pub deadline_at: Option<u64>,
 }
 
 /// What an enqueue did.
@@ -104,6 +107,7 @@ impl NewTask {
             ("idem", self.idem.clone()),
             ("partition", self.partition.clone()),
             ("timeout_ms", self.timeout_ms.map(|t| t.to_string())),
+            ("deadline_at", self.deadline_at.map(|t| t.to_string())),
         ];
         for (name, value) in optional {
             if let Some(v) = value {
@@ -135,6 +139,8 @@ pub struct Task {
     pub partition: Option<String>,
     pub attempt: u32,
     pub timeout_ms: Option<u64>,
+    /// When the caller stops waiting (ms since the epoch, the producer's clock).
+    pub deadline_at: Option<u64>,
 }
 
 /// Why an entry cannot be processed at all: it goes to the dead-letter stream with this reason.
@@ -192,6 +198,8 @@ impl Entry {
         };
         let attempt = number("attempt", 1000)?.unwrap_or(0) as u32;
         let timeout_ms = number("timeout_ms", MAX_TIMEOUT.as_millis() as u64)?.filter(|t| *t > 0);
+        // Up to the year 33658: any real clock.
+        let deadline_at = number("deadline_at", 1_000_000_000_000_000)?;
         let text = |name: &str| -> Result<Option<String>, Unreadable> {
             match self.field(name) {
                 None => Ok(None),
@@ -212,6 +220,7 @@ impl Entry {
             partition: text("partition")?,
             attempt,
             timeout_ms,
+            deadline_at,
         })
     }
 

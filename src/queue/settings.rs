@@ -114,7 +114,10 @@ pub fn check_name(setting: &str, name: &str) -> Result<(), ConfigError> {
             setting,
             format!(
                 "`{}` is not a usable queue name",
-                name.chars().take(80).flat_map(char::escape_debug).collect::<String>()
+                name.chars()
+                    .take(80)
+                    .flat_map(char::escape_debug)
+                    .collect::<String>()
             ),
             "use 1-64 characters from A-Z a-z 0-9 _ - . :",
         ))

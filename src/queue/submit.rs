@@ -38,10 +38,15 @@ impl Tally {
 }
 
 pub async fn run(settings: SubmitSettings, shutdown: Shutdown) -> ExitCode {
-    let queue = match Queue::open(&settings.redis, QueueSettings {
-        name: settings.queue.clone(),
-        ..QueueSettings::default()
-    }).await {
+    let queue = match Queue::open(
+        &settings.redis,
+        QueueSettings {
+            name: settings.queue.clone(),
+            ..QueueSettings::default()
+        },
+    )
+    .await
+    {
         Ok(q) => Arc::new(q),
         Err(e) => {
             eprintln!("error: the queue could not be opened: {e}");
@@ -161,8 +166,10 @@ fn print_result(r: &QueueResult) {
 fn progress(total: usize) -> ProgressBar {
     let bar = ProgressBar::new(total as u64);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} {pos}/{len} results [{bar:30}] {per_sec} ETA {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(
+            "{spinner} {pos}/{len} results [{bar:30}] {per_sec} ETA {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.enable_steady_tick(Duration::from_millis(200));
     bar

@@ -142,6 +142,14 @@ impl Worker {
         // Tenants with isolated pools solve in their own partition, as on the gateway.
         req.partition = task.partition.clone();
         let kind = req.kind();
+        if let Some(gone_ms) = caller_gone_for(task) {
+            // Its caller has stopped waiting: an answer now would be money spent on nobody.
+            let failure = SolveFailure::new(
+                crate::compat::codes::CAPTCHA_UNSOLVABLE,
+                format!("the task's caller stopped waiting {gone_ms} ms before a worker took it"),
+            );
+            return Attempt::Failed(self.failed(&task.id, Some(kind), &failure, attempts, started));
+        }
         let timeout = task
             .timeout_ms
             .map(Duration::from_millis)
@@ -303,4 +311,10 @@ mod tests {
         assert!(retryable("ERROR_ZERO_BALANCE"));
         assert!(retryable("TIMEOUT"));
     }
+}
+
+/// How long ago the task's caller stopped waiting (`deadline_at`), if it has.
+fn caller_gone_for(task: &Task) -> Option<u64> {
+    let gone = now_ms().saturating_sub(task.deadline_at?);
+    (gone > 0).then_some(gone)
 }

@@ -114,8 +114,10 @@ async fn a_queued_front_end_answers_every_protocol_through_the_workers() {
     // The JSON task protocol.
     let created: Value = http
         .post(format!("{base}/createTask"))
-        .json(&json!({"clientKey": KEY, "task": {"type": "RecaptchaV2TaskProxyless",
-            "websiteURL": "https://front.example/taskapi", "websiteKey": "6Le-front-taskapi"}}))
+        .json(
+            &json!({"clientKey": KEY, "task": {"type": "RecaptchaV2TaskProxyless",
+            "websiteURL": "https://front.example/taskapi", "websiteKey": "6Le-front-taskapi"}}),
+        )
         .send()
         .await
         .unwrap()
@@ -217,7 +219,10 @@ fn a_queued_front_end_without_redis_is_refused_with_one_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("--queue") && err.contains("--redis-url"), "{err}");
+    assert!(
+        err.contains("--queue") && err.contains("--redis-url"),
+        "{err}"
+    );
 }
 
 async fn wait_task(http: &reqwest::Client, base: &str, id: &str) -> Value {
@@ -232,4 +237,52 @@ async fn wait_task(http: &reqwest::Client, base: &str, id: &str) -> Value {
         .unwrap();
     assert_ne!(v["status"], "pending", "task {id} still pending: {v}");
     v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_caller_stopped_waiting_in_the_queue_is_failed_without_a_solve() {
+    let redis = RedisServer::start();
+    let sim = SimServer::start(latency(), 100).await;
+    let queue = super::support::open(&redis.url(), Default::default()).await;
+    let mut conn = super::support::raw(&redis.url()).await;
+    let now = captcha_gateway::model::now_ms();
+    let request =
+        r#"{"kind": "turnstile", "sitekey": "0x4A-late", "pageurl": "https://late.example/"}"#;
+    // Two entries as a front end writes them: one whose caller gave up 9 s ago, one still waited on.
+    for (id, deadline_at) in [("late-1", now - 9_000), ("fresh-1", now + 60_000)] {
+        let _: String = redis::cmd("XADD")
+            .arg(queue.keys().tasks())
+            .arg("*")
+            .arg(&["id", id, "request", request])
+            .arg(&["deadline_at", &deadline_at.to_string()])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    let _worker = WorkerProcess::start(worker_config(sim.addr, &redis.url(), ""), &[]).await;
+    let wait = std::time::Duration::from_secs(60);
+    let late = queue
+        .wait_result("late-1", wait)
+        .await
+        .unwrap()
+        .expect("a result");
+    assert_eq!(late.status, captcha_gateway::queue::ResultStatus::Failed);
+    let error = late.error.expect("an error");
+    assert_eq!(error.code, "ERROR_CAPTCHA_UNSOLVABLE", "{}", error.message);
+    assert!(
+        error.message.contains("stopped waiting"),
+        "{}",
+        error.message
+    );
+    let fresh = queue
+        .wait_result("fresh-1", wait)
+        .await
+        .unwrap()
+        .expect("a result");
+    assert_eq!(fresh.status, captcha_gateway::queue::ResultStatus::Ready);
+    assert_eq!(
+        sim.sim.stats().submits,
+        1,
+        "only the task still waited on was solved"
+    );
 }

@@ -123,15 +123,25 @@ async fn submit_exits_non_zero_when_a_task_has_no_result_and_two_for_a_bad_line(
     assert_eq!(out.status.code(), Some(1));
     let results = lines(&out);
     assert_eq!(results.len(), 2);
-    assert!(results.iter().all(|r| r["status"] == "timeout"), "{results:?}");
+    assert!(
+        results.iter().all(|r| r["status"] == "timeout"),
+        "{results:?}"
+    );
 
     let mut file = tempfile::NamedTempFile::new().unwrap();
-    writeln!(file, r#"{{"kind": "turnstile", "sitekey": "0x4A", "pageurl": "https://a.example/"}}"#).unwrap();
+    writeln!(
+        file,
+        r#"{{"kind": "turnstile", "sitekey": "0x4A", "pageurl": "https://a.example/"}}"#
+    )
+    .unwrap();
     writeln!(file, r#"{{"kind": "turnstile", "sitekey": "0x4A"}}"#).unwrap();
     let out = submit(&redis.url(), &["--file", file.path().to_str().unwrap()]).await;
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--file") && stderr.contains("line 2"), "{stderr}");
+    assert!(
+        stderr.contains("--file") && stderr.contains("line 2"),
+        "{stderr}"
+    );
     assert!(out.stdout.is_empty());
     // Nothing of the file was enqueued: the stream holds only the two tasks above.
     let mut conn = super::support::raw(&redis.url()).await;
