@@ -24,8 +24,8 @@ pub enum Intake {
 }
 
 impl AppState {
-    /// Accepts an asynchronous task for `tenant`; returns its id at once. `hold` lives as long
-    /// as this process works on the task: with the queue that is only the hand-over.
+    /// Accepts an asynchronous task for `tenant`; returns its id at once. `hold` lives until the
+    /// task ends (or its timeout passes), wherever it is solved.
     pub(super) async fn submit_task(
         &self,
         tenant: &str,
@@ -55,6 +55,14 @@ impl AppState {
             self.engine.fail_task(&id, failure).await;
             return Err(SolveError::Unavailable);
         }
+        // The admission permit and the tenant's pass count the task until it ends, as when it
+        // is solved here, so `max_concurrent` and `threadsinfo` mean the same with a queue.
+        // Not tracked for shutdown: holding a count is no work to finish.
+        let (engine, tenant, task_id) = (self.engine.clone(), tenant.to_owned(), id.clone());
+        tokio::spawn(async move {
+            let _hold = hold;
+            let _ = engine.task(&tenant, &task_id, timeout).await;
+        });
         Ok(id)
     }
 
