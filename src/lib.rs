@@ -35,6 +35,7 @@ pub mod http;
 pub mod model;
 pub mod pools;
 pub mod provider;
+pub mod queue;
 pub mod secret;
 pub mod serve;
 pub mod shutdown;

@@ -21,7 +21,7 @@ mod tasks;
 mod wake;
 
 pub use budget::RedisBudget;
-pub use conn::RedisTarget;
+pub use conn::{Conn, RedisTarget};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,7 +32,6 @@ use async_trait::async_trait;
 use redis::{AsyncCommands, Value};
 use tokio_util::sync::CancellationToken;
 
-use self::conn::Conn;
 use self::fanout::Local;
 use self::wake::{inbox_reader, renewer};
 use super::{
