@@ -14,7 +14,10 @@ pub const MAX_ID_LEN: usize = 128;
 #[derive(Debug)]
 pub enum Entry {
     /// A task to solve.
-    Task { id: String, request: SolveRequest },
+    Task {
+        id: String,
+        request: Box<SolveRequest>,
+    },
     /// A task that cannot be solved as sent: it gets an error result with `code`.
     Refused {
         id: String,
@@ -52,7 +55,10 @@ pub fn parse(raw: &str) -> Entry {
         Some(_) => return refused("`method` must be a string".into()),
     }
     match parse_submit(&params) {
-        Ok(request) => Entry::Task { id, request },
+        Ok(request) => Entry::Task {
+            id,
+            request: Box::new(request),
+        },
         Err(v) => Entry::Refused {
             id,
             code: v.code,
@@ -103,13 +109,22 @@ mod tests {
                 r#"{"id":"a","method":"nosuch","params":{}}"#,
                 codes::BAD_PARAMETERS,
             ),
-            (r#"{"id":"a","params":{"pageurl":"x"}}"#, codes::BAD_PARAMETERS),
+            (
+                r#"{"id":"a","params":{"pageurl":"x"}}"#,
+                codes::BAD_PARAMETERS,
+            ),
             (
                 r#"{"id":"a","method":"userrecaptcha","params":{"googlekey":"k"}}"#,
                 codes::PAGEURL,
             ),
-            (r#"{"id":"a","method":"userrecaptcha","params":[1]}"#, codes::BAD_PARAMETERS),
-            (r#"{"id":"a","method":7,"params":{}}"#, codes::BAD_PARAMETERS),
+            (
+                r#"{"id":"a","method":"userrecaptcha","params":[1]}"#,
+                codes::BAD_PARAMETERS,
+            ),
+            (
+                r#"{"id":"a","method":7,"params":{}}"#,
+                codes::BAD_PARAMETERS,
+            ),
         ];
         for (raw, want) in cases {
             match parse(raw) {

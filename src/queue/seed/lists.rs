@@ -94,7 +94,11 @@ impl Lists {
     /// Waits up to `block` for one entry, moving it into this consumer's processing list
     /// (`BLMOVE`), on `blocking`: a connection of its own whose response timeout exceeds
     /// `block`.
-    pub async fn wait_take(&self, blocking: &Conn, block: Duration) -> RedisResult<Option<Vec<u8>>> {
+    pub async fn wait_take(
+        &self,
+        blocking: &Conn,
+        block: Duration,
+    ) -> RedisResult<Option<Vec<u8>>> {
         let mut conn = blocking.clone();
         redis::cmd("BLMOVE")
             .arg(self.keys.queue())
@@ -129,7 +133,11 @@ impl Lists {
 
     /// Ends `entry`: writes `result` for task `id` unless it has one, then removes the entry.
     /// `None`: removes it without a result (an unreadable entry, or a duplicate).
-    pub async fn finish(&self, entry: &[u8], result: Option<(&str, &str)>) -> RedisResult<Finished> {
+    pub async fn finish(
+        &self,
+        entry: &[u8],
+        result: Option<(&str, &str)>,
+    ) -> RedisResult<Finished> {
         let (id, json) = result.unwrap_or(("", ""));
         let mut conn = self.conn.clone();
         let (written, removed): (i64, i64) = FINISH

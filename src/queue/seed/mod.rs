@@ -111,7 +111,9 @@ impl SeedStats {
 #[derive(Debug, thiserror::Error)]
 pub enum SeedError {
     /// The seed's key names have no hash tag: its scripts would span Cluster slots.
-    #[error("--seed-queue needs a single Redis server: the seed's key names span Redis Cluster slots")]
+    #[error(
+        "--seed-queue needs a single Redis server: the seed's key names span Redis Cluster slots"
+    )]
     Cluster,
     #[error("--concurrency must be at least 1")]
     Concurrency,
@@ -159,7 +161,9 @@ pub async fn run(
     consumer_loop.take_loop(&stop).await;
     match lists.hand_back().await {
         Ok(n) => tracing::info!(handed_back = n, "seed queue: stopped"),
-        Err(e) => tracing::warn!(error = %e, "seed queue: hand-back failed; other workers recover the entries after a lease"),
+        Err(e) => {
+            tracing::warn!(error = %e, "seed queue: hand-back failed; other workers recover the entries after a lease")
+        }
     }
     life.cancel();
     Ok(())

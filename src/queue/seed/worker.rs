@@ -220,7 +220,7 @@ impl Consumer {
                 // Unknown: solve; HSETNX still keeps the first result only.
                 Ok(false) | Err(_) => {
                     let deadline = Instant::now() + self.settings.solve_timeout;
-                    match self.engine.solve(request, deadline).await {
+                    match self.engine.solve(*request, deadline).await {
                         Ok(handout) => {
                             self.stats.add(&self.stats.solved, 1);
                             let took = started.elapsed();
@@ -245,7 +245,9 @@ impl Consumer {
     /// Writes the result and removes the entry, retrying a lost reply (safe: see `lists.rs`)
     /// for up to a lease; after that the entry stays listed and is picked up again.
     async fn finish(&self, raw: &[u8], result: Option<(String, String)>) {
-        let result = result.as_ref().map(|(id, json)| (id.as_str(), json.as_str()));
+        let result = result
+            .as_ref()
+            .map(|(id, json)| (id.as_str(), json.as_str()));
         let give_up = Instant::now() + self.settings.lease;
         let mut pause = Duration::from_millis(50);
         loop {
@@ -274,7 +276,12 @@ impl Consumer {
 }
 
 /// Beats every third of a lease, and gives dead consumers' entries back to the queue.
-pub(super) async fn heartbeat(lists: Lists, lease: Duration, stats: Arc<SeedStats>, life: CancellationToken) {
+pub(super) async fn heartbeat(
+    lists: Lists,
+    lease: Duration,
+    stats: Arc<SeedStats>,
+    life: CancellationToken,
+) {
     let mut tick = tokio::time::interval((lease / 3).max(Duration::from_millis(10)));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut first = true;
@@ -305,7 +312,11 @@ pub(super) async fn heartbeat(lists: Lists, lease: Duration, stats: Arc<SeedStat
             match lists.recover(&consumer, lease).await {
                 Ok(Some(moved)) => {
                     stats.add(&stats.recovered, moved);
-                    tracing::info!(consumer, moved, "seed queue: gave a dead consumer's entries back to the queue");
+                    tracing::info!(
+                        consumer,
+                        moved,
+                        "seed queue: gave a dead consumer's entries back to the queue"
+                    );
                 }
                 Ok(None) => {}
                 Err(e) => {
