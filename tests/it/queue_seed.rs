@@ -249,6 +249,35 @@ async fn a_dead_consumers_entries_are_recovered_and_solved_once() {
     consumer.stop().await;
 }
 
+/// A processing list whose consumer has no beat at all (it was taken for dead while blocked in a
+/// take that then moved an entry, and died before beating again) is found and given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_processing_list_nobody_beats_for_is_found_and_given_back() {
+    let redis = RedisServer::start();
+    let mut c = conn(&redis).await;
+    let orphan = "frozenhost-00000000000000bb";
+    let _: () = c
+        .rpush(
+            format!("captcha:processing:{orphan}"),
+            entry("o1", "https://a.example/o"),
+        )
+        .await
+        .unwrap();
+    let consumer = Consumer::start(&redis, Provider::new(false), settings());
+    eventually(WAIT, "the orphaned entry's result", || {
+        let mut c = c.clone();
+        async move { result(&mut c, "o1").await.is_some() }
+    })
+    .await;
+    let listed: bool = c
+        .exists(format!("captcha:processing:{orphan}"))
+        .await
+        .unwrap();
+    assert!(!listed);
+    assert_eq!(SeedStats::get(&consumer.stats.recovered), 1);
+    consumer.stop().await;
+}
+
 /// Bad entries: with an id, an error result in the seed's shape; without one (not JSON, not
 /// UTF-8, no id), dropped and counted. The good entry behind them is solved; nothing stays
 /// listed.

@@ -89,6 +89,27 @@ fn task_id(id: Option<&Value>) -> Result<String, String> {
 mod tests {
     use super::*;
     use crate::model::Kind;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn any_text_is_read_without_a_panic(s in "\\PC{0,80}") {
+            let _ = parse(&s);
+        }
+
+        #[test]
+        fn any_entry_shaped_json_is_read_without_a_panic(
+            id in prop_oneof![Just(serde_json::json!(null)), "\\PC{0,140}".prop_map(serde_json::Value::from),
+                any::<i64>().prop_map(serde_json::Value::from), any::<f64>().prop_map(serde_json::Value::from)],
+            method in "[a-z_]{0,16}",
+            params in proptest::collection::hash_map("[a-z_]{1,12}", "\\PC{0,40}", 0..6),
+        ) {
+            let raw = serde_json::json!({"id": id, "method": method, "params": params}).to_string();
+            if let Entry::Task { id, .. } | Entry::Refused { id, .. } = parse(&raw) {
+                prop_assert!(!id.is_empty() && id.len() <= MAX_ID_LEN);
+            }
+        }
+    }
 
     #[test]
     fn the_seeds_recaptcha_entry_is_a_recaptcha_task() {

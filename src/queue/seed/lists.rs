@@ -199,6 +199,39 @@ impl Lists {
             .unwrap_or(0))
     }
 
+    /// One step of a `SCAN` for processing lists whose consumer has no beat at all: a consumer
+    /// taken for dead while paused in a blocking take, whose take then moved an entry into its
+    /// list, and which died before it beat again. Returns the next cursor (0: done) and the
+    /// consumers found.
+    pub async fn unregistered(&self, cursor: u64) -> RedisResult<(u64, Vec<String>)> {
+        let mut conn = self.conn.clone();
+        let prefix = self.keys.processing("");
+        let pattern = format!("{}*", glob_escape(&prefix));
+        let (next, lists): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await?;
+        let mut found = Vec::new();
+        for list in lists {
+            let Some(consumer) = list.strip_prefix(&prefix) else {
+                continue;
+            };
+            let beat: Option<f64> = redis::cmd("ZSCORE")
+                .arg(self.keys.consumers())
+                .arg(consumer)
+                .query_async(&mut conn)
+                .await?;
+            if beat.is_none() {
+                found.push(consumer.to_owned());
+            }
+        }
+        Ok((next, found))
+    }
+
     /// Removes up to `most` results finished more than `retention` ago.
     pub async fn sweep(&self, retention: Duration, most: usize) -> RedisResult<u64> {
         let mut conn = self.conn.clone();
@@ -210,5 +243,25 @@ impl Lists {
             .arg(most)
             .invoke_async(&mut conn)
             .await
+    }
+}
+
+/// `text` matched literally in a `SCAN MATCH` pattern.
+fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn glob_characters_of_a_prefix_match_only_themselves() {
+        assert_eq!(super::glob_escape("a*b?[c]\\:"), "a\\*b\\?\\[c\\]\\\\:");
     }
 }

@@ -22,6 +22,8 @@ use crate::engine::{Engine, SolveError};
 const DEAD_PER_BEAT: usize = 20;
 /// How many results one sweep call removes: bounded work per script, repeated until done.
 const SWEEP_BATCH: usize = 500;
+/// Every this many beats (ten leases), a scan for processing lists nobody beats for.
+const ADOPT_EVERY: u32 = 30;
 /// The longest pause after a failed Redis call before trying again.
 const MAX_PAUSE: Duration = Duration::from_secs(2);
 
@@ -285,11 +287,17 @@ pub(super) async fn heartbeat(
     let mut tick = tokio::time::interval((lease / 3).max(Duration::from_millis(10)));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut first = true;
+    let mut beats: u32 = 0;
     loop {
         tokio::select! {
             _ = tick.tick() => {},
             () = life.cancelled() => return,
         }
+        // At start too, so a fleet that restarts finds such lists at once.
+        if beats % ADOPT_EVERY == 0 {
+            recover_all(&lists, &unregistered(&lists, &stats).await, lease, &stats).await;
+        }
+        beats = beats.wrapping_add(1);
         let dead = match lists.beat(lease, DEAD_PER_BEAT).await {
             Ok((registered, dead)) => {
                 if !registered && !first {
@@ -308,21 +316,49 @@ pub(super) async fn heartbeat(
                 continue;
             }
         };
-        for consumer in dead {
-            match lists.recover(&consumer, lease).await {
-                Ok(Some(moved)) => {
-                    stats.add(&stats.recovered, moved);
-                    tracing::info!(
-                        consumer,
-                        moved,
-                        "seed queue: gave a dead consumer's entries back to the queue"
-                    );
+        recover_all(&lists, &dead, lease, &stats).await;
+    }
+}
+
+/// Gives each of `consumers`' entries back to the queue, if it is still silent.
+async fn recover_all(lists: &Lists, consumers: &[String], lease: Duration, stats: &SeedStats) {
+    for consumer in consumers {
+        match lists.recover(consumer, lease).await {
+            Ok(Some(moved)) => {
+                stats.add(&stats.recovered, moved);
+                tracing::info!(
+                    consumer,
+                    moved,
+                    "seed queue: gave a dead consumer's entries back to the queue"
+                );
+            }
+            Ok(None) => {}
+            Err(e) => {
+                stats.add(&stats.redis_errors, 1);
+                tracing::warn!(error = %e, consumer, "seed queue: recovery failed; the next beat tries again");
+            }
+        }
+    }
+}
+
+/// Consumers with a processing list and no beat (see [`Lists::unregistered`]), at most a few
+/// hundred per scan; an error ends the scan until the next.
+async fn unregistered(lists: &Lists, stats: &SeedStats) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut cursor = 0;
+    loop {
+        match lists.unregistered(cursor).await {
+            Ok((next, mut more)) => {
+                found.append(&mut more);
+                if next == 0 || found.len() >= 500 {
+                    return found;
                 }
-                Ok(None) => {}
-                Err(e) => {
-                    stats.add(&stats.redis_errors, 1);
-                    tracing::warn!(error = %e, consumer, "seed queue: recovery failed; the next beat tries again");
-                }
+                cursor = next;
+            }
+            Err(e) => {
+                stats.add(&stats.redis_errors, 1);
+                tracing::warn!(error = %e, "seed queue: scan for unbeaten processing lists failed");
+                return found;
             }
         }
     }
