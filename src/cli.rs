@@ -28,6 +28,9 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// Run a load scenario against a gateway and the simulator; print a table (and JSON).
     Bench(BenchArgs),
+    /// Consume the task queue in Redis (docs/QUEUE.md): solve with the same engine as `serve`,
+    /// store one result per task.
+    Worker(WorkerArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
@@ -182,4 +185,33 @@ pub struct BenchArgs {
     /// Concurrent load connections (`hit`, default 64).
     #[arg(long)]
     pub concurrency: Option<usize>,
+}
+
+/// `worker`: every `serve` flag for the provider, accounts, Redis and polling, plus the queue's.
+/// `--listen` serves /livez, /readyz and /metrics (default 0.0.0.0:9090).
+#[derive(Debug, Default, Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    /// Tasks this process keeps in flight.
+    #[arg(long, env = "CAPTCHA_GATEWAY_CONCURRENCY")]
+    pub concurrency: Option<i64>,
+    /// The queue's name (its keys are `cg:q:{NAME}:...`).
+    #[arg(long, env = "CAPTCHA_GATEWAY_QUEUE")]
+    pub queue: Option<String>,
+    /// Seconds a delivered task may go unrenewed before another worker takes it over.
+    #[arg(long)]
+    pub lease_s: Option<f64>,
+    /// Deliveries before a task goes to the dead-letter stream.
+    #[arg(long)]
+    pub max_deliveries: Option<i64>,
+    /// Seconds a result stays readable.
+    #[arg(long)]
+    pub result_ttl_s: Option<f64>,
+    /// Seconds a SIGTERM leaves in-flight tasks to finish; the rest are left for other workers.
+    #[arg(long)]
+    pub grace_s: Option<f64>,
+    /// Consume seed 003's `captcha:queue` list instead of the stream.
+    #[arg(long)]
+    pub seed_queue: bool,
 }

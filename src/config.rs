@@ -88,6 +88,9 @@ pub struct Settings {
     pub accounts: Vec<AccountSpec>,
     /// How accounts leave and rejoin rotation (breaker, balance checks).
     pub upstream: crate::upstream::UpstreamSettings,
+    /// The `[queue]` table as written (docs/QUEUE.md "Settings"); `worker` checks and applies
+    /// it under its flags.
+    pub queue: crate::queue::QueueFile,
 }
 
 /// The TOML file: every flag, plus the knobs that have no flag.
@@ -151,6 +154,9 @@ struct FileConfig {
     /// Several provider accounts (docs/CONFIGURATION.md "Accounts").
     #[serde(default)]
     accounts: Vec<accounts::AccountTable>,
+    /// The task queue's settings (docs/QUEUE.md "Settings").
+    #[serde(default)]
+    queue: crate::queue::QueueFile,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -446,6 +452,7 @@ pub fn load_serve(
         callbacks,
         accounts,
         upstream: crate::upstream::UpstreamSettings::default(),
+        queue: file.queue.clone(),
     })
 }
 

@@ -49,6 +49,7 @@ async fn run(cli: Cli) -> ExitCode {
             )
             .await
         }
+        Command::Worker(args) => captcha_gateway::queue::worker::run(args, shutdown).await,
         Command::Bench(args) => {
             // The bench sets up its own quieter logging: warnings only, under the progress bar.
             // Ctrl-C or SIGTERM stops it: dropping the run kills the gateway and redis-server

@@ -18,6 +18,7 @@ use crate::shutdown::Shutdown;
 use crate::sim::{self, SimSettings, Simulator};
 use crate::telemetry::Metrics;
 use crate::tenants::Tenants;
+use crate::upstream::Upstream;
 
 mod accounts;
 
@@ -64,26 +65,14 @@ impl Gateway {
         })?;
         let addr = listener.local_addr()?;
 
-        let accounts::Built {
+        let Solving {
+            engine,
             upstream,
+            pools,
             simulator,
             threads,
-        } = accounts::build(&settings, &shutdown).await?;
+        } = build_solving(&settings, &shutdown).await?;
         let accounts = upstream.members().len();
-        let store = open_store(&settings, &shutdown).await?;
-        let engine = Engine::new(
-            store,
-            upstream.clone(),
-            settings.engine.clone(),
-            shutdown.tracker.clone(),
-        )
-        .cut_short_by(shutdown.cut.clone());
-        if let Some(redis) = &settings.redis {
-            spawn_coverer(engine.clone(), redis.lease / 3, &shutdown);
-        }
-        let pools = Pools::new(&engine, settings.pools.clone(), RefillSettings::default());
-        pools::spawn_refiller(engine.clone(), pools.clone(), &shutdown);
-        spawn_sweeper(engine.clone(), pools.clone(), &shutdown);
 
         let state = AppState {
             engine,
@@ -159,6 +148,52 @@ impl Gateway {
             .map_err(|e| std::io::Error::other(e.to_string()))?
             .map_err(StartError::Io)
     }
+}
+
+/// The solving half of a gateway, as `serve` and `worker` both run it: accounts, store, engine,
+/// pools and their background tasks.
+pub struct Solving {
+    pub engine: Engine,
+    pub upstream: Arc<Upstream>,
+    pub pools: Arc<Pools>,
+    /// The in-process simulator, when `--provider sim`.
+    pub simulator: Option<(Arc<Simulator>, SocketAddr)>,
+    /// Plan threads over every account.
+    pub threads: u32,
+}
+
+/// Builds the engine exactly as `serve` runs it, with its coverer, pool refiller and sweeper
+/// (all stopped by `shutdown`).
+pub async fn build_solving(
+    settings: &Settings,
+    shutdown: &Shutdown,
+) -> Result<Solving, StartError> {
+    let accounts::Built {
+        upstream,
+        simulator,
+        threads,
+    } = accounts::build(settings, shutdown).await?;
+    let store = open_store(settings, shutdown).await?;
+    let engine = Engine::new(
+        store,
+        upstream.clone(),
+        settings.engine.clone(),
+        shutdown.tracker.clone(),
+    )
+    .cut_short_by(shutdown.cut.clone());
+    if let Some(redis) = &settings.redis {
+        spawn_coverer(engine.clone(), redis.lease / 3, shutdown);
+    }
+    let pools = Pools::new(&engine, settings.pools.clone(), RefillSettings::default());
+    pools::spawn_refiller(engine.clone(), pools.clone(), shutdown);
+    spawn_sweeper(engine.clone(), pools.clone(), shutdown);
+    Ok(Solving {
+        engine,
+        upstream,
+        pools,
+        simulator,
+        threads,
+    })
 }
 
 /// `serve`: start, announce the address on stdout (scripts and tests read it), serve.

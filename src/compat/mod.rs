@@ -8,10 +8,14 @@
 pub mod codes;
 #[cfg(test)]
 mod limits_tests;
+mod native;
 mod params;
 mod reply;
 mod submit;
 
+pub use native::{
+    NativeRequest, checked_seconds, out_of_range, parse_native, parse_native_value, seconds_value,
+};
 pub use params::Params;
 pub use reply::{Mode, Reply};
 pub use submit::parse_submit;

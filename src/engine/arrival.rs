@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use super::StoreError;
-use super::solve::Engine;
+use super::solve::{Engine, Priority};
 use super::store::{Arrival, SharedArrival, WaiterId};
 use crate::model::{SolveRequest, Target, now_ms};
 
@@ -117,7 +117,7 @@ impl Engine {
                 Box::pin(async move {
                     // A leader must still solve: its followers on other callers wait on it.
                     if let SharedArrival::Lead(_, lead) = arrival {
-                        engine.lead_shared(gone_target, gone_req, lead);
+                        engine.lead_shared(gone_target, gone_req, lead, Priority::Interactive);
                     }
                 })
             },

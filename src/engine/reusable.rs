@@ -16,16 +16,17 @@ impl Engine {
         target: Target,
         req: SolveRequest,
         deadline: Instant,
+        priority: Priority,
     ) -> Result<Handout, SolveError> {
         let kind = target.kind;
         loop {
             if self.store.degraded() {
-                return self.degraded(req, deadline).await;
+                return self.degraded(req, deadline, priority).await;
             }
             let arriving = self.arrive_shared(&target, &req);
             let arrival = match arriving.by(deadline).await {
                 Some(Ok(a)) => a,
-                Some(Err(_)) => return self.degraded(req, deadline).await,
+                Some(Err(_)) => return self.degraded(req, deadline, priority).await,
                 None => return Err(SolveError::Timeout),
             };
             let (rx, source) = match arrival {
@@ -38,7 +39,7 @@ impl Engine {
                 }
                 SharedArrival::Follow(rx) => (rx, Source::Shared),
                 SharedArrival::Lead(rx, lead) => {
-                    self.lead_shared(target.clone(), req.clone(), lead);
+                    self.lead_shared(target.clone(), req.clone(), lead, priority);
                     (rx, Source::Solved)
                 }
             };
@@ -70,10 +71,16 @@ impl Engine {
     }
 
     /// Solves a reusable target as its leader and records the outcome for every follower.
-    pub(super) fn lead_shared(&self, target: Target, req: SolveRequest, lead: u64) {
+    pub(super) fn lead_shared(
+        &self,
+        target: Target,
+        req: SolveRequest,
+        lead: u64,
+        priority: Priority,
+    ) {
         let engine = self.clone();
         self.tracker.spawn(async move {
-            let outcome = engine.run_upstream(&req, Priority::Interactive).await;
+            let outcome = engine.run_upstream(&req, priority).await;
             if matches!(&outcome, Err(f) if f.is_shutting_down()) {
                 // Cut short by this instance stopping: recording it would fail every follower,
                 // on every instance. The lock is left to lapse so a follower's instance takes
@@ -101,7 +108,7 @@ impl Engine {
             .await;
         if let Ok(Some(lead)) = taken {
             tracing::info!(target = ?target, "taking over a reusable target whose leader was lost");
-            self.lead_shared(target, req, lead);
+            self.lead_shared(target, req, lead, Priority::Interactive);
         }
     }
 }

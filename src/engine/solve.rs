@@ -192,11 +192,27 @@ impl Engine {
 
     /// Hands one answer to this caller, or says why not by `deadline`.
     pub async fn solve(&self, req: SolveRequest, deadline: Instant) -> Result<Handout, SolveError> {
+        self.solve_at(req, deadline, Priority::Interactive).await
+    }
+
+    /// [`solve`](Self::solve) for a caller of another rank: upstream tasks this caller starts
+    /// wait for a thread behind callers of higher rank (the queue's tasks rank below
+    /// interactive callers and above pool refills). Pool, coalescing and exact demand apply
+    /// as for any caller.
+    pub async fn solve_at(
+        &self,
+        req: SolveRequest,
+        deadline: Instant,
+        priority: Priority,
+    ) -> Result<Handout, SolveError> {
         let kind = req.kind();
         let target = self.target(&req);
         match kind.reuse() {
-            Reuse::SingleUse { poolable } => self.single_use(target, req, deadline, poolable).await,
-            Reuse::Reusable => self.shared(target, req, deadline).await,
+            Reuse::SingleUse { poolable } => {
+                self.single_use(target, req, deadline, poolable, priority)
+                    .await
+            }
+            Reuse::Reusable => self.shared(target, req, deadline, priority).await,
         }
     }
 
@@ -206,17 +222,18 @@ impl Engine {
         req: SolveRequest,
         deadline: Instant,
         poolable: bool,
+        priority: Priority,
     ) -> Result<Handout, SolveError> {
         let kind = target.kind;
         if self.store.degraded() {
-            return self.degraded(req, deadline).await;
+            return self.degraded(req, deadline, priority).await;
         }
         let seq = self.next_waiter.fetch_add(1, Ordering::Relaxed);
         let waiter = WaiterId::new(&self.instance, seq);
         let arriving = self.arrive_single_use(&target, &req, &waiter, poolable);
         let arrival = match arriving.by(deadline).await {
             Some(Ok(a)) => a,
-            Some(Err(_)) => return self.degraded(req, deadline).await,
+            Some(Err(_)) => return self.degraded(req, deadline, priority).await,
             None => return Err(SolveError::Timeout),
         };
         let _active = self.active.enter(&target, &req);
@@ -231,14 +248,7 @@ impl Engine {
             }
             Arrival::Wait(rx) => rx,
             Arrival::Start(rx, claim) => {
-                self.start_single_use(
-                    target.clone(),
-                    req,
-                    poolable,
-                    claim,
-                    Priority::Interactive,
-                    None,
-                );
+                self.start_single_use(target.clone(), req, poolable, claim, priority, None);
                 rx
             }
         };
@@ -393,14 +403,13 @@ impl Engine {
         &self,
         req: SolveRequest,
         deadline: Instant,
+        priority: Priority,
     ) -> Result<Handout, SolveError> {
         if self.settings.store_required {
             return Err(SolveError::Unavailable);
         }
         let kind = req.kind();
-        match tokio::time::timeout_at(deadline, self.run_upstream(&req, Priority::Interactive))
-            .await
-        {
+        match tokio::time::timeout_at(deadline, self.run_upstream(&req, priority)).await {
             Ok(Ok(answer)) => Ok(Handout {
                 kind,
                 answer,

@@ -10,10 +10,10 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
-use serde_json::Value;
 
 use super::AppState;
 use super::error::ApiError;
+use crate::compat::checked_seconds;
 
 /// A request body of at most `Limits::max_body_bytes`, or a 413 `body_too_large` in the native
 /// error format.
@@ -40,47 +40,8 @@ pub async fn read_limited(body: Body, max: usize) -> Result<Bytes, ApiError> {
     })
 }
 
-/// A number of seconds from 0 to `max` given as a JSON value (a number, or a numeric string as
-/// some clients send), or an error naming `field`. `None` when absent or null. Zero is refused
-/// when `allow_zero` is false (a solve with no time to run cannot succeed).
-pub fn seconds_field(
-    field: &str,
-    code: &str,
-    value: Option<&Value>,
-    max: Duration,
-    allow_zero: bool,
-) -> Result<Option<Duration>, ApiError> {
-    let secs = match value {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Number(n)) => n.as_f64(),
-        Some(Value::String(s)) => s.trim().parse::<f64>().ok(),
-        Some(_) => None,
-    };
-    secs.and_then(|s| checked_seconds(s, max, allow_zero))
-        .map(Some)
-        .ok_or_else(|| out_of_range(code, field, max, allow_zero))
-}
-
-/// `s` seconds as a duration when it is finite and within `0..=max` (`0 < s` unless `allow_zero`).
-pub fn checked_seconds(s: f64, max: Duration, allow_zero: bool) -> Option<Duration> {
-    let low_ok = if allow_zero { s >= 0.0 } else { s > 0.0 };
-    // `max` is a few minutes, so this comparison keeps `s` far from from_secs_f64's panic.
-    (s.is_finite() && low_ok && s <= max.as_secs_f64()).then(|| Duration::from_secs_f64(s))
-}
-
 fn out_of_range(code: &str, field: &str, max: Duration, allow_zero: bool) -> ApiError {
-    let low = if allow_zero {
-        "from 0"
-    } else {
-        "greater than 0 and"
-    };
-    ApiError::bad_request(
-        code,
-        format!(
-            "`{field}` must be a number of seconds {low} up to {}",
-            max.as_secs_f64()
-        ),
-    )
+    ApiError::bad_request(code, crate::compat::out_of_range(field, max, allow_zero))
 }
 
 /// `wait` from the query string of `GET /v1/tasks/{id}`: 0 (answer at once) when absent, else
@@ -117,6 +78,19 @@ pub fn task_id(id: &str) -> Result<&str, ApiError> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use serde_json::Value;
+
+    /// The shared parser's seconds field, in this layer's error shape.
+    fn seconds_field(
+        field: &str,
+        code: &'static str,
+        value: Option<&Value>,
+        max: Duration,
+        allow_zero: bool,
+    ) -> Result<Option<Duration>, ApiError> {
+        crate::compat::seconds_value(field, code, value, max, allow_zero)
+            .map_err(|v| ApiError::bad_request(v.code, v.message))
+    }
     use serde_json::json;
 
     const MAX: Duration = Duration::from_secs(600);

@@ -16,9 +16,9 @@ use super::error::ApiError;
 use super::input::{self, LimitedBody};
 use super::{AppState, BearerKey, Tenant};
 use crate::callback::Payload;
-use crate::compat::{Params, parse_submit};
+use crate::compat::NativeRequest;
 use crate::engine::{Handout, TaskRecord, TaskState};
-use crate::model::{Kind, SolveRequest};
+use crate::model::Kind;
 
 pub(super) fn tenant(state: &AppState, key: &BearerKey) -> Result<Tenant, ApiError> {
     state.auth.tenant(key.as_deref()).map_err(|e| {
@@ -30,75 +30,11 @@ pub(super) fn tenant(state: &AppState, key: &BearerKey) -> Result<Tenant, ApiErr
     })
 }
 
-/// A native request body: `kind` plus the kind's parameters under their compatible-API names
-/// (`sitekey`, `pageurl`, `action`, `min_score`, `enterprise`, `invisible`, `gt`, `challenge`,
-/// `body` (base64 image), `text`, `proxy`, `proxytype`, `user_agent`, `cookies`), and `timeout_s`.
-pub(super) struct NativeRequest {
-    pub req: SolveRequest,
-    pub timeout: Option<Duration>,
-    /// `callback_url` as sent (checked by the handler that takes callbacks).
-    pub callback_url: Option<String>,
-}
-
-/// Parses a native body. `max_timeout` bounds `timeout_s` (the caller hears the bound, rather
-/// than having a larger value silently cut).
+/// Parses a native body (`crate::compat::parse_native`, shared with the queue) into the API's
+/// error shape. `max_timeout` bounds `timeout_s`.
 pub(super) fn parse_native(body: &[u8], max_timeout: Duration) -> Result<NativeRequest, ApiError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request("bad_json", format!("the body is not JSON: {e}")))?;
-    let Value::Object(obj) = value else {
-        return Err(ApiError::bad_request(
-            "bad_json",
-            "the body must be a JSON object",
-        ));
-    };
-    let kind: Kind = obj
-        .get("kind")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::bad_request("bad_kind", "`kind` is missing"))?
-        .parse()
-        .map_err(|e: String| ApiError::bad_request("bad_kind", e))?;
-    let timeout = input::seconds_field(
-        "timeout_s",
-        "bad_timeout",
-        obj.get("timeout_s"),
-        max_timeout,
-        false,
-    )?;
-    let callback_url = match obj.get("callback_url") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "bad_callback_url",
-                "`callback_url` must be a string",
-            ));
-        }
-    };
-    let mut params = Params::from_json_object(obj);
-    let (method, version) = match kind {
-        Kind::RecaptchaV2 => ("userrecaptcha", Some("v2")),
-        Kind::RecaptchaV3 => ("userrecaptcha", Some("v3")),
-        Kind::Turnstile => ("turnstile", None),
-        Kind::CloudflareChallenge => ("cloudflare_challenge", None),
-        Kind::GeetestV3 => ("geetest", None),
-        Kind::Image => ("base64", None),
-        Kind::Text => ("textcaptcha", None),
-    };
-    params.set("method", method);
-    if let Some(v) = version {
-        params.set("version", v);
-    }
-    if kind == Kind::Text {
-        if let Some(text) = params.get(&["text", "textcaptcha"]).map(str::to_owned) {
-            params.set("textcaptcha", text);
-        }
-    }
-    let req = parse_submit(&params).map_err(|v| ApiError::bad_request(v.code, v.message))?;
-    Ok(NativeRequest {
-        req,
-        timeout,
-        callback_url,
-    })
+    crate::compat::parse_native(body, max_timeout)
+        .map_err(|v| ApiError::bad_request(v.code, v.message))
 }
 
 fn expires_iso(ms: u64) -> String {

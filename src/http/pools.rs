@@ -13,8 +13,9 @@ use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::input::LimitedBody;
-use super::native::{NativeRequest, parse_native, tenant};
+use super::native::{parse_native, tenant};
 use super::{AppState, BearerKey};
+use crate::compat::NativeRequest;
 use crate::engine::SolveError;
 use crate::model::{Kind, Millis, Reuse};
 use crate::pools::{self, ImportError, ImportToken, MAX_IMPORT};

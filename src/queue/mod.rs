@@ -1,5 +1,28 @@
-//! Queued work: `worker` processes that consume tasks from Redis and store their results.
+//! The task queue (docs/QUEUE.md): producers enqueue solve requests into a Redis stream, workers
+//! (`captcha-gateway worker`) consume them through a consumer group and store one result per
+//! task under its own key, with a wake-up on a Pub/Sub channel for producers that wait.
 //!
-//! - [`seed`]: seed 003's list protocol (`worker --seed-queue`).
+//! Owns: key names ([`keys`]), the entry and result formats ([`entry`], [`result`]), the producer
+//! side ([`Queue`]) and the worker loop ([`worker`]). Every multi-step change is one Lua script
+//! (`lua/queue_*.lua`); every key of a queue shares one hash tag, so Redis Cluster works.
+//!
+//! Seed 003's list format (`worker --seed-queue`) is its own submodule, [`seed`].
+//!
+//! Does not own: solving (the engine), the HTTP front (`serve --queue`).
 
+mod entry;
+mod error;
+pub mod keys;
+mod producer;
+mod result;
+mod scripts;
 pub mod seed;
+mod settings;
+mod wake;
+pub mod worker;
+
+pub use entry::{Enqueued, NewTask, valid_task_id};
+pub use error::QueueError;
+pub use producer::Queue;
+pub use result::{QueueResult, ResultError, ResultStatus};
+pub use settings::{QueueFile, QueueSettings};

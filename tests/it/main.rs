@@ -23,7 +23,7 @@ mod metrics_series;
 mod native_api;
 mod pools;
 mod promises;
-mod queue_seed;
+mod queue;
 mod redis_tls;
 mod retire;
 mod scripts;

@@ -51,6 +51,16 @@ impl RedisTarget {
         })
     }
 
+    /// A client of one server for Pub/Sub: the single server, or the first Cluster node (a
+    /// Cluster forwards every `PUBLISH` to all its nodes, so any one hears every message).
+    pub fn pubsub_client(&self) -> RedisResult<redis::Client> {
+        let url = self.urls.first().cloned().unwrap_or_default();
+        match self.certificates() {
+            Some(certs) => redis::Client::build_with_tls(url, certs),
+            None => redis::Client::open(url),
+        }
+    }
+
     fn certificates(&self) -> Option<TlsCertificates> {
         self.ca_pem.as_ref().map(|pem| TlsCertificates {
             client_tls: None,

@@ -1,0 +1,71 @@
+//! `worker`'s settings: `serve`'s (provider, accounts, Redis, polling) plus the queue's, from
+//! flags over the `[queue]` table over the defaults, each range-checked by name.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::cli::WorkerArgs;
+use crate::config::{self, ConfigError, Settings};
+use crate::queue::QueueSettings;
+use crate::queue::settings::{check_name, seconds, whole};
+
+/// Shutdown grace when neither `--grace-s` nor `queue.grace_s` says: below Kubernetes' default
+/// 30 s before SIGKILL, so in-flight tasks are finished or handed back before it comes.
+const DEFAULT_GRACE: Duration = Duration::from_secs(25);
+
+pub struct WorkerSettings {
+    pub serve: Settings,
+    pub queue: QueueSettings,
+    /// Where /livez, /readyz and /metrics are served.
+    pub listen: SocketAddr,
+    pub grace: Duration,
+}
+
+pub fn load(
+    args: &mut WorkerArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<WorkerSettings, ConfigError> {
+    // The worker's listener serves no API, so serve's rule (a key when not on loopback) does
+    // not apply: take it out before serve's settings are read.
+    let listen = args
+        .serve
+        .listen
+        .take()
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 9090)));
+    let serve = config::load_serve(&args.serve, env)?;
+    if serve.redis.is_none() {
+        return Err(ConfigError {
+            setting: "--redis-url".into(),
+            problem: "the worker needs the Redis that holds the queue".into(),
+            fix: "pass --redis-url redis://host:6379/0 (or set REDIS_URL)".into(),
+        });
+    }
+    let mut queue = QueueSettings::from_file(&serve.queue)?;
+    if let Some(name) = &args.queue {
+        check_name("--queue", name)?;
+        queue.name = name.clone();
+    }
+    if let Some(n) = args.concurrency {
+        queue.concurrency = whole("--concurrency", n, 1, 10_000)?;
+    }
+    if let Some(s) = args.lease_s {
+        queue.lease = seconds("--lease-s", s, 1.0, 3600.0)?;
+    }
+    if let Some(n) = args.max_deliveries {
+        queue.max_deliveries = whole("--max-deliveries", n, 1, 100)?;
+    }
+    if let Some(s) = args.result_ttl_s {
+        queue.result_ttl = seconds("--result-ttl-s", s, 1.0, 30.0 * 86_400.0)?;
+    }
+    queue.check()?;
+    let grace = match args.grace_s.or(serve.queue.grace_s) {
+        Some(s) => seconds("--grace-s", s, 0.0, 3600.0)?,
+        None => DEFAULT_GRACE,
+    };
+    Ok(WorkerSettings {
+        serve,
+        queue,
+        listen,
+        grace,
+    })
+}

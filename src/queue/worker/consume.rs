@@ -1,0 +1,356 @@
+//! Taking entries: the read loop (`XREADGROUP`, as many as there are free slots), and the
+//! reclaim loop every worker runs (`XAUTOCLAIM` of entries idle past a lease, due retries moved
+//! back, consumers of dead workers forgotten once they hold nothing).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use redis::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use super::Worker;
+use crate::engine::store::redis::Conn;
+use crate::queue::entry::Entry;
+use crate::queue::keys::GROUP;
+use crate::queue::scripts;
+
+/// Wait after a failed read or claim before the next (Redis down, restarting, failing over).
+const ERROR_PAUSE: Duration = Duration::from_secs(1);
+/// Due retries moved per promoter run.
+const PROMOTE_BATCH: u32 = 500;
+/// A consumer holding nothing and silent this many leases belonged to a dead process.
+const DEAD_CONSUMER_LEASES: u32 = 10;
+
+impl Worker {
+    /// Reads new entries while there are free slots, until `stop`.
+    pub(super) async fn read_loop(
+        self: Arc<Self>,
+        mut blocking: Conn,
+        slots: Arc<Semaphore>,
+        stop: CancellationToken,
+    ) {
+        let block_ms = self.queue.settings().read_block().as_millis() as u64;
+        loop {
+            let Some(permits) = take_slots(&slots, &stop).await else {
+                return;
+            };
+            let mut read = redis::cmd("XREADGROUP");
+            read.arg("GROUP")
+                .arg(GROUP)
+                .arg(&self.consumer)
+                .arg("COUNT")
+                .arg(permits.len())
+                .arg("BLOCK")
+                .arg(block_ms)
+                .arg("STREAMS")
+                .arg(self.queue.keys().tasks())
+                .arg(">");
+            let reply = tokio::select! {
+                r = read.query_async::<Value>(&mut blocking) => r,
+                _ = stop.cancelled() => return,
+            };
+            match reply {
+                Ok(value) => self.start_all(stream_entries(&value), permits),
+                Err(e) => {
+                    drop(permits);
+                    if e.code() == Some("NOGROUP") {
+                        // Redis restarted empty (or the stream was removed): make the group
+                        // again and read on.
+                        tracing::warn!("the queue's consumer group is missing; creating it again");
+                        if let Err(e) = self.queue.ensure_group().await {
+                            tracing::warn!(error = %e, "could not create the consumer group");
+                        }
+                        continue;
+                    }
+                    tracing::warn!(error = %e, "reading the queue failed; retrying");
+                    pause(&stop).await;
+                }
+            }
+        }
+    }
+
+    /// Starts processing each entry with one of `permits`; unused permits are given back.
+    fn start_all(self: &Arc<Self>, entries: Vec<Entry>, mut permits: Vec<OwnedSemaphorePermit>) {
+        for entry in entries {
+            let Some(permit) = permits.pop() else {
+                // Never more entries than COUNT; a surplus would still be reclaimed later.
+                tracing::warn!("more entries than free slots were delivered");
+                return;
+            };
+            let worker = self.clone();
+            self.tracker.spawn(async move {
+                worker.process(entry).await;
+                drop(permit);
+            });
+        }
+    }
+
+    /// Every half lease: take over entries idle past a lease, move due retries back, forget
+    /// dead consumers. Runs until `stop`.
+    pub(super) async fn reclaim_loop(
+        self: Arc<Self>,
+        slots: Arc<Semaphore>,
+        stop: CancellationToken,
+    ) {
+        let every = self.queue.settings().lease / 2;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            self.promote().await;
+            self.reclaim(&slots).await;
+            self.forget_dead_consumers().await;
+        }
+    }
+
+    async fn reclaim(self: &Arc<Self>, slots: &Arc<Semaphore>) {
+        let lease_ms = self.queue.settings().lease.as_millis() as u64;
+        let mut cursor = "0-0".to_owned();
+        loop {
+            let free = slots.available_permits();
+            if free == 0 {
+                return;
+            }
+            let Ok(permits) = slots.clone().try_acquire_many_owned(free as u32) else {
+                return;
+            };
+            let permits: Vec<OwnedSemaphorePermit> = split(permits);
+            let claimed: redis::RedisResult<Value> = redis::cmd("XAUTOCLAIM")
+                .arg(self.queue.keys().tasks())
+                .arg(GROUP)
+                .arg(&self.consumer)
+                .arg(lease_ms)
+                .arg(&cursor)
+                .arg("COUNT")
+                .arg(permits.len())
+                .query_async(&mut self.queue.conn())
+                .await;
+            let value = match claimed {
+                Ok(v) => v,
+                Err(e) => {
+                    if e.code() == Some("NOGROUP") {
+                        let _ = self.queue.ensure_group().await;
+                    } else {
+                        tracing::debug!(error = %e, "reclaiming failed");
+                    }
+                    return;
+                }
+            };
+            let Value::Array(parts) = value else { return };
+            let next = parts.first().and_then(text).unwrap_or_else(|| "0-0".into());
+            let entries = parts.get(1).map(entry_list).unwrap_or_default();
+            if let Some(Value::Array(deleted)) = parts.get(2) {
+                if !deleted.is_empty() {
+                    // Never expected: entries are deleted only after their acknowledgement.
+                    tracing::error!(
+                        count = deleted.len(),
+                        "pending entries were deleted before being acknowledged"
+                    );
+                    self.metrics
+                        .deleted_seen
+                        .fetch_add(deleted.len() as u64, Ordering::Relaxed);
+                }
+            }
+            if !entries.is_empty() {
+                tracing::info!(
+                    count = entries.len(),
+                    "took over entries idle past their lease"
+                );
+                self.metrics
+                    .reclaimed
+                    .fetch_add(entries.len() as u64, Ordering::Relaxed);
+            }
+            self.start_all(entries, permits);
+            if next == "0-0" {
+                return;
+            }
+            cursor = next;
+        }
+    }
+
+    async fn promote(&self) {
+        let moved: redis::RedisResult<u64> = scripts::PROMOTE
+            .key(self.queue.keys().tasks())
+            .key(self.queue.keys().retry())
+            .arg(GROUP)
+            .arg(PROMOTE_BATCH)
+            .invoke_async(&mut self.queue.conn())
+            .await;
+        match moved {
+            Ok(n) if n > 0 => {
+                self.metrics.promoted.fetch_add(n, Ordering::Relaxed);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, "promoting due retries failed"),
+        }
+    }
+
+    /// Deletes consumers that hold nothing and were silent for many leases (a crashed worker's
+    /// name is never reused, so without this the group's consumer list only grows).
+    async fn forget_dead_consumers(&self) {
+        let consumers: redis::RedisResult<Value> = redis::cmd("XINFO")
+            .arg("CONSUMERS")
+            .arg(self.queue.keys().tasks())
+            .arg(GROUP)
+            .query_async(&mut self.queue.conn())
+            .await;
+        let Ok(Value::Array(consumers)) = consumers else {
+            return;
+        };
+        let silent_ms = (self.queue.settings().lease * DEAD_CONSUMER_LEASES).as_millis() as i64;
+        for c in consumers {
+            let fields = pairs(&c);
+            let get = |k: &str| fields.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+            let (Some(name), Some(Value::Int(pending)), Some(Value::Int(idle))) =
+                (get("name").and_then(text), get("pending"), get("idle"))
+            else {
+                continue;
+            };
+            if name != self.consumer && *pending == 0 && *idle > silent_ms {
+                let _: redis::RedisResult<i64> = redis::cmd("XGROUP")
+                    .arg("DELCONSUMER")
+                    .arg(self.queue.keys().tasks())
+                    .arg(GROUP)
+                    .arg(&name)
+                    .query_async(&mut self.queue.conn())
+                    .await;
+            }
+        }
+    }
+}
+
+/// At least one free slot (waiting for it), plus every other free one; `None` on `stop`.
+async fn take_slots(
+    slots: &Arc<Semaphore>,
+    stop: &CancellationToken,
+) -> Option<Vec<OwnedSemaphorePermit>> {
+    let first = tokio::select! {
+        p = slots.clone().acquire_owned() => p.ok()?,
+        _ = stop.cancelled() => return None,
+    };
+    let mut permits = vec![first];
+    let more = slots.available_permits() as u32;
+    if more > 0 {
+        if let Ok(rest) = slots.clone().try_acquire_many_owned(more) {
+            permits.extend(split(rest));
+        }
+    }
+    Some(permits)
+}
+
+fn split(mut permits: OwnedSemaphorePermit) -> Vec<OwnedSemaphorePermit> {
+    let mut out = Vec::with_capacity(permits.num_permits());
+    while permits.num_permits() > 1 {
+        if let Some(one) = permits.split(1) {
+            out.push(one);
+        }
+    }
+    out.push(permits);
+    out
+}
+
+async fn pause(stop: &CancellationToken) {
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        _ = tokio::time::sleep(ERROR_PAUSE) => {}
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn pairs(v: &Value) -> Vec<(String, &Value)> {
+    match v {
+        Value::Array(items) => items
+            .chunks(2)
+            .filter_map(|kv| match kv {
+                [k, v] => Some((text(k)?, v)),
+                _ => None,
+            })
+            .collect(),
+        Value::Map(items) => items
+            .iter()
+            .filter_map(|(k, v)| Some((text(k)?, v)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The entries of an `XREADGROUP` reply (nil on timeout): `[[stream, [[id, [k, v, ...]], ...]]]`.
+fn stream_entries(v: &Value) -> Vec<Entry> {
+    let streams: Vec<&Value> = match v {
+        Value::Array(streams) => streams
+            .iter()
+            .filter_map(|s| match s {
+                Value::Array(pair) => pair.get(1),
+                _ => None,
+            })
+            .collect(),
+        Value::Map(streams) => streams.iter().map(|(_, entries)| entries).collect(),
+        _ => Vec::new(),
+    };
+    streams.into_iter().flat_map(entry_list).collect()
+}
+
+/// `[[id, [k, v, ...]], ...]`; an entry whose fields are nil (deleted) has no fields.
+fn entry_list(v: &Value) -> Vec<Entry> {
+    let Value::Array(entries) = v else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .filter_map(|e| {
+            let Value::Array(parts) = e else { return None };
+            let stream_id = parts.first().and_then(text)?;
+            let fields = match parts.get(1) {
+                Some(Value::Array(kv)) => kv
+                    .chunks(2)
+                    .filter_map(|p| match p {
+                        [k, v] => Some((text(k)?, text(v)?)),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            Some(Entry { stream_id, fields })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn replies_are_read_without_trusting_their_shape() {
+        let reply = Value::Array(vec![Value::Array(vec![
+            bulk("cg:q:{captcha}:tasks"),
+            Value::Array(vec![
+                Value::Array(vec![
+                    bulk("1-0"),
+                    Value::Array(vec![bulk("id"), bulk("7"), bulk("odd")]),
+                ]),
+                Value::Array(vec![bulk("2-0"), Value::Nil]),
+                Value::Int(3),
+            ]),
+        ])]);
+        let entries = stream_entries(&reply);
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0].fields, vec![("id".to_owned(), "7".to_owned())]);
+        assert!(entries[1].fields.is_empty());
+        assert!(stream_entries(&Value::Nil).is_empty());
+        assert!(stream_entries(&Value::Int(1)).is_empty());
+    }
+}

@@ -1,0 +1,111 @@
+//! Leases of the entries this worker holds: renewed every third of a lease by one owner-checked
+//! script; an entry whose renewal finds it gone or owned by another consumer is lost, and its
+//! work is abandoned without writing anything.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+
+use super::Worker;
+use crate::queue::keys::GROUP;
+use crate::queue::scripts;
+
+/// Ids renewed per script call: keeps each call short on a busy worker.
+const RENEW_BATCH: usize = 200;
+
+/// The entries held now: stream id -> the token cancelled when its lease is lost.
+#[derive(Default)]
+pub struct InFlight {
+    held: Mutex<HashMap<String, CancellationToken>>,
+}
+
+/// One held entry; dropping it stops renewing.
+pub struct Held {
+    worker: Arc<Worker>,
+    stream_id: String,
+    pub lost: CancellationToken,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.worker.in_flight.lock().remove(&self.stream_id);
+        self.worker
+            .metrics
+            .in_flight
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl InFlight {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn ids(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+
+    fn lose(&self, id: &str) -> bool {
+        match self.lock().get(id) {
+            Some(token) if !token.is_cancelled() => {
+                token.cancel();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+impl Worker {
+    /// Starts renewing `stream_id` (just delivered, so its idle time is zero now).
+    pub(super) fn hold(self: &Arc<Self>, stream_id: &str) -> Held {
+        let lost = CancellationToken::new();
+        self.in_flight
+            .lock()
+            .insert(stream_id.to_owned(), lost.clone());
+        self.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
+        Held {
+            worker: self.clone(),
+            stream_id: stream_id.to_owned(),
+            lost,
+        }
+    }
+
+    /// Renews every held entry each third of a lease until `stop`.
+    pub(super) async fn renew_loop(self: Arc<Self>, stop: CancellationToken) {
+        let every = self.queue.settings().lease / 3;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            let ids = self.in_flight.ids();
+            for batch in ids.chunks(RENEW_BATCH) {
+                let mut call = scripts::RENEW.key(self.queue.keys().tasks());
+                call.arg(GROUP).arg(&self.consumer).arg(batch);
+                match call
+                    .invoke_async::<Vec<String>>(&mut self.queue.conn())
+                    .await
+                {
+                    Ok(lost) => {
+                        for id in lost {
+                            if self.in_flight.lose(&id) {
+                                tracing::info!(stream_id = %id, "lease lost: another worker has the task now");
+                                self.metrics.leases_lost.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    // Not renewed this time: the next beat tries again; two missed beats are
+                    // within a lease.
+                    Err(e) => tracing::warn!(error = %e, "renewing leases failed"),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! The task queue (docs/QUEUE.md): the producer API against a real Redis, and `worker`
+//! processes under faults (crash, pause, poison entries, Redis restarts), each followed by the
+//! query KEDA runs.
+
+mod basics;
+mod producer;
+mod seed;
+mod support;

@@ -1,0 +1,156 @@
+//! Helpers of the queue tests: a queue handle on a test Redis, raw Redis commands, and the
+//! lag KEDA reads.
+
+use std::time::Duration;
+
+use captcha_gateway::engine::store::redis::RedisSettings;
+use captcha_gateway::queue::{Queue, QueueSettings};
+
+/// A queue handle on `url` with `settings`' name and TTLs.
+pub async fn open(url: &str, settings: QueueSettings) -> Queue {
+    let target = RedisSettings::new(vec![url.to_owned()], false).target;
+    Queue::open(&target, settings).await.expect("queue opens")
+}
+
+/// A plain connection for checks the queue API does not offer.
+pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis answers")
+}
+
+/// Calls of `command` Redis has served (`INFO commandstats`).
+pub async fn calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// What KEDA's `redis-streams` trigger reads with `lagCount`: the group's lag from
+/// `XINFO GROUPS`. Asserts it is a number (KEDA cannot scale on nil) and returns it.
+pub async fn keda_lag(conn: &mut redis::aio::MultiplexedConnection, stream: &str) -> u64 {
+    let groups: redis::Value = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(stream)
+        .query_async(conn)
+        .await
+        .expect("XINFO GROUPS answers: the stream exists");
+    let redis::Value::Array(groups) = groups else {
+        panic!("XINFO GROUPS: {groups:?}");
+    };
+    for group in groups {
+        let redis::Value::Array(fields) = group else {
+            continue;
+        };
+        let get = |name: &str| {
+            fields
+                .chunks(2)
+                .find(|kv| matches!(&kv[0], redis::Value::BulkString(b) if b == name.as_bytes()))
+                .map(|kv| kv[1].clone())
+        };
+        if get("name") == Some(redis::Value::BulkString(b"workers".to_vec())) {
+            match get("lag") {
+                Some(redis::Value::Int(n)) => return n as u64,
+                other => panic!("the group's lag is not a number: {other:?}"),
+            }
+        }
+    }
+    panic!("no `workers` group on {stream}");
+}
+
+/// One `captcha-gateway worker` process on the simulator at `sim` and the Redis at `redis_url`.
+pub struct WorkerProcess {
+    child: tokio::process::Child,
+    /// `http://127.0.0.1:port` of its /livez, /readyz and /metrics.
+    pub base: String,
+    /// Its consumer name.
+    pub consumer: String,
+    _config: tempfile::NamedTempFile,
+}
+
+/// The worker's TOML: the simulator as a captchaai account, fast polling, `extra` appended
+/// (a `[queue]` table, say).
+pub fn worker_config(
+    sim: std::net::SocketAddr,
+    redis_url: &str,
+    extra: &str,
+) -> tempfile::NamedTempFile {
+    use std::io::Write;
+    let mut config = tempfile::NamedTempFile::new().unwrap();
+    writeln!(
+        config,
+        "provider = \"captchaai\"\nprovider_url = \"http://{sim}\"\nthreads = 500\n\
+         redis_url = \"{redis_url}\"\nredis_lease_s = 2\n\
+         [poll]\nfirst_check_s = 0.05\ninterval_s = 0.05\nmax_requests_per_second = 2000\n{extra}\n"
+    )
+    .unwrap();
+    config
+}
+
+impl WorkerProcess {
+    /// Starts a worker with `args` after `worker --config <config> --listen 127.0.0.1:0`.
+    pub async fn start(config: tempfile::NamedTempFile, args: &[&str]) -> WorkerProcess {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+            .args(["worker", "--config", config.path().to_str().unwrap()])
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env_clear()
+            .env("CAPTCHAAI_API_KEY", crate::support::KEY)
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the worker binary starts");
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = lines.next_line().await.unwrap().unwrap_or_default();
+        let rest = line
+            .trim()
+            .strip_prefix("captcha-gateway worker ")
+            .unwrap_or_else(|| panic!("the worker did not start: {line:?}"));
+        let (consumer, base) = rest
+            .split_once(" listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        // Keep reading stdout so the worker never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        WorkerProcess {
+            child,
+            base: base.to_owned(),
+            consumer: consumer.to_owned(),
+            _config: config,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("still running")
+    }
+
+    /// `kill -<signal>` (STOP, CONT, TERM).
+    pub fn signal(&self, signal: &str) {
+        crate::support::redis::signal(self.pid(), signal);
+    }
+
+    /// `kill -9`, waiting until it is gone.
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+
+    pub async fn exited(&mut self) -> std::process::ExitStatus {
+        self.child.wait().await.unwrap()
+    }
+
+    /// A figure of its /metrics (summed over labels).
+    pub async fn metric(&self, name: &str) -> u64 {
+        crate::support::metric_sum(&reqwest::Client::new(), &self.base, name).await
+    }
+}
