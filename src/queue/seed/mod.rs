@@ -12,10 +12,13 @@
 //! priority, so pools, coalescing and the fleet-wide thread budget apply.
 //!
 //! Owns: the seed's key names ([`keys`]), reading entries ([`entry`]), the result shape
-//! ([`outcome`]), the scripts' calls (`lists`), the consumer's loops (`worker`).
-//! Does not own: the `worker` command (flags, signals, metrics endpoint) or the engine.
+//! ([`outcome`]), the scripts' calls (`lists`), the consumer's loops (`worker`), and the
+//! process around them (`command`: engine, probes on `--listen`, shutdown; `http`).
+//! Does not own: the `worker` command's flags and settings (`queue::worker`) or the engine.
 
+mod command;
 pub mod entry;
+mod http;
 pub mod keys;
 mod lists;
 pub mod outcome;
@@ -27,6 +30,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+pub use self::command::{run as run_command, seed_settings};
 use self::keys::SeedKeys;
 use self::lists::Lists;
 use self::worker::Consumer;

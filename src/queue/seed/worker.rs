@@ -16,7 +16,7 @@ use super::entry::{self, Entry};
 use super::lists::Lists;
 use super::{SeedSettings, SeedStats, outcome};
 use crate::engine::store::redis::Conn;
-use crate::engine::{Engine, SolveError};
+use crate::engine::{Engine, Priority, SolveError};
 
 /// How many dead consumers one beat lists; the next beat lists the rest.
 const DEAD_PER_BEAT: usize = 20;
@@ -222,7 +222,11 @@ impl Consumer {
                 // Unknown: solve; HSETNX still keeps the first result only.
                 Ok(false) | Err(_) => {
                     let deadline = Instant::now() + self.settings.solve_timeout;
-                    match self.engine.solve(*request, deadline).await {
+                    match self
+                        .engine
+                        .solve_at(*request, deadline, Priority::Queued)
+                        .await
+                    {
                         Ok(handout) => {
                             self.stats.add(&self.stats.solved, 1);
                             let took = started.elapsed();

@@ -5,4 +5,5 @@
 mod basics;
 mod producer;
 mod seed;
+mod seed_workers;
 mod support;

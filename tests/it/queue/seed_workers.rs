@@ -1,0 +1,185 @@
+//! `captcha-gateway worker --seed-queue` processes (the real binary) against the simulator and a
+//! producer written seed 003's way (`tests/python/seed_producer.py`: `rpush` of entries, `hget`
+//! of `captcha:results` once a second), unchanged: every task gets exactly one success result in
+//! the seed's shape whose token verifies at the simulator, also while workers are `kill -9`ed
+//! and replaced.
+
+use std::collections::HashSet;
+use std::process::Stdio;
+use std::time::Duration;
+
+use captcha_gateway::sim::LatencyRange;
+use redis::AsyncCommands;
+use serde_json::Value;
+
+use super::support::{WorkerProcess, raw, worker_config};
+use crate::support::eventually::eventually;
+use crate::support::fleet::SimServer;
+use crate::support::redis::RedisServer;
+use crate::support::verify_at;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The crash test's latencies (issue 11): 50-500 ms.
+fn latency() -> LatencyRange {
+    LatencyRange {
+        min: Duration::from_millis(50),
+        max: Duration::from_millis(500),
+    }
+}
+
+async fn seed_worker(sim: &SimServer, redis: &RedisServer) -> WorkerProcess {
+    let config = worker_config(sim.addr, &redis.url(), "");
+    WorkerProcess::start(
+        config,
+        &["--seed-queue", "--concurrency", "16", "--lease-s", "2"],
+    )
+    .await
+}
+
+/// Starts the producer: it pushes `count` tasks and collects their results.
+fn producer(redis: &RedisServer, count: usize) -> tokio::process::Child {
+    tokio::process::Command::new(crate::clients::python())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/seed_producer.py"
+        ))
+        .args([&redis.url(), &count.to_string(), "150"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python runs")
+}
+
+/// The producer's report: every id it pushed has a success result of the seed's shape, from one
+/// of `workers`; returns the tokens.
+async fn all_succeeded(producer: tokio::process::Child, workers: &HashSet<String>) -> Vec<String> {
+    let out = producer.wait_with_output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids = report["ids"].as_array().unwrap();
+    let mut tokens = Vec::new();
+    for id in ids {
+        let r = &report["results"][id.as_str().unwrap()];
+        assert_eq!(r["status"], "success", "{id}: {r}");
+        let fields: HashSet<&str> = r.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            fields,
+            HashSet::from(["status", "token", "duration", "worker"]),
+            "{r}"
+        );
+        assert!(workers.contains(r["worker"].as_str().unwrap()), "{r}");
+        tokens.push(r["token"].as_str().unwrap().to_owned());
+    }
+    tokens
+}
+
+/// Each token verifies once at the simulator, and none was handed out twice.
+async fn all_verify(sim: &SimServer, tokens: &[String]) {
+    let http = reqwest::Client::new();
+    let base = format!("http://{}", sim.addr);
+    let distinct: HashSet<&String> = tokens.iter().collect();
+    assert_eq!(distinct.len(), tokens.len(), "a token handed out twice");
+    for token in tokens {
+        let v = verify_at(&http, &base, token).await;
+        assert_eq!(v["success"], true, "{token}: {v}");
+    }
+}
+
+/// Nothing left behind: queue and processing lists empty, the published length 0.
+async fn drained(redis: &RedisServer) {
+    let c = raw(&redis.url()).await;
+    eventually(WAIT, "the queue and every processing list empty", || {
+        let mut c = c.clone();
+        async move {
+            let lists: Vec<String> = c.keys("captcha:processing:*").await.unwrap();
+            let queued: u64 = c.llen("captcha:queue").await.unwrap();
+            let len: Option<String> = c.get("captcha:queue_length").await.unwrap();
+            lists.is_empty() && queued == 0 && len.as_deref() == Some("0")
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seeds_producer_works_unchanged_against_three_seed_workers() {
+    let redis = RedisServer::start();
+    let sim = SimServer::start(latency(), 500).await;
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        workers.push(seed_worker(&sim, &redis).await);
+    }
+    let names: HashSet<String> = workers.iter().map(|w| w.consumer.clone()).collect();
+    let tokens = all_succeeded(producer(&redis, 90), &names).await;
+    assert_eq!(tokens.len(), 90);
+    all_verify(&sim, &tokens).await;
+    assert_eq!(sim.sim.stats().submits, 90, "one upstream task per entry");
+    let mut c = raw(&redis.url()).await;
+    let results: u64 = c.hlen("captcha:results").await.unwrap();
+    assert_eq!(results, 90, "exactly one result per task, nothing else");
+    // The results are indexed for the retention sweep.
+    let indexed: u64 = c.zcard("captcha:results:index").await.unwrap();
+    assert_eq!(indexed, 90);
+    let solved: u64 = {
+        let mut sum = 0;
+        for w in &workers {
+            sum += w.metric("captcha_gateway_seed_queue_solved_total").await;
+        }
+        sum
+    };
+    assert_eq!(solved, 90);
+    // SIGTERM: each stops, unregisters and exits 0.
+    for w in &mut workers {
+        w.signal("TERM");
+        assert!(w.exited().await.success());
+    }
+    let live: u64 = c.zcard("captcha:consumers").await.unwrap();
+    assert_eq!(live, 0);
+    drained(&redis).await;
+}
+
+/// Workers `kill -9`ed while the producer waits, each replaced by a new process (a new consumer
+/// name): no task is lost, each gets exactly one success result, and only the killed workers'
+/// tasks are solved again upstream (the figure is printed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seeds_producer_loses_nothing_while_seed_workers_are_killed() {
+    const TASKS: usize = 200;
+    let redis = RedisServer::start();
+    let sim = SimServer::start(latency(), 500).await;
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        workers.push(seed_worker(&sim, &redis).await);
+    }
+    let mut names: HashSet<String> = workers.iter().map(|w| w.consumer.clone()).collect();
+    let running = producer(&redis, TASKS);
+    let c = raw(&redis.url()).await;
+    for (i, done) in [30u64, 80, 130].into_iter().enumerate() {
+        eventually(WAIT, &format!("{done} results"), || {
+            let mut c = c.clone();
+            async move { c.hlen::<_, u64>("captcha:results").await.unwrap() >= done }
+        })
+        .await;
+        workers[i].kill().await;
+        workers[i] = seed_worker(&sim, &redis).await;
+        names.insert(workers[i].consumer.clone());
+    }
+    let tokens = all_succeeded(running, &names).await;
+    assert_eq!(tokens.len(), TASKS);
+    all_verify(&sim, &tokens).await;
+    let mut c = c.clone();
+    let results: u64 = c.hlen("captcha:results").await.unwrap();
+    assert_eq!(results, TASKS as u64);
+    let submits = sim.sim.stats().submits;
+    let repeated = submits - TASKS as u64;
+    println!(
+        "seed crash test: {TASKS} tasks, 3 kill -9, {submits} upstream tasks ({repeated} repeated for killed workers' entries)"
+    );
+    // At most what the three killed workers could hold: their concurrency.
+    assert!(repeated <= 3 * 16, "{repeated} tasks solved again");
+    drained(&redis).await;
+}
