@@ -183,3 +183,107 @@ async fn the_seeds_producer_loses_nothing_while_seed_workers_are_killed() {
     assert!(repeated <= 3 * 16, "{repeated} tasks solved again");
     drained(&redis).await;
 }
+
+/// A worker frozen (`kill -STOP`) past its lease while it solves: another worker gives its
+/// entries back to the queue and finishes them; thawed (`kill -CONT`), it learns it was taken
+/// for dead, its own late answers write nothing, and every result stays the first one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_seed_workers_tasks_are_finished_once_by_another() {
+    const TASKS: usize = 30;
+    let redis = RedisServer::start();
+    // Slow enough that the frozen worker is caught holding tasks.
+    let sim = SimServer::start(
+        LatencyRange {
+            min: Duration::from_millis(800),
+            max: Duration::from_millis(1200),
+        },
+        500,
+    )
+    .await;
+    let frozen = seed_worker(&sim, &redis).await;
+    let c = raw(&redis.url()).await;
+    let running = producer(&redis, TASKS);
+    let list = format!("captcha:processing:{}", frozen.consumer);
+    eventually(WAIT, "the first worker holding tasks", || {
+        let (mut c, list) = (c.clone(), list.clone());
+        async move { c.llen::<_, u64>(&list).await.unwrap() > 0 }
+    })
+    .await;
+    frozen.signal("STOP");
+    let held: Vec<String> = c.clone().lrange(&list, 0, -1).await.unwrap();
+    assert!(!held.is_empty());
+    let other = seed_worker(&sim, &redis).await;
+    let tokens = all_succeeded(
+        running,
+        &HashSet::from([frozen.consumer.clone(), other.consumer.clone()]),
+    )
+    .await;
+    assert_eq!(tokens.len(), TASKS);
+    let mut c2 = c.clone();
+    let listed: bool = c2.exists(&list).await.unwrap();
+    assert!(!listed, "the frozen worker's list was given back");
+    let before: std::collections::HashMap<String, String> =
+        c2.hgetall("captcha:results").await.unwrap();
+    assert_eq!(before.len(), TASKS);
+    // Only the other worker could finish what the frozen one held.
+    for raw_entry in &held {
+        let id = serde_json::from_str::<Value>(raw_entry).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let r: Value = serde_json::from_str(&before[&id]).unwrap();
+        assert_eq!(r["worker"], other.consumer.as_str(), "{r}");
+    }
+
+    frozen.signal("CONT");
+    eventually(
+        WAIT,
+        "the thawed worker learns it was taken for dead",
+        || async {
+            frozen
+                .metric("captcha_gateway_seed_queue_taken_for_dead_total")
+                .await
+                == 1
+        },
+    )
+    .await;
+    eventually(
+        WAIT,
+        "the thawed worker's late answers found their results",
+        || async {
+            frozen
+                .metric("captcha_gateway_seed_queue_duplicates_total")
+                .await
+                + frozen
+                    .metric("captcha_gateway_seed_queue_failed_total")
+                    .await
+                >= held.len() as u64
+        },
+    )
+    .await;
+    let after: std::collections::HashMap<String, String> =
+        c2.hgetall("captcha:results").await.unwrap();
+    assert_eq!(after, before, "no result was written twice");
+    all_verify(&sim, &tokens).await;
+    drained(&redis).await;
+}
+
+/// Redis restarted empty between two batches: the workers reconnect and the next batch is
+/// served as the first was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_workers_carry_on_after_redis_restarts_empty() {
+    let mut redis = RedisServer::start();
+    let sim = SimServer::start(latency(), 500).await;
+    let workers = [
+        seed_worker(&sim, &redis).await,
+        seed_worker(&sim, &redis).await,
+    ];
+    let names: HashSet<String> = workers.iter().map(|w| w.consumer.clone()).collect();
+    let first = all_succeeded(producer(&redis, 20), &names).await;
+    assert_eq!(first.len(), 20);
+    redis.restart();
+    let second = all_succeeded(producer(&redis, 20), &names).await;
+    assert_eq!(second.len(), 20);
+    all_verify(&sim, &[first, second].concat()).await;
+    drained(&redis).await;
+}
