@@ -149,6 +149,11 @@ impl SeedStats {
                 &self.taken_for_dead,
             ),
             (
+                "lost_total",
+                "Entries finished after they were given back to the queue.",
+                &self.lost,
+            ),
+            (
                 "swept_total",
                 "Results removed after the retention.",
                 &self.swept,

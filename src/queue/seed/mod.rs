@@ -95,8 +95,12 @@ pub struct SeedStats {
     pub duplicates: AtomicU64,
     /// Entries of dead consumers this one gave back to the queue.
     pub recovered: AtomicU64,
-    /// Times this consumer found it had been taken for dead.
+    /// Times this consumer's beat found it had been taken for dead (a take may register it
+    /// again first, so [`lost`](Self::lost) is the surer sign).
     pub taken_for_dead: AtomicU64,
+    /// Entries this consumer finished after they had been given back to the queue (it was
+    /// taken for dead while it held them).
+    pub lost: AtomicU64,
     /// Results removed by the retention sweep.
     pub swept: AtomicU64,
     pub redis_errors: AtomicU64,

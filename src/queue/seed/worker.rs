@@ -262,6 +262,9 @@ impl Consumer {
                     if result.is_some() && !done.written {
                         self.stats.add(&self.stats.duplicates, 1);
                     }
+                    if !done.removed {
+                        self.stats.add(&self.stats.lost, 1);
+                    }
                     return;
                 }
                 Err(e) if Instant::now() + pause < give_up => {
