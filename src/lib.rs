@@ -13,6 +13,7 @@
 //! - [`pools`]: warm pools (configured, auto-sized, refilled on spare threads), token import,
 //!   hit-rate and waste figures.
 //! - [`upstream`]: the engine's view of the provider accounts.
+//! - [`queue`]: the task queue on Redis Streams (producer API, `worker`), docs/QUEUE.md.
 //! - [`callback`]: result callbacks (`pingback`, `callback_url`) to allow-listed hosts only.
 //! - [`http`]: the compatible, native, seed-worker and operations endpoints.
 //! - [`tenants`]: `[[tenants]]`: per-tenant keys, limits, isolation and usage.

@@ -112,12 +112,19 @@ impl Queue {
         })
     }
 
-    /// The result of task `id`, if written (and not expired).
+    /// The result of task `id`, if written (and not expired). A read, so it is tried again
+    /// once after a dropped connection (the handle reconnects by itself).
     pub async fn result(&self, id: &str) -> Result<Option<QueueResult>, QueueError> {
-        let raw: Option<String> = redis::cmd("GET")
-            .arg(self.inner.keys.result(id))
-            .query_async(&mut self.conn())
-            .await?;
+        let get = || async {
+            redis::cmd("GET")
+                .arg(self.inner.keys.result(id))
+                .query_async::<Option<String>>(&mut self.conn())
+                .await
+        };
+        let raw = match get().await {
+            Err(e) if e.is_io_error() || e.is_connection_dropped() => get().await?,
+            other => other?,
+        };
         raw.map(|text| {
             serde_json::from_str(&text)
                 .map_err(|e| QueueError::Corrupt(format!("result {id}: {e}")))

@@ -32,10 +32,21 @@ impl Worker {
         stop: CancellationToken,
     ) {
         let block_ms = self.queue.settings().read_block().as_millis() as u64;
+        let reclaim_every = self.queue.settings().lease / 2;
+        let mut next_reclaim = tokio::time::Instant::now() + reclaim_every;
         loop {
-            let Some(permits) = take_slots(&slots, &stop).await else {
+            let Some(mut permits) = take_slots(&slots, &stop).await else {
                 return;
             };
+            // Stalled entries are taken over here, with the same free slots, so a reader
+            // blocked on an idle stream never starves the reclaim of slots.
+            if tokio::time::Instant::now() >= next_reclaim {
+                next_reclaim = tokio::time::Instant::now() + reclaim_every;
+                permits = self.reclaim(permits).await;
+                if permits.is_empty() {
+                    continue;
+                }
+            }
             let mut read = redis::cmd("XREADGROUP");
             read.arg("GROUP")
                 .arg(GROUP)
@@ -87,13 +98,8 @@ impl Worker {
         }
     }
 
-    /// Every half lease: take over entries idle past a lease, move due retries back, forget
-    /// dead consumers. Runs until `stop`.
-    pub(super) async fn reclaim_loop(
-        self: Arc<Self>,
-        slots: Arc<Semaphore>,
-        stop: CancellationToken,
-    ) {
+    /// Every half lease: move due retries back, forget dead consumers. Runs until `stop`.
+    pub(super) async fn upkeep_loop(self: Arc<Self>, stop: CancellationToken) {
         let every = self.queue.settings().lease / 2;
         loop {
             tokio::select! {
@@ -101,23 +107,19 @@ impl Worker {
                 _ = tokio::time::sleep(every) => {}
             }
             self.promote().await;
-            self.reclaim(&slots).await;
             self.forget_dead_consumers().await;
         }
     }
 
-    async fn reclaim(self: &Arc<Self>, slots: &Arc<Semaphore>) {
+    /// Takes over entries idle past a lease (`XAUTOCLAIM`), as many as `permits`; returns the
+    /// permits left unused.
+    async fn reclaim(
+        self: &Arc<Self>,
+        mut permits: Vec<OwnedSemaphorePermit>,
+    ) -> Vec<OwnedSemaphorePermit> {
         let lease_ms = self.queue.settings().lease.as_millis() as u64;
         let mut cursor = "0-0".to_owned();
-        loop {
-            let free = slots.available_permits();
-            if free == 0 {
-                return;
-            }
-            let Ok(permits) = slots.clone().try_acquire_many_owned(free as u32) else {
-                return;
-            };
-            let permits: Vec<OwnedSemaphorePermit> = split(permits);
+        while !permits.is_empty() {
             let claimed: redis::RedisResult<Value> = redis::cmd("XAUTOCLAIM")
                 .arg(self.queue.keys().tasks())
                 .arg(GROUP)
@@ -136,10 +138,10 @@ impl Worker {
                     } else {
                         tracing::debug!(error = %e, "reclaiming failed");
                     }
-                    return;
+                    break;
                 }
             };
-            let Value::Array(parts) = value else { return };
+            let Value::Array(parts) = value else { break };
             let next = parts.first().and_then(text).unwrap_or_else(|| "0-0".into());
             let entries = parts.get(1).map(entry_list).unwrap_or_default();
             if let Some(Value::Array(deleted)) = parts.get(2) {
@@ -163,12 +165,15 @@ impl Worker {
                     .reclaimed
                     .fetch_add(entries.len() as u64, Ordering::Relaxed);
             }
-            self.start_all(entries, permits);
+            let take = entries.len().min(permits.len());
+            let used = permits.split_off(permits.len() - take);
+            self.start_all(entries, used);
             if next == "0-0" {
-                return;
+                break;
             }
             cursor = next;
         }
+        permits
     }
 
     async fn promote(&self) {

@@ -127,9 +127,9 @@ pub async fn start(settings: WorkerSettings, shutdown: Shutdown) -> Result<Start
     tokio::spawn(
         worker
             .clone()
-            .read_loop(blocking, slots.clone(), shutdown.token.clone()),
+            .read_loop(blocking, slots, shutdown.token.clone()),
     );
-    tokio::spawn(worker.clone().reclaim_loop(slots, shutdown.token.clone()));
+    tokio::spawn(worker.clone().upkeep_loop(shutdown.token.clone()));
     http::spawn(worker.clone(), listener, background.clone());
     tracing::info!(%addr, consumer = %worker.consumer, queue = %settings.queue.name, "worker consuming");
     Ok(Started {

@@ -11,9 +11,10 @@ use crate::queue::{QueueError, QueueResult, scripts};
 /// The dead-letter stream keeps about this many entries (it is read by people, after an alert).
 const DEAD_LETTERS_KEPT: u64 = 100_000;
 
-/// Tries of a finishing script whose reply was lost: running it again is safe (a second run
-/// finds the entry gone and changes nothing).
-const FINISH_TRIES: u32 = 3;
+/// Tries of a script whose reply was lost (a dropped connection, a timeout after a pause):
+/// each is owner-checked, so a second run after a first that took effect finds the entry gone
+/// or no longer this consumer's, and changes nothing.
+const TRIES: u32 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Begin {
@@ -44,7 +45,7 @@ impl Worker {
             call.key(keys.result(id));
         }
         call.arg(GROUP).arg(&self.consumer).arg(&entry.stream_id);
-        let reply: Vec<i64> = call.invoke_async(&mut self.queue.conn()).await?;
+        let reply: Vec<i64> = self.invoke(&call).await?;
         Ok(match reply.as_slice() {
             [1, deliveries, ..] => Begin::Go((*deliveries).clamp(1, u32::MAX as i64) as u32),
             [2, ..] => Begin::Done,
@@ -81,19 +82,11 @@ impl Worker {
                 call.arg(k).arg(v);
             }
         }
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            match call.invoke_async::<i64>(&mut self.queue.conn()).await {
-                Ok(1) => return Ok(Finished::Written),
-                Ok(2) => return Ok(Finished::AlreadyThere),
-                Ok(_) => return Ok(Finished::LeaseLost),
-                Err(e) if tries < FINISH_TRIES && is_io(&e) => {
-                    tokio::time::sleep(Duration::from_millis(200 * tries as u64)).await;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
+        Ok(match self.invoke::<i64>(&call).await? {
+            1 => Finished::Written,
+            2 => Finished::AlreadyThere,
+            _ => Finished::LeaseLost,
+        })
     }
 
     /// Hands the entry back for attempt `attempt` after `delay`; false when the lease was lost.
@@ -104,17 +97,32 @@ impl Worker {
         delay: Duration,
     ) -> Result<bool, QueueError> {
         let keys = self.queue.keys();
-        let scheduled: i64 = scripts::RETRY
-            .key(keys.tasks())
-            .key(keys.retry())
+        let mut call = scripts::RETRY.key(keys.tasks());
+        call.key(keys.retry())
             .arg(GROUP)
             .arg(&self.consumer)
             .arg(&entry.stream_id)
             .arg(delay.as_millis() as u64)
-            .arg(entry.retry_payload(attempt))
-            .invoke_async(&mut self.queue.conn())
-            .await?;
-        Ok(scheduled == 1)
+            .arg(entry.retry_payload(attempt));
+        Ok(self.invoke::<i64>(&call).await? == 1)
+    }
+
+    /// Runs an owner-checked script, again after a lost reply (at most [`TRIES`] times).
+    async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        call: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, QueueError> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match call.invoke_async::<T>(&mut self.queue.conn()).await {
+                Ok(v) => return Ok(v),
+                Err(e) if tries < TRIES && is_io(&e) => {
+                    tokio::time::sleep(Duration::from_millis(100 * u64::from(tries))).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! query KEDA runs.
 
 mod basics;
+mod faults;
 mod producer;
 mod seed;
 mod seed_workers;

@@ -145,6 +145,7 @@ impl WorkerProcess {
         let _ = self.child.kill().await;
     }
 
+    /// Waits for the process to end by itself.
     pub async fn exited(&mut self) -> std::process::ExitStatus {
         self.child.wait().await.unwrap()
     }
@@ -153,4 +154,89 @@ impl WorkerProcess {
     pub async fn metric(&self, name: &str) -> u64 {
         crate::support::metric_sum(&reqwest::Client::new(), &self.base, name).await
     }
+}
+
+/// A simulator whose solves take `latency`, except `slow_kind`'s, which never finish within a
+/// test (a task that always fails: every attempt times out).
+pub async fn sim_with_slow_kind(
+    latency: captcha_gateway::sim::LatencyRange,
+    slow_kind: captcha_gateway::model::Kind,
+) -> crate::support::fleet::SimServer {
+    use captcha_gateway::sim::{LatencyRange, SimSettings, Simulator};
+    let mut settings = SimSettings {
+        threads: 2000,
+        ..SimSettings::default()
+    };
+    for kind in captcha_gateway::model::Kind::ALL {
+        settings.latency.insert(kind, latency);
+    }
+    let hour = Duration::from_secs(3600);
+    settings.latency.insert(
+        slow_kind,
+        LatencyRange {
+            min: hour,
+            max: hour,
+        },
+    );
+    let sim = Simulator::new(settings);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(captcha_gateway::sim::serve(
+        sim.clone(),
+        listener,
+        std::future::pending(),
+    ));
+    crate::support::fleet::SimServer { sim, addr }
+}
+
+/// Adds an entry the way a producer in another language would: one raw `XADD`.
+pub async fn xadd(conn: &mut redis::aio::MultiplexedConnection, fields: &[(&str, &str)]) -> String {
+    let mut cmd = redis::cmd("XADD");
+    cmd.arg("cg:q:{captcha}:tasks").arg("*");
+    for (k, v) in fields {
+        cmd.arg(*k).arg(*v);
+    }
+    cmd.query_async(conn).await.unwrap()
+}
+
+/// A turnstile request for a page of its own (no two tasks share a target).
+pub fn request(page: &str) -> String {
+    serde_json::json!({"kind": "turnstile", "sitekey": "0x4AAA", "pageurl": format!("https://shop.example/{page}")})
+        .to_string()
+}
+
+/// Entries pending in the group (`XPENDING` summary).
+pub async fn pending(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let summary: redis::Value = redis::cmd("XPENDING")
+        .arg("cg:q:{captcha}:tasks")
+        .arg("workers")
+        .query_async(conn)
+        .await
+        .unwrap();
+    match summary {
+        redis::Value::Array(parts) => match parts.first() {
+            Some(redis::Value::Int(n)) => *n as u64,
+            _ => 0,
+        },
+        _ => 0,
+    }
+}
+
+/// KEDA's check after a scenario, with no worker left running (scale from zero): `n` entries
+/// added by a producer must show as a lag that is a number and at least `n`.
+pub async fn keda_sees_new_work(conn: &mut redis::aio::MultiplexedConnection, n: usize) {
+    let before = keda_lag(conn, "cg:q:{captcha}:tasks").await;
+    for i in 0..n {
+        let id = format!("keda-{i}");
+        xadd(
+            conn,
+            &[("id", id.as_str()), ("request", request(&id).as_str())],
+        )
+        .await;
+    }
+    let lag = keda_lag(conn, "cg:q:{captcha}:tasks").await;
+    assert!(
+        lag >= before + n as u64,
+        "KEDA would read lag {lag} with {n} new entries queued (before: {before})"
+    );
 }
