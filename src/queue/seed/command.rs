@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::{SeedError, SeedSettings, SeedStats, http};
+use super::{SeedSettings, SeedStats, http};
 use crate::config::ConfigError;
 use crate::queue::worker::WorkerSettings;
 use crate::serve::{StartError, build_solving};
@@ -47,7 +47,8 @@ pub async fn run(
     if target.cluster {
         return Err(StartError::Config(ConfigError {
             setting: "--seed-queue".into(),
-            problem: SeedError::Cluster.to_string(),
+            problem: "seed 003's key names have no hash tag, so they span Redis Cluster slots"
+                .into(),
             fix: "point --redis-url at one Redis server (the one seed 003's producer writes to)"
                 .into(),
         }));

@@ -301,3 +301,31 @@ async fn seed_workers_carry_on_after_redis_restarts_empty() {
     all_verify(&sim, &[first, second].concat()).await;
     drained(&redis).await;
 }
+
+/// A Cluster URL with `--seed-queue`: refused at startup in one line naming the setting and
+/// the fix, exit code 2 (the seed's keys cannot share a slot).
+#[tokio::test]
+async fn seed_queue_on_a_redis_cluster_is_refused_with_exit_code_2() {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+        .args([
+            "worker",
+            "--seed-queue",
+            "--provider",
+            "sim",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--redis-url", "redis://127.0.0.1:1,redis://127.0.0.1:2"])
+        .env_clear()
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains("--seed-queue") && lines[0].contains("one Redis server"),
+        "{stderr}"
+    );
+}
