@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::support::eventually::eventually;
+use crate::support::fault_proxy::{FaultProxy, Mode};
 use crate::support::redis::RedisServer;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -86,6 +87,11 @@ struct Consumer {
 
 impl Consumer {
     fn start(redis: &RedisServer, provider: Arc<Provider>, settings: SeedSettings) -> Consumer {
+        Self::start_at(redis.url(), provider, settings)
+    }
+
+    /// A consumer of the Redis at `url` (a fault proxy's, say).
+    fn start_at(url: String, provider: Arc<Provider>, settings: SeedSettings) -> Consumer {
         let cut = CancellationToken::new();
         let engine = Engine::new(
             Arc::new(MemoryStore::new()),
@@ -94,7 +100,7 @@ impl Consumer {
             TaskTracker::new(),
         )
         .cut_short_by(cut.clone());
-        let target = RedisSettings::new(vec![redis.url()], false).target;
+        let target = RedisSettings::new(vec![url], false).target;
         let name = format!("test-{:016x}", rand::random::<u64>());
         let stop = CancellationToken::new();
         let stats = Arc::new(SeedStats::default());
@@ -435,4 +441,81 @@ async fn a_consumer_keeps_its_concurrency_in_flight_and_hands_entries_back_on_st
     assert_eq!(results, 0, "a cut-short solve writes no result");
     let score: Option<f64> = c.zscore("captcha:consumers", &name).await.unwrap();
     assert_eq!(score, None);
+}
+
+/// A take whose reply is lost (it ran: the entry sits in the consumer's processing list,
+/// unknown to it): once Redis answers again, the consumer rereads its list and solves every
+/// entry exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_taken_by_a_take_whose_reply_was_lost_are_found_and_solved_once() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", redis.port).parse().unwrap()).await;
+    let provider = Provider::new(false);
+    let consumer = Consumer::start_at(
+        format!("redis://127.0.0.1:{}/", proxy.port()),
+        provider.clone(),
+        SeedSettings {
+            block: Duration::from_secs(5),
+            ..settings()
+        },
+    );
+    let c = conn(&redis).await;
+    let list = format!("captcha:processing:{}", consumer.name);
+    // Waiting in its blocking take (a long one, so the entry pushed next comes during it).
+    eventually(WAIT, "the consumer blocked in BLMOVE", || {
+        let mut c = c.clone();
+        async move {
+            let clients: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            clients
+                .lines()
+                .any(|l| l.contains("cmd=blmove") && l.contains("flags=b"))
+        }
+    })
+    .await;
+    proxy.set(Mode::DropReplies);
+    for i in 0..3 {
+        let _: () = c
+            .clone()
+            .rpush(
+                "captcha:queue",
+                entry(&format!("l{i}"), &format!("https://a.example/{i}")),
+            )
+            .await
+            .unwrap();
+    }
+    // Its blocking take moves the first; further calls (the reread) fail until Redis answers.
+    eventually(
+        WAIT,
+        "an entry moved by a take it never heard back from",
+        || {
+            let (mut c, list) = (c.clone(), list.clone());
+            async move { c.llen::<_, u64>(&list).await.unwrap() >= 1 }
+        },
+    )
+    .await;
+    assert_eq!(provider.started(), 0, "nothing solved while no reply came");
+    proxy.set(Mode::Pass);
+    eventually(WAIT, "three results", || {
+        let mut c = c.clone();
+        async move { c.hlen::<_, u64>("captcha:results").await.unwrap() == 3 }
+    })
+    .await;
+    let mut c = c.clone();
+    for i in 0..3 {
+        assert_eq!(
+            result(&mut c, &format!("l{i}")).await.unwrap()["status"],
+            "success"
+        );
+    }
+    assert_eq!(provider.started(), 3, "each solved once");
+    eventually(WAIT, "the processing list empty", || {
+        let (mut c, list) = (c.clone(), list.clone());
+        async move { c.llen::<_, u64>(&list).await.unwrap() == 0 }
+    })
+    .await;
+    consumer.stop().await;
 }
