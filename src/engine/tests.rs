@@ -420,3 +420,30 @@ async fn a_shared_answer_too_close_to_expiry_is_solved_again_not_handed_out() {
     }
     assert_eq!(texts.len(), 1, "one fresh answer shared: {texts:?}");
 }
+
+#[tokio::test]
+async fn a_queued_caller_starts_its_upstream_task_at_queue_priority() {
+    let (solver, mut started) = ScriptedSolver::new();
+    let engine = engine(solver.clone());
+    let single = {
+        let e = engine.clone();
+        tokio::spawn(async move { e.solve_at(recaptcha(), far(), Priority::Queued).await })
+    };
+    started_at_least(&mut started, 1).await;
+    let shared = {
+        let e = engine.clone();
+        tokio::spawn(async move {
+            e.solve_at(png_request(50, 3), far(), Priority::Queued)
+                .await
+        })
+    };
+    started_at_least(&mut started, 2).await;
+    assert_eq!(
+        *solver.priorities.lock().unwrap(),
+        [Priority::Queued, Priority::Queued],
+        "single-use and reusable kinds alike"
+    );
+    solver.release_all(Duration::from_secs(100));
+    assert_eq!(single.await.unwrap().unwrap().source, Source::Solved);
+    assert_eq!(shared.await.unwrap().unwrap().source, Source::Solved);
+}

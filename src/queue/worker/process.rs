@@ -161,7 +161,13 @@ impl Worker {
                 self.finish_fields(attempts, started),
             )),
             Err(SolveError::ShuttingDown) => Attempt::HandBack,
-            Err(SolveError::Failed(f)) if f.is_shutting_down() => Attempt::HandBack,
+            // Stopping (the engine's cut, or the account refusing new submits after the
+            // signal) says nothing about the task: handed back, not counted as an attempt.
+            Err(SolveError::Failed(f))
+                if f.is_shutting_down() || f.code == crate::provider::SHUTDOWN =>
+            {
+                Attempt::HandBack
+            }
             Err(SolveError::Failed(f)) if !retryable(&f.code) => {
                 Attempt::Failed(self.failed(&task.id, Some(kind), &f, attempts, started))
             }

@@ -121,6 +121,14 @@ async fn queue_crash_kill_9_loses_nothing_and_repeats_only_dead_workers_tasks() 
         "{repeats} upstream repeats but only {redelivered} redeliveries"
     );
 
+    for w in &workers {
+        assert_eq!(
+            w.metric("captcha_gateway_queue_deleted_pending_total")
+                .await,
+            0,
+            "no pending entry was ever deleted before its acknowledgement"
+        );
+    }
     for w in &mut workers {
         w.kill().await;
     }
