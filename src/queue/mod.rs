@@ -6,7 +6,9 @@
 //! side ([`Queue`]) and the worker loop ([`worker`]). Every multi-step change is one Lua script
 //! (`lua/queue_*.lua`); every key of a queue shares one hash tag, so Redis Cluster works.
 //!
-//! Does not own: solving (the engine), the HTTP front (`serve --queue`), seed 003's list format.
+//! Seed 003's list format (`worker --seed-queue`) is its own submodule, [`seed`].
+//!
+//! Does not own: solving (the engine), the HTTP front (`serve --queue`).
 
 mod entry;
 mod error;
@@ -14,6 +16,7 @@ pub mod keys;
 mod producer;
 mod result;
 mod scripts;
+pub mod seed;
 mod settings;
 pub mod submit;
 mod wake;

@@ -69,13 +69,9 @@ pub async fn run(mut args: WorkerArgs, shutdown: Shutdown) -> Result<(), StartEr
     started.wait(shutdown).await
 }
 
-/// Seed 003's list (`--seed-queue`): the dispatch point for the seed part (`queue::seed`).
-async fn seed_queue(_settings: WorkerSettings, _shutdown: Shutdown) -> Result<(), StartError> {
-    Err(StartError::Config(ConfigError {
-        setting: "--seed-queue".into(),
-        problem: "seed 003's list is not supported by this build".into(),
-        fix: "run the worker without --seed-queue".into(),
-    }))
+/// Seed 003's list (`--seed-queue`): the seed part (`queue::seed`) runs the process.
+async fn seed_queue(settings: WorkerSettings, shutdown: Shutdown) -> Result<(), StartError> {
+    crate::queue::seed::run_command(settings, consumer_name(), shutdown).await
 }
 
 /// A running worker.

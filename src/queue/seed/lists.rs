@@ -1,0 +1,267 @@
+//! The seed mode's Redis calls: one typed method per script (`lua/seed_*.lua`), so the ARGV
+//! slots are named once, here. Each says what a lost reply, a second run, an empty restarted
+//! Redis or a paused worker does:
+//! - take: a lost reply leaves the entries in this consumer's processing list; the worker then
+//!   rereads the list ([`Lists::own_entries`]) and picks up what it does not hold.
+//! - finish: run twice, the first result stays (HSETNX) and at most one identical entry more is
+//!   removed; on an empty Redis it writes the result anew.
+//! - beat / recover: a recover checks the consumer is still silent inside the script, so a
+//!   consumer that beat in between keeps its entries; run twice, it moves nothing more.
+//! - sweep: idempotent; every worker runs it.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use redis::{RedisResult, Script};
+
+use super::keys::SeedKeys;
+use crate::engine::store::redis::Conn;
+
+/// A script that reads the time: the clock prelude first (Redis `TIME`, as every fleet script).
+macro_rules! clock_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../../../lua/lib/clock.lua"),
+                "\n",
+                include_str!(concat!("../../../lua/", $file))
+            ))
+        })
+    };
+}
+
+static TAKE: LazyLock<Script> = clock_script!("seed_take.lua");
+static FINISH: LazyLock<Script> = clock_script!("seed_finish.lua");
+static BEAT: LazyLock<Script> = clock_script!("seed_beat.lua");
+static RECOVER: LazyLock<Script> = clock_script!("seed_recover.lua");
+static SWEEP: LazyLock<Script> = clock_script!("seed_sweep.lua");
+
+/// ARGV[1] of every script: empty, so scripts read Redis server time.
+const REDIS_TIME: &str = "";
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// One consumer's view of a seed-style queue.
+#[derive(Clone)]
+pub struct Lists {
+    conn: Conn,
+    keys: SeedKeys,
+    consumer: String,
+    processing: String,
+}
+
+/// How one finish went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    /// This call wrote the task's result (else it had one, or none was given).
+    pub written: bool,
+    /// The entry was still in this consumer's processing list (else it was recovered by
+    /// another worker while this one was taken for dead).
+    pub removed: bool,
+}
+
+impl Lists {
+    pub fn new(conn: Conn, keys: SeedKeys, consumer: &str) -> Self {
+        Self {
+            processing: keys.processing(consumer),
+            conn,
+            keys,
+            consumer: consumer.to_owned(),
+        }
+    }
+
+    pub fn consumer(&self) -> &str {
+        &self.consumer
+    }
+
+    /// Moves up to `most` entries into this consumer's processing list (0: only a beat and the
+    /// queue length).
+    pub async fn take(&self, most: usize) -> RedisResult<Vec<Vec<u8>>> {
+        let mut conn = self.conn.clone();
+        TAKE.key(self.keys.queue())
+            .key(&self.processing)
+            .key(self.keys.consumers())
+            .key(self.keys.queue_length())
+            .arg(REDIS_TIME)
+            .arg(&self.consumer)
+            .arg(most)
+            .invoke_async(&mut conn)
+            .await
+    }
+
+    /// Waits up to `block` for one entry, moving it into this consumer's processing list
+    /// (`BLMOVE`), on `blocking`: a connection of its own whose response timeout exceeds
+    /// `block`.
+    pub async fn wait_take(
+        &self,
+        blocking: &Conn,
+        block: Duration,
+    ) -> RedisResult<Option<Vec<u8>>> {
+        let mut conn = blocking.clone();
+        redis::cmd("BLMOVE")
+            .arg(self.keys.queue())
+            .arg(&self.processing)
+            .arg("LEFT")
+            .arg("RIGHT")
+            .arg(block.as_secs_f64())
+            .query_async(&mut conn)
+            .await
+    }
+
+    /// Every entry in this consumer's processing list.
+    pub async fn own_entries(&self) -> RedisResult<Vec<Vec<u8>>> {
+        let mut conn = self.conn.clone();
+        redis::cmd("LRANGE")
+            .arg(&self.processing)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await
+    }
+
+    /// Whether task `id` already has a result (a redelivered entry whose first worker finished).
+    pub async fn has_result(&self, id: &str) -> RedisResult<bool> {
+        let mut conn = self.conn.clone();
+        redis::cmd("HEXISTS")
+            .arg(self.keys.results())
+            .arg(id)
+            .query_async(&mut conn)
+            .await
+    }
+
+    /// Ends `entry`: writes `result` for task `id` unless it has one, then removes the entry.
+    /// `None`: removes it without a result (an unreadable entry, or a duplicate).
+    pub async fn finish(
+        &self,
+        entry: &[u8],
+        result: Option<(&str, &str)>,
+    ) -> RedisResult<Finished> {
+        let (id, json) = result.unwrap_or(("", ""));
+        let mut conn = self.conn.clone();
+        let (written, removed): (i64, i64) = FINISH
+            .key(self.keys.results())
+            .key(self.keys.results_index())
+            .key(&self.processing)
+            .key(self.keys.queue())
+            .key(self.keys.queue_length())
+            .arg(REDIS_TIME)
+            .arg(entry)
+            .arg(id)
+            .arg(json)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(Finished {
+            written: written == 1,
+            removed: removed > 0,
+        })
+    }
+
+    /// Beats; returns whether this consumer was still registered, and up to `most` consumers
+    /// silent for `lease`.
+    pub async fn beat(&self, lease: Duration, most: usize) -> RedisResult<(bool, Vec<String>)> {
+        let mut conn = self.conn.clone();
+        let (registered, dead): (i64, Vec<String>) = BEAT
+            .key(self.keys.consumers())
+            .arg(REDIS_TIME)
+            .arg(&self.consumer)
+            .arg(ms(lease))
+            .arg(most)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok((registered == 1, dead))
+    }
+
+    /// Gives `consumer`'s entries back to the head of the queue and forgets it, if it has been
+    /// silent for `silent`. `None`: it beat meanwhile and keeps them.
+    pub async fn recover(&self, consumer: &str, silent: Duration) -> RedisResult<Option<u64>> {
+        let mut conn = self.conn.clone();
+        let moved: i64 = RECOVER
+            .key(self.keys.consumers())
+            .key(self.keys.processing(consumer))
+            .key(self.keys.queue())
+            .key(self.keys.queue_length())
+            .arg(REDIS_TIME)
+            .arg(consumer)
+            .arg(ms(silent))
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(u64::try_from(moved).ok())
+    }
+
+    /// This consumer's hand-back at a graceful exit: its unfinished entries go back to the head
+    /// of the queue at once, instead of after a lease.
+    pub async fn hand_back(&self) -> RedisResult<u64> {
+        Ok(self
+            .recover(&self.consumer, Duration::ZERO)
+            .await?
+            .unwrap_or(0))
+    }
+
+    /// One step of a `SCAN` for processing lists whose consumer has no beat at all: a consumer
+    /// taken for dead while paused in a blocking take, whose take then moved an entry into its
+    /// list, and which died before it beat again. Returns the next cursor (0: done) and the
+    /// consumers found.
+    pub async fn unregistered(&self, cursor: u64) -> RedisResult<(u64, Vec<String>)> {
+        let mut conn = self.conn.clone();
+        let prefix = self.keys.processing("");
+        let pattern = format!("{}*", glob_escape(&prefix));
+        let (next, lists): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await?;
+        let mut found = Vec::new();
+        for list in lists {
+            let Some(consumer) = list.strip_prefix(&prefix) else {
+                continue;
+            };
+            let beat: Option<f64> = redis::cmd("ZSCORE")
+                .arg(self.keys.consumers())
+                .arg(consumer)
+                .query_async(&mut conn)
+                .await?;
+            if beat.is_none() {
+                found.push(consumer.to_owned());
+            }
+        }
+        Ok((next, found))
+    }
+
+    /// Removes up to `most` results finished more than `retention` ago.
+    pub async fn sweep(&self, retention: Duration, most: usize) -> RedisResult<u64> {
+        let mut conn = self.conn.clone();
+        SWEEP
+            .key(self.keys.results())
+            .key(self.keys.results_index())
+            .arg(REDIS_TIME)
+            .arg(ms(retention))
+            .arg(most)
+            .invoke_async(&mut conn)
+            .await
+    }
+}
+
+/// `text` matched literally in a `SCAN MATCH` pattern.
+fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn glob_characters_of_a_prefix_match_only_themselves() {
+        assert_eq!(super::glob_escape("a*b?[c]\\:"), "a\\*b\\?\\[c\\]\\\\:");
+    }
+}

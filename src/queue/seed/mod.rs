@@ -1,0 +1,178 @@
+//! `worker --seed-queue`: seed 003's list protocol, so a producer written for the seed works
+//! unchanged (docs/QUEUE.md "Seed 003 list compatibility"). The producer `RPUSH`es
+//! `{"id","method","params"}` entries to `captcha:queue` and reads `captcha:results` by task id;
+//! the seed's worker lost a task whenever it died between its `BLPOP` and its result, kept results
+//! forever and solved one task at a time.
+//!
+//! Here an entry moves atomically from the queue to this consumer's processing list
+//! (`captcha:processing:<consumer>`) and leaves it only in the script that writes its result
+//! (HSETNX: exactly one result per task id). Consumers beat in `captcha:consumers`; a consumer
+//! silent for a lease is dead and any worker gives its entries back to the queue. Results are
+//! indexed by finish time and swept after the retention. Solves go through the engine at queued
+//! priority, so pools, coalescing and the fleet-wide thread budget apply.
+//!
+//! Owns: the seed's key names ([`keys`]), reading entries ([`entry`]), the result shape
+//! ([`outcome`]), the scripts' calls (`lists`), the consumer's loops (`worker`), and the
+//! process around them (`command`: engine, probes on `--listen`, shutdown; `http`).
+//! Does not own: the `worker` command's flags and settings (`queue::worker`) or the engine.
+
+mod command;
+pub mod entry;
+mod http;
+pub mod keys;
+mod lists;
+pub mod outcome;
+mod worker;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+pub use self::command::{run as run_command, seed_settings};
+use self::keys::SeedKeys;
+use self::lists::Lists;
+use self::worker::Consumer;
+use crate::engine::Engine;
+use crate::engine::store::redis::{Conn, RedisTarget};
+
+/// How the seed mode behaves; every default in `impl Default` with its reason.
+#[derive(Debug, Clone)]
+pub struct SeedSettings {
+    /// Key prefix: `captcha`, the seed's (the worker's `--queue` name).
+    pub prefix: String,
+    /// Entries in flight at once in this process.
+    pub concurrency: usize,
+    /// A consumer silent this long is dead and its entries go back to the queue; it beats every
+    /// third of it.
+    pub lease: Duration,
+    /// How long results stay in the results hash after they are written.
+    pub retention: Duration,
+    /// How long one entry's solve may take.
+    pub solve_timeout: Duration,
+    /// Block time of the take that waits on an empty queue: also how long a stop may wait for it.
+    pub block: Duration,
+    /// How often the retention sweep runs.
+    pub sweep_every: Duration,
+}
+
+impl Default for SeedSettings {
+    fn default() -> Self {
+        Self {
+            prefix: "captcha".into(),
+            // The worker's own default (docs/QUEUE.md): a worker's share of a plan's threads.
+            concurrency: 32,
+            // The worker's `--lease-s` default: beats every 10 s survive a missed one or two.
+            lease: Duration::from_secs(30),
+            // The worker's `--result-ttl-s` default: the seed's producer reads within 180 s.
+            retention: Duration::from_secs(3600),
+            // The engine's task timeout: the seed's worker polled 120 s after its submit.
+            solve_timeout: Duration::from_secs(180),
+            // Short, so a stop is seen within a second without dropping a blocked take (which
+            // could move an entry after this consumer handed its list back).
+            block: Duration::from_secs(1),
+            // A minute: results outlive their retention by at most that.
+            sweep_every: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Counters of one seed consumer, for logs and `/metrics`.
+#[derive(Debug, Default)]
+pub struct SeedStats {
+    /// Entries moved into this consumer's processing list.
+    pub taken: AtomicU64,
+    pub solved: AtomicU64,
+    /// Solves that ended with an error result.
+    pub failed: AtomicU64,
+    /// Entries with an id the parser refused (error result written).
+    pub refused: AtomicU64,
+    /// Entries without a usable id (dropped).
+    pub unreadable: AtomicU64,
+    /// Entries whose task already had a result (dropped without solving, or the later result
+    /// not written).
+    pub duplicates: AtomicU64,
+    /// Entries of dead consumers this one gave back to the queue.
+    pub recovered: AtomicU64,
+    /// Times this consumer's beat found it had been taken for dead (a take may register it
+    /// again first, so [`lost`](Self::lost) is the surer sign).
+    pub taken_for_dead: AtomicU64,
+    /// Entries this consumer finished after they had been given back to the queue (it was
+    /// taken for dead while it held them).
+    pub lost: AtomicU64,
+    /// Results removed by the retention sweep.
+    pub swept: AtomicU64,
+    pub redis_errors: AtomicU64,
+}
+
+impl SeedStats {
+    fn add(&self, counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SeedError {
+    /// The seed's key names have no hash tag: its scripts would span Cluster slots.
+    #[error(
+        "--seed-queue needs a single Redis server: the seed's key names span Redis Cluster slots"
+    )]
+    Cluster,
+    #[error("--concurrency must be at least 1")]
+    Concurrency,
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+}
+
+/// Consumes the seed's queue as `consumer` (`<hostname>-<random boot id>`, never reused) until
+/// `stop`: takes no more, waits for the tasks in flight (the engine's shutdown cut ends their
+/// solves near the grace period's end), gives what is left back to the queue, and returns.
+pub async fn run(
+    engine: Engine,
+    target: &RedisTarget,
+    settings: SeedSettings,
+    consumer: &str,
+    stats: Arc<SeedStats>,
+    stop: CancellationToken,
+) -> Result<(), SeedError> {
+    if target.cluster {
+        return Err(SeedError::Cluster);
+    }
+    if settings.concurrency == 0 {
+        return Err(SeedError::Concurrency);
+    }
+    let conn = Conn::open(target, target.response_timeout).await?;
+    // Blocking takes on their own connection, patient for longer than they block.
+    let blocking = Conn::open(target, settings.block + target.response_timeout).await?;
+    let lists = Lists::new(conn, SeedKeys::new(&settings.prefix), consumer);
+    let life = CancellationToken::new();
+    tokio::spawn(worker::heartbeat(
+        lists.clone(),
+        settings.lease,
+        stats.clone(),
+        life.clone(),
+    ));
+    tokio::spawn(worker::sweeper(
+        lists.clone(),
+        settings.retention,
+        settings.sweep_every,
+        stats.clone(),
+        life.clone(),
+    ));
+    tracing::info!(consumer, concurrency = settings.concurrency, queue = %SeedKeys::new(&settings.prefix).queue(), "seed queue: consuming");
+    let consumer_loop = Consumer::new(engine, lists.clone(), blocking, settings, stats);
+    consumer_loop.take_loop(&stop).await;
+    match lists.hand_back().await {
+        Ok(n) => tracing::info!(handed_back = n, "seed queue: stopped"),
+        Err(e) => {
+            tracing::warn!(error = %e, "seed queue: hand-back failed; other workers recover the entries after a lease")
+        }
+    }
+    life.cancel();
+    Ok(())
+}

@@ -1,0 +1,405 @@
+//! One consumer of a seed-style queue: the take loop (up to `concurrency` entries in flight),
+//! the task of each entry, the heartbeat that recovers dead consumers' entries, and the
+//! retention sweep.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::entry::{self, Entry};
+use super::lists::Lists;
+use super::{SeedSettings, SeedStats, outcome};
+use crate::engine::store::redis::Conn;
+use crate::engine::{Engine, Priority, SolveError};
+
+/// How many dead consumers one beat lists; the next beat lists the rest.
+const DEAD_PER_BEAT: usize = 20;
+/// How many results one sweep call removes: bounded work per script, repeated until done.
+const SWEEP_BATCH: usize = 500;
+/// Every this many beats (ten leases), a scan for processing lists nobody beats for.
+const ADOPT_EVERY: u32 = 30;
+/// The longest pause after a failed Redis call before trying again.
+const MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// What the take loop and the tasks share.
+pub(super) struct Consumer {
+    pub engine: Engine,
+    pub lists: Lists,
+    pub blocking: Conn,
+    pub settings: SeedSettings,
+    pub stats: Arc<SeedStats>,
+    pub slots: Arc<Semaphore>,
+    /// Entries this process holds, with how many copies (a producer may push one twice).
+    held: Mutex<HashMap<Vec<u8>, usize>>,
+    /// Set when this consumer's processing list may hold entries it does not know of (a take or
+    /// a finish whose outcome is unknown): the take loop then rereads the list.
+    reread: AtomicBool,
+    tasks: TaskTracker,
+}
+
+impl Consumer {
+    pub fn new(
+        engine: Engine,
+        lists: Lists,
+        blocking: Conn,
+        settings: SeedSettings,
+        stats: Arc<SeedStats>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            engine,
+            lists,
+            blocking,
+            slots: Arc::new(Semaphore::new(settings.concurrency)),
+            settings,
+            stats,
+            held: Mutex::new(HashMap::new()),
+            // A consumer starts by reading its list: empty under a new name, but never assumed.
+            reread: AtomicBool::new(true),
+            tasks: TaskTracker::new(),
+        })
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, usize>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes and starts entries until `stop`, then waits for the tasks it started. What is left
+    /// in the processing list (taken after `stop`, or cut short by shutdown) stays there.
+    pub async fn take_loop(self: &Arc<Self>, stop: &CancellationToken) {
+        let mut pause = Duration::from_millis(50);
+        while !stop.is_cancelled() {
+            let first = tokio::select! {
+                p = self.slots.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+                () = stop.cancelled() => break,
+            };
+            match self.take_some(first).await {
+                Ok(()) => pause = Duration::from_millis(50),
+                Err(e) => {
+                    self.stats.add(&self.stats.redis_errors, 1);
+                    self.reread.store(true, Ordering::Relaxed);
+                    tracing::warn!(error = %e, "seed queue: take failed; retrying");
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => {},
+                        () = stop.cancelled() => break,
+                    }
+                    pause = (pause * 2).min(MAX_PAUSE);
+                }
+            }
+        }
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+
+    /// One round: rereads the processing list if needed, else takes what the free slots allow,
+    /// blocking for one entry when the queue is empty.
+    async fn take_some(self: &Arc<Self>, first: OwnedSemaphorePermit) -> redis::RedisResult<()> {
+        if self.reread.swap(false, Ordering::Relaxed) {
+            return self.reread_own(first).await;
+        }
+        let free = 1 + self.slots.available_permits();
+        let mut entries = self.lists.take(free).await?;
+        if entries.is_empty() {
+            let Some(one) = self
+                .lists
+                .wait_take(&self.blocking, self.settings.block)
+                .await?
+            else {
+                return Ok(());
+            };
+            entries.push(one);
+            // The beat and the queue length after a blocking take, and whatever else came.
+            let more = self.slots.available_permits();
+            entries.extend(self.lists.take(more).await?);
+        }
+        self.stats.add(&self.stats.taken, entries.len() as u64);
+        let mut first = Some(first);
+        for raw in entries {
+            let permit = match first.take() {
+                Some(p) => p,
+                None => self
+                    .slots
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("the semaphore is never closed"),
+            };
+            self.start(raw, permit);
+        }
+        Ok(())
+    }
+
+    /// Starts the entries of this consumer's processing list that it does not hold (taken by a
+    /// call whose reply was lost).
+    async fn reread_own(self: &Arc<Self>, first: OwnedSemaphorePermit) -> redis::RedisResult<()> {
+        let listed = self.lists.own_entries().await.inspect_err(|_| {
+            self.reread.store(true, Ordering::Relaxed);
+        })?;
+        let mut counts: HashMap<Vec<u8>, usize> = HashMap::new();
+        for raw in listed {
+            *counts.entry(raw).or_default() += 1;
+        }
+        let missing: Vec<Vec<u8>> = {
+            let held = self.held();
+            counts
+                .into_iter()
+                .flat_map(|(raw, n)| {
+                    let extra = n.saturating_sub(held.get(&raw).copied().unwrap_or(0));
+                    std::iter::repeat_n(raw, extra)
+                })
+                .collect()
+        };
+        if !missing.is_empty() {
+            tracing::info!(
+                entries = missing.len(),
+                "seed queue: picking up entries found in this consumer's processing list"
+            );
+        }
+        let mut first = Some(first);
+        for raw in missing {
+            let permit = match first.take() {
+                Some(p) => p,
+                None => self
+                    .slots
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("the semaphore is never closed"),
+            };
+            self.start(raw, permit);
+        }
+        Ok(())
+    }
+
+    fn start(self: &Arc<Self>, raw: Vec<u8>, permit: OwnedSemaphorePermit) {
+        *self.held().entry(raw.clone()).or_default() += 1;
+        let me = self.clone();
+        self.tasks.spawn(async move {
+            me.process(&raw).await;
+            let mut held = me.held();
+            if let Some(n) = held.get_mut(&raw) {
+                *n -= 1;
+                if *n == 0 {
+                    held.remove(&raw);
+                }
+            }
+            drop(permit);
+        });
+    }
+
+    /// Solves one entry and writes its result, or drops it; leaves it in the processing list
+    /// only when shutdown cut its solve short (handed back at exit).
+    async fn process(&self, raw: &[u8]) {
+        let started = Instant::now();
+        let worker = self.lists.consumer();
+        let parsed = match std::str::from_utf8(raw) {
+            Ok(text) => entry::parse(text),
+            Err(_) => Entry::Unreadable("the entry is not UTF-8 text".into()),
+        };
+        let result = match parsed {
+            Entry::Unreadable(why) => {
+                self.stats.add(&self.stats.unreadable, 1);
+                tracing::warn!(reason = %why, bytes = raw.len(), "seed queue: dropping an unreadable entry");
+                None
+            }
+            Entry::Refused { id, code, message } => {
+                self.stats.add(&self.stats.refused, 1);
+                tracing::info!(task = %id, code, reason = %message, "seed queue: task refused");
+                Some((id, outcome::error(code, worker)))
+            }
+            Entry::Task { id, request } => match self.lists.has_result(&id).await {
+                Ok(true) => {
+                    // Redelivered after its first worker finished it (that worker was taken for
+                    // dead while it was only paused): the result is there, so only drop it.
+                    self.stats.add(&self.stats.duplicates, 1);
+                    None
+                }
+                // Unknown: solve; HSETNX still keeps the first result only.
+                Ok(false) | Err(_) => {
+                    let deadline = Instant::now() + self.settings.solve_timeout;
+                    match self
+                        .engine
+                        .solve_at(*request, deadline, Priority::Queued)
+                        .await
+                    {
+                        Ok(handout) => {
+                            self.stats.add(&self.stats.solved, 1);
+                            let took = started.elapsed();
+                            Some((
+                                id,
+                                outcome::success(handout.kind, &handout.answer, took, worker),
+                            ))
+                        }
+                        Err(SolveError::ShuttingDown) => return,
+                        Err(e) => {
+                            self.stats.add(&self.stats.failed, 1);
+                            tracing::info!(task = %id, code = e.code(), reason = %e, "seed queue: task failed");
+                            Some((id, outcome::error(e.code(), worker)))
+                        }
+                    }
+                }
+            },
+        };
+        self.finish(raw, result).await;
+    }
+
+    /// Writes the result and removes the entry, retrying a lost reply (safe: see `lists.rs`)
+    /// for up to a lease; after that the entry stays listed and is picked up again.
+    async fn finish(&self, raw: &[u8], result: Option<(String, String)>) {
+        let result = result
+            .as_ref()
+            .map(|(id, json)| (id.as_str(), json.as_str()));
+        let give_up = Instant::now() + self.settings.lease;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match self.lists.finish(raw, result).await {
+                Ok(done) => {
+                    if result.is_some() && !done.written {
+                        self.stats.add(&self.stats.duplicates, 1);
+                    }
+                    if !done.removed {
+                        self.stats.add(&self.stats.lost, 1);
+                    }
+                    return;
+                }
+                Err(e) if Instant::now() + pause < give_up => {
+                    self.stats.add(&self.stats.redis_errors, 1);
+                    tracing::warn!(error = %e, "seed queue: finish failed; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_PAUSE);
+                }
+                Err(e) => {
+                    self.stats.add(&self.stats.redis_errors, 1);
+                    tracing::error!(error = %e, "seed queue: finish failed; the entry stays listed and will be solved again");
+                    self.reread.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Beats every third of a lease, and gives dead consumers' entries back to the queue.
+pub(super) async fn heartbeat(
+    lists: Lists,
+    lease: Duration,
+    stats: Arc<SeedStats>,
+    life: CancellationToken,
+) {
+    let mut tick = tokio::time::interval((lease / 3).max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut first = true;
+    let mut beats: u32 = 0;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {},
+            () = life.cancelled() => return,
+        }
+        // At start too, so a fleet that restarts finds such lists at once.
+        if beats % ADOPT_EVERY == 0 {
+            recover_all(&lists, &unregistered(&lists, &stats).await, lease, &stats).await;
+        }
+        beats = beats.wrapping_add(1);
+        let dead = match lists.beat(lease, DEAD_PER_BEAT).await {
+            Ok((registered, dead)) => {
+                if !registered && !first {
+                    stats.add(&stats.taken_for_dead, 1);
+                    tracing::warn!(
+                        consumer = lists.consumer(),
+                        "seed queue: this worker was taken for dead (paused or cut off past its lease); its entries went back to the queue, and a task finished twice still gets one result"
+                    );
+                }
+                first = false;
+                dead
+            }
+            Err(e) => {
+                stats.add(&stats.redis_errors, 1);
+                tracing::warn!(error = %e, "seed queue: heartbeat failed");
+                continue;
+            }
+        };
+        recover_all(&lists, &dead, lease, &stats).await;
+    }
+}
+
+/// Gives each of `consumers`' entries back to the queue, if it is still silent.
+async fn recover_all(lists: &Lists, consumers: &[String], lease: Duration, stats: &SeedStats) {
+    for consumer in consumers {
+        match lists.recover(consumer, lease).await {
+            Ok(Some(moved)) => {
+                stats.add(&stats.recovered, moved);
+                tracing::info!(
+                    consumer,
+                    moved,
+                    "seed queue: gave a dead consumer's entries back to the queue"
+                );
+            }
+            Ok(None) => {}
+            Err(e) => {
+                stats.add(&stats.redis_errors, 1);
+                tracing::warn!(error = %e, consumer, "seed queue: recovery failed; the next beat tries again");
+            }
+        }
+    }
+}
+
+/// Consumers with a processing list and no beat (see [`Lists::unregistered`]), at most a few
+/// hundred per scan; an error ends the scan until the next.
+async fn unregistered(lists: &Lists, stats: &SeedStats) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut cursor = 0;
+    loop {
+        match lists.unregistered(cursor).await {
+            Ok((next, mut more)) => {
+                found.append(&mut more);
+                if next == 0 || found.len() >= 500 {
+                    return found;
+                }
+                cursor = next;
+            }
+            Err(e) => {
+                stats.add(&stats.redis_errors, 1);
+                tracing::warn!(error = %e, "seed queue: scan for unbeaten processing lists failed");
+                return found;
+            }
+        }
+    }
+}
+
+/// Removes results older than the retention, now and every `every`.
+pub(super) async fn sweeper(
+    lists: Lists,
+    retention: Duration,
+    every: Duration,
+    stats: Arc<SeedStats>,
+    life: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {},
+            () = life.cancelled() => return,
+        }
+        loop {
+            match lists.sweep(retention, SWEEP_BATCH).await {
+                Ok(n) => {
+                    stats.add(&stats.swept, n);
+                    if n < SWEEP_BATCH as u64 {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    stats.add(&stats.redis_errors, 1);
+                    tracing::warn!(error = %e, "seed queue: retention sweep failed; retrying at the next");
+                    break;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,521 @@
+//! `queue::seed` (seed 003's list protocol) in process, against a real redis-server, with a
+//! scripted provider: the seed's producer (Python, `tests/python/seed_producer.py`) gets exactly
+//! one result per task from several consumers; a dead consumer's entries come back; bad entries
+//! never block the queue; old results are swept; a stop hands unfinished entries back.
+//! The key names are the seed's (`captcha:*`, src/queue/seed/keys.rs).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use captcha_gateway::engine::store::redis::RedisSettings;
+use captcha_gateway::engine::{
+    Engine, EngineSettings, MemoryStore, Priority, Solution, SolveFailure, Solver,
+};
+use captcha_gateway::model::{SolveRequest, UpstreamRef, now_ms};
+use captcha_gateway::queue::seed::{self, SeedSettings, SeedStats};
+use redis::AsyncCommands;
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::support::eventually::eventually;
+use crate::support::fault_proxy::{FaultProxy, Mode};
+use crate::support::redis::RedisServer;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Answers `tok-<n>` at once, or never (`park`); counts the solves it started.
+struct Provider {
+    park: bool,
+    started: AtomicU64,
+}
+
+impl Provider {
+    fn new(park: bool) -> Arc<Self> {
+        Arc::new(Provider {
+            park,
+            started: AtomicU64::new(0),
+        })
+    }
+
+    fn started(&self) -> u64 {
+        self.started.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl Solver for Provider {
+    async fn solve(
+        &self,
+        _req: &SolveRequest,
+        _deadline: Instant,
+        _priority: Priority,
+    ) -> Result<Solution, SolveFailure> {
+        let n = self.started.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.park {
+            std::future::pending::<()>().await;
+        }
+        Ok(Solution {
+            text: format!("tok-{n}"),
+            user_agent: None,
+            upstream: UpstreamRef {
+                account: "a".into(),
+                task_id: n.to_string(),
+            },
+            solved_at: now_ms(),
+        })
+    }
+
+    async fn report(&self, _task: &UpstreamRef, _good: bool) -> Result<(), SolveFailure> {
+        Ok(())
+    }
+}
+
+/// One in-process consumer: its engine's shutdown cut, its stop token and its run.
+struct Consumer {
+    name: String,
+    stop: CancellationToken,
+    cut: CancellationToken,
+    stats: Arc<SeedStats>,
+    run: JoinHandle<Result<(), seed::SeedError>>,
+}
+
+impl Consumer {
+    fn start(redis: &RedisServer, provider: Arc<Provider>, settings: SeedSettings) -> Consumer {
+        Self::start_at(redis.url(), provider, settings)
+    }
+
+    /// A consumer of the Redis at `url` (a fault proxy's, say).
+    fn start_at(url: String, provider: Arc<Provider>, settings: SeedSettings) -> Consumer {
+        let cut = CancellationToken::new();
+        let engine = Engine::new(
+            Arc::new(MemoryStore::new()),
+            provider,
+            EngineSettings::default(),
+            TaskTracker::new(),
+        )
+        .cut_short_by(cut.clone());
+        let target = RedisSettings::new(vec![url], false).target;
+        let name = format!("test-{:016x}", rand::random::<u64>());
+        let stop = CancellationToken::new();
+        let stats = Arc::new(SeedStats::default());
+        let run = tokio::spawn({
+            let (name, stats, stop) = (name.clone(), stats.clone(), stop.clone());
+            async move { seed::run(engine, &target, settings, &name, stats, stop).await }
+        });
+        Consumer {
+            name,
+            stop,
+            cut,
+            stats,
+            run,
+        }
+    }
+
+    /// Stops taking, cuts what is still solving (as the shutdown's cut does), waits for the end.
+    async fn stop(self) {
+        self.stop.cancel();
+        self.cut.cancel();
+        self.run.await.unwrap().unwrap();
+    }
+}
+
+fn settings() -> SeedSettings {
+    SeedSettings {
+        concurrency: 8,
+        lease: Duration::from_secs(3),
+        ..SeedSettings::default()
+    }
+}
+
+async fn conn(redis: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+fn entry(id: &str, pageurl: &str) -> String {
+    serde_json::json!({
+        "id": id,
+        "method": "userrecaptcha",
+        "params": {"googlekey": "6Le-test", "pageurl": pageurl},
+    })
+    .to_string()
+}
+
+async fn result(c: &mut redis::aio::MultiplexedConnection, id: &str) -> Option<Value> {
+    let raw: Option<String> = c.hget("captcha:results", id).await.unwrap();
+    raw.map(|r| serde_json::from_str(&r).expect("results are JSON"))
+}
+
+/// The seed's producer, run to its end: 40 tasks, 3 consumers, each task exactly one success
+/// result of the seed's shape, from one of the consumers, with a distinct token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seeds_producer_gets_one_success_per_task_from_several_consumers() {
+    let redis = RedisServer::start();
+    let provider = Provider::new(false);
+    let consumers: Vec<Consumer> = (0..3)
+        .map(|_| Consumer::start(&redis, provider.clone(), settings()))
+        .collect();
+    let out = tokio::process::Command::new(crate::clients::python())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/seed_producer.py"
+        ))
+        .args([&redis.url(), "40", "60"])
+        .output()
+        .await
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: HashSet<&str> = consumers.iter().map(|c| c.name.as_str()).collect();
+    let mut tokens = HashSet::new();
+    for id in report["ids"].as_array().unwrap() {
+        let r = &report["results"][id.as_str().unwrap()];
+        assert_eq!(r["status"], "success", "{id}: {r}");
+        assert!(names.contains(r["worker"].as_str().unwrap()), "{r}");
+        let duration = r["duration"].as_str().unwrap();
+        assert!(duration.ends_with('s') && duration[..duration.len() - 1].parse::<f64>().is_ok());
+        assert!(
+            tokens.insert(r["token"].as_str().unwrap().to_owned()),
+            "token twice: {r}"
+        );
+    }
+    assert_eq!(tokens.len(), 40);
+    // One solve per task: nothing was taken twice.
+    assert_eq!(provider.started(), 40);
+    let mut c = conn(&redis).await;
+    let len: String = c.get("captcha:queue_length").await.unwrap();
+    assert_eq!(len, "0");
+    let indexed: u64 = c.zcard("captcha:results:index").await.unwrap();
+    assert_eq!(indexed, 40);
+    for consumer in consumers {
+        let name = consumer.name.clone();
+        consumer.stop().await;
+        let listed: bool = c
+            .exists(format!("captcha:processing:{name}"))
+            .await
+            .unwrap();
+        assert!(!listed, "{name}'s processing list is gone after its stop");
+    }
+    let live: u64 = c.zcard("captcha:consumers").await.unwrap();
+    assert_eq!(live, 0, "stopped consumers unregister");
+}
+
+/// A consumer that died holding entries (its processing list stays, its beat stops): another
+/// consumer gives them back to the queue after a lease and they are solved once each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_consumers_entries_are_recovered_and_solved_once() {
+    let redis = RedisServer::start();
+    let mut c = conn(&redis).await;
+    let dead = "deadhost-00000000000000aa";
+    for i in 0..5 {
+        let _: () = c
+            .rpush(
+                format!("captcha:processing:{dead}"),
+                entry(&format!("d{i}"), &format!("https://a.example/{i}")),
+            )
+            .await
+            .unwrap();
+    }
+    // Its last beat, long ago (ms since the epoch: 1).
+    let _: () = c.zadd("captcha:consumers", dead, 1).await.unwrap();
+    let provider = Provider::new(false);
+    let consumer = Consumer::start(&redis, provider.clone(), settings());
+    eventually(WAIT, "the dead consumer's 5 tasks have results", || {
+        let mut c = c.clone();
+        async move { c.hlen::<_, u64>("captcha:results").await.unwrap() == 5 }
+    })
+    .await;
+    for i in 0..5 {
+        let r = result(&mut c, &format!("d{i}")).await.unwrap();
+        assert_eq!(r["status"], "success");
+        assert_eq!(r["worker"], consumer.name.as_str());
+    }
+    assert_eq!(SeedStats::get(&consumer.stats.recovered), 5);
+    assert_eq!(provider.started(), 5);
+    let listed: bool = c
+        .exists(format!("captcha:processing:{dead}"))
+        .await
+        .unwrap();
+    assert!(!listed, "the dead consumer's list is removed");
+    let score: Option<f64> = c.zscore("captcha:consumers", dead).await.unwrap();
+    assert_eq!(score, None, "the dead consumer is forgotten");
+    consumer.stop().await;
+}
+
+/// A processing list whose consumer has no beat at all (it was taken for dead while blocked in a
+/// take that then moved an entry, and died before beating again) is found and given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_processing_list_nobody_beats_for_is_found_and_given_back() {
+    let redis = RedisServer::start();
+    let mut c = conn(&redis).await;
+    let orphan = "frozenhost-00000000000000bb";
+    let _: () = c
+        .rpush(
+            format!("captcha:processing:{orphan}"),
+            entry("o1", "https://a.example/o"),
+        )
+        .await
+        .unwrap();
+    let consumer = Consumer::start(&redis, Provider::new(false), settings());
+    eventually(WAIT, "the orphaned entry's result", || {
+        let mut c = c.clone();
+        async move { result(&mut c, "o1").await.is_some() }
+    })
+    .await;
+    let listed: bool = c
+        .exists(format!("captcha:processing:{orphan}"))
+        .await
+        .unwrap();
+    assert!(!listed);
+    assert_eq!(SeedStats::get(&consumer.stats.recovered), 1);
+    consumer.stop().await;
+}
+
+/// Bad entries: with an id, an error result in the seed's shape; without one (not JSON, not
+/// UTF-8, no id), dropped and counted. The good entry behind them is solved; nothing stays
+/// listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_entries_get_an_error_result_or_are_dropped_without_blocking_the_queue() {
+    let redis = RedisServer::start();
+    let mut c = conn(&redis).await;
+    let bad: Vec<Vec<u8>> = vec![
+        b"not json".to_vec(),
+        b"\xff\xfe\x00garbage".to_vec(),
+        br#"{"method":"userrecaptcha","params":{}}"#.to_vec(),
+        br#"{"id":"m1","method":"nosuch","params":{}}"#.to_vec(),
+        br#"{"id":"p1","method":"userrecaptcha","params":{"googlekey":"k"}}"#.to_vec(),
+        br#"{"id":"p2","method":"userrecaptcha","params":"googlekey=k"}"#.to_vec(),
+    ];
+    for raw in &bad {
+        let _: () = c.rpush("captcha:queue", raw).await.unwrap();
+    }
+    let _: () = c
+        .rpush("captcha:queue", entry("ok1", "https://a.example/ok"))
+        .await
+        .unwrap();
+    let consumer = Consumer::start(&redis, Provider::new(false), settings());
+    eventually(WAIT, "4 results", || {
+        let mut c = c.clone();
+        async move { c.hlen::<_, u64>("captcha:results").await.unwrap() == 4 }
+    })
+    .await;
+    for (id, code) in [
+        ("m1", "ERROR_BAD_PARAMETERS"),
+        ("p1", "ERROR_PAGEURL"),
+        ("p2", "ERROR_BAD_PARAMETERS"),
+    ] {
+        let r = result(&mut c, id).await.unwrap();
+        assert_eq!(
+            r,
+            serde_json::json!({"status":"error","error":code,"worker":consumer.name}),
+            "{id}"
+        );
+    }
+    assert_eq!(result(&mut c, "ok1").await.unwrap()["status"], "success");
+    eventually(WAIT, "the unreadable entries dropped", || {
+        let stats = consumer.stats.clone();
+        async move { SeedStats::get(&stats.unreadable) == 3 }
+    })
+    .await;
+    let processing: u64 = c
+        .llen(format!("captcha:processing:{}", consumer.name))
+        .await
+        .unwrap();
+    let queued: u64 = c.llen("captcha:queue").await.unwrap();
+    assert_eq!((processing, queued), (0, 0));
+    assert_eq!(SeedStats::get(&consumer.stats.refused), 3);
+    consumer.stop().await;
+}
+
+/// A redelivered entry whose task already has a result (its first worker finished after being
+/// taken for dead): dropped without a solve; the first result stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_whose_task_already_has_a_result_is_dropped_unsolved() {
+    let redis = RedisServer::start();
+    let mut c = conn(&redis).await;
+    let first = r#"{"status":"success","token":"first","duration":"1.0s","worker":"w-1"}"#;
+    let _: () = c.hset("captcha:results", "r1", first).await.unwrap();
+    let _: () = c
+        .rpush("captcha:queue", entry("r1", "https://a.example/r"))
+        .await
+        .unwrap();
+    let provider = Provider::new(false);
+    let consumer = Consumer::start(&redis, provider.clone(), settings());
+    eventually(WAIT, "the duplicate dropped", || {
+        let stats = consumer.stats.clone();
+        async move { SeedStats::get(&stats.duplicates) == 1 }
+    })
+    .await;
+    let raw: String = c.hget("captcha:results", "r1").await.unwrap();
+    assert_eq!(raw, first);
+    assert_eq!(provider.started(), 0);
+    let queued: u64 = c.llen("captcha:queue").await.unwrap();
+    let processing: u64 = c
+        .llen(format!("captcha:processing:{}", consumer.name))
+        .await
+        .unwrap();
+    assert_eq!((queued, processing), (0, 0));
+    consumer.stop().await;
+}
+
+/// Results past the retention go, with their index entries; newer ones stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_past_the_retention_are_swept_with_their_index_entries() {
+    let redis = RedisServer::start();
+    let mut c = conn(&redis).await;
+    let now = now_ms();
+    for (id, finished) in [("old1", 1), ("old2", now - 7_200_000), ("new1", now)] {
+        let _: () = c.hset("captcha:results", id, "{}").await.unwrap();
+        let _: () = c.zadd("captcha:results:index", id, finished).await.unwrap();
+    }
+    let consumer = Consumer::start(&redis, Provider::new(false), settings());
+    eventually(WAIT, "the old results swept", || {
+        let mut c = c.clone();
+        async move { c.hlen::<_, u64>("captcha:results").await.unwrap() == 1 }
+    })
+    .await;
+    let kept: Vec<String> = c.hkeys("captcha:results").await.unwrap();
+    let indexed: Vec<String> = c.zrange("captcha:results:index", 0, -1).await.unwrap();
+    assert_eq!(
+        (kept, indexed),
+        (vec!["new1".to_owned()], vec!["new1".to_owned()])
+    );
+    assert_eq!(SeedStats::get(&consumer.stats.swept), 2);
+    consumer.stop().await;
+}
+
+/// Many in flight at once, not one at a time: with solves that never end and a concurrency of
+/// 4, four entries are solving together; a stop then hands all of them back to the head of the
+/// queue, in order, and the queue length says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_keeps_its_concurrency_in_flight_and_hands_entries_back_on_stop() {
+    let redis = RedisServer::start();
+    let mut c = conn(&redis).await;
+    let entries: Vec<String> = (0..6)
+        .map(|i| entry(&format!("c{i}"), &format!("https://a.example/{i}")))
+        .collect();
+    for e in &entries {
+        let _: () = c.rpush("captcha:queue", e).await.unwrap();
+    }
+    let provider = Provider::new(true);
+    let consumer = Consumer::start(
+        &redis,
+        provider.clone(),
+        SeedSettings {
+            concurrency: 4,
+            ..settings()
+        },
+    );
+    eventually(WAIT, "four solves started", || {
+        let p = provider.clone();
+        async move { p.started() == 4 }
+    })
+    .await;
+    let processing: u64 = c
+        .llen(format!("captcha:processing:{}", consumer.name))
+        .await
+        .unwrap();
+    assert_eq!(processing, 4);
+    let len: String = c.get("captcha:queue_length").await.unwrap();
+    assert_eq!(len, "2");
+    let name = consumer.name.clone();
+    consumer.stop().await;
+    let queued: Vec<String> = c.lrange("captcha:queue", 0, -1).await.unwrap();
+    assert_eq!(queued, entries, "every entry back, in the order taken");
+    let len: String = c.get("captcha:queue_length").await.unwrap();
+    assert_eq!(len, "6");
+    let results: u64 = c.hlen("captcha:results").await.unwrap();
+    assert_eq!(results, 0, "a cut-short solve writes no result");
+    let score: Option<f64> = c.zscore("captcha:consumers", &name).await.unwrap();
+    assert_eq!(score, None);
+}
+
+/// A take whose reply is lost (it ran: the entry sits in the consumer's processing list,
+/// unknown to it): once Redis answers again, the consumer rereads its list and solves every
+/// entry exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_taken_by_a_take_whose_reply_was_lost_are_found_and_solved_once() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", redis.port).parse().unwrap()).await;
+    let provider = Provider::new(false);
+    let consumer = Consumer::start_at(
+        format!("redis://127.0.0.1:{}/", proxy.port()),
+        provider.clone(),
+        SeedSettings {
+            block: Duration::from_secs(5),
+            ..settings()
+        },
+    );
+    let c = conn(&redis).await;
+    let list = format!("captcha:processing:{}", consumer.name);
+    // Waiting in its blocking take (a long one, so the entry pushed next comes during it).
+    eventually(WAIT, "the consumer blocked in BLMOVE", || {
+        let mut c = c.clone();
+        async move {
+            let clients: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            clients
+                .lines()
+                .any(|l| l.contains("cmd=blmove") && l.contains("flags=b"))
+        }
+    })
+    .await;
+    proxy.set(Mode::DropReplies);
+    for i in 0..3 {
+        let _: () = c
+            .clone()
+            .rpush(
+                "captcha:queue",
+                entry(&format!("l{i}"), &format!("https://a.example/{i}")),
+            )
+            .await
+            .unwrap();
+    }
+    // Its blocking take moves the first; further calls (the reread) fail until Redis answers.
+    eventually(
+        WAIT,
+        "an entry moved by a take it never heard back from",
+        || {
+            let (mut c, list) = (c.clone(), list.clone());
+            async move { c.llen::<_, u64>(&list).await.unwrap() >= 1 }
+        },
+    )
+    .await;
+    assert_eq!(provider.started(), 0, "nothing solved while no reply came");
+    proxy.set(Mode::Pass);
+    eventually(WAIT, "three results", || {
+        let mut c = c.clone();
+        async move { c.hlen::<_, u64>("captcha:results").await.unwrap() == 3 }
+    })
+    .await;
+    let mut c = c.clone();
+    for i in 0..3 {
+        assert_eq!(
+            result(&mut c, &format!("l{i}")).await.unwrap()["status"],
+            "success"
+        );
+    }
+    assert_eq!(provider.started(), 3, "each solved once");
+    eventually(WAIT, "the processing list empty", || {
+        let (mut c, list) = (c.clone(), list.clone());
+        async move { c.llen::<_, u64>(&list).await.unwrap() == 0 }
+    })
+    .await;
+    consumer.stop().await;
+}

@@ -1,0 +1,331 @@
+//! `captcha-gateway worker --seed-queue` processes (the real binary) against the simulator and a
+//! producer written seed 003's way (`tests/python/seed_producer.py`: `rpush` of entries, `hget`
+//! of `captcha:results` once a second), unchanged: every task gets exactly one success result in
+//! the seed's shape whose token verifies at the simulator, also while workers are `kill -9`ed
+//! and replaced.
+
+use std::collections::HashSet;
+use std::process::Stdio;
+use std::time::Duration;
+
+use captcha_gateway::sim::LatencyRange;
+use redis::AsyncCommands;
+use serde_json::Value;
+
+use super::support::{WorkerProcess, raw, worker_config};
+use crate::support::eventually::eventually;
+use crate::support::fleet::SimServer;
+use crate::support::redis::RedisServer;
+use crate::support::verify_at;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The crash test's latencies (issue 11): 50-500 ms.
+fn latency() -> LatencyRange {
+    LatencyRange {
+        min: Duration::from_millis(50),
+        max: Duration::from_millis(500),
+    }
+}
+
+async fn seed_worker(sim: &SimServer, redis: &RedisServer) -> WorkerProcess {
+    seed_worker_with(sim, redis, "").await
+}
+
+/// [`seed_worker`] with top-level TOML lines `top`.
+async fn seed_worker_with(sim: &SimServer, redis: &RedisServer, top: &str) -> WorkerProcess {
+    use std::io::Write;
+    let base = worker_config(sim.addr, &redis.url(), "");
+    let mut config = tempfile::NamedTempFile::new().unwrap();
+    let text = std::fs::read_to_string(base.path()).unwrap();
+    writeln!(config, "{top}\n{text}").unwrap();
+    WorkerProcess::start(
+        config,
+        &["--seed-queue", "--concurrency", "16", "--lease-s", "2"],
+    )
+    .await
+}
+
+/// Starts the producer: it pushes `count` tasks and collects their results.
+fn producer(redis: &RedisServer, count: usize) -> tokio::process::Child {
+    tokio::process::Command::new(crate::clients::python())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/seed_producer.py"
+        ))
+        .args([&redis.url(), &count.to_string(), "150"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python runs")
+}
+
+/// The producer's report: every id it pushed has a success result of the seed's shape, from one
+/// of `workers`; returns the tokens.
+async fn all_succeeded(producer: tokio::process::Child, workers: &HashSet<String>) -> Vec<String> {
+    let out = producer.wait_with_output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids = report["ids"].as_array().unwrap();
+    let mut tokens = Vec::new();
+    for id in ids {
+        let r = &report["results"][id.as_str().unwrap()];
+        assert_eq!(r["status"], "success", "{id}: {r}");
+        let fields: HashSet<&str> = r.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            fields,
+            HashSet::from(["status", "token", "duration", "worker"]),
+            "{r}"
+        );
+        assert!(workers.contains(r["worker"].as_str().unwrap()), "{r}");
+        tokens.push(r["token"].as_str().unwrap().to_owned());
+    }
+    tokens
+}
+
+/// Each token verifies once at the simulator, and none was handed out twice.
+async fn all_verify(sim: &SimServer, tokens: &[String]) {
+    let http = reqwest::Client::new();
+    let base = format!("http://{}", sim.addr);
+    let distinct: HashSet<&String> = tokens.iter().collect();
+    assert_eq!(distinct.len(), tokens.len(), "a token handed out twice");
+    for token in tokens {
+        let v = verify_at(&http, &base, token).await;
+        assert_eq!(v["success"], true, "{token}: {v}");
+    }
+}
+
+/// Nothing left behind: queue and processing lists empty, the published length 0.
+async fn drained(redis: &RedisServer) {
+    let c = raw(&redis.url()).await;
+    eventually(WAIT, "the queue and every processing list empty", || {
+        let mut c = c.clone();
+        async move {
+            let lists: Vec<String> = c.keys("captcha:processing:*").await.unwrap();
+            let queued: u64 = c.llen("captcha:queue").await.unwrap();
+            let len: Option<String> = c.get("captcha:queue_length").await.unwrap();
+            lists.is_empty() && queued == 0 && len.as_deref() == Some("0")
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seeds_producer_works_unchanged_against_three_seed_workers() {
+    let redis = RedisServer::start();
+    let sim = SimServer::start(latency(), 500).await;
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        workers.push(seed_worker(&sim, &redis).await);
+    }
+    let names: HashSet<String> = workers.iter().map(|w| w.consumer.clone()).collect();
+    let tokens = all_succeeded(producer(&redis, 90), &names).await;
+    assert_eq!(tokens.len(), 90);
+    all_verify(&sim, &tokens).await;
+    assert_eq!(sim.sim.stats().submits, 90, "one upstream task per entry");
+    let mut c = raw(&redis.url()).await;
+    let results: u64 = c.hlen("captcha:results").await.unwrap();
+    assert_eq!(results, 90, "exactly one result per task, nothing else");
+    // The results are indexed for the retention sweep.
+    let indexed: u64 = c.zcard("captcha:results:index").await.unwrap();
+    assert_eq!(indexed, 90);
+    let solved: u64 = {
+        let mut sum = 0;
+        for w in &workers {
+            sum += w.metric("captcha_gateway_seed_queue_solved_total").await;
+        }
+        sum
+    };
+    assert_eq!(solved, 90);
+    // SIGTERM: each stops, unregisters and exits 0.
+    for w in &mut workers {
+        w.signal("TERM");
+        assert!(w.exited().await.success());
+    }
+    let live: u64 = c.zcard("captcha:consumers").await.unwrap();
+    assert_eq!(live, 0);
+    drained(&redis).await;
+}
+
+/// Workers `kill -9`ed while the producer waits, each replaced by a new process (a new consumer
+/// name): no task is lost, each gets exactly one success result, and only the killed workers'
+/// tasks are solved again upstream (the figure is printed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seeds_producer_loses_nothing_while_seed_workers_are_killed() {
+    const TASKS: usize = 200;
+    let redis = RedisServer::start();
+    let sim = SimServer::start(latency(), 500).await;
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        workers.push(seed_worker(&sim, &redis).await);
+    }
+    let mut names: HashSet<String> = workers.iter().map(|w| w.consumer.clone()).collect();
+    let running = producer(&redis, TASKS);
+    let c = raw(&redis.url()).await;
+    for (i, done) in [30u64, 80, 130].into_iter().enumerate() {
+        eventually(WAIT, &format!("{done} results"), || {
+            let mut c = c.clone();
+            async move { c.hlen::<_, u64>("captcha:results").await.unwrap() >= done }
+        })
+        .await;
+        workers[i].kill().await;
+        workers[i] = seed_worker(&sim, &redis).await;
+        names.insert(workers[i].consumer.clone());
+    }
+    let tokens = all_succeeded(running, &names).await;
+    assert_eq!(tokens.len(), TASKS);
+    all_verify(&sim, &tokens).await;
+    let mut c = c.clone();
+    let results: u64 = c.hlen("captcha:results").await.unwrap();
+    assert_eq!(results, TASKS as u64);
+    let submits = sim.sim.stats().submits;
+    let repeated = submits - TASKS as u64;
+    println!(
+        "seed crash test: {TASKS} tasks, 3 kill -9, {submits} upstream tasks ({repeated} repeated for killed workers' entries)"
+    );
+    // At most what the three killed workers could hold: their concurrency.
+    assert!(repeated <= 3 * 16, "{repeated} tasks solved again");
+    drained(&redis).await;
+}
+
+/// A worker frozen (`kill -STOP`) past its lease while it solves: another worker gives its
+/// entries back to the queue and finishes them; thawed (`kill -CONT`), its late outcomes (its
+/// solves' deadline passed while it was frozen) find the entries gone and the results written,
+/// and every result stays the first one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_seed_workers_tasks_are_finished_once_by_another() {
+    const TASKS: usize = 30;
+    let redis = RedisServer::start();
+    // Slow enough that the frozen worker is caught holding tasks.
+    let sim = SimServer::start(
+        LatencyRange {
+            min: Duration::from_millis(800),
+            max: Duration::from_millis(1200),
+        },
+        500,
+    )
+    .await;
+    // A solve deadline that passes while it is frozen, so its late outcomes come at once.
+    let frozen = seed_worker_with(&sim, &redis, "default_solve_timeout_s = 4").await;
+    let c = raw(&redis.url()).await;
+    let running = producer(&redis, TASKS);
+    let list = format!("captcha:processing:{}", frozen.consumer);
+    // Alone so far, so the simulator's tasks are its own: frozen in the middle of solving.
+    eventually(WAIT, "the first worker solving", || {
+        let (mut c, list, sim) = (c.clone(), list.clone(), sim.sim.clone());
+        async move { c.llen::<_, u64>(&list).await.unwrap() > 0 && sim.stats().submits > 0 }
+    })
+    .await;
+    frozen.signal("STOP");
+    let held: Vec<String> = c.clone().lrange(&list, 0, -1).await.unwrap();
+    assert!(!held.is_empty());
+    let other = seed_worker(&sim, &redis).await;
+    let tokens = all_succeeded(
+        running,
+        &HashSet::from([frozen.consumer.clone(), other.consumer.clone()]),
+    )
+    .await;
+    assert_eq!(tokens.len(), TASKS);
+    let mut c2 = c.clone();
+    let listed: bool = c2.exists(&list).await.unwrap();
+    assert!(!listed, "the frozen worker's list was given back");
+    let before: std::collections::HashMap<String, String> =
+        c2.hgetall("captcha:results").await.unwrap();
+    assert_eq!(before.len(), TASKS);
+    // Only the other worker could finish what the frozen one held.
+    for raw_entry in &held {
+        let id = serde_json::from_str::<Value>(raw_entry).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let r: Value = serde_json::from_str(&before[&id]).unwrap();
+        assert_eq!(r["worker"], other.consumer.as_str(), "{r}");
+    }
+
+    frozen.signal("CONT");
+    // Each held entry's finish finds it given back (counted after its finish script ran); the
+    // frozen worker may hold more than was listed when it stopped (a take already sent).
+    eventually(WAIT, "the thawed worker's late outcomes", || async {
+        frozen.metric("captcha_gateway_seed_queue_lost_total").await >= held.len() as u64
+    })
+    .await;
+    assert!(
+        frozen
+            .metric("captcha_gateway_seed_queue_duplicates_total")
+            .await
+            >= held.len() as u64,
+        "each held entry's task was found finished"
+    );
+    let written_before = before
+        .values()
+        .filter(|r| r.contains(&frozen.consumer))
+        .count() as u64;
+    let ended = frozen
+        .metric("captcha_gateway_seed_queue_solved_total")
+        .await
+        + frozen
+            .metric("captcha_gateway_seed_queue_failed_total")
+            .await;
+    assert!(
+        ended > written_before,
+        "a solve of the frozen worker ended after the thaw (and wrote nothing)"
+    );
+    let after: std::collections::HashMap<String, String> =
+        c2.hgetall("captcha:results").await.unwrap();
+    assert_eq!(after, before, "no result was written twice");
+    all_verify(&sim, &tokens).await;
+    drained(&redis).await;
+}
+
+/// Redis restarted empty between two batches: the workers reconnect and the next batch is
+/// served as the first was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_workers_carry_on_after_redis_restarts_empty() {
+    let mut redis = RedisServer::start();
+    let sim = SimServer::start(latency(), 500).await;
+    let workers = [
+        seed_worker(&sim, &redis).await,
+        seed_worker(&sim, &redis).await,
+    ];
+    let names: HashSet<String> = workers.iter().map(|w| w.consumer.clone()).collect();
+    let first = all_succeeded(producer(&redis, 20), &names).await;
+    assert_eq!(first.len(), 20);
+    redis.restart();
+    let second = all_succeeded(producer(&redis, 20), &names).await;
+    assert_eq!(second.len(), 20);
+    all_verify(&sim, &[first, second].concat()).await;
+    drained(&redis).await;
+}
+
+/// A Cluster URL with `--seed-queue`: refused at startup in one line naming the setting and
+/// the fix, exit code 2 (the seed's keys cannot share a slot).
+#[tokio::test]
+async fn seed_queue_on_a_redis_cluster_is_refused_with_exit_code_2() {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+        .args([
+            "worker",
+            "--seed-queue",
+            "--provider",
+            "sim",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--redis-url", "redis://127.0.0.1:1,redis://127.0.0.1:2"])
+        .env_clear()
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains("--seed-queue") && lines[0].contains("one Redis server"),
+        "{stderr}"
+    );
+}
