@@ -4,8 +4,8 @@
 //! calls (no probes) and by the `now` the caller passes in. Which outcomes are failures is
 //! [`crate::outcome`]'s; skipping ejected instances when choosing is [`crate::Balancer`]'s.
 //!
-//! The rules, in the spirit of NGINX's `max_fails`/`fail_timeout` (research/reliability.md
-//! section 6.1) with the exponential back-off of outlier detection:
+//! The rules, in the spirit of NGINX's `max_fails`/`fail_timeout` (balance/README.md,
+//! "Ejection") with the exponential back-off of outlier detection:
 //!
 //! - after [`EjectionPolicy::consecutive_failures`] failures in a row the instance is ejected
 //!   for [`EjectionPolicy::base_ejection`];
@@ -33,7 +33,7 @@ pub struct EjectionPolicy {
 
 impl Default for EjectionPolicy {
     /// Three failures and ten seconds are what we tell NGINX (`max_fails=3 fail_timeout=10s`,
-    /// research/reliability.md section 6.4), so a client balancer and the proxy judge an
+    /// balance/README.md "Ejection"), so a client balancer and the proxy judge an
     /// instance alike: one failure is noise, three in a row are a pattern, and ten seconds is
     /// about a pod restart. Five minutes caps the doubling: long enough that a dead instance
     /// costs one failed call per five minutes, short enough that a repaired one is used again

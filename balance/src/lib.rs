@@ -1,4 +1,4 @@
-//! Client-side balancing over captcha-gateway instances (DESIGN.md section 6, `balance`).
+//! Client-side balancing over captcha-gateway instances (docs/ARCHITECTURE.md, "Modules").
 //!
 //! A caller that talks to a fleet of gateways directly (no proxy in between) keeps one
 //! [`Balancer`] over the instances' addresses, asks it where to send each call
@@ -10,7 +10,7 @@
 //! This crate is the sans-I/O core: no sockets, no clock, no async runtime. Time is an argument
 //! (`now: Instant`), randomness a seeded generator, so every decision can be replayed in a
 //! test. The HTTP client that wraps it comes later, in this crate, and is why it is its own
-//! crate: it must not pull in Redis or axum (DESIGN.md section 7).
+//! crate: it must not pull in Redis or axum (docs/ARCHITECTURE.md, "Modules").
 //!
 //! # Layout
 //!

@@ -7,9 +7,9 @@
 /// How a call ended. Only the instance's own failures count towards ejecting it.
 ///
 /// The gateway answers 503 + `Retry-After` when *this* instance is locally full, and 429 when a
-/// *fleet-wide* cap is exhausted (DESIGN.md section 8, research/reliability.md section 6.4). The
-/// first is a reason to send the next call elsewhere; the second is not, because every
-/// instance shares that cap.
+/// *fleet-wide* cap is exhausted (docs/API.md, "Tenants: limits and usage"; balance/README.md,
+/// "Ejection"). The first is a reason to send the next call elsewhere; the second is not, because
+/// every instance shares that cap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome {
     /// The instance answered the call: a 2xx, or a 4xx about the request itself (bad input,

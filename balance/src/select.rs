@@ -10,7 +10,7 @@ use rand::Rng;
 ///
 /// Both use the number of calls outstanding (sent, not yet finished) as the load: a call to
 /// the gateway can wait seconds on a solve, so calls in flight are what an instance is busy
-/// with, and latency averages would lag behind (research/reliability.md section 6).
+/// with, and latency averages would lag behind (balance/README.md, "Strategies").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Strategy {
     /// The instance with the fewest outstanding calls; ties go round-robin, so an idle fleet

@@ -1,4 +1,4 @@
-//! The 2captcha-compatible wire format (PROTOCOL.md items 1-15), shared by the gateway's
+//! The 2captcha-compatible wire format (docs/PROTOCOL.md items 1-15), shared by the gateway's
 //! `/in.php` + `/res.php` and by the simulator, which speaks the same protocol as a provider.
 //!
 //! Owns: reading parameters from every request encoding ([`Params`]), turning `in.php` parameters

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use super::codes;
 use crate::model::{Answer, Kind};
 
-/// Plain text unless the client sent `json=1` (PROTOCOL.md item 1).
+/// Plain text unless the client sent `json=1` (docs/PROTOCOL.md item 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Plain,

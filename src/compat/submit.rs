@@ -7,7 +7,7 @@ use crate::model::{
 };
 
 /// Turns `in.php` parameters into a request, accepting every alias clients send
-/// (PROTOCOL.md items 7-8) and ignoring parameters it does not know.
+/// (docs/PROTOCOL.md items 7-8) and ignoring parameters it does not know.
 pub fn parse_submit(p: &Params) -> Result<SolveRequest, Validation> {
     let method = p.get(&["method"]).map(str::to_ascii_lowercase);
     let text = p.get(&["textcaptcha"]);

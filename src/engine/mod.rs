@@ -1,4 +1,4 @@
-//! The engine: solve orchestration and the promises of DESIGN.md section 5 (once, fresh, exact
+//! The engine: solve orchestration and the promises of docs/ARCHITECTURE.md (once, fresh, exact
 //! demand, coalesced). For each caller it decides pool / wait for an in-flight task / start a new
 //! one (through the [`Store`], atomically), starts upstream tasks through a [`Solver`], and routes
 //! every finished answer to exactly one waiter or to the pool.

@@ -79,7 +79,8 @@ pub struct EngineSettings {
 impl Default for EngineSettings {
     fn default() -> Self {
         Self {
-            // DESIGN.md promise 2's default: enough for a worker to put the token into a form.
+            // docs/ARCHITECTURE.md promise 2's default: enough for a worker to put the token into
+            // a form.
             min_remaining: Duration::from_secs(10),
             lifetimes: Kind::ALL
                 .iter()
@@ -88,7 +89,7 @@ impl Default for EngineSettings {
             target_policy: TargetPolicy::default(),
             // The official CaptchaAI SDK's poll deadline; reCAPTCHA rarely takes longer.
             task_timeout: Duration::from_secs(180),
-            // PROTOCOL.md item 14: pollable >= 15 minutes after completion (2captcha takes
+            // docs/PROTOCOL.md item 14: pollable >= 15 minutes after completion (2captcha takes
             // reports for 15 minutes); a little more so a report at minute 15 still finds it.
             result_retention: Duration::from_secs(20 * 60),
             // Degrade rather than fail: callers still get answers, only pooling is lost.

@@ -79,7 +79,7 @@ impl SolveError {
 /// A task of the compatible or native asynchronous API: created on submit, finished once.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TaskRecord {
-    /// Digit-only, as clients expect (PROTOCOL.md item 2).
+    /// Digit-only, as clients expect (docs/PROTOCOL.md item 2).
     pub id: String,
     /// Only this tenant may read it (promise 8).
     pub tenant: String,

@@ -1,5 +1,5 @@
 //! `/in.php` and `/res.php`, exactly as clients of 2captcha and CaptchaAI expect them
-//! (PROTOCOL.md items 1-15): HTTP 200 for every API-level error, plain or JSON per `json=1`.
+//! (docs/PROTOCOL.md items 1-15): HTTP 200 for every API-level error, plain or JSON per `json=1`.
 
 use std::time::Duration;
 

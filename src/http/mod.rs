@@ -1,4 +1,4 @@
-//! The HTTP API (DESIGN.md section 6): the 2captcha-compatible endpoints, the native JSON API,
+//! The HTTP API (docs/API.md): the 2captcha-compatible endpoints, the native JSON API,
 //! the seed 002 worker API, the pool endpoints and the operations endpoints, on one axum router.
 //!
 //! Owns: routing, authentication of gateway keys, admission (load shedding), turning engine

@@ -1,8 +1,8 @@
 //! Tenants at the HTTP edge: `GET /v1/usage` (the caller's own figures) and each protocol's
 //! answer to a tenant limit.
 //!
-//! Compatible API (HTTP 200, PROTOCOL.md items 4 and 12; the code is what clients act on, so it
-//! is chosen for what they do with it):
+//! Compatible API (HTTP 200, docs/PROTOCOL.md items 4 and 12; the code is what clients act on,
+//! so it is chosen for what they do with it):
 //! - `max_concurrent` -> `ERROR_NO_SLOT_AVAILABLE`: the code the gateway already sends at its own
 //!   capacity, and 2captcha's meaning ("the rate you set is lower than your current rate").
 //!   Clients raise it at once (unicaps `ServiceTooBusy`), none retries in a tight loop.

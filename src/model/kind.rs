@@ -18,7 +18,7 @@ pub enum Kind {
     Text,
 }
 
-/// How an answer of a kind may be handed out (DESIGN.md section 4, PROTOCOL.md "Answer lifetimes").
+/// How an answer of a kind may be handed out (docs/PROTOCOL.md, "Answer lifetimes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reuse {
     /// One caller only. `poolable` says whether a spare answer may wait in a pool for the next

@@ -1,5 +1,6 @@
-//! The vocabulary of DESIGN.md section 4 as types: what a caller asks for ([`SolveRequest`]),
-//! which requests are interchangeable ([`Target`]), what a solve returns ([`Answer`]).
+//! The vocabulary of docs/ARCHITECTURE.md ("Vocabulary") as types: what a caller asks for
+//! ([`SolveRequest`]), which requests are interchangeable ([`Target`]), what a solve returns
+//! ([`Answer`]).
 //!
 //! Pure data and pure functions only: no I/O, no clock reads (time is passed in).
 

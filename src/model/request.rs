@@ -115,7 +115,7 @@ impl ProxyType {
 }
 
 /// A proxy as the providers take it: `user:pass@host:port` or `host:port`.
-/// `Debug` and `Display` never show the credentials (DESIGN.md promise 8).
+/// `Debug` and `Display` never show the credentials (docs/ARCHITECTURE.md promise 8).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Proxy {
     pub kind: ProxyType,

@@ -18,9 +18,10 @@ impl Default for TargetPolicy {
     }
 }
 
-/// What makes two requests interchangeable (DESIGN.md section 4): kind, sitekey, normalized page
-/// URL and every parameter that changes the answer. `id` is a digest of those so store keys stay
-/// short and never contain proxy credentials; `label` is a human-readable, secret-free name.
+/// What makes two requests interchangeable (docs/ARCHITECTURE.md, "Targets"): kind, sitekey,
+/// normalized page URL and every parameter that changes the answer. `id` is a digest of those so
+/// store keys stay short and never contain proxy credentials; `label` is a human-readable,
+/// secret-free name.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Target {
     pub kind: Kind,

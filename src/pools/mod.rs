@@ -1,4 +1,4 @@
-//! Warm pools (DESIGN.md sections 3 and 6, issue 3 items 2-4): configured targets kept stocked
+//! Warm pools (docs/ARCHITECTURE.md, "Pools"): configured targets kept stocked
 //! with ready answers, answers imported from elsewhere, and the hit-rate and waste figures.
 //!
 //! Owns: the `[[pools]]` settings ([`PoolSpec`]), auto sizing from demand and solve time

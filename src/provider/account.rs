@@ -1,5 +1,5 @@
 //! One provider account: its thread cap, submit retries and the road from request to answer
-//! (DESIGN.md promise 5, "Capped"; PROTOCOL.md "Retry classes").
+//! (docs/ARCHITECTURE.md promise 5, "Capped"; docs/PROTOCOL.md "Retry classes").
 //!
 //! Owns: taking a thread from the account's budget for each task and holding it until the
 //! provider is done with it, retrying capacity errors (the budget's cap shrinks, the task waits

@@ -1,5 +1,5 @@
-//! The retry policy of upstream error codes, as one table (PROTOCOL.md "Upstream", retry
-//! classes; research/protocol.md sections 1.5, 2.2 and 2.3).
+//! The retry policy of upstream error codes, as one table (docs/PROTOCOL.md "Retry
+//! classes").
 //!
 //! Owns: which [`ErrorClass`] a provider code belongs to, per protocol family, and the wait the
 //! provider asks for after it. Does not own: reading codes out of bodies (`parse`) or acting on

@@ -1,5 +1,5 @@
 //! The `in.php` encoder: a [`SolveRequest`] as the parameters providers of the `in.php` family
-//! take (research/protocol.md 1.2 and 2.1). It is the inverse of
+//! take (docs/PROTOCOL.md, "Upstream"). It is the inverse of
 //! [`compat::parse_submit`](crate::compat::parse_submit), which a property test checks.
 //!
 //! Owns: parameter names and value spellings. Does not own: the key, `json=1` or transport

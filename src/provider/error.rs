@@ -2,7 +2,7 @@ use std::fmt;
 use std::time::Duration;
 
 /// What kind of failure an upstream error is, which decides what we do about it
-/// (PROTOCOL.md "Upstream", retry classes). Retry policy is this data, never string matching
+/// (docs/PROTOCOL.md "Retry classes"). Retry policy is this data, never string matching
 /// at call sites.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorClass {

@@ -1,8 +1,9 @@
-//! The `in.php`/`res.php` protocol family (CaptchaAI, 2captcha and compatibles; PROTOCOL.md
-//! "Upstream") over reqwest.
+//! The `in.php`/`res.php` protocol family (CaptchaAI, 2captcha and compatibles;
+//! docs/PROTOCOL.md "Upstream") over reqwest.
 //!
 //! Owns: URLs, the key, timeouts, body limits, batch polls with their single-id fallback, and
-//! keeping the key out of every error, log line and `Debug` output (DESIGN.md promise 8).
+//! keeping the key out of every error, log line and `Debug` output (docs/ARCHITECTURE.md
+//! promise 8).
 //! Does not own: retries, thread caps or poll timing (`account`, `poller`).
 
 use std::fmt;

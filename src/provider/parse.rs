@@ -1,5 +1,5 @@
-//! Lenient reading of `in.php`/`res.php` replies from providers (research/protocol.md 1.3, 2.1,
-//! 2.3): JSON or plain text whatever we asked for, ids as strings or numbers, GeeTest answers as
+//! Lenient reading of `in.php`/`res.php` replies from providers (docs/PROTOCOL.md, "Upstream"):
+//! JSON or plain text whatever we asked for, ids as strings or numbers, GeeTest answers as
 //! objects, HTML error pages, bare codes, and `|`-joined batch answers.
 //!
 //! Owns: turning one HTTP status + body into an [`UpstreamReply`], and a batch answer into

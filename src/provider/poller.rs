@@ -1,5 +1,5 @@
 //! The batched poller: one loop per account that checks every outstanding upstream task
-//! (DESIGN.md section 6, "poller"; PROTOCOL.md "Polling budget").
+//! (docs/ARCHITECTURE.md, "Adaptive polling"; docs/PROTOCOL.md "Polling budget").
 //!
 //! Owns: when each task is checked, grouping due tasks into `ids=` batches, the per-account
 //! request budget, and ending tasks that exhaust their poll budget with
@@ -79,7 +79,7 @@ impl Default for PollSettings {
             interval: Duration::from_secs(5),
             // 2captcha blocks accounts past ~20 res.php calls per captcha.
             max_polls_per_task: 20,
-            // DESIGN.md: up to 100 ids per request.
+            // docs/PROTOCOL.md "Upstream": up to 100 ids per request.
             batch_size: 100,
             // Neither provider publishes a res.php limit; 10/s is far above what batching needs
             // and far below what would look abusive (MAX_USER_TURN is >60 in.php calls in 3 s).
@@ -154,7 +154,7 @@ impl PollSettings {
     }
 
     /// Minimum spacing of requests. A rate that is not positive would stop polling altogether,
-    /// which would strand every task (PROTOCOL.md item 13), so it falls back to one a second.
+    /// which would strand every task (docs/PROTOCOL.md item 13), so it falls back to one a second.
     fn gap(&self) -> Duration {
         let rps = self.max_requests_per_second;
         if rps.is_nan() || rps <= 0.0 {

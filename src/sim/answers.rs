@@ -38,7 +38,7 @@ pub(crate) fn build(
         TaskParams::Geetest { challenge, .. } => {
             let validate = token();
             // Real seccodes are `<validate>|jordan`; `|` is not allowed in plain answers
-            // (PROTOCOL.md item 5), so `-` stands in for it.
+            // (docs/PROTOCOL.md item 5), so `-` stands in for it.
             let seccode = format!("{validate}-jordan");
             json!({
                 "geetest_challenge": challenge,

@@ -29,7 +29,7 @@ use crate::model::{Kind, Millis};
 /// headroom for multipart framing and instructions, and a bound on what one request can cost.
 pub(super) const MAX_BODY: usize = 8 * 1024 * 1024;
 
-/// Length of every API key clients accept (PROTOCOL.md item 11).
+/// Length of every API key clients accept (docs/PROTOCOL.md item 11).
 pub(super) const KEY_LEN: usize = 32;
 
 /// What an overloaded CaptchaAI front end sometimes sends instead of an API answer.
@@ -277,7 +277,7 @@ async fn read_params(req: Request) -> Result<Params, Reply> {
     Params::from_request(req, MAX_BODY).await
 }
 
-/// PROTOCOL.md item 11: bad length first, then membership of the configured keys.
+/// docs/PROTOCOL.md item 11: bad length first, then membership of the configured keys.
 fn check_key(sim: &Simulator, params: &Params) -> Result<(), &'static str> {
     let key = params.get(&["key"]).unwrap_or("");
     if sim.faults().reject_keys {

@@ -1,4 +1,4 @@
-//! The provider simulator (DESIGN.md section 6, "simulator"): a fake CAPTCHA provider that speaks
+//! The provider simulator (docs/SIMULATOR.md): a fake CAPTCHA provider that speaks
 //! the compatible protocol at `/in.php` and `/res.php` exactly like CaptchaAI or 2captcha, with
 //! realistic latency, a plan thread limit, injected failures and tokens a site backend can check
 //! at `/verify`. Users rehearse pipelines and size plans against it without spending money; our

@@ -51,7 +51,7 @@ impl Default for SimSettings {
                 .into_iter()
                 .map(|k| (k, LatencyRange::default_for(k)))
                 .collect(),
-            // The real lifetimes (PROTOCOL.md "Answer lifetimes"), so freshness logic is
+            // The real lifetimes (docs/PROTOCOL.md "Answer lifetimes"), so freshness logic is
             // exercised against the same deadlines as in production.
             lifetimes: Kind::ALL
                 .into_iter()

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::stats::TaskCounts;
 use crate::model::{Answer, Kind, Millis};
 
-/// How long a finished task stays pollable (PROTOCOL.md item 14: at least 15 minutes).
+/// How long a finished task stays pollable (docs/PROTOCOL.md item 14: at least 15 minutes).
 pub(crate) const RETENTION: Duration = Duration::from_secs(15 * 60);
 
 /// How a task ends, decided when it is submitted and revealed once it is ready.

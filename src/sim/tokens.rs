@@ -4,7 +4,7 @@
 //!
 //! Format: `SIM-<kind code>-<solved ms>-<nonce>-<mac>`, where the MAC is HMAC-SHA256 over the
 //! first four parts with a secret drawn once per process. Only digits, lowercase hex, `-` and
-//! `SIM`: URL-safe, no `|` and never `ERROR` (PROTOCOL.md item 5).
+//! `SIM`: URL-safe, no `|` and never `ERROR` (docs/PROTOCOL.md item 5).
 //!
 //! Owns minting, checking, and the memory of used tokens (kept only until a token would have
 //! expired anyway, so it stays bounded). Does not own lifetimes: the caller passes them in.

@@ -1,6 +1,6 @@
-//! The compatible API's contract for bad input (PROTOCOL.md items 1-15): every malformed request
-//! gets its protocol code with HTTP 200, in the mode the client asked for; good requests in every
-//! encoding are accepted.
+//! The compatible API's contract for bad input (docs/PROTOCOL.md items 1-15): every malformed
+//! request gets its protocol code with HTTP 200, in the mode the client asked for; good requests in
+//! every encoding are accepted.
 
 use serde_json::Value;
 

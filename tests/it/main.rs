@@ -1,5 +1,5 @@
-//! Integration tests: one binary (CONVENTIONS.md), modules by capability. Every test starts
-//! its own gateway and simulator on free loopback ports; nothing is shared between tests.
+//! Integration tests: one binary (one link for the whole suite), modules by capability. Every test
+//! starts its own gateway and simulator on free loopback ports; nothing is shared between tests.
 
 mod support;
 
@@ -15,6 +15,7 @@ mod conformance;
 mod contract;
 mod deploy;
 mod deploy_keda;
+mod docs;
 mod failover;
 mod faults;
 mod fleet;

@@ -63,7 +63,8 @@ def run_captchaai(base, key):
 
 class HttpApiClient:
     """2captcha-python hard-codes https://; this replaces its api_client with one that takes a
-    full base URL, keeping the library's own response checks (research/protocol.md 4.2)."""
+    full base URL, keeping the library's own response checks (docs/PROTOCOL.md, "Clients and
+    what they rely on")."""
 
     def __init__(self, base):
         self.base = base

@@ -1,6 +1,7 @@
-//! The store seam (DESIGN.md section 6): every decision that must be atomic across callers of one
-//! target lives behind [`Store`], so the engine does not know whether it runs alone (the embedded
-//! [`MemoryStore`]) or in a fleet sharing Redis (a later implementation keeping the same promises).
+//! The store seam (docs/ARCHITECTURE.md, "Modules"): every decision that must be atomic across
+//! callers of one target lives behind [`Store`], so the engine does not know whether it runs alone
+//! (the embedded [`MemoryStore`]) or in a fleet sharing Redis (`RedisStore`, which keeps the same
+//! promises).
 //!
 //! Owns: pools, demand and in-flight accounting per target, the FIFO of waiters, the cache and
 //! coalescing of reusable answers, task records of the compatible and native APIs.

@@ -298,6 +298,12 @@ fn handout_of(result: &QueueResult) -> Option<crate::engine::Handout> {
     })
 }
 
+/// How long ago the task's caller stopped waiting (`deadline_at`), if it has.
+fn caller_gone_for(task: &Task) -> Option<u64> {
+    let gone = now_ms().saturating_sub(task.deadline_at?);
+    (gone > 0).then_some(gone)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,10 +317,4 @@ mod tests {
         assert!(retryable("ERROR_ZERO_BALANCE"));
         assert!(retryable("TIMEOUT"));
     }
-}
-
-/// How long ago the task's caller stopped waiting (`deadline_at`), if it has.
-fn caller_gone_for(task: &Task) -> Option<u64> {
-    let gone = now_ms().saturating_sub(task.deadline_at?);
-    (gone > 0).then_some(gone)
 }

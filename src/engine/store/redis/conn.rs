@@ -1,5 +1,5 @@
 //! Connections to one Redis or a Redis Cluster behind one type, with explicit timeouts
-//! (research/reliability.md section 7): a reconnecting connection for ordinary commands, and a
+//! (docs/REDIS.md, "When Redis goes away"): a reconnecting connection for ordinary commands, and a
 //! separate one for blocking reads whose response timeout exceeds the block time (redis-rs
 //! defaults to 500 ms, which would break `BLPOP`).
 
