@@ -24,7 +24,7 @@ pub struct BackendState {
     pub ejected: bool,
     /// Attempts sent to it that it answered (any HTTP answer that is not its own failure).
     pub served: u64,
-    /// Attempts and probes that were its own failures (refused, unreachable, 5xx).
+    /// Attempts and probes that were its own failures (refused, full, unreachable, 5xx).
     pub failures: u64,
     /// Times it was ejected.
     pub ejections: u64,
@@ -102,6 +102,11 @@ impl Fleet {
         let sent_at = ticket.sent_at();
         let mut state = self.lock();
         let ejected = state.balancer.finish(ticket, outcome, now);
+        if !outcome.is_instance_failure() {
+            if let Some(c) = state.counters.get_mut(&address) {
+                c.served += 1;
+            }
+        }
         self.count(&mut state, &address, outcome, sent_at, ejected, now);
     }
 
@@ -137,8 +142,6 @@ impl Fleet {
         let mut changed = false;
         if outcome.is_instance_failure() {
             c.failures += 1;
-        } else {
-            c.served += 1;
         }
         if ejected {
             c.ejections += 1;

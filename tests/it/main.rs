@@ -3,6 +3,7 @@
 
 mod support;
 
+mod balancing_clients;
 mod bench;
 mod budget;
 mod budget_scripts;

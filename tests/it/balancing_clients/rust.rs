@@ -1,0 +1,128 @@
+//! The Rust client (client/).
+
+use std::time::{Duration, Instant};
+
+use captcha_gateway_client::{BackendState, Client, EjectionPolicy, SolveRequest};
+use futures::future::join_all;
+
+use super::{Instance, simulator};
+use crate::support::KEY;
+use crate::support::redis::RedisServer;
+
+const CALLS_PER_ROUND: usize = 30;
+
+/// A distinct target per call: no call can be served by another's solve, so upstream submits
+/// must equal calls exactly.
+fn request(round: usize, i: usize) -> SolveRequest {
+    SolveRequest::recaptcha_v2(
+        &format!("6Le-rust-{round}-{i}"),
+        "https://example.com/login",
+    )
+}
+
+/// One round of concurrent calls; every one must succeed. Returns the tokens.
+async fn round(client: &Client, round: usize) -> Vec<String> {
+    let calls = (0..CALLS_PER_ROUND).map(|i| async move { client.solve(&request(round, i)).await });
+    join_all(calls)
+        .await
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| match r {
+            Ok(answer) => answer.token_text().expect("a token").to_owned(),
+            Err(e) => panic!("round {round} call {i} failed: {e}"),
+        })
+        .collect()
+}
+
+fn state(client: &Client, base: &str) -> BackendState {
+    client
+        .backends()
+        .into_iter()
+        .find(|b| b.address == base)
+        .expect("a configured gateway")
+}
+
+/// Waits for a health change (ejection, re-admission) until `done` holds.
+async fn until(client: &Client, what: &str, done: impl Fn(&Client) -> bool) {
+    let mut changes = client.health_changes();
+    let wait = async {
+        while !done(client) {
+            changes.changed().await.expect("the client lives");
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), wait)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}: {:?}", client.backends()));
+}
+
+#[tokio::test]
+async fn rust_client_fails_over_from_a_killed_gateway_and_takes_it_back_after_restart() {
+    let redis = RedisServer::start();
+    let sim = simulator().await;
+    let mut gateways = Vec::new();
+    for _ in 0..3 {
+        gateways.push(Instance::start(&sim, &redis.url()).await);
+    }
+    let client = Client::builder()
+        .backends(gateways.iter().map(|g| g.base.clone()))
+        .key(KEY)
+        .ejection(EjectionPolicy {
+            consecutive_failures: 3,
+            base_ejection: Duration::from_millis(300),
+            max_ejection: Duration::from_secs(2),
+        })
+        .probe_interval(Some(Duration::from_millis(50)))
+        .build()
+        .expect("valid settings");
+    let victim = gateways[1].base.clone();
+
+    let mut tokens = round(&client, 0).await;
+    for b in client.backends() {
+        assert!(b.served > 0, "an idle fleet is used evenly: {b:?}");
+        assert_eq!(b.ejections, 0, "{b:?}");
+    }
+
+    // Killed between rounds: nothing of ours is running there, so every call it refuses (the
+    // port is closed) can go elsewhere without any being solved twice.
+    gateways[1].kill().await;
+    tokens.extend(round(&client, 1).await);
+    until(&client, "the killed gateway's ejection", |c| {
+        state(c, &victim).ejections > 0
+    })
+    .await;
+    let before = state(&client, &victim);
+    assert!(before.failures >= 3, "{before:?}");
+    tokens.extend(round(&client, 2).await);
+
+    gateways[1].restart().await;
+    let restarted = Instant::now();
+    until(&client, "the restarted gateway's re-admission", |c| {
+        state(c, &victim).readmissions > 0
+    })
+    .await;
+    let readmitted_after = restarted.elapsed();
+    println!("FIGURE rust client: re-admitted {readmitted_after:?} after the restart");
+    assert!(!state(&client, &victim).ejected);
+
+    let served_before = state(&client, &victim).served;
+    tokens.extend(round(&client, 3).await);
+    let after = state(&client, &victim);
+    assert!(
+        after.served > served_before,
+        "it takes calls again: {after:?}"
+    );
+
+    let calls = 4 * CALLS_PER_ROUND as u64;
+    let stats = sim.sim.stats();
+    assert_eq!(
+        stats.submits, calls,
+        "one upstream task per call, none twice"
+    );
+    let http = reqwest::Client::new();
+    for token in &tokens {
+        let v = crate::support::verify_at(&http, &format!("http://{}", sim.addr), token).await;
+        assert_eq!(v["success"], true, "{v}");
+    }
+    assert_eq!(sim.sim.stats().verify_ok, calls);
+    println!("FIGURE rust client: {:?}", client.backends());
+}
