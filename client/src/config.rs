@@ -210,9 +210,11 @@ mod tests {
         assert_eq!(with(|_| {}), Ok(()));
     }
 
+    type Change = Box<dyn FnOnce(&mut Config)>;
+
     #[test]
     fn each_bad_setting_is_named() {
-        let cases: [(&str, Box<dyn FnOnce(&mut Config)>); 7] = [
+        let cases: [(&str, Change); 7] = [
             ("backends", Box::new(|c| c.backends.clear())),
             (
                 "backends",
