@@ -26,12 +26,22 @@ pub(crate) struct Instance {
 
 impl Instance {
     pub async fn start(sim: &SimServer, redis_url: &str) -> Instance {
+        Self::start_with(sim, redis_url, 2000, "").await
+    }
+
+    /// With its own `max_concurrent` and TOML tables appended (`[[tenants]]`).
+    pub async fn start_with(
+        sim: &SimServer,
+        redis_url: &str,
+        max_concurrent: u32,
+        tables: &str,
+    ) -> Instance {
         let mut config = tempfile::NamedTempFile::new().unwrap();
         writeln!(
             config,
             "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:{}\"\n\
-             threads = 2000\nmax_concurrent = 2000\nredis_url = \"{redis_url}\"\n\
-             [poll]\nfirst_check_s = 0.05\ninterval_s = 0.05\nmax_requests_per_second = 2000\n",
+             threads = 2000\nmax_concurrent = {max_concurrent}\nredis_url = \"{redis_url}\"\n\
+             [poll]\nfirst_check_s = 0.05\ninterval_s = 0.05\nmax_requests_per_second = 2000\n{tables}",
             sim.addr,
             free_port()
         )

@@ -126,3 +126,89 @@ async fn rust_client_fails_over_from_a_killed_gateway_and_takes_it_back_after_re
     assert_eq!(sim.sim.stats().verify_ok, calls);
     println!("FIGURE rust client: {:?}", client.backends());
 }
+
+/// Three gateways whose solves take a second, so calls overlap for sure; the first one takes
+/// `first_max_concurrent` at once, and every one has `tables`.
+async fn slow_fleet(
+    redis: &RedisServer,
+    sim: &crate::support::fleet::SimServer,
+    first_max_concurrent: u32,
+    tables: &str,
+) -> Vec<Instance> {
+    let mut gateways =
+        vec![Instance::start_with(sim, &redis.url(), first_max_concurrent, tables).await];
+    for _ in 0..2 {
+        gateways.push(Instance::start_with(sim, &redis.url(), 2000, tables).await);
+    }
+    gateways
+}
+
+fn passive_client(gateways: &[Instance]) -> Client {
+    Client::builder()
+        .backends(gateways.iter().map(|g| g.base.clone()))
+        .key(KEY)
+        .probe_interval(None)
+        .build()
+        .expect("valid settings")
+}
+
+#[tokio::test]
+async fn rust_client_moves_calls_a_full_gateway_refused_to_the_others_and_solves_each_once() {
+    let redis = RedisServer::start();
+    let sim = crate::support::fleet::SimServer::start(
+        captcha_gateway::sim::LatencyRange::fixed(Duration::from_secs(1)),
+        5000,
+    )
+    .await;
+    let gateways = slow_fleet(&redis, &sim, 2, "").await;
+    let client = passive_client(&gateways);
+    let tokens = round(&client, 0).await;
+    assert_eq!(tokens.len(), CALLS_PER_ROUND);
+    let full = state(&client, &gateways[0].base);
+    // Least-outstanding sent it a third of the calls at once; it took two.
+    assert!(full.failures > 0, "it refused some: {full:?}");
+    assert!(full.served <= 2, "{full:?}");
+    assert_eq!(
+        sim.sim.stats().submits,
+        CALLS_PER_ROUND as u64,
+        "a refused call started nothing: one upstream task per call"
+    );
+}
+
+#[tokio::test]
+async fn rust_client_returns_a_429_at_once_and_holds_it_against_no_gateway() {
+    let redis = RedisServer::start();
+    let sim = crate::support::fleet::SimServer::start(
+        captcha_gateway::sim::LatencyRange::fixed(Duration::from_secs(1)),
+        5000,
+    )
+    .await;
+    let tenant =
+        format!("[[tenants]]\nname = \"scrapers\"\nkeys = [\"{KEY}\"]\nmax_concurrent = 1\n");
+    let gateways = slow_fleet(&redis, &sim, 2000, &tenant).await;
+    let client = passive_client(&gateways);
+    // Six at once: two per gateway, and each gateway lets the tenant hold one.
+    let calls = (0..6).map(|i| {
+        let client = &client;
+        async move { client.solve(&request(9, i)).await }
+    });
+    let results = join_all(calls).await;
+    let limited = results
+        .iter()
+        .filter(|r| matches!(r, Err(captcha_gateway_client::Error::FleetLimited { .. })))
+        .count();
+    let solved = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!((solved, limited), (3, 3), "{results:?}");
+    for b in client.backends() {
+        assert_eq!(
+            (b.failures, b.ejections),
+            (0, 0),
+            "a 429 is not the gateway's fault: {b:?}"
+        );
+    }
+    assert_eq!(
+        sim.sim.stats().submits,
+        3,
+        "a limited call was not sent elsewhere"
+    );
+}
