@@ -9,7 +9,7 @@ import httpx
 
 from . import _core, _judge
 from ._balancer import BackendState, Balancer, Outcome
-from .errors import ExhaustedError, GatewayError, TransportError
+from .errors import BadAnswerError, ExhaustedError, GatewayError, TransportError
 
 
 class AsyncGatewayClient:
@@ -59,8 +59,8 @@ class AsyncGatewayClient:
     ) -> Dict[str, Any]:
         """``POST /v1/solve``: the answer (``token``, ``kind``, ``source``, ``expires_at``...)."""
         body = _core.solve_body(kind, params, timeout_s)
-        _, data = await self._send("POST", "/v1/solve", body, _core.deadline(timeout_s), idempotency_key)
-        return data
+        address, data = await self._send("POST", "/v1/solve", body, _core.deadline(timeout_s), idempotency_key)
+        return _core.as_object(address, data)
 
     async def submit(
         self,
@@ -72,18 +72,21 @@ class AsyncGatewayClient:
         """``POST /v1/tasks``: ``(task_id, address)``; read it with :meth:`task`."""
         body = _core.solve_body(kind, params, timeout_s)
         address, data = await self._send("POST", "/v1/tasks", body, 0.0, idempotency_key)
-        return str(data["task_id"]), address
+        task_id = _core.as_object(address, data).get("task_id")
+        if not isinstance(task_id, str):
+            raise BadAnswerError(address, "no task_id in the answer")
+        return task_id, address
 
     async def task(self, task_id: str, address: Optional[str] = None, wait: float = 0.0) -> Dict[str, Any]:
         """``GET /v1/tasks/{id}?wait=``, asking ``address`` first (see ``GatewayClient.task``)."""
         path = _core.task_path(task_id, wait)
-        _, data = await self._send("GET", path, None, float(wait), None, repeatable=True, prefer=address)
-        return data
+        answered_by, data = await self._send("GET", path, None, float(wait), None, repeatable=True, prefer=address)
+        return _core.as_object(answered_by, data)
 
     async def worker_solve(self, task: Dict[str, Any]) -> Dict[str, Any]:
         """The seed's worker API, ``POST /solve``."""
-        _, data = await self._send("POST", "/solve", dict(task), 600.0, None)
-        return data
+        address, data = await self._send("POST", "/solve", dict(task), 600.0, None)
+        return _core.as_object(address, data)
 
     def backends(self) -> List[BackendState]:
         return self._balancer.snapshot()

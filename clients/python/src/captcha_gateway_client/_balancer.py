@@ -19,6 +19,7 @@ Thread-safe (one lock, held only for a pick or a record); no I/O; the clock is i
 from __future__ import annotations
 
 import enum
+import math
 import random
 import threading
 import time
@@ -54,10 +55,10 @@ class EjectionPolicy:
     max_ejection: float = 300.0
 
     def cool_down(self, previous: int) -> float:
-        # Capped before raising 2 to a large power.
+        # Capped before doubling a large number of times.
         if previous >= 32:
             return self.max_ejection
-        return min(self.base_ejection * (2**previous), self.max_ejection)
+        return min(math.ldexp(self.base_ejection, previous), self.max_ejection)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional
 
 from ._balancer import Balancer, EjectionPolicy, Strategy
-from .errors import ConfigError
+from .errors import BadAnswerError, ConfigError
 
 LONGEST = 3600.0
 
@@ -144,3 +144,10 @@ def task_path(task_id: str, wait: float) -> str:
         raise ConfigError(f"task_id: {task_id!r} is not a task id; pass the id submit() returned")
     wait = _seconds("wait", wait, 0.0, 600.0)
     return f"/v1/tasks/{task_id}?wait={wait:g}"
+
+
+def as_object(address: str, data: Any) -> Dict[str, Any]:
+    """An answer's JSON, which must be an object."""
+    if not isinstance(data, dict):
+        raise BadAnswerError(address, f"expected a JSON object, got {type(data).__name__}")
+    return data

@@ -10,7 +10,7 @@ import httpx
 
 from . import _core, _judge
 from ._balancer import BackendState, Balancer, Outcome
-from .errors import ExhaustedError, GatewayError, TransportError
+from .errors import BadAnswerError, ExhaustedError, GatewayError, TransportError
 
 
 class GatewayClient:
@@ -47,10 +47,10 @@ class GatewayClient:
     ) -> Dict[str, Any]:
         """``POST /v1/solve``: the answer (``token``, ``kind``, ``source``, ``expires_at``...)."""
         body = _core.solve_body(kind, params, timeout_s)
-        _, data = self._send(
+        address, data = self._send(
             "POST", "/v1/solve", body, _core.deadline(timeout_s), idempotency_key
         )
-        return data
+        return _core.as_object(address, data)
 
     def submit(
         self,
@@ -62,20 +62,23 @@ class GatewayClient:
         """``POST /v1/tasks``: ``(task_id, address)``; read it with :meth:`task`."""
         body = _core.solve_body(kind, params, timeout_s)
         address, data = self._send("POST", "/v1/tasks", body, 0.0, idempotency_key)
-        return str(data["task_id"]), address
+        task_id = _core.as_object(address, data).get("task_id")
+        if not isinstance(task_id, str):
+            raise BadAnswerError(address, "no task_id in the answer")
+        return task_id, address
 
     def task(self, task_id: str, address: Optional[str] = None, wait: float = 0.0) -> Dict[str, Any]:
         """``GET /v1/tasks/{id}?wait=``: asks ``address`` (the gateway that took it) first; a
         read is safe to repeat, so another gateway (on the same Redis) is asked if it fails."""
         path = _core.task_path(task_id, wait)
-        _, data = self._send("GET", path, None, float(wait), None, repeatable=True, prefer=address)
-        return data
+        answered_by, data = self._send("GET", path, None, float(wait), None, repeatable=True, prefer=address)
+        return _core.as_object(answered_by, data)
 
     def worker_solve(self, task: Dict[str, Any]) -> Dict[str, Any]:
         """The seed's worker API, ``POST /solve``: ``{solution, captcha_id}`` or ``{error}``
         (solving errors come with HTTP 200, as in the seed)."""
-        _, data = self._send("POST", "/solve", dict(task), 600.0, None)
-        return data
+        address, data = self._send("POST", "/solve", dict(task), 600.0, None)
+        return _core.as_object(address, data)
 
     def backends(self) -> List[BackendState]:
         """Every gateway as the client sees it: outstanding, ejected, served, re-admissions."""

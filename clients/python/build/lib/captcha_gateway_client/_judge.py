@@ -7,7 +7,7 @@ marked it repeatable (an idempotency key, or a read). A 429 is fleet-wide: retur
 from __future__ import annotations
 
 import json
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Optional, Tuple, Type, Union
 
 import httpx
 
@@ -70,14 +70,15 @@ def answer(
     after = _retry_after(retry_after)
     err = data.get("error") if isinstance(data, dict) else None
     if isinstance(err, dict):
-        code: Optional[str] = err.get("code") if isinstance(err.get("code"), str) else None
-        message = err.get("message") if isinstance(err.get("message"), str) else ""
+        raw_code, raw_message = err.get("code"), err.get("message")
+        code: Optional[str] = raw_code if isinstance(raw_code, str) else None
+        message: str = raw_message if isinstance(raw_message, str) else ""
     elif isinstance(err, str):
         code, message = err, ""
     else:
         code, message = None, ""
 
-    def api(cls: type = ApiError) -> ApiError:
+    def api(cls: Type[ApiError] = ApiError) -> ApiError:
         return cls(address, status, code or f"http_{status}", message, after)
 
     def unless_repeatable(error: GatewayError) -> Next:
