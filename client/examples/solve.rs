@@ -33,9 +33,8 @@ async fn main() {
     while let Some(Ok((i, result))) = solves.join_next().await {
         match result {
             Ok(answer) => println!(
-                "{i}: {} answer ({})",
-                answer.source,
-                answer.token.to_string().len()
+                "{i}: answered ({}), upstream task {:?}",
+                answer.source, answer.task_id
             ),
             Err(e) => println!("{i}: failed: {e}"),
         }
