@@ -212,3 +212,53 @@ async fn rust_client_returns_a_429_at_once_and_holds_it_against_no_gateway() {
         "a limited call was not sent elsewhere"
     );
 }
+
+#[tokio::test]
+async fn rust_client_reads_a_task_from_another_gateway_when_the_one_that_took_it_is_gone() {
+    let redis = RedisServer::start();
+    let sim = simulator().await;
+    let mut gateways = Vec::new();
+    for _ in 0..3 {
+        gateways.push(Instance::start(&sim, &redis.url()).await);
+    }
+    let client = passive_client(&gateways);
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        tasks.push(client.submit(&request(7, i)).await.expect("submitted"));
+    }
+    let taken: std::collections::HashSet<_> = tasks.iter().map(|t| t.address.clone()).collect();
+    assert_eq!(taken.len(), 3, "submits are spread: {tasks:?}");
+    let mut tokens = Vec::new();
+    for task in &tasks {
+        match client
+            .task(task, Duration::from_secs(30))
+            .await
+            .expect("read")
+        {
+            captcha_gateway_client::TaskState::Ready(answer) => {
+                tokens.push(answer.token_text().unwrap().to_owned())
+            }
+            other => panic!("{task:?}: {other:?}"),
+        }
+    }
+    // The gateway that took the first task dies; the tasks live in Redis, and a read is safe
+    // to repeat, so another gateway answers it.
+    let first = &tasks[0];
+    let index = gateways
+        .iter()
+        .position(|g| g.base == first.address)
+        .unwrap();
+    gateways[index].kill().await;
+    match client
+        .task(first, Duration::ZERO)
+        .await
+        .expect("read elsewhere")
+    {
+        captcha_gateway_client::TaskState::Ready(answer) => {
+            assert_eq!(answer.token_text(), Some(tokens[0].as_str()))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(state(&client, &first.address).failures > 0);
+    assert_eq!(sim.sim.stats().submits, 6);
+}
