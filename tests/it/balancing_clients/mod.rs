@@ -71,6 +71,16 @@ impl Instance {
         child.kill().await.unwrap();
     }
 
+    /// Sends `signal` (`STOP`, `CONT`) with the shell's builtin `kill`.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().and_then(Child::id).expect("running");
+        let sent = std::process::Command::new("sh")
+            .args(["-c", &format!("kill -{signal} {pid}")])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -{signal} {pid}");
+    }
+
     /// Starts it again on the same port; returns once it listens.
     pub async fn restart(&mut self) {
         assert!(self.child.is_none(), "killed first");
