@@ -80,6 +80,8 @@ def run_sync(mode, key, urls):
     tokens += round_(3)
     after = state(client.backends(), victim)
     assert after.served > served, after
+    if mode == "sync":
+        tokens += tasks_sync(client)
     result = report(tokens, client.backends(), readmit_s)
     pool.shutdown()
     client.close()
@@ -110,7 +112,24 @@ async def run_async(key, urls):
         tokens += await round_(3)
         after = state(client.backends(), victim)
         assert after.served > served, after
+        submitted = [await client.submit("turnstile", **target("async-task", 4, i)) for i in range(3)]
+        for task_id, address in submitted:
+            task = await client.task(task_id, address, wait=30)
+            assert task["status"] == "ready", task
+            tokens.append(task["result"]["token"])
         return report(tokens, client.backends(), readmit_s)
+
+
+def tasks_sync(client):
+    """Three tasks through POST /v1/tasks, read back with the long-poll."""
+    submitted = [client.submit("turnstile", **target("sync-task", 4, i)) for i in range(3)]
+    assert len({address for _, address in submitted}) == 3, submitted
+    tokens = []
+    for task_id, address in submitted:
+        task = client.task(task_id, address, wait=30)
+        assert task["status"] == "ready", task
+        tokens.append(task["result"]["token"])
+    return tokens
 
 
 def report(tokens, backends, readmit_s):
