@@ -35,12 +35,6 @@ struct Inner {
     fleet: Arc<Fleet>,
 }
 
-impl std::fmt::Debug for Fleet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.snapshot()).finish()
-    }
-}
-
 /// Settings for a [`Client`]; every one has a default but the gateway list.
 #[derive(Debug, Default)]
 pub struct ClientBuilder {
@@ -135,6 +129,17 @@ impl ClientBuilder {
         }
         let config = self.config;
         config.check()?;
+        let runtime = match config.probe_interval {
+            Some(_) => Some(tokio::runtime::Handle::try_current().map_err(|_| {
+                ConfigError {
+                    setting: "probe_interval",
+                    problem: "probes run on Tokio: build the client inside a Tokio runtime, or \
+                          turn probes off with probe_interval(None)"
+                        .into(),
+                }
+            })?),
+            None => None,
+        };
         let http = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .build()
@@ -148,8 +153,14 @@ impl ClientBuilder {
             config.ejection,
             config.seed,
         ));
-        if let Some(interval) = config.probe_interval {
-            probe::spawn(&fleet, http.clone(), interval, config.probe_timeout);
+        if let (Some(runtime), Some(interval)) = (runtime, config.probe_interval) {
+            probe::spawn(
+                &runtime,
+                &fleet,
+                http.clone(),
+                interval,
+                config.probe_timeout,
+            );
         }
         Ok(Client {
             inner: Arc::new(Inner {
@@ -384,6 +395,15 @@ mod tests {
         assert_eq!(err.setting, "max_attempts");
         let err = Client::builder().backends(["nope"]).build().unwrap_err();
         assert_eq!(err.setting, "backends");
+    }
+
+    #[test]
+    fn probes_outside_a_runtime_are_a_config_error_not_a_panic() {
+        let err = Client::builder()
+            .backends(["http://127.0.0.1:1"])
+            .build()
+            .unwrap_err();
+        assert_eq!(err.setting, "probe_interval");
     }
 
     #[test]

@@ -55,6 +55,12 @@ pub(crate) struct Fleet {
     changes: watch::Sender<u64>,
 }
 
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.snapshot()).finish()
+    }
+}
+
 impl Fleet {
     pub fn new(backends: &[String], strategy: Strategy, policy: EjectionPolicy, seed: u64) -> Self {
         let mut balancer = Balancer::new(strategy, policy, seed);

@@ -87,10 +87,11 @@ async fn probe(
 
 /// Starts the probe task; it ends by itself when the fleet is dropped.
 pub(crate) fn spawn(
+    runtime: &tokio::runtime::Handle,
     fleet: &Arc<Fleet>,
     http: reqwest::Client,
     interval: Duration,
     timeout: Duration,
 ) {
-    tokio::spawn(run(Arc::downgrade(fleet), http, interval, timeout));
+    runtime.spawn(run(Arc::downgrade(fleet), http, interval, timeout));
 }
