@@ -74,7 +74,9 @@ def run_sync(mode, key, urls):
     tokens += round_(2)
     step("RESTART")
     restarted = time.monotonic()
-    assert client.wait_until(lambda bs: state(bs, victim).readmissions > 0, WAIT_S), client.backends()
+    assert client.wait_until(
+        lambda bs: state(bs, victim).readmissions > 0, WAIT_S
+    ), client.backends()
     readmit_s = time.monotonic() - restarted
     served = state(client.backends(), victim).served
     tokens += round_(3)
@@ -94,7 +96,10 @@ async def run_async(key, urls):
 
         async def round_(rnd):
             answers = await asyncio.gather(
-                *(client.solve("recaptcha_v2", **target("async", rnd, i)) for i in range(CALLS_PER_ROUND))
+                *(
+                    client.solve("recaptcha_v2", **target("async", rnd, i))
+                    for i in range(CALLS_PER_ROUND)
+                )
             )
             return [a["token"] for a in answers]
 
@@ -106,13 +111,17 @@ async def run_async(key, urls):
         tokens += await round_(2)
         await asyncio.get_running_loop().run_in_executor(None, step, "RESTART")
         restarted = time.monotonic()
-        assert await client.wait_until(lambda bs: state(bs, victim).readmissions > 0, WAIT_S), client.backends()
+        assert await client.wait_until(
+            lambda bs: state(bs, victim).readmissions > 0, WAIT_S
+        ), client.backends()
         readmit_s = time.monotonic() - restarted
         served = state(client.backends(), victim).served
         tokens += await round_(3)
         after = state(client.backends(), victim)
         assert after.served > served, after
-        submitted = [await client.submit("turnstile", **target("async-task", 4, i)) for i in range(3)]
+        submitted = [
+            await client.submit("turnstile", **target("async-task", 4, i)) for i in range(3)
+        ]
         for task_id, address in submitted:
             task = await client.task(task_id, address, wait=30)
             assert task["status"] == "ready", task

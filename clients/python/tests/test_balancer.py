@@ -3,7 +3,6 @@
 import random
 
 import pytest
-
 from captcha_gateway_client import (
     Balancer,
     ConfigError,
@@ -11,8 +10,8 @@ from captcha_gateway_client import (
     GatewayClient,
     Outcome,
     Strategy,
+    _judge,
 )
-from captcha_gateway_client import _judge
 from captcha_gateway_client.errors import FleetLimitedError, RefusedError
 
 
@@ -89,7 +88,9 @@ def test_every_gateway_ejected_still_answers_with_the_one_back_soonest():
 
 
 @pytest.mark.parametrize("strategy", list(Strategy))
-def test_random_sequences_keep_counts_exact_and_never_pick_an_ejected_one_while_another_is_up(strategy):
+def test_random_sequences_keep_counts_exact_and_never_pick_an_ejected_one_while_another_is_up(
+    strategy,
+):
     rng = random.Random(3)
     b, clock = balancer(strategy, ("a", "b", "c", "d"))
     held = []
@@ -131,14 +132,19 @@ def test_answers_are_judged_like_the_rust_client():
     refused = _judge.answer("gw", 503, "1", b'{"error": "WORKER_AT_CAPACITY"}', False)
     assert refused[0] is Outcome.SHED and isinstance(refused[1], _judge.Retry)
     assert isinstance(refused[1].error, RefusedError) and refused[1].error.retry_after == 1.0
-    limited = _judge.answer("gw", 429, "30", b'{"error": {"code": "tenant_max_solves_per_hour"}}', True)
+    limited = _judge.answer(
+        "gw", 429, "30", b'{"error": {"code": "tenant_max_solves_per_hour"}}', True
+    )
     assert limited[0] is Outcome.FLEET_LIMITED and isinstance(limited[1], FleetLimitedError)
     shutting = b'{"error": {"code": "shutting_down", "message": "m"}}'
     assert not isinstance(_judge.answer("gw", 503, "1", shutting, False)[1], _judge.Retry)
     assert isinstance(_judge.answer("gw", 503, "1", shutting, True)[1], _judge.Retry)
     verdict = _judge.answer("gw", 502, None, b'{"error": {"code": "ERROR_PROXY"}}', True)
     assert verdict[0] is Outcome.SUCCESS
-    assert _judge.answer("gw", 200, None, b'{"token": "t"}', False) == (Outcome.SUCCESS, {"token": "t"})
+    assert _judge.answer("gw", 200, None, b'{"token": "t"}', False) == (
+        Outcome.SUCCESS,
+        {"token": "t"},
+    )
     assert _judge.probe(200, b'{"load_pct": 95.0}') == (Outcome.SHED, 95.0)
     assert _judge.probe(200, b'{"load_pct": 10}') == (Outcome.SUCCESS, 10.0)
     assert _judge.probe(None, b"")[0] is Outcome.CONNECT_FAILED

@@ -59,7 +59,9 @@ class AsyncGatewayClient:
     ) -> Dict[str, Any]:
         """``POST /v1/solve``: the answer (``token``, ``kind``, ``source``, ``expires_at``...)."""
         body = _core.solve_body(kind, params, timeout_s)
-        address, data = await self._send("POST", "/v1/solve", body, _core.deadline(timeout_s), idempotency_key)
+        address, data = await self._send(
+            "POST", "/v1/solve", body, _core.deadline(timeout_s), idempotency_key
+        )
         return _core.as_object(address, data)
 
     async def submit(
@@ -77,10 +79,14 @@ class AsyncGatewayClient:
             raise BadAnswerError(address, "no task_id in the answer")
         return task_id, address
 
-    async def task(self, task_id: str, address: Optional[str] = None, wait: float = 0.0) -> Dict[str, Any]:
+    async def task(
+        self, task_id: str, address: Optional[str] = None, wait: float = 0.0
+    ) -> Dict[str, Any]:
         """``GET /v1/tasks/{id}?wait=``, asking ``address`` first (see ``GatewayClient.task``)."""
         path = _core.task_path(task_id, wait)
-        answered_by, data = await self._send("GET", path, None, float(wait), None, repeatable=True, prefer=address)
+        answered_by, data = await self._send(
+            "GET", path, None, float(wait), None, repeatable=True, prefer=address
+        )
         return _core.as_object(answered_by, data)
 
     async def worker_solve(self, task: Dict[str, Any]) -> Dict[str, Any]:
@@ -91,7 +97,9 @@ class AsyncGatewayClient:
     def backends(self) -> List[BackendState]:
         return self._balancer.snapshot()
 
-    async def wait_until(self, predicate: Callable[[List[BackendState]], bool], timeout: float) -> bool:
+    async def wait_until(
+        self, predicate: Callable[[List[BackendState]], bool], timeout: float
+    ) -> bool:
         """Waits until ``predicate(backends())`` holds, re-checking on every ejection and
         re-admission (no polling); False if ``timeout`` seconds passed first."""
         loop = asyncio.get_running_loop()
@@ -133,7 +141,13 @@ class AsyncGatewayClient:
             ticket = self._balancer.pick(avoid=tried, prefer=prefer if not tried else None)
             try:
                 outcome, next_ = await self._attempt(
-                    ticket.address, method, path, body, headers, wait + s.response_margin, repeatable
+                    ticket.address,
+                    method,
+                    path,
+                    body,
+                    headers,
+                    wait + s.response_margin,
+                    repeatable,
                 )
             except BaseException:
                 # Cancelled: the caller gave up, which says nothing about the gateway.
@@ -169,7 +183,9 @@ class AsyncGatewayClient:
             )
         except httpx.HTTPError as e:
             return _judge.transport(address, e, repeatable)
-        return _judge.answer(address, res.status_code, res.headers.get("retry-after"), res.content, repeatable)
+        return _judge.answer(
+            address, res.status_code, res.headers.get("retry-after"), res.content, repeatable
+        )
 
     # -- probes --------------------------------------------------------------------------
 

@@ -167,9 +167,7 @@ class Balancer:
             if candidates:
                 chosen = self._choose(candidates)
             else:
-                chosen = min(
-                    self._endpoints, key=lambda e: (e.ejection_end or 0.0, e.outstanding)
-                )
+                chosen = min(self._endpoints, key=lambda e: (e.ejection_end or 0.0, e.outstanding))
             chosen.outstanding += 1
             return Ticket(chosen, now)
 

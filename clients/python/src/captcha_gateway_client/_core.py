@@ -22,7 +22,9 @@ def backend_url(url: str) -> str:
         raise ConfigError(f"backends: {url!r} is not a string; use 'http://host:port'")
     parsed = urllib.parse.urlsplit(url.strip())
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ConfigError(f"backends: {url!r} is not an http(s) URL with a host; use http://host:port")
+        raise ConfigError(
+            f"backends: {url!r} is not an http(s) URL with a host; use http://host:port"
+        )
     if parsed.username or parsed.password:
         raise ConfigError(
             f"backends: the URL for {parsed.hostname} carries credentials; pass key= instead"
@@ -74,13 +76,23 @@ def settings(
 ) -> Settings:
     urls = [backend_url(u) for u in backends]
     if not urls:
-        raise ConfigError("backends: no gateway URL given; pass at least one, e.g. http://10.0.0.11:8080")
+        raise ConfigError(
+            "backends: no gateway URL given; pass at least one, e.g. http://10.0.0.11:8080"
+        )
     if len(set(urls)) != len(urls):
         raise ConfigError("backends: a gateway is listed twice; list each once")
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or not 1 <= max_attempts <= 10:
+    if (
+        isinstance(max_attempts, bool)
+        or not isinstance(max_attempts, int)
+        or not 1 <= max_attempts <= 10
+    ):
         raise ConfigError(f"max_attempts: {max_attempts!r} is out of range; use 1 to 10")
     policy = ejection or EjectionPolicy()
-    if isinstance(policy.consecutive_failures, bool) or not isinstance(policy.consecutive_failures, int) or not 1 <= policy.consecutive_failures <= 1000:
+    if (
+        isinstance(policy.consecutive_failures, bool)
+        or not isinstance(policy.consecutive_failures, int)
+        or not 1 <= policy.consecutive_failures <= 1000
+    ):
         raise ConfigError("consecutive_failures: use a whole number from 1 to 1000")
     base = _seconds("base_ejection", policy.base_ejection, 0.001, LONGEST)
     cap = _seconds("max_ejection", policy.max_ejection, base, LONGEST)

@@ -65,7 +65,9 @@ def answer(
         data, readable = None, False
     if 200 <= status < 300:
         if not readable:
-            return Outcome.SUCCESS, BadAnswerError(address, f"{status} with a body that is not JSON")
+            return Outcome.SUCCESS, BadAnswerError(
+                address, f"{status} with a body that is not JSON"
+            )
         return Outcome.SUCCESS, data
     after = _retry_after(retry_after)
     err = data.get("error") if isinstance(data, dict) else None

@@ -33,7 +33,9 @@ class GatewayClient:
         self._stop = threading.Event()
         self._prober: Optional[threading.Thread] = None
         if s.probe_interval is not None:
-            self._prober = threading.Thread(target=self._probe_loop, name="gateway-probes", daemon=True)
+            self._prober = threading.Thread(
+                target=self._probe_loop, name="gateway-probes", daemon=True
+            )
             self._prober.start()
 
     # -- the API -------------------------------------------------------------------------
@@ -67,11 +69,15 @@ class GatewayClient:
             raise BadAnswerError(address, "no task_id in the answer")
         return task_id, address
 
-    def task(self, task_id: str, address: Optional[str] = None, wait: float = 0.0) -> Dict[str, Any]:
+    def task(
+        self, task_id: str, address: Optional[str] = None, wait: float = 0.0
+    ) -> Dict[str, Any]:
         """``GET /v1/tasks/{id}?wait=``: asks ``address`` (the gateway that took it) first; a
         read is safe to repeat, so another gateway (on the same Redis) is asked if it fails."""
         path = _core.task_path(task_id, wait)
-        answered_by, data = self._send("GET", path, None, float(wait), None, repeatable=True, prefer=address)
+        answered_by, data = self._send(
+            "GET", path, None, float(wait), None, repeatable=True, prefer=address
+        )
         return _core.as_object(answered_by, data)
 
     def worker_solve(self, task: Dict[str, Any]) -> Dict[str, Any]:
@@ -128,7 +134,13 @@ class GatewayClient:
             ticket = self._balancer.pick(avoid=tried, prefer=prefer if not tried else None)
             try:
                 outcome, next_ = self._attempt(
-                    ticket.address, method, path, body, headers, wait + s.response_margin, repeatable
+                    ticket.address,
+                    method,
+                    path,
+                    body,
+                    headers,
+                    wait + s.response_margin,
+                    repeatable,
                 )
             except BaseException:
                 # Interrupted: the caller gave up, which says nothing about the gateway.
@@ -164,7 +176,9 @@ class GatewayClient:
             )
         except httpx.HTTPError as e:
             return _judge.transport(address, e, repeatable)
-        return _judge.answer(address, res.status_code, res.headers.get("retry-after"), res.content, repeatable)
+        return _judge.answer(
+            address, res.status_code, res.headers.get("retry-after"), res.content, repeatable
+        )
 
     # -- probes --------------------------------------------------------------------------
 
