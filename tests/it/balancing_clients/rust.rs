@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use captcha_gateway_client::{BackendState, Client, EjectionPolicy, SolveRequest};
+use captcha_gateway_client::{BackendState, Client, EjectionPolicy, SolveRequest, Strategy};
 use futures::future::join_all;
 
 use super::{Instance, simulator};
@@ -57,6 +57,15 @@ async fn until(client: &Client, what: &str, done: impl Fn(&Client) -> bool) {
 
 #[tokio::test]
 async fn rust_client_fails_over_from_a_killed_gateway_and_takes_it_back_after_restart() {
+    killed_and_restarted(Strategy::LeastOutstanding).await;
+}
+
+#[tokio::test]
+async fn rust_client_with_power_of_two_choices_fails_over_and_takes_it_back_too() {
+    killed_and_restarted(Strategy::PowerOfTwoChoices).await;
+}
+
+async fn killed_and_restarted(strategy: Strategy) {
     let redis = RedisServer::start();
     let sim = simulator().await;
     let mut gateways = Vec::new();
@@ -66,6 +75,7 @@ async fn rust_client_fails_over_from_a_killed_gateway_and_takes_it_back_after_re
     let client = Client::builder()
         .backends(gateways.iter().map(|g| g.base.clone()))
         .key(KEY)
+        .strategy(strategy)
         .ejection(EjectionPolicy {
             consecutive_failures: 3,
             base_ejection: Duration::from_millis(300),
@@ -101,7 +111,9 @@ async fn rust_client_fails_over_from_a_killed_gateway_and_takes_it_back_after_re
     })
     .await;
     let readmitted_after = restarted.elapsed();
-    println!("FIGURE rust client: re-admitted {readmitted_after:?} after the restart");
+    println!(
+        "FIGURE rust client ({strategy:?}): re-admitted {readmitted_after:?} after the restart"
+    );
     assert!(!state(&client, &victim).ejected);
 
     let served_before = state(&client, &victim).served;
@@ -124,7 +136,7 @@ async fn rust_client_fails_over_from_a_killed_gateway_and_takes_it_back_after_re
         assert_eq!(v["success"], true, "{v}");
     }
     assert_eq!(sim.sim.stats().verify_ok, calls);
-    println!("FIGURE rust client: {:?}", client.backends());
+    println!("FIGURE rust client ({strategy:?}): {:?}", client.backends());
 }
 
 /// Three gateways whose solves take a second, so calls overlap for sure; the first one takes
