@@ -29,18 +29,29 @@ impl Instance {
         Self::start_with(sim, redis_url, 2000, "").await
     }
 
-    /// With its own `max_concurrent` and TOML tables appended (`[[tenants]]`).
+    /// With its own `max_concurrent` and TOML tables appended (`[[tenants]]`), no slow start.
     pub async fn start_with(
         sim: &SimServer,
         redis_url: &str,
         max_concurrent: u32,
         tables: &str,
     ) -> Instance {
+        Self::start_warming_up(sim, redis_url, max_concurrent, 0.0, tables).await
+    }
+
+    /// [`start_with`](Self::start_with) with slow start over `warmup_s` after each (re)start.
+    pub async fn start_warming_up(
+        sim: &SimServer,
+        redis_url: &str,
+        max_concurrent: u32,
+        warmup_s: f64,
+        tables: &str,
+    ) -> Instance {
         let mut config = tempfile::NamedTempFile::new().unwrap();
         writeln!(
             config,
             "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:{}\"\n\
-             threads = 2000\nmax_concurrent = {max_concurrent}\nredis_url = \"{redis_url}\"\n\
+             threads = 2000\nmax_concurrent = {max_concurrent}\nwarmup_s = {warmup_s}\nredis_url = \"{redis_url}\"\n\
              [poll]\nfirst_check_s = 0.05\ninterval_s = 0.05\nmax_requests_per_second = 2000\n{tables}",
             sim.addr,
             free_port()
