@@ -202,13 +202,19 @@ mod tests {
         assert!(a.warming_up_now());
         let first = a.admit().await.expect("one runs at once");
         let started = Instant::now();
-        let second = a.admit().await.expect("admitted, after waiting for the ramp");
+        let second = a
+            .admit()
+            .await
+            .expect("admitted, after waiting for the ramp");
         // The limit reaches 2 just after 1 s of the 4 s warm-up.
         assert!(started.elapsed() >= Duration::from_secs(1));
         assert_eq!(a.limit_now(), 2);
         let (_third, _fourth) = tokio::join!(a.admit(), a.admit());
         assert_eq!(a.active(), 4);
-        assert!(!a.warming_up_now(), "all four run only at the end of the warm-up");
+        assert!(
+            !a.warming_up_now(),
+            "all four run only at the end of the warm-up"
+        );
         assert!(a.admit().await.is_none(), "max still refuses at once");
         drop((first, second));
         assert_eq!(a.active(), 2);

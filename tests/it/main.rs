@@ -22,6 +22,7 @@ mod hostile_input;
 mod leader;
 mod metrics_series;
 mod native_api;
+mod nginx;
 mod pools;
 mod promises;
 mod redis_tls;
