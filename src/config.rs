@@ -319,7 +319,7 @@ pub fn load_serve(
     }
 
     let warmup = secs_up_to(
-        "warmup_s",
+        "--warmup-s",
         args.warmup_s.or(file.warmup_s).unwrap_or(DEFAULT_WARMUP_S),
         MAX_WARMUP_S,
     )?;
