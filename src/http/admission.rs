@@ -39,14 +39,13 @@ impl Drop for Permit {
     }
 }
 
-/// The slow-start ramp: a semaphore of running solves whose permits are added as time passes.
+/// The slow-start ramp: a semaphore of running solves whose permits a driver task adds as time
+/// passes (one task for all waiters, so a crowd waiting on the ramp costs no timers).
 #[derive(Debug)]
 struct Ramp {
     started: Instant,
     warmup: Duration,
     running: Arc<Semaphore>,
-    /// Permits handed to `running` so far (the limit reached when they were last caught up).
-    granted: std::sync::Mutex<u64>,
 }
 
 /// Solves that may run `elapsed` after start: 1 at start, `max` from `warmup` on.
@@ -64,16 +63,20 @@ impl Admission {
         Self::warming_up(max, Duration::ZERO)
     }
 
-    /// Ramps the running limit over `warmup`, counted from now.
+    /// Ramps the running limit over `warmup`, counted from now. Within a Tokio runtime (it
+    /// spawns the task that widens the ramp; that task ends with the warm-up).
     pub fn warming_up(max: u64, warmup: Duration) -> Arc<Self> {
         // A semaphore holds at most `MAX_PERMITS`; a larger `max` is far beyond what a process
-        // can hold anyway, so the ramp stops there.
+        // can hold anyway, so the limit stops there.
         let max = max.clamp(1, Semaphore::MAX_PERMITS as u64);
-        let ramp = (!warmup.is_zero()).then(|| Ramp {
-            started: Instant::now(),
-            warmup,
-            running: Arc::new(Semaphore::new(0)),
-            granted: std::sync::Mutex::new(0),
+        let ramp = (!warmup.is_zero()).then(|| {
+            let ramp = Ramp {
+                started: Instant::now(),
+                warmup,
+                running: Arc::new(Semaphore::new(1)),
+            };
+            tokio::spawn(widen(ramp.running.clone(), ramp.started, warmup, max));
+            ramp
         });
         Arc::new(Self {
             active: AtomicU64::new(0),
@@ -96,7 +99,8 @@ impl Admission {
             _running: None,
         };
         if let Some(ramp) = &self.ramp {
-            permit._running = Some(ramp.run(self.max).await);
+            // The semaphore is never closed; were it, the solve would simply run unthrottled.
+            permit._running = ramp.running.clone().acquire_owned().await.ok();
         }
         Some(permit)
     }
@@ -127,44 +131,19 @@ impl Admission {
     }
 }
 
-impl Ramp {
-    /// Waits until one more solve may run, adding the permits the clock has earned meanwhile.
-    async fn run(&self, max: u64) -> OwnedSemaphorePermit {
-        loop {
-            let limit = self.catch_up(max);
-            let acquire = self.running.clone().acquire_owned();
-            let result = if limit >= max {
-                acquire.await
-            } else {
-                // Wake when the ramp next grows, unless a finished solve frees a permit first.
-                match tokio::time::timeout_at(self.next_step(max, limit), acquire).await {
-                    Ok(result) => result,
-                    Err(_) => continue,
-                }
-            };
-            // The semaphore is never closed, so an error cannot come; looping is still correct.
-            if let Ok(permit) = result {
-                return permit;
-            }
+/// Adds permits to `running` as the limit grows, from 1 at `started` to `max` at `warmup`.
+/// Each permit added wakes the oldest waiter.
+async fn widen(running: Arc<Semaphore>, started: Instant, warmup: Duration, max: u64) {
+    let mut granted = 1;
+    while granted < max {
+        // `ceil(max * t / warmup)` passes `granted` just after `t = warmup * granted / max`.
+        let next = warmup.mul_f64(granted as f64 / max as f64) + Duration::from_millis(1);
+        tokio::time::sleep_until(started + next.min(warmup)).await;
+        let limit = limit_at(max, warmup, started.elapsed());
+        if limit > granted {
+            running.add_permits((limit - granted) as usize);
+            granted = limit;
         }
-    }
-
-    /// Brings the semaphore's permits up to the limit the elapsed time allows; returns it.
-    fn catch_up(&self, max: u64) -> u64 {
-        let limit = limit_at(max, self.warmup, self.started.elapsed());
-        let mut granted = self.granted.lock().unwrap_or_else(|e| e.into_inner());
-        if limit > *granted {
-            self.running.add_permits((limit - *granted) as usize);
-            *granted = limit;
-        }
-        limit
-    }
-
-    /// When the limit exceeds `limit`: `ceil(max * t / warmup)` passes `limit` just after
-    /// `t = warmup * limit / max`.
-    fn next_step(&self, max: u64, limit: u64) -> Instant {
-        let at = self.warmup.mul_f64(limit as f64 / max as f64) + Duration::from_millis(1);
-        self.started + at.min(self.warmup)
     }
 }
 
