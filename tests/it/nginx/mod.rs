@@ -3,6 +3,7 @@
 //! only the lines the file marks `# address`, so what runs is the shipped file.
 
 mod scenarios;
+mod warmup;
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

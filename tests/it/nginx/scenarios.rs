@@ -194,7 +194,7 @@ async fn nginx_loses_no_caller_when_a_gateway_is_killed_or_restarts_warming_up()
 
 /// A simulator whose turnstile solves take a minute (to keep an instance busy) and every other
 /// kind 50-100 ms.
-async fn simulator_with_slow_turnstile() -> SimServer {
+pub(super) async fn simulator_with_slow_turnstile() -> SimServer {
     let mut settings = SimSettings {
         threads: 5000,
         ..SimSettings::default()
