@@ -79,6 +79,10 @@ pub struct ServeArgs {
     /// Solves this process holds at once before answering 503 / ERROR_NO_SLOT_AVAILABLE.
     #[arg(long, env = "MAX_CONCURRENT")]
     pub max_concurrent: Option<u64>,
+    /// Seconds after start over which the admission limit ramps up to --max-concurrent (slow
+    /// start; 0 turns it off).
+    #[arg(long, env = "WARMUP_S")]
+    pub warmup_s: Option<f64>,
     /// Redis shared by a fleet of gateways (`redis://host:6379/0`); several comma-separated
     /// URLs, or --redis-cluster, for a Redis Cluster. Without it: the embedded store.
     #[arg(long, env = "REDIS_URL", hide_env_values = true)]

@@ -65,6 +65,8 @@ pub struct Settings {
     pub threads: Option<u32>,
     pub gateway_keys: Vec<Secret>,
     pub max_concurrent: u64,
+    /// Slow start: how long after start the admission limit ramps up to `max_concurrent`.
+    pub warmup: Duration,
     /// Threads of each account that pool refills leave to callers (docs/CONFIGURATION.md).
     pub refill_reserve: u32,
     /// The shared store of a fleet; `None` runs the embedded store.
@@ -110,6 +112,8 @@ struct FileConfig {
     #[serde(default)]
     gateway_keys: Vec<String>,
     max_concurrent: Option<u64>,
+    /// Seconds of slow start after a start (default 10, at most 3600; 0 turns it off).
+    warmup_s: Option<f64>,
     /// Threads of each account that refills leave free for callers (default 1). Signed, so a
     /// negative value is refused by name rather than by the TOML reader.
     refill_reserve: Option<i64>,
@@ -338,6 +342,12 @@ pub fn load_serve(
         ));
     }
 
+    let warmup = secs_up_to(
+        "--warmup-s",
+        args.warmup_s.or(file.warmup_s).unwrap_or(DEFAULT_WARMUP_S),
+        MAX_WARMUP_S,
+    )?;
+
     let mut engine = EngineSettings {
         store_required: args.redis_required || file.redis_required.unwrap_or(false),
         ..EngineSettings::default()
@@ -455,6 +465,7 @@ pub fn load_serve(
         threads,
         gateway_keys: keys.into_iter().map(Secret).collect(),
         max_concurrent,
+        warmup,
         refill_reserve: refill_reserve(file.refill_reserve)?,
         redis,
         engine,
@@ -759,6 +770,11 @@ fn bounded_state(file: &FileConfig, engine: &mut EngineSettings) -> Result<(), C
 const MAX_POLLS_PER_TASK: u32 = 1000;
 
 /// [`secs`], at most `max` seconds.
+/// Slow start: long enough for a balancer to see the instance busy, short next to a solve's
+/// minutes; an hour is far beyond any use, so more is a typo.
+const DEFAULT_WARMUP_S: f64 = 10.0;
+const MAX_WARMUP_S: f64 = 3600.0;
+
 fn secs_up_to(setting: &str, s: f64, max: f64) -> Result<Duration, ConfigError> {
     if s > max {
         return Err(bad(

@@ -80,7 +80,7 @@ impl Gateway {
                 settings.gateway_keys.iter().map(|k| k.0.as_str()),
                 &settings.tenants,
             )),
-            admission: Admission::new(settings.max_concurrent),
+            admission: Admission::warming_up(settings.max_concurrent, settings.warmup),
             upstream,
             metrics: Arc::new(Metrics::new()),
             limits: Arc::new(settings.limits.clone()),

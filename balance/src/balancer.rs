@@ -196,22 +196,51 @@ impl<R: Rng> Balancer<R> {
     /// closest to being let back is the best guess of one that recovered.
     pub fn pick(&mut self, now: Instant) -> Option<Ticket> {
         self.refresh(now);
+        let candidates = std::mem::take(&mut self.available);
+        let ticket = self.pick_among(&candidates, now);
+        self.available = candidates;
+        ticket
+    }
+
+    /// [`pick`](Self::pick), but an instance for which `avoid` says true is chosen only when
+    /// every instance that is not ejected is avoided (then it is a plain `pick`).
+    ///
+    /// For a retry: the instance that just refused or could not be reached is still idle, so
+    /// least-outstanding would send the retry straight back to it before it has failed often
+    /// enough to be ejected.
+    pub fn pick_avoiding(&mut self, now: Instant, avoid: impl Fn(&str) -> bool) -> Option<Ticket> {
+        self.refresh(now);
+        let others: Vec<usize> = self
+            .available
+            .iter()
+            .copied()
+            .filter(|&index| !avoid(&self.endpoints[index].shared.address))
+            .collect();
+        if others.is_empty() {
+            return self.pick(now);
+        }
+        self.pick_among(&others, now)
+    }
+
+    /// Chooses among `candidates` (indices of instances not ejected) and counts the call;
+    /// the all-ejected fallback when there are none.
+    fn pick_among(&mut self, candidates: &[usize], now: Instant) -> Option<Ticket> {
         let endpoints = &self.endpoints;
         let load = |index: usize| outstanding(&endpoints[index]);
         let chosen = match self.strategy {
             Strategy::LeastOutstanding => {
-                let position = select::least_outstanding(&self.available, load, self.cursor);
+                let position = select::least_outstanding(candidates, load, self.cursor);
                 if let Some(position) = position {
                     self.cursor = position + 1;
                 }
                 position
             }
             Strategy::PowerOfTwoChoices => {
-                select::power_of_two_choices(&self.available, load, &mut self.rng)
+                select::power_of_two_choices(candidates, load, &mut self.rng)
             }
         };
         let index = match chosen {
-            Some(position) => self.available[position],
+            Some(position) => candidates[position],
             None => self.soonest_back(now)?,
         };
         let shared = &self.endpoints[index].shared;
@@ -223,18 +252,48 @@ impl<R: Rng> Balancer<R> {
         })
     }
 
-    /// Uncounts the call and records how it went, finished at `now`. The outcome is ignored
-    /// when the instance has been removed since the call was picked.
-    pub fn finish(&mut self, ticket: Ticket, outcome: Outcome, now: Instant) {
-        if let Some(index) = self.index_of_ticket(&ticket) {
-            let ejected =
-                self.endpoints[index]
-                    .health
-                    .record(outcome, ticket.sent_at, now, &self.policy);
-            self.available_stale |= ejected;
-        }
+    /// Uncounts the call and records how it went, finished at `now`. Returns whether this
+    /// ejected the instance. The outcome is ignored when the instance has been removed since
+    /// the call was picked.
+    pub fn finish(&mut self, ticket: Ticket, outcome: Outcome, now: Instant) -> bool {
+        let ejected = match self.index_of_ticket(&ticket) {
+            Some(index) => self.record_at(index, outcome, ticket.sent_at, now),
+            None => false,
+        };
         // Dropping the ticket uncounts the call: one path for finished and abandoned calls.
         drop(ticket);
+        ejected
+    }
+
+    /// Records the outcome of a request to `address` that was not picked through the balancer
+    /// (an active health probe), sent at `sent_at` and finished at `now`: it counts towards
+    /// ejecting the instance, or ends its failure streak, exactly as a call's outcome would.
+    /// Returns whether this ejected the instance; `false` for an unknown address.
+    pub fn record(
+        &mut self,
+        address: &str,
+        outcome: Outcome,
+        sent_at: Instant,
+        now: Instant,
+    ) -> bool {
+        match self.index_of(address) {
+            Some(index) => self.record_at(index, outcome, sent_at, now),
+            None => false,
+        }
+    }
+
+    fn record_at(
+        &mut self,
+        index: usize,
+        outcome: Outcome,
+        sent_at: Instant,
+        now: Instant,
+    ) -> bool {
+        let ejected = self.endpoints[index]
+            .health
+            .record(outcome, sent_at, now, &self.policy);
+        self.available_stale |= ejected;
+        ejected
     }
 
     /// Recomputes `available` when membership or an ejection changed, or an ejection ended.

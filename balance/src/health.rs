@@ -1,7 +1,8 @@
 //! Passive health: when an instance is ejected and when it is let back.
 //!
-//! Owns one instance's failure streak and ejection state, driven only by the outcomes of real
-//! calls (no probes) and by the `now` the caller passes in. Which outcomes are failures is
+//! Owns one instance's failure streak and ejection state, driven only by outcomes (of calls,
+//! or of a caller's own health probes through `Balancer::record`) and by the `now` the caller
+//! passes in. Which outcomes are failures is
 //! [`crate::outcome`]'s; skipping ejected instances when choosing is [`crate::Balancer`]'s.
 //!
 //! The rules, in the spirit of NGINX's `max_fails`/`fail_timeout` (balance/README.md,

@@ -9,8 +9,9 @@
 //!
 //! This crate is the sans-I/O core: no sockets, no clock, no async runtime. Time is an argument
 //! (`now: Instant`), randomness a seeded generator, so every decision can be replayed in a
-//! test. The HTTP client that wraps it comes later, in this crate, and is why it is its own
-//! crate: it must not pull in Redis or axum (docs/ARCHITECTURE.md, "Modules").
+//! test. The HTTP client that wraps it is the `captcha-gateway-client` crate (`client/`),
+//! and is why this is its own crate: it must not pull in Redis or axum (docs/ARCHITECTURE.md,
+//! "Modules").
 //!
 //! # Layout
 //!

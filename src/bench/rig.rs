@@ -126,9 +126,10 @@ impl GatewaySpec {
         } else {
             String::new()
         };
+        // Benchmarks measure a warm process: no slow start (`warmup_s`).
         format!(
             "provider = \"captchaai\"\nprovider_url = \"http://{sim}\"\nlisten = \"127.0.0.1:0\"\n\
-             threads = {}\nmax_concurrent = {}\n{redis}{}\n{poll}\n{}\n",
+             threads = {}\nmax_concurrent = {}\nwarmup_s = 0\n{redis}{}\n{poll}\n{}\n",
             self.threads, self.max_concurrent, self.top, self.tables
         )
     }

@@ -50,7 +50,7 @@ async fn submit_task(state: &AppState, params: &Params) -> Reply {
     };
     // Clients never retry a refusal by themselves (item 12), so we only refuse when this process
     // holds as many tasks as it is allowed to; `threadsinfo` reports the same figures.
-    let Some(permit) = state.admission.try_admit() else {
+    let Some(permit) = state.admission.admit().await else {
         return Reply::error(mode, codes::NO_SLOT_AVAILABLE);
     };
     let pass = match state.tenants.admit(&tenant.0, &mut req) {

@@ -83,7 +83,8 @@ pub async fn solve(
     }
     let _permit = state
         .admission
-        .try_admit()
+        .admit()
+        .await
         .ok_or_else(ApiError::overloaded)?;
     let _pass = state
         .tenants
@@ -122,7 +123,8 @@ pub async fn create_task(
         .map_err(|e| ApiError::bad_request("bad_callback_url", format!("`callback_url`: {e}")))?;
     let permit = state
         .admission
-        .try_admit()
+        .admit()
+        .await
         .ok_or_else(ApiError::overloaded)?;
     let pass = state
         .tenants

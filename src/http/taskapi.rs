@@ -114,7 +114,7 @@ async fn create(state: AppState, body: Map<String, Value>) -> Answer {
         Err(v) => return Answer::error(v.code, Some(&v.message)),
     };
     // As for in.php: refuse only when this process holds as many tasks as it may.
-    let Some(permit) = state.admission.try_admit() else {
+    let Some(permit) = state.admission.admit().await else {
         return Answer::error(codes::NO_SLOT_AVAILABLE, None);
     };
     let pass = match state.tenants.admit(&tenant, &mut req) {

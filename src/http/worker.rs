@@ -40,7 +40,7 @@ pub async fn solve(State(state): State<AppState>, key: BearerKey, body: Body) ->
         Ok(r) => r,
         Err(v) => return error(StatusCode::OK, v.code),
     };
-    let Some(_permit) = state.admission.try_admit() else {
+    let Some(_permit) = state.admission.admit().await else {
         let mut res = error(StatusCode::SERVICE_UNAVAILABLE, "WORKER_AT_CAPACITY");
         res.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
@@ -83,6 +83,9 @@ pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
         "status": status,
         "active_tasks": state.admission.active(),
         "max_concurrent": state.admission.max(),
+        // Slow start: solves beyond `limit_now` wait for the ramp rather than being refused.
+        "warming_up": state.admission.warming_up_now(),
+        "limit_now": state.admission.limit_now(),
         "load_pct": (load * 1000.0).round() / 10.0,
         // Per account: name, provider, state (closed/open/half-open/paused), threads, in flight.
         "accounts": state.upstream.status(),

@@ -142,6 +142,12 @@ impl Metrics {
             "Admission limit of this process",
             &[(String::new(), admission.max())],
         );
+        gauge(
+            &mut out,
+            "gateway_running_limit",
+            "Solves that may run now: below the admission limit while warming up (warmup_s)",
+            &[(String::new(), admission.limit_now())],
+        );
         upstream.write_metrics(&mut out);
         gauge(
             &mut out,

@@ -43,6 +43,9 @@ fn bad_configuration_exits_2_with_one_line() {
     };
     assert_config_error(&with(&["--threads", "0"]), &[], "--threads");
     assert_config_error(&with(&["--max-concurrent", "0"]), &[], "--max-concurrent");
+    assert_config_error(&with(&["--warmup-s", "3601"]), &[], "--warmup-s");
+    assert_config_error(&with(&["--warmup-s=-1"]), &[], "--warmup-s");
+    assert_config_error(&with(&[]), &[("WARMUP_S", "NaN")], "--warmup-s");
     assert_config_error(&with(&["--gateway-key", "short"]), &[], "--gateway-key");
     assert_config_error(
         &with(&["--redis-url", "http://u:hunter2@127.0.0.1:1"]),

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod balancing_clients;
 mod bench;
 mod budget;
 mod budget_scripts;
@@ -24,6 +25,7 @@ mod hostile_input;
 mod leader;
 mod metrics_series;
 mod native_api;
+mod nginx;
 mod pools;
 mod promises;
 mod queue;

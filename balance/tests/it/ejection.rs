@@ -142,3 +142,21 @@ fn a_single_ejected_instance_is_still_picked() {
     let ticket = b.pick(t0 + SEC).expect("the last instance, ejected or not");
     assert_eq!(ticket.address(), "only");
 }
+
+#[test]
+fn probe_outcomes_recorded_by_address_eject_and_are_ignored_during_the_ejection() {
+    let t0 = Instant::now();
+    let mut b = balancer(Strategy::LeastOutstanding, &["a", "b"]);
+    assert!(!b.record("a", Outcome::ConnectFailed, t0, t0));
+    assert!(!b.record("a", Outcome::ConnectFailed, t0, t0));
+    assert!(b.record("a", Outcome::ConnectFailed, t0, t0));
+    assert_eq!(ejected_until(&b, "a", t0), Some(t0 + 10 * SEC));
+    // A probe sent during the ejection tells nothing: the cool-down is not stretched.
+    assert!(!b.record("a", Outcome::ConnectFailed, t0 + SEC, t0 + SEC));
+    assert_eq!(ejected_until(&b, "a", t0 + SEC), Some(t0 + 10 * SEC));
+    // Let back half-open: a failed probe after the cool-down ejects again at once, twice as long.
+    let back = t0 + 10 * SEC;
+    assert!(b.record("a", Outcome::ConnectFailed, back, back));
+    assert_eq!(ejected_until(&b, "a", back), Some(back + 20 * SEC));
+    assert!(!b.record("unknown", Outcome::ConnectFailed, t0, t0));
+}

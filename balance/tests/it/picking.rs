@@ -93,3 +93,24 @@ fn a_dropped_ticket_returns_its_call_like_a_finished_one() {
         assert!(b.endpoints(now).all(|e| e.consecutive_failures == 0));
     }
 }
+
+#[test]
+fn pick_avoiding_skips_the_avoided_unless_nothing_else_is_available() {
+    let now = Instant::now();
+    for strategy in [Strategy::LeastOutstanding, Strategy::PowerOfTwoChoices] {
+        let mut b = balancer(strategy, &["a", "b", "c"]);
+        // "a" is idle and the others are busy: a plain pick would take it.
+        let busy: Vec<Ticket> = (0..4)
+            .map(|_| b.pick_avoiding(now, |a| a == "a").unwrap())
+            .collect();
+        assert!(busy.iter().all(|t| t.address() != "a"));
+        for _ in 0..20 {
+            let ticket = b.pick_avoiding(now, |a| a == "a").unwrap();
+            assert_ne!(ticket.address(), "a", "{strategy:?}");
+            b.finish(ticket, Outcome::Success, now);
+        }
+        // Everything avoided: a plain pick, which takes the idle one.
+        let ticket = b.pick_avoiding(now, |_| true).unwrap();
+        assert_eq!(ticket.address(), "a", "{strategy:?}");
+    }
+}

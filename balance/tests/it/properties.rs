@@ -15,6 +15,10 @@ const ADDRESSES: [&str; 5] = ["a", "b", "c", "d", "e"];
 #[derive(Clone, Debug)]
 enum Op {
     Pick,
+    /// A retry's pick, steering clear of one address.
+    PickAvoiding(usize),
+    /// A probe's outcome, recorded by address.
+    Record(usize, Outcome),
     Finish(usize, Outcome),
     Drop(usize),
     Add(usize),
@@ -36,6 +40,8 @@ fn outcome() -> impl Strategy<Value = Outcome> {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => Just(Op::Pick),
+        2 => (0..ADDRESSES.len()).prop_map(Op::PickAvoiding),
+        2 => (0..ADDRESSES.len(), outcome()).prop_map(|(i, o)| Op::Record(i, o)),
         4 => (any::<usize>(), outcome()).prop_map(|(i, o)| Op::Finish(i, o)),
         1 => any::<usize>().prop_map(Op::Drop),
         1 => (0..ADDRESSES.len()).prop_map(Op::Add),
@@ -77,8 +83,9 @@ impl Model {
     }
 }
 
-/// Checks one pick against the state just before it.
-fn check_pick(balancer: &Balancer, ticket: &Ticket, now: Instant) {
+/// Checks one pick against the state just before it; `avoid` is the address a retry's pick
+/// steers clear of (chosen only when no other instance is available).
+fn check_pick(balancer: &Balancer, ticket: &Ticket, now: Instant, avoid: Option<&str>) {
     let before: Vec<_> = balancer.endpoints(now).collect();
     let picked = before
         .iter()
@@ -99,6 +106,17 @@ fn check_pick(balancer: &Balancer, ticket: &Ticket, now: Instant) {
         return;
     }
     assert!(picked.ejected_until.is_none(), "picked an ejected instance");
+    let not_avoided: Vec<_> = available
+        .iter()
+        .copied()
+        .filter(|e| Some(e.address) != avoid)
+        .collect();
+    let available = if not_avoided.is_empty() {
+        available
+    } else {
+        assert_ne!(Some(picked.address), avoid, "picked the avoided instance");
+        not_avoided
+    };
     let others: Vec<usize> = available
         .iter()
         .filter(|e| e.address != picked.address)
@@ -135,15 +153,34 @@ proptest! {
         }
         for op in ops {
             match op {
-                Op::Pick => match balancer.pick(now) {
+                Op::Pick | Op::PickAvoiding(_) => {
+                    let avoid = match op {
+                        Op::PickAvoiding(i) => Some(ADDRESSES[i]),
+                        _ => None,
+                    };
+                    let ticket = match avoid {
+                        Some(a) => balancer.pick_avoiding(now, |x| x == a),
+                        None => balancer.pick(now),
+                    };
+                    match ticket {
                     Some(ticket) => {
-                        check_pick(&balancer, &ticket, now);
+                        check_pick(&balancer, &ticket, now, avoid);
                         let address = ticket.address().to_owned();
                         let incarnation = model.incarnation[address.as_str()];
                         model.held.push((ticket, incarnation));
                     }
                     None => prop_assert!(balancer.is_empty()),
-                },
+                    }
+                }
+                Op::Record(i, outcome) => {
+                    let known = model.incarnation.contains_key(ADDRESSES[i]);
+                    let ejected = balancer.record(ADDRESSES[i], outcome, now, now);
+                    prop_assert!(known || !ejected, "an unknown address was ejected");
+                    if ejected {
+                        let status = balancer.status(ADDRESSES[i], now).unwrap();
+                        prop_assert!(status.ejected_until.is_some());
+                    }
+                }
                 Op::Finish(i, outcome) if !model.held.is_empty() => {
                     let (ticket, _) = model.held.swap_remove(i % model.held.len());
                     balancer.finish(ticket, outcome, now);

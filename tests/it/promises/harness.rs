@@ -157,7 +157,7 @@ impl Fleet {
         write!(
             config,
             "provider = \"captchaai\"\nprovider_url = \"http://{sim}\"\nlisten = \"127.0.0.1:0\"\n\
-             threads = 2000\nmax_concurrent = 20000\nredis_url = \"{redis}\"\nredis_lease_s = {LEASE_S}\n\
+             threads = 2000\nmax_concurrent = 20000\nwarmup_s = 0\nredis_url = \"{redis}\"\nredis_lease_s = {LEASE_S}\n\
              {extra_toml}\n\n[poll]\nfirst_check_s = 0.25\ninterval_s = 0.25\nmax_polls_per_task = 60\n\
              max_requests_per_second = 2000\n\n{pools}",
             sim = self.sim.addr,

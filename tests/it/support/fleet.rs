@@ -143,7 +143,7 @@ impl GatewayProcess {
         writeln!(
             config,
             "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:0\"\nthreads = {threads}\n\
-             max_concurrent = 20000\nredis_url = \"{redis_url}\"\n{extra_toml}\n\
+             max_concurrent = 20000\nwarmup_s = 0\nredis_url = \"{redis_url}\"\n{extra_toml}\n\
              [poll]\nfirst_check_s = 0.05\ninterval_s = {poll_interval_s}\nmax_requests_per_second = 2000\n",
             sim.addr
         )

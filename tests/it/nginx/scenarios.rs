@@ -1,0 +1,375 @@
+//! One fault per test behind the shipped NGINX config: a frozen instance, a killed and restarted
+//! one (with slow start), one killed while it solves, one at capacity. Each prints `FIGURE`
+//! lines with what it measured (docs/DEPLOY.md "Load balancing" quotes them).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use captcha_gateway::model::Kind;
+use captcha_gateway::sim::{LatencyRange, SimSettings, Simulator};
+
+use super::{Nginx, Outcome, run_calls, solve, solves_at};
+use crate::balancing_clients::{Instance, simulator};
+use crate::support::eventually::eventually;
+use crate::support::fleet::SimServer;
+use crate::support::redis::RedisServer;
+
+async fn three(
+    sim: &SimServer,
+    redis: &RedisServer,
+    max: [u32; 3],
+    warmup_s: f64,
+) -> Vec<Instance> {
+    let mut gateways = Vec::new();
+    for m in max {
+        gateways.push(Instance::start_warming_up(sim, &redis.url(), m, warmup_s, "").await);
+    }
+    gateways
+}
+
+fn bases(gateways: &[Instance]) -> Vec<String> {
+    gateways.iter().map(|g| g.base.clone()).collect()
+}
+
+async fn shares(http: &reqwest::Client, gateways: &[Instance]) -> Vec<u64> {
+    let mut out = Vec::new();
+    for g in gateways {
+        out.push(solves_at(http, &g.base).await);
+    }
+    out
+}
+
+fn assert_all_solved(outcomes: &[Outcome], what: &str) {
+    let failed: Vec<&Outcome> = outcomes.iter().filter(|o| o.token().is_none()).collect();
+    assert!(
+        failed.is_empty(),
+        "{what}: {} failed, e.g. {:?}",
+        failed.len(),
+        failed.first()
+    );
+}
+
+#[tokio::test]
+async fn nginx_least_conn_sends_new_calls_away_from_a_frozen_gateway() {
+    const CALLERS: usize = 12;
+    const CALLS: usize = 120;
+    let redis = RedisServer::start();
+    let sim = simulator().await;
+    let gateways = three(&sim, &redis, [2000; 3], 0.0).await;
+    let nginx = Nginx::start(&bases(&gateways)).await;
+    let http = crate::support::fleet::client();
+
+    // Frozen: it accepts connections (the kernel does) but answers nothing, like a stuck process.
+    gateways[1].signal("STOP");
+    let done = Arc::new(AtomicUsize::new(0));
+    let run = tokio::spawn({
+        let (http, base, done) = (http.clone(), nginx.base.clone(), done.clone());
+        async move { run_calls(&http, &base, 0, CALLS, CALLERS, done).await }
+    });
+    // Each caller holds one call at a time, so at most CALLERS calls can be stuck on it; the
+    // rest finish only if NGINX sends them elsewhere.
+    eventually(
+        Duration::from_secs(60),
+        "every call not stuck on the frozen one",
+        || {
+            let done = done.clone();
+            async move { done.load(Ordering::Acquire) >= CALLS - CALLERS }
+        },
+    )
+    .await;
+    gateways[1].signal("CONT");
+    let outcomes = run.await.unwrap();
+    assert_eq!(outcomes.len(), CALLS);
+    assert_all_solved(&outcomes, "after the thaw");
+
+    let share = shares(&http, &gateways).await;
+    println!(
+        "FIGURE nginx frozen gateway: per-instance solves {share:?} of {CALLS} ({CALLERS} callers; the frozen one's are the calls it held until it thawed)"
+    );
+    assert_eq!(share.iter().sum::<u64>(), CALLS as u64);
+    // least_conn sends a call to the frozen one only while it holds no more open calls than the
+    // others (about a third of the callers); round-robin would have sent it a third of the calls.
+    assert!(
+        share[1] <= (CALLERS / 2) as u64,
+        "least_conn kept sending to it: {share:?}"
+    );
+    assert_eq!(
+        sim.sim.stats().submits,
+        CALLS as u64,
+        "one upstream task per call"
+    );
+}
+
+#[tokio::test]
+async fn nginx_loses_no_caller_when_a_gateway_is_killed_or_restarts_warming_up() {
+    const CALLERS: usize = 15;
+    const ROUND: usize = 30;
+    let redis = RedisServer::start();
+    let sim = simulator().await;
+    // A warm-up longer than NGINX's fail_timeout (10 s), and a limit small enough for the ramp
+    // to matter: the restarted one is still warming up when NGINX lets it back.
+    let mut gateways = three(&sim, &redis, [30; 3], 30.0).await;
+    let nginx = Nginx::start(&bases(&gateways)).await;
+    let http = crate::support::fleet::client();
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut outcomes = Vec::new();
+    let mut calls = 0;
+
+    outcomes.extend(run_calls(&http, &nginx.base, calls, ROUND, CALLERS, done.clone()).await);
+    calls += ROUND;
+    let before_kill = shares(&http, &gateways).await;
+    assert!(
+        before_kill.iter().all(|&n| n > 0),
+        "an idle fleet is used evenly: {before_kill:?}"
+    );
+
+    // Killed between rounds, while callers keep coming: its port now refuses, which NGINX moves.
+    gateways[1].kill().await;
+    for _ in 0..2 {
+        outcomes.extend(run_calls(&http, &nginx.base, calls, ROUND, CALLERS, done.clone()).await);
+        calls += ROUND;
+    }
+    assert_all_solved(&outcomes, "with one killed");
+
+    gateways[1].restart().await;
+    let restarted = Instant::now();
+    let health: serde_json::Value = http
+        .get(format!("{}/health", gateways[1].base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    println!(
+        "FIGURE nginx restart: /health right after the restart: warming_up={} limit_now={} of {}",
+        health["warming_up"], health["limit_now"], health["max_concurrent"]
+    );
+    // Rounds go on until NGINX gives it calls again (after fail_timeout); none may fail.
+    let mut rounds_until_back = 0;
+    while solves_at(&http, &gateways[1].base).await == 0 {
+        assert!(
+            rounds_until_back < 400,
+            "the restarted gateway never got calls again"
+        );
+        outcomes.extend(run_calls(&http, &nginx.base, calls, ROUND, CALLERS, done.clone()).await);
+        calls += ROUND;
+        rounds_until_back += 1;
+    }
+    let readmitted_after = restarted.elapsed();
+    let health: serde_json::Value = http
+        .get(format!("{}/health", gateways[1].base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    println!(
+        "FIGURE nginx restart: /health when NGINX let it back: warming_up={} limit_now={} of {}",
+        health["warming_up"], health["limit_now"], health["max_concurrent"]
+    );
+    outcomes.extend(run_calls(&http, &nginx.base, calls, ROUND, CALLERS, done.clone()).await);
+    calls += ROUND;
+    assert_all_solved(&outcomes, "around the restart");
+
+    let after = shares(&http, &gateways).await;
+    let failed = outcomes.iter().filter(|o| o.token().is_none()).count();
+    println!(
+        "FIGURE nginx kill and restart: {calls} calls, {failed} failed; solves before the kill {before_kill:?}, restarted one after {after:?}; re-admitted {readmitted_after:?} after the restart ({rounds_until_back} rounds)"
+    );
+    assert_eq!(outcomes.len(), calls);
+    assert_eq!(
+        sim.sim.stats().submits,
+        calls as u64,
+        "one upstream task per call, none twice"
+    );
+    let tokens = outcomes.iter().filter_map(Outcome::token);
+    for token in tokens {
+        let v = crate::support::verify_at(&http, &format!("http://{}", sim.addr), token).await;
+        assert_eq!(v["success"], true, "{v}");
+    }
+}
+
+/// A simulator whose turnstile solves take a minute (to keep an instance busy) and every other
+/// kind 50-100 ms.
+pub(super) async fn simulator_with_slow_turnstile() -> SimServer {
+    let mut settings = SimSettings {
+        threads: 5000,
+        ..SimSettings::default()
+    };
+    for kind in Kind::ALL {
+        settings.latency.insert(
+            kind,
+            LatencyRange {
+                min: Duration::from_millis(50),
+                max: Duration::from_millis(100),
+            },
+        );
+    }
+    settings.latency.insert(
+        Kind::Turnstile,
+        LatencyRange::fixed(Duration::from_secs(60)),
+    );
+    let sim = Simulator::new(settings);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(captcha_gateway::sim::serve(
+        sim.clone(),
+        listener,
+        std::future::pending(),
+    ));
+    SimServer { sim, addr }
+}
+
+/// Holds `n` turnstile solves on `base` directly (not through NGINX) until the tasks are dropped.
+fn hold_busy(http: &reqwest::Client, base: &str, n: usize) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..n)
+        .map(|i| {
+            let (http, base) = (http.clone(), base.to_owned());
+            tokio::spawn(async move {
+                let body = serde_json::json!({"kind": "turnstile", "sitekey": format!("0x4-busy-{i}"), "pageurl": "https://example.com/"});
+                let _ = crate::support::solve(&http, &base, body).await;
+            })
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn nginx_never_sends_a_solve_a_killed_gateway_had_started_to_another() {
+    let redis = RedisServer::start();
+    let sim = simulator_with_slow_turnstile().await;
+    let mut gateways = three(&sim, &redis, [2000; 3], 0.0).await;
+    let nginx = Nginx::start(&bases(&gateways)).await;
+    let http = crate::support::fleet::client();
+
+    // Six one-minute solves through NGINX, each on its own connection: two per instance.
+    let calls: Vec<_> = (0..6)
+        .map(|i| {
+            let (http, base) = (http.clone(), nginx.base.clone());
+            tokio::spawn(async move {
+                let body = serde_json::json!({"kind": "turnstile", "sitekey": format!("0x4-started-{i}"), "pageurl": "https://example.com/", "timeout_s": 120});
+                crate::support::solve(&http, &base, body).await
+            })
+        })
+        .collect();
+    eventually(
+        Duration::from_secs(30),
+        "all six submitted upstream",
+        || async { sim.sim.stats().submits == 6 },
+    )
+    .await;
+    let on_victim = crate::support::metric_sum(&http, &gateways[1].base, "gateway_active_solves")
+        .await as usize;
+    assert!(on_victim > 0, "least_conn spread the six over the three");
+    gateways[1].kill().await;
+    // The killed one's calls end at once (NGINX answers them); the others run for a minute, and
+    // are dropped once those have ended.
+    eventually(
+        Duration::from_secs(30),
+        "the killed gateway's calls to end",
+        || {
+            let ended = calls.iter().filter(|c| c.is_finished()).count();
+            async move { ended >= on_victim }
+        },
+    )
+    .await;
+    let mut statuses = Vec::new();
+    for call in calls {
+        if call.is_finished() {
+            statuses.push(call.await.unwrap().0);
+        } else {
+            call.abort();
+        }
+    }
+    println!(
+        "FIGURE nginx kill during solves: {on_victim} calls were running on the killed gateway; their callers got {statuses:?}; upstream submits stayed {}",
+        sim.sim.stats().submits
+    );
+    assert_eq!(
+        statuses.len(),
+        on_victim,
+        "exactly the killed one's calls end"
+    );
+    assert!(statuses.iter().all(|&s| s == 502), "{statuses:?}");
+    assert_eq!(
+        sim.sim.stats().submits,
+        6,
+        "no started solve was sent to a second gateway"
+    );
+}
+
+#[tokio::test]
+async fn nginx_moves_reads_a_full_gateway_refused_and_returns_its_refused_posts_to_the_caller() {
+    let redis = RedisServer::start();
+    let sim = simulator_with_slow_turnstile().await;
+    let gateways = three(&sim, &redis, [2, 2000, 2000], 0.0).await;
+    let http = crate::support::fleet::client();
+    // The first is full with two long solves sent to it directly.
+    let busy = hold_busy(&http, &gateways[0].base, 2);
+    eventually(
+        Duration::from_secs(30),
+        "the first gateway to be full",
+        || async {
+            crate::support::metric_sum(&http, &gateways[0].base, "gateway_active_solves").await == 2
+        },
+    )
+    .await;
+    let nginx = Nginx::start(&bases(&gateways)).await;
+
+    // POSTs one after another: NGINX's counts are level, so its round-robin tie-break reaches the
+    // full one. What it refused comes back to the caller as the instance's 503 + Retry-After.
+    let mut refused = 0;
+    let mut outcomes = Vec::new();
+    for n in 0..9 {
+        let o = solve(&http, &nginx.base, n).await;
+        if o.status == 503 {
+            assert_eq!(o.body["error"]["code"], "overloaded", "{o:?}");
+            assert_eq!(o.retry_after.as_deref(), Some("1"), "{o:?}");
+            refused += 1;
+        } else {
+            assert!(o.token().is_some(), "{o:?}");
+        }
+        outcomes.push(o);
+    }
+    assert!(refused > 0, "NGINX never picked the full gateway");
+    // The caller does what Retry-After asks: again, through NGINX; the others serve it.
+    let mut retries = 0;
+    for (n, o) in outcomes.iter_mut().enumerate() {
+        while o.status == 503 {
+            retries += 1;
+            assert!(retries <= 30, "refused again and again: {o:?}");
+            *o = solve(&http, &nginx.base, n).await;
+        }
+    }
+    assert_all_solved(&outcomes, "after the callers' retries");
+
+    // A GET it refuses (its /health says overloaded) moves: the caller always sees a 200.
+    let direct = http
+        .get(format!("{}/health", gateways[0].base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(direct.status(), 503);
+    let mut statuses = Vec::new();
+    for _ in 0..9 {
+        statuses.push(
+            http.get(format!("{}/health", nginx.base))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16(),
+        );
+    }
+    let share = shares(&http, &gateways).await;
+    println!(
+        "FIGURE nginx full gateway: {refused} of 9 POSTs refused and returned to the caller (not moved), {retries} caller retries, then served by {share:?}; GET /health through NGINX {statuses:?}"
+    );
+    assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
+    assert_eq!(share[0], 0, "the full one solved nothing new");
+    // Refusals did no work: one upstream task per call plus the two holding it busy.
+    assert_eq!(sim.sim.stats().submits, 9 + 2);
+    busy.iter().for_each(tokio::task::JoinHandle::abort);
+}
