@@ -220,6 +220,8 @@ fn middle_rate(done_at: &[Duration]) -> f64 {
     if last <= first + 1 {
         return f64::NAN;
     }
-    let span = done_at[last - 1].saturating_sub(done_at[first]).as_secs_f64();
+    let span = done_at[last - 1]
+        .saturating_sub(done_at[first])
+        .as_secs_f64();
     (last - 1 - first) as f64 / span
 }

@@ -195,33 +195,13 @@ impl GatewayUnderTest {
     /// memory are its own. Its address is the first line it prints.
     pub async fn process(spec: &GatewaySpec, sim: &SimServer) -> Result<Self, BenchError> {
         let config = ConfigFile::write(&spec.toml(sim.addr))?;
-        let exe = std::env::current_exe()?;
-        let mut child = Command::new(exe)
-            .arg("serve")
-            .arg("--config")
-            .arg(&config.0)
-            .env_remove("REDIS_URL")
-            .env_remove("CAPTCHA_GATEWAY_CONFIG")
-            .env("CAPTCHAAI_API_KEY", KEY)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()?;
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .map_err(|_| BenchError::Setup("the gateway did not start within 30 s".into()))??
-            .unwrap_or_default();
+        let (child, line) = spawn_self(&["serve"], &config, "gateway").await?;
         let base = line
             .trim()
             .strip_prefix("captcha-gateway listening on ")
             .ok_or_else(|| BenchError::Setup(format!("the gateway did not start: {line:?}")))?
             .to_owned();
         tracing::info!(%base, "gateway under test, own process");
-        // Keep reading stdout so the gateway never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Ok(Self {
             base,
             running: Running::Process(child),
@@ -262,33 +242,20 @@ impl WorkerUnderTest {
         concurrency: u32,
     ) -> Result<Self, BenchError> {
         let config = ConfigFile::write(&spec.toml(sim.addr))?;
-        let mut child = Command::new(std::env::current_exe()?)
-            .arg("worker")
-            .arg("--config")
-            .arg(&config.0)
-            .args(["--listen", "127.0.0.1:0"])
-            .args(["--concurrency", &concurrency.to_string()])
-            .env_remove("REDIS_URL")
-            .env_remove("CAPTCHA_GATEWAY_CONFIG")
-            .env_remove("CAPTCHA_GATEWAY_QUEUE")
-            .env("CAPTCHAAI_API_KEY", KEY)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()?;
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .map_err(|_| BenchError::Setup("the worker did not start within 30 s".into()))??
-            .unwrap_or_default();
+        let concurrency = concurrency.to_string();
+        let args = [
+            "worker",
+            "--listen",
+            "127.0.0.1:0",
+            "--concurrency",
+            &concurrency,
+        ];
+        let (child, line) = spawn_self(&args, &config, "worker").await?;
         if !line.starts_with("captcha-gateway worker ") {
             return Err(BenchError::Setup(format!(
                 "the worker did not start: {line:?}"
             )));
         }
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Ok(Self {
             child,
             _config: config,
@@ -302,6 +269,37 @@ impl WorkerUnderTest {
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
     }
+}
+
+/// This same binary with `args`, then `--config <config>`, as its own process with the provider
+/// key of the bench; returns it and the first line it printed (its address), and keeps reading
+/// the rest so it never blocks on a full pipe.
+async fn spawn_self(
+    args: &[&str],
+    config: &ConfigFile,
+    what: &str,
+) -> Result<(Child, String), BenchError> {
+    let mut child = Command::new(std::env::current_exe()?)
+        .args(args)
+        .arg("--config")
+        .arg(&config.0)
+        .env_remove("REDIS_URL")
+        .env_remove("CAPTCHA_GATEWAY_CONFIG")
+        .env_remove("CAPTCHA_GATEWAY_QUEUE")
+        .env("CAPTCHAAI_API_KEY", KEY)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .map_err(|_| BenchError::Setup(format!("the {what} did not start within 30 s")))??
+        .unwrap_or_default();
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok((child, line))
 }
 
 /// A `redis-server` on a free loopback port, without persistence, killed on drop.

@@ -13,7 +13,9 @@
 mod entry;
 mod error;
 pub mod keys;
+pub(crate) mod probes;
 mod producer;
+mod reply;
 mod result;
 mod scripts;
 pub mod seed;

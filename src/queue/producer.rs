@@ -9,6 +9,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::entry::new_task_id;
 use super::keys::{GROUP, QueueKeys};
+use super::reply;
 use super::wake::Wakeups;
 use super::{Enqueued, NewTask, QueueError, QueueResult, QueueSettings, scripts};
 use crate::engine::store::redis::{Conn, RedisTarget};
@@ -185,9 +186,9 @@ fn group_lag(groups: &Value) -> Option<u64> {
         return None;
     };
     groups.iter().find_map(|group| {
-        let pairs = pairs_of(group);
+        let pairs = reply::pairs(group);
         let name = pairs.iter().find(|(k, _)| k == "name").map(|(_, v)| *v)?;
-        if text(name).as_deref() != Some(GROUP) {
+        if reply::text(name).as_deref() != Some(GROUP) {
             return None;
         }
         pairs
@@ -198,29 +199,4 @@ fn group_lag(groups: &Value) -> Option<u64> {
                 _ => None,
             })
     })
-}
-
-fn text(v: &Value) -> Option<String> {
-    match v {
-        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
-    }
-}
-
-fn pairs_of(v: &Value) -> Vec<(String, &Value)> {
-    match v {
-        Value::Array(items) => items
-            .chunks(2)
-            .filter_map(|kv| match kv {
-                [k, v] => Some((text(k)?, v)),
-                _ => None,
-            })
-            .collect(),
-        Value::Map(items) => items
-            .iter()
-            .filter_map(|(k, v)| Some((text(k)?, v)))
-            .collect(),
-        _ => Vec::new(),
-    }
 }

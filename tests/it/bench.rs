@@ -77,6 +77,17 @@ fn bench_polling_serves_every_caller_within_the_check_budget() {
     }
 }
 
+/// Queued tasks through real worker processes: the run fails unless every task got one ready
+/// result with a token valid once; each task cost one upstream task, within the plan's threads.
+#[test]
+fn bench_queue_gets_one_ready_result_per_task_through_the_workers() {
+    let (ok, report, figure) = bench("queue");
+    assert!(ok, "bench queue failed: {report}");
+    assert_eq!(figure("instant: upstream submits per task"), 1.0);
+    assert_eq!(figure("seed: upstream submits per task"), 1.0);
+    assert!(figure("seed: peak upstream tasks") <= 15.0);
+}
+
 /// The child processes of `pid` (Linux).
 fn children(pid: u32) -> Vec<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))

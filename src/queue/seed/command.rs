@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::{SeedSettings, SeedStats, http};
+use super::{SeedSettings, SeedStats, metrics};
 use crate::config::ConfigError;
+use crate::engine::store::redis::Conn;
 use crate::queue::worker::WorkerSettings;
 use crate::serve::{StartError, build_solving};
 use crate::shutdown::Shutdown;
@@ -53,22 +53,24 @@ pub async fn run(
                 .into(),
         }));
     }
-    let listener = TcpListener::bind(settings.listen).await.map_err(|e| {
-        StartError::Config(ConfigError {
-            setting: "--listen".into(),
-            problem: format!("cannot listen on {}: {e}", settings.listen),
-            fix: "pick a free address, e.g. --listen 0.0.0.0:9090".into(),
-        })
-    })?;
+    let listener = crate::queue::probes::bind(settings.listen).await?;
     let addr = listener.local_addr()?;
     let solving = build_solving(&settings.serve, &shutdown).await?;
     let seed = seed_settings(&settings);
     let stats = Arc::new(SeedStats::default());
     let background = CancellationToken::new();
-    http::spawn(
-        http::Probes::new(&target, &seed, &solving, stats.clone())
-            .await
-            .map_err(|e| StartError::Store(e.to_string()))?,
+    let probes_conn = Conn::open(&target, target.response_timeout)
+        .await
+        .map_err(|e| StartError::Store(e.to_string()))?;
+    let figures = Arc::new(metrics::SeedFigures {
+        stats: stats.clone(),
+        prefix: seed.prefix.clone(),
+    });
+    crate::queue::probes::spawn(
+        probes_conn,
+        &solving,
+        u32::try_from(seed.concurrency).unwrap_or(u32::MAX),
+        figures,
         listener,
         background.clone(),
     );

@@ -18,9 +18,9 @@
 
 mod command;
 pub mod entry;
-mod http;
 pub mod keys;
 mod lists;
+mod metrics;
 pub mod outcome;
 mod worker;
 

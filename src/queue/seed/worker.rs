@@ -215,9 +215,11 @@ impl Consumer {
             Entry::Task { id, request } => match self.lists.has_result(&id).await {
                 Ok(true) => {
                     // Redelivered after its first worker finished it (that worker was taken for
-                    // dead while it was only paused): the result is there, so only drop it.
+                    // dead while it was only paused): the result is there, so only drop it, and
+                    // count it once it is gone from the list.
+                    self.finish(raw, None).await;
                     self.stats.add(&self.stats.duplicates, 1);
-                    None
+                    return;
                 }
                 // Unknown: solve; HSETNX still keeps the first result only.
                 Ok(false) | Err(_) => {

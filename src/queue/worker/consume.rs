@@ -14,6 +14,7 @@ use super::Worker;
 use crate::engine::store::redis::Conn;
 use crate::queue::entry::Entry;
 use crate::queue::keys::GROUP;
+use crate::queue::reply::{pairs, text};
 use crate::queue::scripts;
 
 /// Wait after a failed read or claim before the next (Redis down, restarting, failing over).
@@ -261,31 +262,6 @@ async fn pause(stop: &CancellationToken) {
     tokio::select! {
         _ = stop.cancelled() => {}
         _ = tokio::time::sleep(ERROR_PAUSE) => {}
-    }
-}
-
-fn text(v: &Value) -> Option<String> {
-    match v {
-        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
-    }
-}
-
-fn pairs(v: &Value) -> Vec<(String, &Value)> {
-    match v {
-        Value::Array(items) => items
-            .chunks(2)
-            .filter_map(|kv| match kv {
-                [k, v] => Some((text(k)?, v)),
-                _ => None,
-            })
-            .collect(),
-        Value::Map(items) => items
-            .iter()
-            .filter_map(|(k, v)| Some((text(k)?, v)))
-            .collect(),
-        _ => Vec::new(),
     }
 }
 

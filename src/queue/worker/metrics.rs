@@ -131,3 +131,12 @@ impl QueueMetrics {
         out
     }
 }
+
+/// The stream worker's own figures on `/metrics`, with the group's lag as KEDA reads it.
+#[async_trait::async_trait]
+impl crate::queue::probes::OwnFigures for super::Worker {
+    async fn render(&self) -> String {
+        let lag = self.queue.lag().await.ok().flatten();
+        self.metrics.render(&self.queue.settings().name, lag)
+    }
+}

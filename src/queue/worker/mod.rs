@@ -9,7 +9,6 @@
 
 mod config;
 mod consume;
-mod http;
 mod lease;
 mod metrics;
 mod ops;
@@ -22,27 +21,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::cli::WorkerArgs;
-use crate::config::ConfigError;
 use crate::engine::Engine;
 use crate::engine::store::redis::Conn;
-use crate::pools::Pools;
 use crate::queue::Queue;
 use crate::serve::{StartError, build_solving};
 use crate::shutdown::Shutdown;
-use crate::upstream::Upstream;
 
 /// One worker process's shared state.
 pub struct Worker {
     queue: Queue,
     engine: Engine,
-    upstream: Arc<Upstream>,
-    pools: Arc<Pools>,
     /// This process's consumer name: `<hostname>-<16 hex boot id>`, never reused.
     consumer: String,
     in_flight: lease::InFlight,
@@ -86,13 +79,7 @@ pub struct Started {
 
 /// Builds the engine and the queue, starts reading, renewing, reclaiming and serving probes.
 pub async fn start(settings: WorkerSettings, shutdown: Shutdown) -> Result<Started, StartError> {
-    let listener = TcpListener::bind(settings.listen).await.map_err(|e| {
-        StartError::Config(ConfigError {
-            setting: "--listen".into(),
-            problem: format!("cannot listen on {}: {e}", settings.listen),
-            fix: "pick a free address, e.g. --listen 0.0.0.0:9090".into(),
-        })
-    })?;
+    let listener = crate::queue::probes::bind(settings.listen).await?;
     let addr = listener.local_addr()?;
     let solving = build_solving(&settings.serve, &shutdown).await?;
     let redis = settings
@@ -110,11 +97,10 @@ pub async fn start(settings: WorkerSettings, shutdown: Shutdown) -> Result<Start
     )
     .await
     .map_err(|e| StartError::Store(e.to_string()))?;
+    let probes_conn = queue.conn();
     let worker = Arc::new(Worker {
         queue,
-        engine: solving.engine,
-        upstream: solving.upstream,
-        pools: solving.pools,
+        engine: solving.engine.clone(),
         consumer: consumer_name(),
         in_flight: lease::InFlight::default(),
         metrics: QueueMetrics::default(),
@@ -130,7 +116,14 @@ pub async fn start(settings: WorkerSettings, shutdown: Shutdown) -> Result<Start
             .read_loop(blocking, slots, shutdown.token.clone()),
     );
     tokio::spawn(worker.clone().upkeep_loop(shutdown.token.clone()));
-    http::spawn(worker.clone(), listener, background.clone());
+    crate::queue::probes::spawn(
+        probes_conn,
+        &solving,
+        settings.queue.concurrency,
+        worker.clone(),
+        listener,
+        background.clone(),
+    );
     tracing::info!(%addr, consumer = %worker.consumer, queue = %settings.queue.name, "worker consuming");
     Ok(Started {
         addr,
