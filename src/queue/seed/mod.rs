@@ -151,7 +151,7 @@ pub async fn run(
     let blocking = Conn::open(target, settings.block + target.response_timeout).await?;
     let lists = Lists::new(conn, SeedKeys::new(&settings.prefix), consumer);
     let life = CancellationToken::new();
-    tokio::spawn(worker::heartbeat(
+    let heartbeat = tokio::spawn(worker::heartbeat(
         lists.clone(),
         settings.lease,
         stats.clone(),
@@ -167,12 +167,15 @@ pub async fn run(
     tracing::info!(consumer, concurrency = settings.concurrency, queue = %SeedKeys::new(&settings.prefix).queue(), "seed queue: consuming");
     let consumer_loop = Consumer::new(engine, lists.clone(), blocking, settings, stats);
     consumer_loop.take_loop(&stop).await;
+    // No beat may follow the hand-back (it would register this consumer again, with nobody to
+    // ever beat for it): the heartbeat ends first, its last call included.
+    life.cancel();
+    let _ = heartbeat.await;
     match lists.hand_back().await {
         Ok(n) => tracing::info!(handed_back = n, "seed queue: stopped"),
         Err(e) => {
             tracing::warn!(error = %e, "seed queue: hand-back failed; other workers recover the entries after a lease")
         }
     }
-    life.cancel();
     Ok(())
 }

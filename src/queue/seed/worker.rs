@@ -197,29 +197,29 @@ impl Consumer {
     async fn process(&self, raw: &[u8]) {
         let started = Instant::now();
         let worker = self.lists.consumer();
+        // Counted once the entry is finished, so a figure never runs ahead of the lists.
+        let mut outcome_counter = &self.stats.solved;
         let parsed = match std::str::from_utf8(raw) {
             Ok(text) => entry::parse(text),
             Err(_) => Entry::Unreadable("the entry is not UTF-8 text".into()),
         };
         let result = match parsed {
             Entry::Unreadable(why) => {
-                self.stats.add(&self.stats.unreadable, 1);
+                outcome_counter = &self.stats.unreadable;
                 tracing::warn!(reason = %why, bytes = raw.len(), "seed queue: dropping an unreadable entry");
                 None
             }
             Entry::Refused { id, code, message } => {
-                self.stats.add(&self.stats.refused, 1);
+                outcome_counter = &self.stats.refused;
                 tracing::info!(task = %id, code, reason = %message, "seed queue: task refused");
                 Some((id, outcome::error(code, worker)))
             }
             Entry::Task { id, request } => match self.lists.has_result(&id).await {
                 Ok(true) => {
                     // Redelivered after its first worker finished it (that worker was taken for
-                    // dead while it was only paused): the result is there, so only drop it, and
-                    // count it once it is gone from the list.
-                    self.finish(raw, None).await;
-                    self.stats.add(&self.stats.duplicates, 1);
-                    return;
+                    // dead while it was only paused): the result is there, so only drop it.
+                    outcome_counter = &self.stats.duplicates;
+                    None
                 }
                 // Unknown: solve; HSETNX still keeps the first result only.
                 Ok(false) | Err(_) => {
@@ -230,7 +230,6 @@ impl Consumer {
                         .await
                     {
                         Ok(handout) => {
-                            self.stats.add(&self.stats.solved, 1);
                             let took = started.elapsed();
                             Some((
                                 id,
@@ -239,7 +238,7 @@ impl Consumer {
                         }
                         Err(SolveError::ShuttingDown) => return,
                         Err(e) => {
-                            self.stats.add(&self.stats.failed, 1);
+                            outcome_counter = &self.stats.failed;
                             tracing::info!(task = %id, code = e.code(), reason = %e, "seed queue: task failed");
                             Some((id, outcome::error(e.code(), worker)))
                         }
@@ -248,6 +247,7 @@ impl Consumer {
             },
         };
         self.finish(raw, result).await;
+        self.stats.add(outcome_counter, 1);
     }
 
     /// Writes the result and removes the entry, retrying a lost reply (safe: see `lists.rs`)

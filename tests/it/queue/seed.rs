@@ -325,9 +325,9 @@ async fn bad_entries_get_an_error_result_or_are_dropped_without_blocking_the_que
         );
     }
     assert_eq!(result(&mut c, "ok1").await.unwrap()["status"], "success");
-    eventually(WAIT, "the unreadable entries dropped", || {
+    eventually(WAIT, "the unreadable entries dropped, the refused answered", || {
         let stats = consumer.stats.clone();
-        async move { SeedStats::get(&stats.unreadable) == 3 }
+        async move { SeedStats::get(&stats.unreadable) == 3 && SeedStats::get(&stats.refused) == 3 }
     })
     .await;
     let processing: u64 = c
@@ -336,7 +336,6 @@ async fn bad_entries_get_an_error_result_or_are_dropped_without_blocking_the_que
         .unwrap();
     let queued: u64 = c.llen("captcha:queue").await.unwrap();
     assert_eq!((processing, queued), (0, 0));
-    assert_eq!(SeedStats::get(&consumer.stats.refused), 3);
     consumer.stop().await;
 }
 
@@ -393,7 +392,11 @@ async fn results_past_the_retention_are_swept_with_their_index_entries() {
         (kept, indexed),
         (vec!["new1".to_owned()], vec!["new1".to_owned()])
     );
-    assert_eq!(SeedStats::get(&consumer.stats.swept), 2);
+    eventually(WAIT, "the sweep counted", || {
+        let stats = consumer.stats.clone();
+        async move { SeedStats::get(&stats.swept) == 2 }
+    })
+    .await;
     consumer.stop().await;
 }
 

@@ -134,14 +134,15 @@ async fn the_seeds_producer_works_unchanged_against_three_seed_workers() {
     // The results are indexed for the retention sweep.
     let indexed: u64 = c.zcard("captcha:results:index").await.unwrap();
     assert_eq!(indexed, 90);
-    let solved: u64 = {
+    // Counted just after each result is written.
+    eventually(WAIT, "90 solves counted over the workers", || async {
         let mut sum = 0;
         for w in &workers {
             sum += w.metric("captcha_gateway_seed_queue_solved_total").await;
         }
-        sum
-    };
-    assert_eq!(solved, 90);
+        sum == 90
+    })
+    .await;
     // SIGTERM: each stops, unregisters and exits 0.
     for w in &mut workers {
         w.signal("TERM");
@@ -247,34 +248,29 @@ async fn a_frozen_seed_workers_tasks_are_finished_once_by_another() {
         assert_eq!(r["worker"], other.consumer.as_str(), "{r}");
     }
 
-    frozen.signal("CONT");
-    // Each held entry's finish finds it given back (counted after its finish script ran); the
-    // frozen worker may hold more than was listed when it stopped (a take already sent).
-    eventually(WAIT, "the thawed worker's late outcomes", || async {
-        frozen.metric("captcha_gateway_seed_queue_lost_total").await >= held.len() as u64
-    })
-    .await;
-    assert!(
-        frozen
-            .metric("captcha_gateway_seed_queue_duplicates_total")
-            .await
-            >= held.len() as u64,
-        "each held entry's task was found finished"
-    );
     let written_before = before
         .values()
         .filter(|r| r.contains(&frozen.consumer))
         .count() as u64;
-    let ended = frozen
-        .metric("captcha_gateway_seed_queue_solved_total")
-        .await
-        + frozen
-            .metric("captcha_gateway_seed_queue_failed_total")
+    frozen.signal("CONT");
+    // Each held entry's finish finds it given back (`lost`) and its task finished
+    // (`duplicates`), and at least one of its solves ends after the thaw (and writes nothing).
+    // The frozen worker may hold more than was listed when it stopped (a take already sent).
+    let held_n = held.len() as u64;
+    eventually(WAIT, "the thawed worker's late outcomes", || async {
+        let lost = frozen.metric("captcha_gateway_seed_queue_lost_total").await;
+        let found = frozen
+            .metric("captcha_gateway_seed_queue_duplicates_total")
             .await;
-    assert!(
-        ended > written_before,
-        "a solve of the frozen worker ended after the thaw (and wrote nothing)"
-    );
+        let ended = frozen
+            .metric("captcha_gateway_seed_queue_solved_total")
+            .await
+            + frozen
+                .metric("captcha_gateway_seed_queue_failed_total")
+                .await;
+        lost >= held_n && found >= held_n && ended > written_before
+    })
+    .await;
     let after: std::collections::HashMap<String, String> =
         c2.hgetall("captcha:results").await.unwrap();
     assert_eq!(after, before, "no result was written twice");
