@@ -49,93 +49,61 @@ async fn a_queued_front_end_answers_every_protocol_through_the_workers() {
     let mut tokens = Vec::new();
 
     // Compatible: in.php, then the native long-poll on the same task, then res.php.
-    let submitted: Value = http
-        .post(format!("{base}/in.php"))
-        .form(&[
-            ("key", KEY),
-            ("json", "1"),
-            ("method", "userrecaptcha"),
-            ("googlekey", "6Le-front-compat"),
-            ("pageurl", "https://front.example/compat"),
-        ])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let submitted: Value = json_of(http.post(format!("{base}/in.php")).form(&[
+        ("key", KEY),
+        ("json", "1"),
+        ("method", "userrecaptcha"),
+        ("googlekey", "6Le-front-compat"),
+        ("pageurl", "https://front.example/compat"),
+    ]))
+    .await;
     assert_eq!(submitted["status"], 1, "{submitted}");
     let id = submitted["request"].as_str().unwrap().to_owned();
     assert!(id.bytes().all(|b| b.is_ascii_digit()), "{id}");
     let waited = wait_task(&http, &base, &id).await;
     assert_eq!(waited["status"], "ready", "{waited}");
-    let res: Value = http
-        .get(format!(
-            "{base}/res.php?key={KEY}&action=get&json=1&id={id}"
-        ))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let res: Value = json_of(http.get(format!(
+        "{base}/res.php?key={KEY}&action=get&json=1&id={id}"
+    )))
+    .await;
     assert_eq!(res["status"], 1, "{res}");
     assert_eq!(res["request"], waited["result"]["token"]);
     tokens.push(res["request"].as_str().unwrap().to_owned());
 
     // Native: POST /v1/tasks + GET wait, and the synchronous /v1/solve.
     let body = json!({"kind": "turnstile", "sitekey": "0x4A-front", "pageurl": "https://front.example/native"});
-    let created: Value = http
-        .post(format!("{base}/v1/tasks"))
-        .bearer_auth(KEY)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let created: Value = json_of(
+        http.post(format!("{base}/v1/tasks"))
+            .bearer_auth(KEY)
+            .json(&body),
+    )
+    .await;
     let id = created["task_id"].as_str().expect("a task id").to_owned();
     let waited = wait_task(&http, &base, &id).await;
     assert_eq!(waited["status"], "ready", "{waited}");
     tokens.push(waited["result"]["token"].as_str().unwrap().to_owned());
-    let solved: Value = http
-        .post(format!("{base}/v1/solve"))
-        .bearer_auth(KEY)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let solved: Value = json_of(
+        http.post(format!("{base}/v1/solve"))
+            .bearer_auth(KEY)
+            .json(&body),
+    )
+    .await;
     tokens.push(solved["token"].as_str().expect("a token").to_owned());
 
     // The JSON task protocol.
-    let created: Value = http
-        .post(format!("{base}/createTask"))
-        .json(
-            &json!({"clientKey": KEY, "task": {"type": "RecaptchaV2TaskProxyless",
+    let created: Value = json_of(http.post(format!("{base}/createTask")).json(
+        &json!({"clientKey": KEY, "task": {"type": "RecaptchaV2TaskProxyless",
             "websiteURL": "https://front.example/taskapi", "websiteKey": "6Le-front-taskapi"}}),
-        )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    ))
+    .await;
     assert_eq!(created["errorId"], 0, "{created}");
     let id = created["taskId"].to_string().trim_matches('"').to_owned();
     wait_task(&http, &base, &id).await;
-    let got: Value = http
-        .post(format!("{base}/getTaskResult"))
-        .json(&json!({"clientKey": KEY, "taskId": created["taskId"]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let got: Value = json_of(
+        http.post(format!("{base}/getTaskResult"))
+            .json(&json!({"clientKey": KEY, "taskId": created["taskId"]})),
+    )
+    .await;
     assert_eq!(got["status"], "ready", "{got}");
     tokens.push(
         got["solution"]["gRecaptchaResponse"]
@@ -145,16 +113,12 @@ async fn a_queued_front_end_answers_every_protocol_through_the_workers() {
     );
 
     // Seed 002's worker API.
-    let solved: Value = http
-        .post(format!("{base}/solve"))
-        .bearer_auth(KEY)
-        .json(&json!({"sitekey": "6Le-front-seed", "pageurl": "https://front.example/seed"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let solved: Value = json_of(
+        http.post(format!("{base}/solve"))
+            .bearer_auth(KEY)
+            .json(&json!({"sitekey": "6Le-front-seed", "pageurl": "https://front.example/seed"})),
+    )
+    .await;
     tokens.push(solved["solution"].as_str().expect("a solution").to_owned());
 
     for token in &tokens {
@@ -226,15 +190,11 @@ fn a_queued_front_end_without_redis_is_refused_with_one_line() {
 }
 
 async fn wait_task(http: &reqwest::Client, base: &str, id: &str) -> Value {
-    let v: Value = http
-        .get(format!("{base}/v1/tasks/{id}?wait=60"))
-        .bearer_auth(KEY)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v: Value = json_of(
+        http.get(format!("{base}/v1/tasks/{id}?wait=60"))
+            .bearer_auth(KEY),
+    )
+    .await;
     assert_ne!(v["status"], "pending", "task {id} still pending: {v}");
     v
 }
@@ -285,4 +245,9 @@ async fn a_task_whose_caller_stopped_waiting_in_the_queue_is_failed_without_a_so
         1,
         "only the task still waited on was solved"
     );
+}
+
+/// The JSON body of the answer to `request`.
+async fn json_of(request: reqwest::RequestBuilder) -> Value {
+    request.send().await.unwrap().json().await.unwrap()
 }
