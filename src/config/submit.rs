@@ -85,19 +85,19 @@ fn task_from_args(kind: &str, params: &[String]) -> Result<SubmitTask, ConfigErr
         };
         body.insert(name.to_owned(), Value::String(value.to_owned()));
     }
-    let request = Value::Object(body);
-    check_request(&request).map_err(|code| {
+    let task = SubmitTask {
+        id: None,
+        idempotency_key: None,
+        request: Value::Object(body),
+    };
+    check_task(&task).map_err(|code| {
         bad(
             "--param",
             format!("the task is refused as {code}"),
             "give the parameters the kind needs (docs/API.md, native API)",
         )
     })?;
-    Ok(SubmitTask {
-        id: None,
-        idempotency_key: None,
-        request,
-    })
+    Ok(task)
 }
 
 fn read_tasks(path: &Path) -> Result<Vec<SubmitTask>, ConfigError> {
@@ -152,19 +152,28 @@ fn parse_line(line: &[u8]) -> Result<SubmitTask, String> {
     };
     let id = text_field("id")?;
     let idempotency_key = text_field("idempotency_key")?;
-    let request = Value::Object(body);
-    check_request(&request).map_err(|code| format!("the task is refused as {code}"))?;
-    Ok(SubmitTask {
+    let task = SubmitTask {
         id,
         idempotency_key,
-        request,
-    })
+        request: Value::Object(body),
+    };
+    check_task(&task).map_err(|code| format!("the task is refused as {code}"))?;
+    Ok(task)
 }
 
-/// What `POST /v1/solve` would answer to this body, short of solving it.
-fn check_request(request: &Value) -> Result<(), String> {
-    let body = serde_json::to_vec(request).map_err(|e| e.to_string())?;
-    crate::http::parse_native_body(&body).map(drop)
+/// What enqueueing this task would refuse (its request as `POST /v1/solve` would answer it, its
+/// id and key), short of enqueueing it.
+fn check_task(task: &SubmitTask) -> Result<(), String> {
+    let new = crate::queue::NewTask {
+        id: task.id.clone(),
+        request: task.request.clone(),
+        idem: task.idempotency_key.clone(),
+        ..crate::queue::NewTask::default()
+    };
+    new.check().map_err(|e| match e {
+        crate::queue::QueueError::Invalid(v) => v.code.to_string(),
+        other => other.to_string(),
+    })
 }
 
 /// A value as it may be echoed in a one-line error: control characters escaped, length bounded.
@@ -235,6 +244,17 @@ mod tests {
         assert_eq!(s.tasks[0].id.as_deref(), Some("t-1"));
         assert_eq!(s.tasks[0].idempotency_key.as_deref(), Some("k1"));
         assert!(s.tasks[0].request.get("id").is_none());
+
+        std::fs::write(
+            &path,
+            r#"{"kind": "turnstile", "sitekey": "0x4A", "pageurl": "https://a.example/", "id": "a{b}"}"#,
+        )
+        .unwrap();
+        let e = load_submit(&a).unwrap_err();
+        assert!(
+            e.problem.contains("line 1") && e.problem.contains("bad_task_id"),
+            "{e}"
+        );
 
         std::fs::write(&path, r#"{"kind": "turnstile", "id": 5}"#).unwrap();
         assert!(

@@ -72,6 +72,13 @@ fn name_field(field: &str, value: &Option<String>) -> Result<(), QueueError> {
 }
 
 impl NewTask {
+    /// What `Queue::enqueue` would refuse in this task, without Redis: `submit` checks a whole
+    /// file before enqueueing any of it.
+    pub fn check(&self) -> Result<(), QueueError> {
+        let id = self.id.as_deref().unwrap_or("0");
+        self.fields(id, 0).map(drop)
+    }
+
     /// The entry's fields in `XADD` order, after checking what a worker would refuse.
     pub(super) fn fields(
         &self,
