@@ -112,7 +112,10 @@ pub fn seconds_value(
 pub fn checked_seconds(s: f64, max: Duration, allow_zero: bool) -> Option<Duration> {
     let low_ok = if allow_zero { s >= 0.0 } else { s > 0.0 };
     // `max` is a few minutes, so this comparison keeps `s` far from from_secs_f64's panic.
-    (s.is_finite() && low_ok && s <= max.as_secs_f64()).then(|| Duration::from_secs_f64(s))
+    let d =
+        (s.is_finite() && low_ok && s <= max.as_secs_f64()).then(|| Duration::from_secs_f64(s))?;
+    // 1e-300 is "greater than 0" but no time at all: a deadline already past.
+    (allow_zero || !d.is_zero()).then_some(d)
 }
 
 /// The message of a number of seconds out of its range.

@@ -109,6 +109,7 @@ mod tests {
             json!(1e20),
             json!(600.001),
             json!(0),
+            json!(1e-300),
             json!(-1),
             json!("NaN"),
             json!("inf"),
@@ -161,6 +162,7 @@ mod tests {
             for allow_zero in [true, false] {
                 if let Some(d) = checked_seconds(f, MAX, allow_zero) {
                     prop_assert!(d <= MAX);
+                    prop_assert!(allow_zero || !d.is_zero());
                 }
                 let _ = seconds_field("timeout_s", "bad_timeout", Some(&json!(f)), MAX, allow_zero);
                 let _ = seconds_field("timeout_s", "bad_timeout", Some(&json!(s)), MAX, allow_zero);

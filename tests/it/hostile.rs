@@ -212,13 +212,19 @@ fn query(pairs: &[(String, String)]) -> String {
         .finish()
 }
 
-/// One hostile request. Returns the request's description and whether the gateway may close
-/// the connection instead of answering (an oversized body may be cut off mid-upload).
-fn hostile_request(
-    rng: &mut StdRng,
-    http: &reqwest::Client,
-    base: &str,
-) -> (reqwest::RequestBuilder, String, bool) {
+/// One hostile request and what its answer may be.
+struct Hostile {
+    req: reqwest::RequestBuilder,
+    what: String,
+    /// The gateway may close the connection instead of answering (an oversized body may be cut
+    /// off mid-upload).
+    may_close: bool,
+    /// The request set its own deadline (`timeout_s`), so a 504 `timeout` is its documented
+    /// answer when the solve takes longer.
+    may_time_out: bool,
+}
+
+fn hostile_request(rng: &mut StdRng, http: &reqwest::Client, base: &str) -> Hostile {
     let encoding = rng.random_range(0..11);
     let mut path = ENDPOINTS[rng.random_range(0..ENDPOINTS.len())].to_owned();
     if path.starts_with("/v1/tasks/") && rng.random_bool(0.5) {
@@ -244,6 +250,7 @@ fn hostile_request(
     // Past the documented 8 KB request head the gateway answers 431 and closes the connection,
     // possibly while the client is still sending the body.
     let mut may_close = url.len() > 7 * 1024;
+    let mut may_time_out = false;
     let mut req = http.request(method.parse().unwrap(), url);
     if rng.random_bool(0.3) {
         let key = if rng.random_bool(0.5) {
@@ -313,6 +320,7 @@ fn hostile_request(
             });
             let field = NAMES[rng.random_range(0..NAMES.len())];
             body[field] = hostile_number(rng);
+            may_time_out = field == "timeout_s";
             req.header("content-type", "application/json")
                 .body(body.to_string())
         }
@@ -345,11 +353,12 @@ fn hostile_request(
                 .body(query(&pairs))
         }
     };
-    (
+    Hostile {
         req,
-        format!("{method} {path} encoding {encoding}"),
+        what: format!("{method} {path} encoding {encoding}"),
         may_close,
-    )
+        may_time_out,
+    }
 }
 
 /// What went wrong, without the URL (which may carry 20 KB of query).
@@ -577,14 +586,24 @@ async fn barrage(base: &str, addr: &str, seed: u64, count: usize) {
                         raw_garbage(&mut rng, &addr).await;
                         continue;
                     }
-                    let (req, what, may_close) = hostile_request(&mut rng, &http, &base);
+                    let Hostile {
+                        req,
+                        what,
+                        may_close,
+                        may_time_out,
+                    } = hostile_request(&mut rng, &http, &base);
                     match req.send().await {
                         Ok(res) => {
                             let status = res.status().as_u16();
                             let retry_after = res.headers().contains_key("retry-after");
                             let body = res.bytes().await.unwrap_or_default();
+                            let timed_out = status == 504
+                                && serde_json::from_slice::<Value>(&body)
+                                    .is_ok_and(|v| v["error"]["code"] == "timeout");
                             assert!(
-                                status < 500 || (status == 503 && retry_after),
+                                status < 500
+                                    || (status == 503 && retry_after)
+                                    || (may_time_out && timed_out),
                                 "{what} (seed {seed}) got {status}: {}",
                                 String::from_utf8_lossy(&body[..body.len().min(300)])
                             );
