@@ -168,6 +168,21 @@ impl Store for RecordingStore {
     async fn wait_task(&self, id: &str, w: Duration) -> Result<Option<TaskRecord>, StoreError> {
         self.inner.wait_task(id, w).await
     }
+    async fn bound_key(&self, scoped: &str, now: Millis) -> Result<Option<String>, StoreError> {
+        self.inner.bound_key(scoped, now).await
+    }
+    async fn bind_key(
+        &self,
+        scoped: &str,
+        expected: Option<&str>,
+        value: &str,
+        ttl_ms: u64,
+        now: Millis,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .bind_key(scoped, expected, value, ttl_ms, now)
+            .await
+    }
     async fn sweep(&self, now: Millis, r: u64, p: u64) -> Result<usize, StoreError> {
         self.inner.sweep(now, r, p).await
     }

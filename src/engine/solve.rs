@@ -161,6 +161,11 @@ impl Engine {
         &self.instance
     }
 
+    /// Whether this instance's shutdown cut has fired (its callers get `ShuttingDown`).
+    pub fn is_cut(&self) -> bool {
+        self.cut.is_cancelled()
+    }
+
     pub fn settings(&self) -> &EngineSettings {
         &self.settings
     }

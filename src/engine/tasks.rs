@@ -31,8 +31,19 @@ impl Engine {
         hold: impl Send + 'static,
     ) -> Result<String, SolveError> {
         let id = self.open_task(tenant, &req).await?;
+        self.start_task(id.clone(), req, timeout, hold);
+        Ok(id)
+    }
+
+    /// Solves an opened task ([`Engine::open_task`]) in the background and finishes its record.
+    pub fn start_task(
+        &self,
+        task_id: String,
+        req: SolveRequest,
+        timeout: Duration,
+        hold: impl Send + 'static,
+    ) {
         let engine = self.clone();
-        let task_id = id.clone();
         self.tracker.spawn(async move {
             let _hold = hold;
             let state = match engine.solve(req, Instant::now() + timeout).await {
@@ -54,7 +65,6 @@ impl Engine {
                 tracing::warn!(error = %e, "could not record a task result");
             }
         });
-        Ok(id)
     }
 
     /// Records a pending task for `tenant` and returns its id without solving it: with

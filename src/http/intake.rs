@@ -33,12 +33,30 @@ impl AppState {
         timeout: Duration,
         hold: impl Send + 'static,
     ) -> Result<String, SolveError> {
-        let Intake::Queued(queue) = &self.intake else {
-            return self.engine.submit(tenant, req, timeout, hold).await;
-        };
         let id = self.engine.open_task(tenant, &req).await?;
+        self.start_opened(tenant, id, req, timeout, hold, None)
+            .await
+    }
+
+    /// Solves a task already opened with `Engine::open_task`, here or through the queue (under
+    /// the queue's idempotency key `idem` when given). Returns the task's id: with the queue, a
+    /// key it already holds names the earlier task instead, and nothing is added.
+    pub(super) async fn start_opened(
+        &self,
+        tenant: &str,
+        id: String,
+        req: SolveRequest,
+        timeout: Duration,
+        hold: impl Send + 'static,
+        idem: Option<String>,
+    ) -> Result<String, SolveError> {
+        let Intake::Queued(queue) = &self.intake else {
+            self.engine.start_task(id.clone(), req, timeout, hold);
+            return Ok(id);
+        };
         let task = NewTask {
             id: Some(id.clone()),
+            idem,
             request: crate::provider::native_body(&req),
             tenant: Some(tenant.to_owned()),
             partition: req.partition.clone(),
@@ -49,12 +67,16 @@ impl AppState {
             ),
             ..NewTask::default()
         };
-        if let Err(e) = queue.enqueue(task).await {
-            tracing::warn!(error = %e, "could not put a task on the queue");
-            let failure = SolveFailure::new(codes::SERVER_ERROR, "the queue is unavailable");
-            self.engine.fail_task(&id, failure).await;
-            return Err(SolveError::Unavailable);
-        }
+        let id = match queue.enqueue(task).await {
+            Ok(enqueued) if enqueued.duplicate => return Ok(enqueued.id),
+            Ok(_) => id,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not put a task on the queue");
+                let failure = SolveFailure::new(codes::SERVER_ERROR, "the queue is unavailable");
+                self.engine.fail_task(&id, failure).await;
+                return Err(SolveError::Unavailable);
+            }
+        };
         // The admission permit and the tenant's pass count the task until it ends, as when it
         // is solved here, so `max_concurrent` and `threadsinfo` mean the same with a queue.
         // Not tracked for shutdown: holding a count is no work to finish.

@@ -7,12 +7,13 @@ use std::time::{Duration, UNIX_EPOCH};
 use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::error::ApiError;
+use super::idempotency::{self, Found};
 use super::input::{self, LimitedBody};
 use super::{AppState, BearerKey, Tenant};
 use crate::callback::Payload;
@@ -68,10 +69,12 @@ fn clamp(state: &AppState, asked: Option<Duration>) -> Duration {
 pub async fn solve(
     State(state): State<AppState>,
     key: BearerKey,
+    headers: HeaderMap,
     LimitedBody(body): LimitedBody,
 ) -> Result<Json<Value>, ApiError> {
     let tenant = tenant(&state, &key)?;
     let mut native = parse_native(&body, state.limits.max_solve_timeout)?;
+    let idem = idempotency::read(&headers, &tenant.0, &body)?;
     // A one-chunk body is a slice of hyper's connection read buffer: holding it while the solve
     // waits would keep that buffer and make hyper allocate another (see listen.rs).
     drop(body);
@@ -81,24 +84,28 @@ pub async fn solve(
             "`callback_url` is for POST /v1/tasks; /v1/solve answers in the response",
         ));
     }
-    let _permit = state
-        .admission
-        .admit()
-        .await
-        .ok_or_else(ApiError::overloaded)?;
-    let _pass = state
-        .tenants
-        .admit(&tenant.0, &mut native.req)
-        .map_err(|r| super::usage::native_refusal(&r))?;
     let started = Instant::now();
+    let deadline = started + clamp(&state, native.timeout);
     let kind = native.req.kind();
-    let result = state
-        .solve_now(
-            &tenant.0,
-            native.req,
-            started + clamp(&state, native.timeout),
-        )
-        .await;
+    let result = match idem {
+        Some(idem) => {
+            state
+                .solve_keyed(&tenant.0, &idem, native.req, deadline)
+                .await?
+        }
+        None => {
+            let _permit = state
+                .admission
+                .admit()
+                .await
+                .ok_or_else(ApiError::overloaded)?;
+            let _pass = state
+                .tenants
+                .admit(&tenant.0, &mut native.req)
+                .map_err(|r| super::usage::native_refusal(&r))?;
+            state.solve_now(&tenant.0, native.req, deadline).await
+        }
+    };
     state
         .metrics
         .solve_finished(kind, &result, started.elapsed());
@@ -108,10 +115,12 @@ pub async fn solve(
 pub async fn create_task(
     State(state): State<AppState>,
     key: BearerKey,
+    headers: HeaderMap,
     LimitedBody(body): LimitedBody,
 ) -> Result<Response, ApiError> {
     let tenant = tenant(&state, &key)?;
     let mut native = parse_native(&body, state.limits.max_solve_timeout)?;
+    let idem = idempotency::read(&headers, &tenant.0, &body)?;
     // A one-chunk body is a slice of hyper's connection read buffer: holding it while the solve
     // waits would keep that buffer and make hyper allocate another (see listen.rs).
     drop(body);
@@ -121,6 +130,12 @@ pub async fn create_task(
         .map(|u| state.callbacks.check(u))
         .transpose()
         .map_err(|e| ApiError::bad_request("bad_callback_url", format!("`callback_url`: {e}")))?;
+    // A repeat of a keyed call joins its task before any limit is asked: it starts nothing.
+    if let Some(idem) = &idem {
+        if let Found::Join(id) = state.find_keyed(&tenant.0, idem).await? {
+            return Ok(accepted(&id));
+        }
+    }
     let permit = state
         .admission
         .admit()
@@ -131,10 +146,21 @@ pub async fn create_task(
         .admit(&tenant.0, &mut native.req)
         .map_err(|r| super::usage::native_refusal(&r))?;
     let timeout = clamp(&state, native.timeout);
-    let id = state
-        .submit_task(&tenant.0, native.req, timeout, (permit, pass))
-        .await?;
-    if let Some(url) = callback {
+    let (id, started) = match &idem {
+        Some(idem) => {
+            state
+                .submit_keyed(&tenant.0, idem, native.req, timeout, (permit, pass))
+                .await?
+        }
+        None => (
+            state
+                .submit_task(&tenant.0, native.req, timeout, (permit, pass))
+                .await?,
+            true,
+        ),
+    };
+    // A joined task already has the first call's callback (same body, so the same URL).
+    if let Some(url) = callback.filter(|_| started) {
         state.callbacks.after_task(
             state.engine.clone(),
             tenant.0,
@@ -144,11 +170,15 @@ pub async fn create_task(
             |record| Payload::Json(task_json(record)),
         );
     }
-    Ok((
+    Ok(accepted(&id))
+}
+
+fn accepted(id: &str) -> Response {
+    (
         StatusCode::ACCEPTED,
         Json(json!({"task_id": id, "status": "pending"})),
     )
-        .into_response())
+        .into_response()
 }
 
 pub async fn get_task(

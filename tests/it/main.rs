@@ -22,6 +22,7 @@ mod faults;
 mod fleet;
 mod hostile;
 mod hostile_input;
+mod idempotency;
 mod leader;
 mod metrics_series;
 mod native_api;

@@ -24,6 +24,8 @@ pub struct MemoryStore {
     targets: Mutex<HashMap<String, TargetState>>,
     shared: Mutex<HashMap<String, SharedState>>,
     tasks: Mutex<HashMap<String, (TaskRecord, Arc<Notify>)>>,
+    /// Idempotency keys: binding and when it expires (ms); `sweep` drops expired ones.
+    keys: Mutex<HashMap<String, (String, Millis)>>,
     next_claim: AtomicU64,
     next_lead: AtomicU64,
 }
@@ -84,6 +86,7 @@ impl MemoryStore {
             targets: Mutex::default(),
             shared: Mutex::default(),
             tasks: Mutex::default(),
+            keys: Mutex::default(),
             next_claim: AtomicU64::default(),
             next_lead: AtomicU64::default(),
         }
@@ -456,12 +459,43 @@ impl Store for MemoryStore {
         }
     }
 
+    async fn bound_key(&self, scoped: &str, now: Millis) -> Result<Option<String>, StoreError> {
+        Ok(lock(&self.keys)
+            .get(scoped)
+            .filter(|(_, expires)| *expires > now)
+            .map(|(value, _)| value.clone()))
+    }
+
+    async fn bind_key(
+        &self,
+        scoped: &str,
+        expected: Option<&str>,
+        value: &str,
+        ttl_ms: u64,
+        now: Millis,
+    ) -> Result<bool, StoreError> {
+        let mut keys = lock(&self.keys);
+        let current = keys
+            .get(scoped)
+            .filter(|(_, expires)| *expires > now)
+            .map(|(v, _)| v.as_str());
+        if current != expected {
+            return Ok(false);
+        }
+        keys.insert(
+            scoped.to_owned(),
+            (value.to_owned(), now.saturating_add(ttl_ms)),
+        );
+        Ok(true)
+    }
+
     async fn sweep(
         &self,
         now: Millis,
         retention_ms: u64,
         pending_limit_ms: u64,
     ) -> Result<usize, StoreError> {
+        lock(&self.keys).retain(|_, (_, expires)| *expires > now);
         let mut tasks = lock(&self.tasks);
         let before = tasks.len();
         tasks.retain(|_, (r, _)| match r.finished_at {

@@ -245,8 +245,25 @@ pub trait Store: Send + Sync + 'static {
         wait: std::time::Duration,
     ) -> Result<Option<TaskRecord>, StoreError>;
 
+    /// What an idempotency key (`scoped`: already namespaced per tenant) is bound to at `now`,
+    /// if anything (docs/API.md "Idempotency keys").
+    async fn bound_key(&self, scoped: &str, now: Millis) -> Result<Option<String>, StoreError>;
+
+    /// Binds an idempotency key to `value` for `ttl_ms`, atomically and only when it is unbound
+    /// (`expected` is `None`) or still bound to `expected`. False when it was bound otherwise:
+    /// read it again with [`Store::bound_key`].
+    async fn bind_key(
+        &self,
+        scoped: &str,
+        expected: Option<&str>,
+        value: &str,
+        ttl_ms: u64,
+        now: Millis,
+    ) -> Result<bool, StoreError>;
+
     /// Drops task records finished more than `retention_ms` ago and pending ones older than
-    /// `pending_limit_ms`, and expired pooled answers (counted as waste). Returns how many records went.
+    /// `pending_limit_ms`, expired pooled answers (counted as waste) and expired idempotency
+    /// keys. Returns how many records went.
     async fn sweep(
         &self,
         now: Millis,

@@ -100,6 +100,12 @@ pub fn task(id: &str) -> String {
     format!("cg:{{k:{id}}}:task")
 }
 
+/// One idempotency key's binding to its task; `scoped` is the tenant-scoped digest of the key
+/// (hex), so a caller's characters never reach a key name.
+pub fn idempotency(scoped: &str) -> String {
+    format!("cg:{{d:{scoped}}}:idem")
+}
+
 /// The six keys of one account's thread budget, in the order `lua/lib/budget.lua` expects:
 /// leases, fencing counter, fences, waiters, waiter expiry, cap. The account name is the tag
 /// (braces in it would split the tag, so they are replaced).
@@ -153,6 +159,7 @@ mod tests {
         }
         assert_eq!(tag(&inbox("abc")), "i:abc");
         assert_eq!(tag(&task("123")), "k:123");
+        assert_eq!(tag(&idempotency("ab12")), "d:ab12");
         for key in budget_keys("acc{1}") {
             assert_eq!(tag(&key), "b:acc_1_", "{key}");
         }

@@ -406,6 +406,34 @@ impl Store for RedisStore {
             .await
     }
 
+    async fn bound_key(&self, scoped: &str, _now: Millis) -> Result<Option<String>, StoreError> {
+        // Redis expires the binding itself (PX), on its own clock.
+        let mut conn = self.inner.conn();
+        let r = conn
+            .get::<_, Option<String>>(keys::idempotency(scoped))
+            .await;
+        self.inner.seen(r)
+    }
+
+    async fn bind_key(
+        &self,
+        scoped: &str,
+        expected: Option<&str>,
+        value: &str,
+        ttl_ms: u64,
+        _now: Millis,
+    ) -> Result<bool, StoreError> {
+        let mut conn = self.inner.conn();
+        let r = scripts::IDEM_BIND
+            .key(keys::idempotency(scoped))
+            .arg(expected.unwrap_or(""))
+            .arg(value)
+            .arg(ttl_ms.max(1))
+            .invoke_async::<i64>(&mut conn)
+            .await;
+        Ok(self.inner.seen(r)? == 1)
+    }
+
     async fn sweep(
         &self,
         now: Millis,

@@ -55,6 +55,7 @@ pub static SHARED_RENEW: LazyLock<Script> = clock_script!("shared_renew.lua");
 pub static SHARED_TAKEOVER: LazyLock<Script> = clock_script!("shared_takeover.lua");
 pub static TASK_FINISH: LazyLock<Script> = script!("task_finish.lua");
 pub static TASK_REPORT: LazyLock<Script> = script!("task_report.lua");
+pub static IDEM_BIND: LazyLock<Script> = script!("idem_bind.lua");
 
 /// A thread budget script: the clock and the budget prelude go first.
 macro_rules! budget_script {
