@@ -28,6 +28,10 @@ pub const HEADER: &str = "idempotency-key";
 pub const MAX_KEY_LEN: usize = 255;
 /// How many times one call tries to bind a key another call keeps taking first.
 const BIND_ATTEMPTS: usize = 3;
+/// While a keyed task is pending, the instance that started it holds a lease on it, renewed
+/// every third of this: a repeat that finds the lease gone (the instance was killed) takes the
+/// key over instead of waiting for an answer that will never come.
+const RUN_LEASE: Duration = Duration::from_secs(15);
 
 /// A caller's key, scoped to its tenant, with the fingerprint of the body it came with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +40,11 @@ pub struct IdemKey {
     scoped: String,
     /// Hex SHA-256 of the body as JSON with its keys sorted (whitespace and order do not matter).
     fingerprint: String,
+}
+
+/// The binding that says a keyed task's runner is alive (see [`RUN_LEASE`]).
+fn run_lease(task_id: &str) -> String {
+    format!("run:{task_id}")
 }
 
 fn bad_key(message: impl Into<String>) -> ApiError {
@@ -124,6 +133,17 @@ impl AppState {
         let record = self.engine.task(tenant, id, Duration::ZERO).await?;
         Ok(match record.map(|r| r.state) {
             Some(TaskState::Failed(f)) if server_failure(&f) => Found::Free(Some(bound)),
+            Some(TaskState::Pending) => {
+                let runner = store
+                    .bound_key(&run_lease(id), now_ms())
+                    .await
+                    .map_err(|_| unavailable())?;
+                if runner.is_some() {
+                    Found::Join(id.to_owned())
+                } else {
+                    Found::Free(Some(bound))
+                }
+            }
             Some(_) => Found::Join(id.to_owned()),
             // The record expired (or the store lost it): nothing left to join.
             None => Found::Free(Some(bound)),
@@ -150,6 +170,11 @@ impl AppState {
             // The record exists before the binding names it, so whoever reads the binding
             // finds the task.
             let id = self.engine.open_task(tenant, &req).await?;
+            // The lease first, so a repeat that finds the binding finds its runner alive.
+            if let Err(e) = self.take_run_lease(&id).await {
+                self.engine.fail_task(&id, superseded()).await;
+                return Err(e);
+            }
             let value = format!("{}:{id}", key.fingerprint);
             let bound = store
                 .bind_key(
@@ -162,6 +187,7 @@ impl AppState {
                 .await;
             match bound {
                 Ok(true) => {
+                    self.renew_run_lease(tenant, &id);
                     let queue_key = format!("idem:{}", key.scoped);
                     let started = self
                         .start_opened(tenant, id.clone(), req, timeout, hold, Some(queue_key))
@@ -190,6 +216,51 @@ impl AppState {
             }
         }
         Err(unavailable())
+    }
+
+    async fn take_run_lease(&self, id: &str) -> Result<(), ApiError> {
+        let ttl = u64::try_from(RUN_LEASE.as_millis()).unwrap_or(u64::MAX);
+        // The id is fresh, so the lease is unbound: nothing to contend for.
+        self.engine
+            .store()
+            .bind_key(&run_lease(id), None, "1", ttl, now_ms())
+            .await
+            .map_err(|_| unavailable())?;
+        Ok(())
+    }
+
+    /// Renews the run lease until the task ends or another instance took the key over. Not
+    /// tracked for shutdown: the task's own end stops it, and a stopped process lets it lapse.
+    fn renew_run_lease(&self, tenant: &str, id: &str) {
+        let (state, tenant, lease, id) = (
+            self.clone(),
+            tenant.to_owned(),
+            run_lease(id),
+            id.to_owned(),
+        );
+        let ttl = u64::try_from(RUN_LEASE.as_millis()).unwrap_or(u64::MAX);
+        tokio::spawn(async move {
+            loop {
+                // Wakes early when the task ends.
+                match state.engine.task(&tenant, &id, RUN_LEASE / 3).await {
+                    Ok(Some(r)) if r.state == TaskState::Pending => {}
+                    // The store is away: keep the lease for when it answers again.
+                    Err(_) => {
+                        tokio::time::sleep(RUN_LEASE / 6).await;
+                        continue;
+                    }
+                    Ok(_) => return,
+                }
+                let renewed = state
+                    .engine
+                    .store()
+                    .bind_key(&lease, Some("1"), "1", ttl, now_ms())
+                    .await;
+                if matches!(renewed, Ok(false)) {
+                    return;
+                }
+            }
+        });
     }
 
     /// Waits for a task's answer until `deadline`, woken when it finishes.
@@ -230,10 +301,13 @@ impl AppState {
         req: SolveRequest,
         deadline: Instant,
     ) -> Result<Result<Handout, SolveError>, ApiError> {
-        for _ in 0..BIND_ATTEMPTS {
+        let mut starts = 0;
+        loop {
             let id = match self.find_keyed(tenant, key).await? {
                 Found::Join(id) => id,
+                Found::Free(_) if starts == BIND_ATTEMPTS => return Err(unavailable()),
                 Found::Free(_) => {
+                    starts += 1;
                     // Only a call that may start work is counted against the limits; a call
                     // joining a running task costs nothing upstream.
                     let mut req = req.clone();
@@ -252,7 +326,11 @@ impl AppState {
                         .0
                 }
             };
-            match self.wait_answer(tenant, &id, deadline).await {
+            // In slices of a lease: a task whose runner died is never finished, so the key is
+            // looked at again (and taken over once the lease lapsed) rather than waited on.
+            let slice = (Instant::now() + RUN_LEASE / 3).min(deadline);
+            match self.wait_answer(tenant, &id, slice).await {
+                Err(SolveError::Timeout) if Instant::now() < deadline => continue,
                 Err(SolveError::Failed(f)) if server_failure(&f) && self.engine.is_cut() => {
                     return Ok(Err(SolveError::ShuttingDown));
                 }
@@ -260,7 +338,6 @@ impl AppState {
                 other => return Ok(other),
             }
         }
-        Err(unavailable())
     }
 }
 

@@ -203,3 +203,59 @@ async fn the_embedded_store_keeps_one_task_per_key_and_tenant() {
     assert_eq!(status, 200, "{solved}");
     assert_eq!(gw.stat("submits").await, 3, "k-2 is one task");
 }
+
+#[tokio::test]
+async fn a_key_whose_gateway_was_killed_mid_solve_is_taken_over_by_another() {
+    let redis = RedisServer::start();
+    let latency = LatencyRange {
+        min: Duration::from_secs(4),
+        max: Duration::from_secs(5),
+    };
+    let sim = SimServer::start(latency, 100).await;
+    // The poller's 20 checks must cover the solve time.
+    let mut a = GatewayProcess::start(&sim, &redis.url(), "", 0.5).await;
+    let b = GatewayProcess::start(&sim, &redis.url(), "", 0.5).await;
+    let http = client();
+    let solve = body("6Le-idem-killed");
+    let first = tokio::spawn({
+        let (http, base, solve) = (http.clone(), a.base.clone(), solve.clone());
+        async move {
+            http.post(format!("{base}/v1/solve"))
+                .bearer_auth(KEY)
+                .header("Idempotency-Key", "killed-1")
+                .json(&solve)
+                .send()
+                .await
+        }
+    });
+    crate::support::eventually::eventually(
+        Duration::from_secs(10),
+        "the upstream submit",
+        || async { sim.sim.stats().submits == 1 },
+    )
+    .await;
+    a.kill().await;
+    assert!(
+        first.await.unwrap().is_err(),
+        "the first caller lost its connection"
+    );
+
+    // The repeat finds the key bound to a task whose runner is gone (its lease lapses), and
+    // solves it instead of waiting for an answer that cannot come.
+    let (status, answer) = post(&http, &b.base, "/v1/solve", KEY, "killed-1", &solve).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        sim.sim.stats().submits,
+        2,
+        "the killed gateway's task, and the one that answered"
+    );
+    let token = answer["token"].as_str().expect("a token");
+    let verdict = verify_at(&http, &format!("http://{}", sim.addr), token).await;
+    assert_eq!(verdict["success"], true, "{verdict}");
+    let (_, again) = post(&http, &b.base, "/v1/solve", KEY, "killed-1", &solve).await;
+    assert_eq!(
+        again["token"], answer["token"],
+        "the key names the new task now"
+    );
+    assert_eq!(sim.sim.stats().submits, 2);
+}

@@ -3,6 +3,7 @@
 //! every call succeeds, the dead one is ejected and let back (as the client's own counts say),
 //! and no call is solved twice (upstream submits at the simulator = calls).
 
+mod keyed;
 mod python;
 mod rust;
 
