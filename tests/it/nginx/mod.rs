@@ -22,9 +22,10 @@ const SHIPPED: &str = include_str!(concat!(
 ));
 const MARK: &str = "# address";
 
-/// The shipped file with its `server` lines pointing at `gateways` (`host:port`, in order) and
-/// its `listen` line at `listen`; every other line as shipped.
-pub fn shipped_with(gateways: &[String], listen: &str) -> String {
+/// The shipped file with its `server` lines pointing at `gateways` (`host:port` and the
+/// instance's `max_concurrent` for `max_conns`, in order) and its `listen` line at `listen`;
+/// every other line as shipped.
+pub fn shipped_with(gateways: &[(String, u64)], listen: &str) -> String {
     let mut next = gateways.iter();
     let mut out = String::new();
     for line in SHIPPED.lines() {
@@ -38,8 +39,17 @@ pub fn shipped_with(gateways: &[String], listen: &str) -> String {
         let edited = match words.next() {
             Some("server") => {
                 let _shipped_address = words.next();
-                let rest: Vec<&str> = words.collect();
-                let address = next.next().expect("as many gateways as server lines");
+                let (address, max) = next.next().expect("as many gateways as server lines");
+                let rest: Vec<String> = words
+                    .map(|w| match w.strip_prefix("max_conns=") {
+                        Some(_) => format!("max_conns={max};"),
+                        None => w.to_owned(),
+                    })
+                    .collect();
+                assert!(
+                    rest.iter().any(|w| w.starts_with("max_conns=")),
+                    "the shipped server line sets max_conns: {directive}"
+                );
                 format!("server {address} {}", rest.join(" "))
             }
             Some("listen") => format!("listen {listen};"),
@@ -63,10 +73,21 @@ impl Nginx {
     pub async fn start(gateways: &[String]) -> Nginx {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().display();
-        let addresses: Vec<String> = gateways
-            .iter()
-            .map(|b| b.trim_start_matches("http://").to_owned())
-            .collect();
+        // Each server's max_conns is the instance's own max_concurrent, as the file asks.
+        let http = reqwest::Client::new();
+        let mut addresses = Vec::new();
+        for base in gateways {
+            let health: Value = http
+                .get(format!("{base}/health"))
+                .send()
+                .await
+                .expect("the gateway answers /health")
+                .json()
+                .await
+                .expect("JSON health");
+            let max = health["max_concurrent"].as_u64().expect("max_concurrent");
+            addresses.push((base.trim_start_matches("http://").to_owned(), max));
+        }
         let listen = format!("127.0.0.1:{}", free_port());
         std::fs::write(
             dir.path().join("captcha-gateway.conf"),
@@ -103,7 +124,6 @@ impl Nginx {
             base: format!("http://{listen}"),
             _dir: dir,
         };
-        let http = reqwest::Client::new();
         let url = format!("{}/livez", nginx.base);
         eventually(Duration::from_secs(20), "nginx to answer", || {
             let (http, url) = (http.clone(), url.clone());
@@ -212,9 +232,9 @@ pub async fn solves_at(http: &reqwest::Client, base: &str) -> u64 {
 #[test]
 fn the_test_changes_only_the_lines_marked_address() {
     let gateways = [
-        "127.0.0.1:1".to_owned(),
-        "127.0.0.1:2".to_owned(),
-        "127.0.0.1:3".to_owned(),
+        ("127.0.0.1:1".to_owned(), 10),
+        ("127.0.0.1:2".to_owned(), 20),
+        ("127.0.0.1:3".to_owned(), 30),
     ];
     let edited = shipped_with(&gateways, "127.0.0.1:9");
     let (shipped, edited): (Vec<&str>, Vec<&str>) =
@@ -236,7 +256,8 @@ fn the_test_changes_only_the_lines_marked_address() {
     assert!(
         edited
             .iter()
-            .any(|l| l.trim() == "server 127.0.0.1:2 max_fails=3 fail_timeout=10s;  # address")
+            .any(|l| l.trim()
+                == "server 127.0.0.1:2 max_fails=3 fail_timeout=10s max_conns=20;  # address")
     );
     assert!(
         edited

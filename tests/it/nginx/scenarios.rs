@@ -373,3 +373,76 @@ async fn nginx_moves_reads_a_full_gateway_refused_and_returns_its_refused_posts_
     assert_eq!(sim.sim.stats().submits, 9 + 2);
     busy.iter().for_each(tokio::task::JoinHandle::abort);
 }
+
+/// Active solves on each gateway, from their own `/metrics`.
+async fn active(http: &reqwest::Client, gateways: &[Instance]) -> Vec<u64> {
+    let mut out = Vec::new();
+    for g in gateways {
+        out.push(crate::support::metric_sum(http, &g.base, "gateway_active_solves").await);
+    }
+    out
+}
+
+#[tokio::test]
+async fn nginx_sends_nothing_to_a_gateway_it_filled_while_another_has_room() {
+    let redis = RedisServer::start();
+    let sim = simulator_with_slow_turnstile().await;
+    let gateways = three(&sim, &redis, [2, 2000, 2000], 0.0).await;
+    let nginx = Nginx::start(&bases(&gateways)).await;
+    let http = crate::support::fleet::client();
+    // Nine one-minute solves through NGINX: least_conn would give the first its three, but
+    // max_conns (its max_concurrent, 2) stops at two; the others take the rest.
+    let busy = hold_busy(&http, &nginx.base, 9);
+    eventually(Duration::from_secs(30), "nine solves running", || async {
+        active(&http, &gateways).await.iter().sum::<u64>() == 9
+    })
+    .await;
+    let running = active(&http, &gateways).await;
+    assert_eq!(running[0], 2, "the first is full: {running:?}");
+
+    // Nine quick POSTs: every one is served at once, none refused, no caller retries.
+    let mut outcomes = Vec::new();
+    for n in 0..9 {
+        outcomes.push(solve(&http, &nginx.base, n).await);
+    }
+    let share = shares(&http, &gateways).await;
+    println!(
+        "FIGURE nginx max_conns: with the first gateway full (running {running:?}), 9 POSTs got {:?}, served by {share:?}",
+        outcomes.iter().map(|o| o.status).collect::<Vec<_>>()
+    );
+    assert_all_solved(&outcomes, "with no caller retry");
+    assert_eq!(share[0], 0, "the full one was sent nothing");
+    assert_eq!(sim.sim.stats().submits, 9 + 9);
+    busy.iter().for_each(tokio::task::JoinHandle::abort);
+}
+
+#[tokio::test]
+async fn nginx_answers_overloaded_itself_when_every_gateway_is_full() {
+    let redis = RedisServer::start();
+    let sim = simulator_with_slow_turnstile().await;
+    let gateways = three(&sim, &redis, [1, 1, 1], 0.0).await;
+    let nginx = Nginx::start(&bases(&gateways)).await;
+    let http = crate::support::fleet::client();
+    let busy = hold_busy(&http, &nginx.base, 3);
+    eventually(Duration::from_secs(30), "every gateway full", || async {
+        active(&http, &gateways).await == [1, 1, 1]
+    })
+    .await;
+    let refused = solve(&http, &nginx.base, 0).await;
+    println!("FIGURE nginx max_conns, every gateway full: {refused:?}");
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert_eq!(refused.body["error"]["code"], "overloaded", "{refused:?}");
+    assert_eq!(refused.retry_after.as_deref(), Some("1"));
+    assert_eq!(sim.sim.stats().submits, 3, "the refused call reached no gateway");
+    // Once one has room again, the same call is served.
+    busy[0].abort();
+    let mut again = solve(&http, &nginx.base, 0).await;
+    let mut retries = 0;
+    while again.status == 503 && retries < 100 {
+        // Until NGINX sees the aborted call's connection close (no sleep: each try is a request).
+        retries += 1;
+        again = solve(&http, &nginx.base, 0).await;
+    }
+    assert!(again.token().is_some(), "{again:?}");
+    busy.iter().for_each(tokio::task::JoinHandle::abort);
+}
