@@ -114,6 +114,9 @@ struct FileConfig {
     max_concurrent: Option<u64>,
     /// Seconds of slow start after a start (default 10, at most 3600; 0 turns it off).
     warmup_s: Option<f64>,
+    /// Callers waiting for an upstream thread, with the fleet's threads all taken, beyond which
+    /// new solves get 429 `fleet_busy` (default: no limit, they wait).
+    max_thread_waiters: Option<i64>,
     /// Threads of each account that refills leave free for callers (default 1). Signed, so a
     /// negative value is refused by name rather than by the TOML reader.
     refill_reserve: Option<i64>,
@@ -385,6 +388,16 @@ pub fn load_serve(
     }
 
     let mut limits = Limits::default();
+    if let Some(n) = file.max_thread_waiters {
+        if !(1..=1_000_000).contains(&n) {
+            return Err(bad(
+                "max_thread_waiters",
+                format!("{n} is out of range"),
+                "use 1 to 1000000, or leave it out to let callers wait for a thread",
+            ));
+        }
+        limits.max_thread_waiters = usize::try_from(n).ok();
+    }
     if let Some(s) = file.compat_task_timeout_s {
         limits.compat_task_timeout = secs("compat_task_timeout_s", s)?;
     }

@@ -50,6 +50,11 @@ async fn submit_task(state: &AppState, params: &Params) -> Reply {
     };
     // Clients never retry a refusal by themselves (item 12), so we only refuse when this process
     // holds as many tasks as it is allowed to; `threadsinfo` reports the same figures.
+    // The fleet's threads are all taken and callers already wait here: the compatible
+    // protocol's word for "no thread now, retry later".
+    if super::fleet_busy::refused(state) {
+        return Reply::error(mode, codes::NO_SLOT_AVAILABLE);
+    }
     let Some(permit) = state.admission.admit().await else {
         return Reply::error(mode, codes::NO_SLOT_AVAILABLE);
     };

@@ -311,6 +311,7 @@ impl AppState {
                     // Only a call that may start work is counted against the limits; a call
                     // joining a running task costs nothing upstream.
                     let mut req = req.clone();
+                    super::fleet_busy::check_native(self)?;
                     let permit = self
                         .admission
                         .admit()

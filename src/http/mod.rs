@@ -10,6 +10,7 @@ mod auth;
 mod compat;
 mod entry;
 mod error;
+mod fleet_busy;
 mod idempotency;
 mod input;
 mod intake;

@@ -94,6 +94,7 @@ pub async fn solve(
                 .await?
         }
         None => {
+            super::fleet_busy::check_native(&state)?;
             let _permit = state
                 .admission
                 .admit()
@@ -136,6 +137,7 @@ pub async fn create_task(
             return Ok(accepted(&id));
         }
     }
+    super::fleet_busy::check_native(&state)?;
     let permit = state
         .admission
         .admit()

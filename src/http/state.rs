@@ -21,6 +21,9 @@ pub struct Limits {
     pub max_solve_timeout: Duration,
     /// The largest request body read; larger images get `ERROR_TOO_BIG_CAPTCHA_FILESIZE`.
     pub max_body_bytes: usize,
+    /// With every account's threads taken fleet-wide, how many of this instance's callers may
+    /// wait for one before new solves are refused with 429 `fleet_busy`; `None`: they all wait.
+    pub max_thread_waiters: Option<usize>,
 }
 
 impl Default for Limits {
@@ -34,6 +37,9 @@ impl Default for Limits {
             max_solve_timeout: Duration::from_secs(600),
             // A 1 MiB image is 1.4 MB as base64, plus multipart overhead.
             max_body_bytes: 4 * 1024 * 1024,
+            // Waiting in the fleet's FIFO serves callers better than a refusal they must retry
+            // (docs/DEPLOY.md "Load balancing"): off unless configured.
+            max_thread_waiters: None,
         }
     }
 }

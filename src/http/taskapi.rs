@@ -113,7 +113,11 @@ async fn create(state: AppState, body: Map<String, Value>) -> Answer {
         Ok(r) => r,
         Err(v) => return Answer::error(v.code, Some(&v.message)),
     };
-    // As for in.php: refuse only when this process holds as many tasks as it may.
+    // As for in.php: refuse only when this process holds as many tasks as it may, or the
+    // fleet's threads are all taken with `max_thread_waiters` callers waiting here.
+    if super::fleet_busy::refused(&state) {
+        return Answer::error(codes::NO_SLOT_AVAILABLE, None);
+    }
     let Some(permit) = state.admission.admit().await else {
         return Answer::error(codes::NO_SLOT_AVAILABLE, None);
     };

@@ -40,6 +40,14 @@ pub async fn solve(State(state): State<AppState>, key: BearerKey, body: Body) ->
         Ok(r) => r,
         Err(v) => return error(StatusCode::OK, v.code),
     };
+    if super::fleet_busy::refused(&state) {
+        let mut res = error(StatusCode::TOO_MANY_REQUESTS, "FLEET_BUSY");
+        res.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(super::fleet_busy::RETRY_AFTER_S),
+        );
+        return res;
+    }
     let Some(_permit) = state.admission.admit().await else {
         let mut res = error(StatusCode::SERVICE_UNAVAILABLE, "WORKER_AT_CAPACITY");
         res.headers_mut()

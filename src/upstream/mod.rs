@@ -33,7 +33,7 @@ use tokio::sync::Notify;
 use crate::config::AccountProvider;
 use crate::engine::SolveFailure;
 use crate::model::{Kind, now_ms};
-use crate::provider::Account;
+use crate::provider::{Account, Priority};
 use solve::{failure, no_account};
 
 pub use breaker::{Admit, Breaker, BreakerSettings, BreakerState, Verdict};
@@ -128,6 +128,8 @@ pub struct AccountStatus {
     pub state: &'static str,
     pub threads: u32,
     pub in_flight: u32,
+    /// Callers on this instance waiting for one of its threads.
+    pub waiting: usize,
 }
 
 /// Every configured account, in config order (the flags' one account when there is no
@@ -189,8 +191,25 @@ impl Upstream {
                 state: m.state(),
                 threads: m.account.threads(),
                 in_flight: m.account.in_flight(),
+                waiting: m.account.queued(Priority::Interactive),
             })
             .collect()
+    }
+
+    /// Whether every account that could take work has all its threads taken, fleet-wide (as of
+    /// each budget's last answer): a new solve would wait for a thread wherever it ran.
+    pub fn threads_exhausted(&self) -> bool {
+        let mut open = self.members.iter().filter(|m| m.can_take_work()).peekable();
+        open.peek().is_some()
+            && open.all(|m| m.account.in_flight() >= m.account.effective_threads())
+    }
+
+    /// Callers on this instance waiting for an upstream thread, over every account.
+    pub fn callers_waiting_for_threads(&self) -> usize {
+        self.members
+            .iter()
+            .map(|m| m.account.queued(Priority::Interactive))
+            .sum()
     }
 
     /// The balance of the first account that tells it (the compatible `getbalance`; summing

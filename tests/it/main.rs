@@ -20,6 +20,7 @@ mod docs;
 mod failover;
 mod faults;
 mod fleet;
+mod fleet_busy;
 mod hostile;
 mod hostile_input;
 mod idempotency;

@@ -254,10 +254,8 @@ fn the_test_changes_only_the_lines_marked_address() {
         assert!(was.ends_with(MARK) && now.ends_with(MARK), "{was} -> {now}");
     }
     assert!(
-        edited
-            .iter()
-            .any(|l| l.trim()
-                == "server 127.0.0.1:2 max_fails=3 fail_timeout=10s max_conns=20;  # address")
+        edited.iter().any(|l| l.trim()
+            == "server 127.0.0.1:2 max_fails=3 fail_timeout=10s max_conns=20;  # address")
     );
     assert!(
         edited

@@ -433,7 +433,11 @@ async fn nginx_answers_overloaded_itself_when_every_gateway_is_full() {
     assert_eq!(refused.status, 503, "{refused:?}");
     assert_eq!(refused.body["error"]["code"], "overloaded", "{refused:?}");
     assert_eq!(refused.retry_after.as_deref(), Some("1"));
-    assert_eq!(sim.sim.stats().submits, 3, "the refused call reached no gateway");
+    assert_eq!(
+        sim.sim.stats().submits,
+        3,
+        "the refused call reached no gateway"
+    );
     // Once one has room again, the same call is served.
     busy[0].abort();
     let mut again = solve(&http, &nginx.base, 0).await;
