@@ -958,6 +958,30 @@ mod tests {
     }
 
     #[test]
+    fn max_thread_waiters_is_off_by_default_and_range_checked_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.toml");
+        let load = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            let args = ServeArgs {
+                config: Some(path.clone()),
+                ..ServeArgs::default()
+            };
+            load_serve(&args, &|_| None)
+        };
+        let default = load("provider = \"sim\"\n").unwrap();
+        assert_eq!(default.limits.max_thread_waiters, None);
+        let set = load("provider = \"sim\"\nmax_thread_waiters = 50\n").unwrap();
+        assert_eq!(set.limits.max_thread_waiters, Some(50));
+        for bad in ["0", "-1", "1000001"] {
+            let line = load(&format!("provider = \"sim\"\nmax_thread_waiters = {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(line.starts_with("max_thread_waiters: "), "{line}");
+        }
+    }
+
+    #[test]
     fn poll_settings_out_of_range_are_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gateway.toml");

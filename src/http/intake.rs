@@ -54,9 +54,8 @@ impl AppState {
             self.engine.start_task(id.clone(), req, timeout, hold);
             return Ok(id);
         };
-        let task = NewTask {
+        let mut task = NewTask {
             id: Some(id.clone()),
-            idem,
             request: crate::provider::native_body(&req),
             tenant: Some(tenant.to_owned()),
             partition: req.partition.clone(),
@@ -67,6 +66,7 @@ impl AppState {
             ),
             ..NewTask::default()
         };
+        task.idem = idem;
         let id = match queue.enqueue(task).await {
             Ok(enqueued) if enqueued.duplicate => return Ok(enqueued.id),
             Ok(_) => id,

@@ -135,8 +135,7 @@ async fn gateway_running_it(gateways: &[&GatewayProcess]) -> usize {
         },
     )
     .await;
-    let running = found.lock().unwrap().expect("found");
-    running
+    found.lock().unwrap().expect("found")
 }
 
 #[tokio::test]
