@@ -15,9 +15,11 @@ mod idempotency;
 mod input;
 mod intake;
 mod listen;
+mod metrics;
 mod native;
 mod openapi;
 mod ops;
+mod outcome;
 #[cfg(test)]
 mod parse_tests;
 mod pools;
@@ -32,6 +34,7 @@ pub use auth::{Auth, AuthError, BearerKey, KEY_LEN, Tenant, key_tenant};
 pub use entry::parse_native_body;
 pub use intake::Intake;
 pub use listen::serve;
+pub use metrics::{AdmissionFigures, RequestMetrics};
 pub use openapi::OPENAPI_JSON;
 pub use state::{AppState, Limits};
 pub use tls::{TlsSettings, settings as tls_settings};
@@ -77,6 +80,10 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(ops::metrics))
         .route("/", get(ops::index))
         .route("/openapi.json", get(openapi::document))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            outcome::count,
+        ))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             // The path only: compatible clients send their key in the query string.
             tracing::debug_span!("request", method = %req.method(), path = %req.uri().path())

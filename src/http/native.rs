@@ -86,7 +86,6 @@ pub async fn solve(
     }
     let started = Instant::now();
     let deadline = started + clamp(&state, native.timeout);
-    let kind = native.req.kind();
     let result = match idem {
         Some(idem) => {
             state
@@ -107,9 +106,6 @@ pub async fn solve(
             state.solve_now(&tenant.0, native.req, deadline).await
         }
     };
-    state
-        .metrics
-        .solve_finished(kind, &result, started.elapsed());
     Ok(Json(handout_json(&result?)))
 }
 
