@@ -17,7 +17,7 @@ use url::Url;
 use super::encode::submit_params;
 use super::error::{ErrorClass, ProviderError};
 use super::exchange;
-use super::parse::{BAD_RESPONSE, UpstreamReply, parse_reply, split_batch};
+use super::parse::{BAD_RESPONSE, UpstreamReply, batch_reply, parse_reply};
 use super::{PollOutcome, Provider, ThreadsInfo};
 use crate::compat::codes;
 use crate::model::SolveRequest;
@@ -197,13 +197,14 @@ impl InResProvider {
 
     async fn poll_batch(&self, ids: &[String]) -> Result<Vec<PollOutcome>, ProviderError> {
         let joined = ids.join(",");
-        match self.res(&[("action", "get"), ("ids", &joined)]).await? {
-            UpstreamReply::Ok { request, .. } => {
-                if let Some(outcomes) = split_batch(&request, ids.len(), self.family) {
-                    self.batch_failures.store(0, Ordering::Relaxed);
-                    return Ok(outcomes);
-                }
-            }
+        let (status, body) = self.res_raw(&[("action", "get"), ("ids", &joined)]).await?;
+        if let Some(outcomes) = batch_reply(status, &body, ids.len(), self.family) {
+            self.batch_failures.store(0, Ordering::Relaxed);
+            return Ok(outcomes);
+        }
+        match self.redact_reply(parse_reply(self.family, status, &body)) {
+            // An answer that does not line up with the ids.
+            UpstreamReply::Ok { .. } => {}
             // About the request (busy, broken, bad key), not the batch format.
             UpstreamReply::Error(e) if e.class != ErrorClass::Permanent => return Err(e),
             // A lone `CAPCHA_NOT_READY` or a permanent code for n ids may mean the provider

@@ -171,6 +171,24 @@ fn parse_plain(family: Family, body: &str) -> UpstreamReply {
     }
 }
 
+/// A batched `res.php?action=get&ids=...` answer read before the envelope's rules: its
+/// `request` is `|`-joined per id, and a part that is an error code (`ERROR_CAPTCHA_UNSOLVABLE`)
+/// is that one task's failure, not the request's. `None` when the answer does not line up with
+/// the `n` ids (then the caller reads it as a whole-request answer).
+pub fn batch_reply(status: u16, body: &str, n: usize, family: Family) -> Option<Vec<PollOutcome>> {
+    if n < 2 || !(200..=299).contains(&status) {
+        return None;
+    }
+    let request = match serde_json::from_str::<Value>(body.trim()).ok()? {
+        Value::Object(map) => match map.get("request")? {
+            Value::String(s) => s.clone(),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    split_batch(&request, n, family)
+}
+
 /// Splits an `ids=` answer (`263s2v|CAPCHA_NOT_READY|ERROR_CAPTCHA_UNSOLVABLE`) into one outcome
 /// per id, in order. `None` when the parts do not line up with the ids (a count mismatch, an
 /// empty part): the caller then polls the ids one by one.

@@ -213,6 +213,30 @@ fn batches_split_in_order_or_not_at_all() {
     );
 }
 
+#[test]
+fn a_batch_led_by_one_tasks_error_is_read_per_task() {
+    // The envelope's rules would read a leading ERROR_ as the whole request failing, and every
+    // task in the batch would be polled again until its budget ran out.
+    let body = r#"{"status":1,"request":"ERROR_CAPTCHA_UNSOLVABLE|CAPCHA_NOT_READY|tok"}"#;
+    let parts = batch_reply(200, body, 3, TWO).unwrap();
+    assert!(matches!(&parts[0], PollOutcome::Failed(e) if e.code == "ERROR_CAPTCHA_UNSOLVABLE"));
+    assert_eq!(parts[1], PollOutcome::NotReady);
+    assert!(matches!(&parts[2], PollOutcome::Ready { text, .. } if text == "tok"));
+    let all_failed =
+        r#"{"status":0,"request":"ERROR_CAPTCHA_UNSOLVABLE|ERROR_CAPTCHA_UNSOLVABLE"}"#;
+    assert!(batch_reply(200, all_failed, 2, AI).is_some());
+    // Whole-request answers and answers that do not line up are left to the envelope's rules.
+    for (status, body) in [
+        (200, r#"{"status":0,"request":"ERROR_WRONG_USER_KEY"}"#),
+        (200, r#"{"status":1,"request":"a|b|c"}"#),
+        (500, r#"{"status":1,"request":"a|b"}"#),
+        (200, "OK|a|b"),
+        (200, r#"{"status":1,"request":["a","b"]}"#),
+    ] {
+        assert_eq!(batch_reply(status, body, 2, TWO), None, "{body}");
+    }
+}
+
 proptest! {
     #[test]
     fn random_bodies_and_statuses_never_panic(

@@ -181,6 +181,31 @@ async fn many_tasks_share_batched_polls_within_the_thread_cap() {
 }
 
 #[tokio::test]
+async fn one_batch_poll_ends_every_unsolvable_task_in_it() {
+    // `ERROR_CAPTCHA_UNSOLVABLE|ERROR_CAPTCHA_UNSOLVABLE`: each part is that task's failure.
+    // Read as one error about the request, the tasks would be polled again until their budget
+    // ran out, and every task batched with a failed one would time out.
+    let script = Script {
+        unsolvable: true,
+        ..Script::default()
+    };
+    let (mock, account) = account(script, Family::TwoCaptcha, 8).await;
+    let req = turnstile();
+    let results =
+        join_all((0..6).map(|_| account.solve(&req, deadline(), Priority::Interactive))).await;
+    for r in &results {
+        assert!(
+            matches!(r, Err(e) if e.code == "ERROR_CAPTCHA_UNSOLVABLE"),
+            "{results:?}"
+        );
+    }
+    let seen = mock.seen();
+    assert!(seen.batch_requests >= 1, "{seen:?}");
+    // One check per task at most: no task is asked about after its failure was read.
+    assert!(seen.res_requests <= 6, "{seen:?}");
+}
+
+#[tokio::test]
 async fn a_batch_answer_that_does_not_parse_falls_back_to_single_ids() {
     let script = Script {
         batch_mode: BatchMode::Mismatch,
