@@ -11,6 +11,7 @@ mod reusable;
 mod solve;
 pub mod store;
 mod tasks;
+mod trace;
 mod types;
 
 pub use solve::{Engine, EngineSettings, Priority, Solution, Solver};

@@ -33,7 +33,9 @@ impl Engine {
         let id = self.open_task(tenant, &req).await?;
         let engine = self.clone();
         let task_id = id.clone();
-        self.tracker.spawn(async move {
+        // In the submitting request's span: the solve's lines carry its request id.
+        let span = tracing::Span::current();
+        let task = async move {
             let _hold = hold;
             let state = match engine.solve(req, Instant::now() + timeout).await {
                 Ok(handout) => TaskState::Ready(handout),
@@ -53,7 +55,9 @@ impl Engine {
             if let Err(e) = engine.store.finish_task(&task_id, state, now_ms()).await {
                 tracing::warn!(error = %e, "could not record a task result");
             }
-        });
+        };
+        self.tracker
+            .spawn(tracing::Instrument::instrument(task, span));
         Ok(id)
     }
 

@@ -1,8 +1,8 @@
 //! Telemetry: Prometheus metrics and log setup. Labels are kinds, sources, outcome codes,
 //! account names and target labels; never keys, proxies or tokens (promise 8).
 
-mod logs;
+pub mod logs;
 pub(crate) mod metrics;
 
-pub use logs::init_logs;
+pub use logs::{LogFormat, LogSettings, init_logs};
 pub use metrics::Metrics;
