@@ -23,6 +23,7 @@ mod fleet;
 mod hostile;
 mod hostile_input;
 mod leader;
+mod logs;
 mod metrics_series;
 mod native_api;
 mod nginx;
