@@ -136,8 +136,7 @@ impl Process {
         for d in self.drains {
             d.await.expect("the reader ends at end of file");
         }
-        let lines = self.lines.lock().unwrap().clone();
-        lines
+        self.lines.lock().unwrap().clone()
     }
 }
 
@@ -527,7 +526,8 @@ async fn a_queued_task_logs_the_request_id_that_enqueued_it_on_the_worker() {
 
 #[test]
 fn a_bad_log_setting_is_one_line_and_exit_2() {
-    let cases: [(&[&str], &[(&str, &str)], &str); 4] = [
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 4] = [
         (
             &["serve", "--provider", "sim", "--log-format", "xml"],
             &[],
