@@ -6,6 +6,8 @@
 //! subscriber. Does not own what is logged: each component logs its own events; the request
 //! span that carries a request id is `http::request_id`'s.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 use crate::cli::LogArgs;
@@ -122,8 +124,11 @@ pub fn init_logs(settings: &LogSettings, secrets: &[&str]) {
         .parse(&settings.filter)
         .unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let writer = Redactor::new(secrets).into_stderr_writer();
+    // Colours only for a person at a terminal: escape codes in a file or a log shipper are noise
+    // (and would split `name=value` pairs the scrubber looks for).
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(writer);
     // A second init (tests calling serve twice in one process) is harmless: keep the first.
     let _ = match settings.format {

@@ -354,6 +354,20 @@ async fn json_logs_name_the_request_behind_each_upstream_task_and_no_secret() {
     let solved: Value = res.json().await.unwrap();
     assert!(solved["token"].is_string(), "{solved}");
 
+    // Two callers of one reusable target (a text question): one task, one answer for both.
+    let ask = |id: &'static str| {
+        http.post(format!("{base}/v1/solve"))
+            .bearer_auth(key)
+            .header("X-Request-Id", id)
+            .json(&json!({"kind": "text", "text": "Which log line names this request?"}))
+            .send()
+    };
+    let (first, second) = tokio::join!(ask("shared-ask-1"), ask("shared-ask-2"));
+    for res in [first.unwrap(), second.unwrap()] {
+        let solved: Value = res.json().await.unwrap();
+        assert!(solved["token"].is_string(), "{solved}");
+    }
+
     // Operations endpoints, a refused key and an unknown path: the header is on every answer.
     for (path, id) in [
         ("/livez", "ops-livez-1"),
@@ -406,6 +420,48 @@ async fn json_logs_name_the_request_behind_each_upstream_task_and_no_secret() {
         assert!(
             said.contains(&"upstream task started") && said.contains(&"upstream task solved"),
             "the {what}'s upstream task logs its request id {id}: {said:?}"
+        );
+    }
+    // Exactly one of the two text callers started the task; the other was handed its answer,
+    // and both name the provider task that produced it.
+    let started: Vec<&str> = ["shared-ask-1", "shared-ask-2"]
+        .into_iter()
+        .filter(|id| {
+            task_lines(&parsed, "request", id)
+                .iter()
+                .any(|l| message(l) == "upstream task started")
+        })
+        .collect();
+    assert_eq!(
+        started.len(),
+        1,
+        "one task for both text callers: {started:?}"
+    );
+    let solved_by = |id: &str| -> String {
+        let solved = task_lines(&parsed, "request", id)
+            .into_iter()
+            .find(|l| message(l) == "upstream task solved")
+            .unwrap_or_else(|| panic!("{id}'s task logged its answer"));
+        solved["fields"]["provider_task"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let provider_task = solved_by(started[0]);
+    for id in ["shared-ask-1", "shared-ask-2"] {
+        let handed: Vec<&Value> = parsed
+            .iter()
+            .filter(|l| {
+                message(l) == "answer handed to the caller"
+                    && spans(l)
+                        .iter()
+                        .any(|s| s["name"] == "request" && s["request_id"] == id)
+            })
+            .collect();
+        assert_eq!(handed.len(), 1, "{id} logs its handout once");
+        assert_eq!(
+            handed[0]["fields"]["provider_task"], provider_task,
+            "{id} names the provider task that answered it"
         );
     }
     // The request that refused the unsafe id logs under the id it was given instead.
