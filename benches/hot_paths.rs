@@ -85,7 +85,15 @@ fn upstream_parsing(c: &mut Criterion) {
 
 /// The log scrubber on one JSON debug line, with a hundred configured keys (tenants).
 fn log_scrubbing(c: &mut Criterion) {
-    let keys: Vec<String> = (0..100).map(|i| format!("{i:0>32}")).collect();
+    // Keys that look like real ones (random hex), not like each other.
+    let keys: Vec<String> = (1..=100u128)
+        .map(|i| {
+            format!(
+                "{:032x}",
+                i.wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835)
+            )
+        })
+        .collect();
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     let redactor = captcha_gateway::telemetry::logs::Redactor::new(&keys);
     let line = r#"{"timestamp":"2026-12-01T17:27:11.487010Z","level":"DEBUG","fields":{"message":"upstream task solved","account":"sim","provider_task":"30374233658"},"target":"captcha_gateway::engine::solve","span":{"priority":"Interactive","target":"turnstile:b.example","name":"upstream_task"},"spans":[{"method":"POST","path":"/v1/solve","request_id":"abc-2","name":"request"}]}"#;

@@ -22,8 +22,17 @@ const MIN_LITERAL: usize = 6;
 pub struct Redactor {
     /// The configured secrets, as one alternation; `None` when there are none.
     literals: Option<Regex>,
-    /// Secret-shaped text: each rule keeps its first group and replaces the rest.
-    shapes: Vec<Regex>,
+    /// Secret-shaped text.
+    shapes: Vec<Shape>,
+}
+
+/// One rule for secret-shaped text: keeps its first group, replaces the rest.
+struct Shape {
+    /// A rule runs only on lines holding this byte: most lines hold no `=` or `@`, and a scan
+    /// for one byte is far cheaper than a regex's.
+    needs: Option<u8>,
+    rule: Regex,
+    replacement: String,
 }
 
 impl Redactor {
@@ -45,21 +54,39 @@ impl Redactor {
                 .expect("escaped literals always compile")
         });
         let names = r"(?:client_?key|api_?key|key|pass|password|passwd|proxy_?password|proxypass|secret|access_token)";
+        // (the byte a line must hold for the rule to apply, the rule, what it keeps after `$1`)
         let shapes = [
-            // A query string or form field: `in.php?key=...`, `&password=...`.
-            format!(r"(?i)((?:^|[^A-Za-z0-9_]){names}=)[^&\s\x22\\]+"),
+            // A query string or form field (`in.php?key=...`, `&password=...`), or a text log
+            // line's field (`password="..."`).
+            (
+                Some(b'='),
+                format!(r"(?i)((?:^|[^A-Za-z0-9_]){names}=\\?\x22?)[^&\s\x22\\]+"),
+                "",
+            ),
             // A JSON field, bare or escaped inside a JSON log line: `"clientKey":"..."`.
-            format!(r#"(?i)(\\?"{names}\\?"\s*:\s*\\?")[^"\\]*"#),
+            (
+                Some(b'"'),
+                format!(r#"(?i)(\\?"{names}\\?"\s*:\s*\\?")[^"\\]*"#),
+                "",
+            ),
             // `Authorization: Bearer ...`.
-            r"(?i)(bearer\s+)[^\s\x22\\,;]+".to_owned(),
+            (None, r"(?i)(bearer\s+)[^\s\x22\\,;]+".to_owned(), ""),
             // User info with a password: `redis://:pw@host`, a proxy's `user:pw@host:port`.
-            r"((?:^|://|[\s\x22'=(,\[])[^\s:@/\x22'\\]*:)[^\s@/\x22'\\]+@".to_owned(),
+            (
+                Some(b'@'),
+                r"((?:^|://|[\s\x22'=(,\[])[^\s:@/\x22'\\]*:)[^\s@/\x22'\\]+@".to_owned(),
+                "@",
+            ),
         ];
         Self {
             literals,
             shapes: shapes
-                .iter()
-                .map(|r| Regex::new(r).expect("the rules compile"))
+                .into_iter()
+                .map(|(needs, rule, keep)| Shape {
+                    needs,
+                    rule: Regex::new(&rule).expect("the rules compile"),
+                    replacement: format!("${{1}}{REDACTED}{keep}"),
+                })
                 .collect(),
         }
     }
@@ -70,11 +97,14 @@ impl Redactor {
             Some(re) => re.replace_all(line, REDACTED).into_owned(),
             None => line.to_owned(),
         };
-        for (i, rule) in self.shapes.iter().enumerate() {
-            let keep_at = if i == self.shapes.len() - 1 { "@" } else { "" };
-            if rule.is_match(&out) {
-                out = rule
-                    .replace_all(&out, format!("${{1}}{REDACTED}{keep_at}"))
+        for shape in &self.shapes {
+            if shape.needs.is_some_and(|b| !out.as_bytes().contains(&b)) {
+                continue;
+            }
+            if shape.rule.is_match(&out) {
+                out = shape
+                    .rule
+                    .replace_all(&out, shape.replacement.as_str())
                     .into_owned();
             }
         }
@@ -156,6 +186,8 @@ mod tests {
         let cases = [
             ("GET /in.php?key=k3y&method=post", "k3y"),
             ("body clientKey=abc123&x=1", "abc123"),
+            (r#"INFO request: sent proxy_password="pw1" next"#, "pw1"),
+            (r#"{"fields":{"message":"api_key=\"ak2\""}}"#, "ak2"),
             (r#"{"clientKey":"cK999","task":{}}"#, "cK999"),
             (r#"{"message":"{\"key\":\"kX1\"}"}"#, "kX1"),
             ("authorization: Bearer tok3n, next", "tok3n"),
