@@ -583,7 +583,7 @@ async fn a_queued_task_logs_the_request_id_that_enqueued_it_on_the_worker() {
 #[test]
 fn a_bad_log_setting_is_one_line_and_exit_2() {
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
-    let cases: [Case; 4] = [
+    let cases: [Case; 5] = [
         (
             &["serve", "--provider", "sim", "--log-format", "xml"],
             &[],
@@ -600,6 +600,11 @@ fn a_bad_log_setting_is_one_line_and_exit_2() {
             "RUST_LOG",
         ),
         (&["simulate", "--log-format", "logfmt"], &[], "--log-format"),
+        (
+            &["bench", "hit", "--quick"],
+            &[("RUST_LOG", "warn,hyper=shouty")],
+            "RUST_LOG",
+        ),
     ];
     for (args, env, setting) in cases {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
