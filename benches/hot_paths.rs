@@ -1,5 +1,6 @@
 //! Micro-benchmarks of the pure functions on every request's path: target keys (URL
-//! normalization and digest), compatible-API parsing, upstream reply parsing. Run with
+//! normalization and digest), compatible-API parsing, upstream reply parsing, and the log
+//! scrubber every log line passes through. Run with
 //! `cargo bench --bench hot_paths`; the scenario benchmarks are `captcha-gateway bench`.
 
 use std::hint::black_box;
@@ -82,5 +83,30 @@ fn upstream_parsing(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, target_keys, compat_parsing, upstream_parsing);
+/// The log scrubber on one JSON debug line, with a hundred configured keys (tenants).
+fn log_scrubbing(c: &mut Criterion) {
+    // Keys that look like real ones (random hex), not like each other.
+    let keys: Vec<String> = (1..=100u128)
+        .map(|i| {
+            format!(
+                "{:032x}",
+                i.wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835)
+            )
+        })
+        .collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let redactor = captcha_gateway::telemetry::logs::Redactor::new(&keys);
+    let line = r#"{"timestamp":"2026-12-01T17:27:11.487010Z","level":"DEBUG","fields":{"message":"upstream task solved","account":"sim","provider_task":"30374233658"},"target":"captcha_gateway::engine::solve","span":{"priority":"Interactive","target":"turnstile:b.example","name":"upstream_task"},"spans":[{"method":"POST","path":"/v1/solve","request_id":"abc-2","name":"request"}]}"#;
+    c.bench_function("scrub_json_log_line", |b| {
+        b.iter(|| redactor.scrub(black_box(line)))
+    });
+}
+
+criterion_group!(
+    benches,
+    target_keys,
+    compat_parsing,
+    upstream_parsing,
+    log_scrubbing
+);
 criterion_main!(benches);

@@ -104,15 +104,26 @@ pub struct ServeArgs {
     /// Keep the page URL's query string in target keys (default: dropped).
     #[arg(long)]
     pub keep_query: bool,
-    /// Log as JSON lines.
-    #[arg(long)]
-    pub log_json: bool,
+    #[command(flatten)]
+    pub log: LogArgs,
     /// Serve HTTPS with this PEM certificate chain (with --tls-key).
     #[arg(long, env = "CAPTCHA_GATEWAY_TLS_CERT")]
     pub tls_cert: Option<PathBuf>,
     /// The PEM private key of --tls-cert.
     #[arg(long, env = "CAPTCHA_GATEWAY_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
+}
+
+/// How a long-running command writes its log lines (docs/CONFIGURATION.md "Logs"); which lines
+/// are written is `RUST_LOG`'s.
+#[derive(Debug, Default, Clone, Args)]
+pub struct LogArgs {
+    /// `text` (human-readable, the default) or `json` (one JSON object per line).
+    #[arg(long, env = "CAPTCHA_GATEWAY_LOG_FORMAT")]
+    pub log_format: Option<String>,
+    /// Log as JSON lines: the same as `--log-format json`.
+    #[arg(long)]
+    pub log_json: bool,
 }
 
 #[derive(Debug, Default, Args)]
@@ -147,6 +158,8 @@ pub struct SimulateArgs {
     /// Seed for reproducible latencies and errors.
     #[arg(long)]
     pub seed: Option<u64>,
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 /// The load scenarios of `bench` (docs/BENCHMARKS.md says what each measures and its target).
@@ -232,6 +245,8 @@ pub struct SubmitArgs {
     /// Print the task ids and return without waiting for results.
     #[arg(long)]
     pub no_wait: bool,
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 /// `worker`: every `serve` flag for the provider, accounts, Redis and polling, plus the queue's.

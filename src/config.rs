@@ -77,7 +77,10 @@ pub struct Settings {
     /// Retry policy of the account (name, threads and poll are filled in at startup).
     pub account: AccountSettings,
     pub sim: SimSettings,
-    pub log_json: bool,
+    /// Log format and filter (docs/CONFIGURATION.md "Logs").
+    pub log: crate::telemetry::LogSettings,
+    /// Every configured key and password, scrubbed from log lines wherever it appears.
+    pub log_secrets: Vec<Secret>,
     /// Targets kept stocked with ready answers (`[[pools]]`).
     pub pools: Vec<PoolSpec>,
     /// Tenants with their own keys, limits and pool mode (`[[tenants]]`).
@@ -134,6 +137,8 @@ struct FileConfig {
     default_solve_timeout_s: Option<f64>,
     result_retention_s: Option<f64>,
     log_json: Option<bool>,
+    /// `text` or `json` (`--log-format`).
+    log_format: Option<String>,
     /// Seconds per kind.
     #[serde(default)]
     lifetimes: HashMap<String, f64>,
@@ -470,6 +475,7 @@ pub fn load_serve(
         None => crate::serve::SHUTDOWN_GRACE,
     };
 
+    let log_secrets = log_secrets(args, &file, provider_key.as_ref(), &keys, &accounts);
     Ok(Settings {
         listen,
         provider,
@@ -486,7 +492,13 @@ pub fn load_serve(
         poll,
         account: AccountSettings::default(),
         sim,
-        log_json: args.log_json || file.log_json.unwrap_or(false),
+        log: crate::telemetry::logs::settings(
+            &args.log,
+            file.log_format.as_deref(),
+            file.log_json,
+            env,
+        )?,
+        log_secrets,
         pools,
         tenants,
         tls,
@@ -497,6 +509,52 @@ pub fn load_serve(
         enqueue_to,
         queue: file.queue.clone(),
     })
+}
+
+/// The passwords in a comma-separated list of URLs (Redis nodes).
+pub fn url_passwords(urls: &str) -> Vec<String> {
+    urls.split(',')
+        .filter_map(|u| url::Url::parse(u.trim()).ok())
+        .filter_map(|u| u.password().map(str::to_owned))
+        .collect()
+}
+
+impl Settings {
+    /// [`Settings::log_secrets`] as the log scrubber takes them.
+    pub fn secret_values(&self) -> Vec<&str> {
+        self.log_secrets.iter().map(|s| s.0.as_str()).collect()
+    }
+}
+
+/// The configured keys and Redis passwords, for the log scrubber (docs/SECURITY.md "Logs").
+fn log_secrets(
+    args: &ServeArgs,
+    file: &FileConfig,
+    provider_key: Option<&Secret>,
+    gateway_keys: &[String],
+    accounts: &[AccountSpec],
+) -> Vec<Secret> {
+    let redis_urls = args
+        .redis_url
+        .as_ref()
+        .map(|u| u.0.clone())
+        .or(file.redis_url.clone())
+        .unwrap_or_default();
+    let redis_passwords = url_passwords(&redis_urls);
+    let tenant_keys = file.tenants.iter().flat_map(|t| t.keys.iter().cloned());
+    provider_key
+        .map(|k| k.0.clone())
+        .into_iter()
+        .chain(
+            accounts
+                .iter()
+                .filter_map(|a| a.key.as_ref().map(|k| k.0.clone())),
+        )
+        .chain(gateway_keys.iter().cloned())
+        .chain(tenant_keys)
+        .chain(redis_passwords)
+        .map(Secret)
+        .collect()
 }
 
 /// With `[[accounts]]`, the one-account settings would be silently ignored: refuse them instead.

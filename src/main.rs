@@ -33,7 +33,7 @@ async fn run(cli: Cli) -> ExitCode {
                 Ok(s) => s,
                 Err(e) => return config_error(&e),
             };
-            telemetry::init_logs(settings.log_json);
+            telemetry::init_logs(&settings.log, &settings.secret_values());
             serve::run(settings, shutdown).await
         }
         Command::Simulate(args) => {
@@ -41,7 +41,10 @@ async fn run(cli: Cli) -> ExitCode {
                 Ok(s) => s,
                 Err(e) => return config_error(&e),
             };
-            telemetry::init_logs(false);
+            match log_settings(&args.log) {
+                Ok(log) => telemetry::init_logs(&log, &[]),
+                Err(code) => return code,
+            }
             serve::run_simulator(
                 settings,
                 args.listen.unwrap_or_else(|| ([127, 0, 0, 1], 8081).into()),
@@ -67,7 +70,15 @@ async fn run(cli: Cli) -> ExitCode {
                 Ok(s) => s,
                 Err(e) => return config_error(&e),
             };
-            telemetry::init_logs(false);
+            match log_settings(&args.log) {
+                Ok(log) => {
+                    let url = args.redis_url.as_ref().map(|u| u.0.as_str()).unwrap_or("");
+                    let passwords = config::url_passwords(url);
+                    let secrets: Vec<&str> = passwords.iter().map(String::as_str).collect();
+                    telemetry::init_logs(&log, &secrets);
+                }
+                Err(code) => return code,
+            }
             return captcha_gateway::queue::submit::run(settings, shutdown).await;
         }
     };
@@ -79,6 +90,12 @@ async fn run(cli: Cli) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The log settings of a command without a config file: its flags and `RUST_LOG`.
+fn log_settings(args: &captcha_gateway::cli::LogArgs) -> Result<telemetry::LogSettings, ExitCode> {
+    let env = |name: &str| std::env::var(name).ok();
+    telemetry::logs::settings(args, None, None, &env).map_err(|e| config_error(&e))
 }
 
 fn config_error(e: &config::ConfigError) -> ExitCode {

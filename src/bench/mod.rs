@@ -99,12 +99,20 @@ async fn run_once(scenario: Scenario, opts: &Opts) -> Result<RunResult, BenchErr
 /// every run passed its checks, 1 when one failed or could not run, 2 when the JSON file cannot
 /// be written.
 pub async fn run(args: BenchArgs) -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    // Quieter than `serve` (warnings only, under the progress bar) unless RUST_LOG says
+    // otherwise; a RUST_LOG that does not parse is a configuration error, as for `serve`.
+    let env = |name: &str| std::env::var(name).ok();
+    let mut log = match crate::telemetry::logs::settings(&Default::default(), None, None, &env) {
+        Ok(log) => log,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if env("RUST_LOG").is_none_or(|v| v.trim().is_empty()) {
+        log.filter = "warn".to_owned();
+    }
+    crate::telemetry::init_logs(&log, &[]);
     let opts = Opts {
         quick: args.quick,
         duration: args.duration,

@@ -17,6 +17,7 @@ use futures::future::BoxFuture;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
+use tracing::{Instrument, Span};
 
 use super::StoreError;
 use super::solve::{Engine, Priority};
@@ -31,6 +32,8 @@ pub(super) struct Arriving<T: Send + 'static> {
     call: Option<JoinHandle<Result<T, StoreError>>>,
     departure: Option<Departure<T>>,
     tracker: TaskTracker,
+    /// The caller's span: a task its departure starts still names the request that caused it.
+    span: Span,
 }
 
 impl<T: Send + 'static> Arriving<T> {
@@ -40,10 +43,12 @@ impl<T: Send + 'static> Arriving<T> {
         arrive: impl Future<Output = Result<T, StoreError>> + Send + 'static,
         departure: impl FnOnce(T) -> BoxFuture<'static, ()> + Send + 'static,
     ) -> Self {
+        let span = Span::current();
         Arriving {
-            call: Some(tracker.spawn(arrive)),
+            call: Some(tracker.spawn(arrive.instrument(span.clone()))),
             departure: Some(Box::new(departure)),
             tracker: tracker.clone(),
+            span,
         }
     }
 
@@ -62,11 +67,12 @@ impl<T: Send + 'static> Drop for Arriving<T> {
         let (Some(call), Some(departure)) = (self.call.take(), self.departure.take()) else {
             return;
         };
-        self.tracker.spawn(async move {
+        let departing = async move {
             if let Ok(Ok(arrival)) = call.await {
                 departure(arrival).await;
             }
-        });
+        };
+        self.tracker.spawn(departing.instrument(self.span.clone()));
     }
 }
 

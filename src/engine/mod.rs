@@ -12,6 +12,7 @@ mod reusable;
 mod solve;
 pub mod store;
 mod tasks;
+mod trace;
 mod types;
 
 use metrics::EngineMetrics;

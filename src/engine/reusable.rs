@@ -4,6 +4,7 @@
 //! the target over (docs/REDIS.md, "Reusable answers").
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::solve::{Engine, Priority};
 use super::store::SharedArrival;
@@ -31,13 +32,17 @@ impl Engine {
             };
             let (rx, source) = match arrival {
                 SharedArrival::Cached(answer) => {
+                    super::trace::handed(&answer, Source::Shared);
                     return Ok(Handout {
                         kind,
                         answer,
                         source: Source::Shared,
                     });
                 }
-                SharedArrival::Follow(rx) => (rx, Source::Shared),
+                SharedArrival::Follow(rx) => {
+                    super::trace::joined(&target);
+                    (rx, Source::Shared)
+                }
                 SharedArrival::Lead(rx, lead) => {
                     self.lead_shared(target.clone(), req.clone(), lead, priority);
                     (rx, Source::Solved)
@@ -59,6 +64,7 @@ impl Engine {
                 Err(_elapsed) => return Err(SolveError::Timeout),
             };
             if answer.fresh_at(now_ms(), self.min_remaining_ms()) {
+                super::trace::handed(&answer, source);
                 return Ok(Handout {
                     kind,
                     answer,
@@ -79,7 +85,8 @@ impl Engine {
         priority: Priority,
     ) {
         let engine = self.clone();
-        self.tracker.spawn(async move {
+        let span = super::trace::upstream_task(&target, priority);
+        let task = async move {
             let outcome = engine.run_upstream(&req, priority).await;
             if matches!(&outcome, Err(f) if f.is_shutting_down()) {
                 // Cut short by this instance stopping: recording it would fail every follower,
@@ -95,7 +102,8 @@ impl Engine {
             if let Err(e) = stored {
                 tracing::warn!(target = ?target, error = %e, "could not record a shared answer");
             }
-        });
+        };
+        self.tracker.spawn(task.instrument(span));
     }
 
     /// Takes over `target` when its leader's instance died and this instance's callers still

@@ -10,6 +10,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use super::store::{Arrival, ClaimId, Finished, Store, TaskOutcome, WaiterId};
 use super::{Delivery, Handout, RefillDone, SolveError, SolveFailure};
@@ -251,13 +252,17 @@ impl Engine {
         let rx = match arrival {
             Arrival::Pooled(answer) => {
                 self.pool_taken.notify_one();
+                super::trace::handed(&answer, Source::Pool);
                 return Ok(Handout {
                     kind,
                     answer,
                     source: Source::Pool,
                 });
             }
-            Arrival::Wait(rx) => rx,
+            Arrival::Wait(rx) => {
+                super::trace::joined(&target);
+                rx
+            }
             Arrival::Start(rx, claim) => {
                 self.start_single_use(target.clone(), req, poolable, claim, priority, None);
                 rx
@@ -272,10 +277,13 @@ impl Engine {
         };
         let delivery = guard.wait(deadline).await?;
         delivery
-            .map(|answer| Handout {
-                kind,
-                answer,
-                source: Source::Solved,
+            .map(|answer| {
+                super::trace::handed(&answer, Source::Solved);
+                Handout {
+                    kind,
+                    answer,
+                    source: Source::Solved,
+                }
             })
             .map_err(SolveError::Failed)
     }
@@ -296,6 +304,9 @@ impl Engine {
             .await
             .map_err(|_| SolveError::Unavailable)?;
         let mut done = Vec::with_capacity(claims.len());
+        // Refills are nobody's request: their tasks log under this span instead.
+        let refill = tracing::info_span!(parent: None, "refill", pool = %target.label);
+        let _in_refill = refill.enter();
         for claim in claims {
             let (tx, rx) = oneshot::channel();
             let (t, r) = (target.clone(), req.clone());
@@ -315,7 +326,8 @@ impl Engine {
         mut done: Option<oneshot::Sender<RefillDone>>,
     ) {
         let engine = self.clone();
-        self.tracker.spawn(async move {
+        let span = super::trace::upstream_task(&target, priority);
+        let task = async move {
             loop {
                 let started = Instant::now();
                 // A panic below must still end the task in the store: otherwise its claim stays
@@ -323,7 +335,9 @@ impl Engine {
                 let outcome = AssertUnwindSafe(engine.run_upstream(&req, priority))
                     .catch_unwind()
                     .await
-                    .unwrap_or_else(|_| Err(SolveFailure::new(INTERNAL, "the upstream task failed")));
+                    .unwrap_or_else(|_| {
+                        Err(SolveFailure::new(INTERNAL, "the upstream task failed"))
+                    });
                 let cut_short = matches!(&outcome, Err(f) if f.is_shutting_down());
                 if let Some(done) = done.take().filter(|_| !cut_short) {
                     // Only the first run is the refill's own solve; a restart serves a waiter.
@@ -333,7 +347,9 @@ impl Engine {
                     });
                 }
                 let outcome = match outcome {
-                    Ok(answer) if answer.fresh_at(now_ms(), engine.min_remaining_ms()) => TaskOutcome::Answer(answer),
+                    Ok(answer) if answer.fresh_at(now_ms(), engine.min_remaining_ms()) => {
+                        TaskOutcome::Answer(answer)
+                    }
                     Ok(_) => TaskOutcome::Stale,
                     // Stopping is not the task's failure: whoever it covered, on any instance, is
                     // covered again by their own instance instead of failed.
@@ -353,7 +369,8 @@ impl Engine {
                     }
                 }
             }
-        });
+        };
+        self.tracker.spawn(task.instrument(span));
     }
 
     /// One upstream task, its answer stamped with the kind's lifetime.
@@ -363,7 +380,18 @@ impl Engine {
         priority: Priority,
     ) -> Result<Answer, SolveFailure> {
         let deadline = Instant::now() + self.settings.task_timeout;
-        let solution = self.solver.solve(req, deadline, priority).await?;
+        let solution = match self.solver.solve(req, deadline, priority).await {
+            Ok(s) => s,
+            Err(failure) => {
+                tracing::debug!(code = %failure.code, "upstream task failed");
+                return Err(failure);
+            }
+        };
+        tracing::debug!(
+            account = %solution.upstream.account,
+            provider_task = %solution.upstream.task_id,
+            "upstream task solved"
+        );
         Ok(Answer {
             text: solution.text,
             user_agent: solution.user_agent,

@@ -44,7 +44,9 @@ impl Engine {
         hold: impl Send + 'static,
     ) {
         let engine = self.clone();
-        self.tracker.spawn(async move {
+        // In the submitting request's span: the solve's lines carry its request id.
+        let span = tracing::Span::current();
+        let task = async move {
             let _hold = hold;
             let state = match engine.solve(req, Instant::now() + timeout).await {
                 Ok(handout) => TaskState::Ready(handout),
@@ -64,7 +66,9 @@ impl Engine {
             if let Err(e) = engine.store.finish_task(&task_id, state, now_ms()).await {
                 tracing::warn!(error = %e, "could not record a task result");
             }
-        });
+        };
+        self.tracker
+            .spawn(tracing::Instrument::instrument(task, span));
     }
 
     /// Records a pending task for `tenant` and returns its id without solving it: with

@@ -23,6 +23,7 @@ mod outcome;
 #[cfg(test)]
 mod parse_tests;
 mod pools;
+pub mod request_id;
 mod state;
 mod taskapi;
 mod tls;
@@ -84,11 +85,13 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             outcome::count,
         ))
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
-            // The path only: compatible clients send their key in the query string.
-            tracing::debug_span!("request", method = %req.method(), path = %req.uri().path())
-        })
-        // A 503 or 504 is an answer to a caller (shed load, deadline), not a server fault.
-        .on_failure(DefaultOnFailure::new().level(Level::DEBUG)))
+        // The request's span is `request_id`'s (outside this layer), so these events land in it.
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|_: &Request| tracing::Span::none())
+                // A 503 or 504 is an answer to a caller (shed load, deadline), not a server fault.
+                .on_failure(DefaultOnFailure::new().level(Level::DEBUG)),
+        )
+        .layer(axum::middleware::from_fn(request_id::layer))
         .with_state(state)
 }

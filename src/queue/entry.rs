@@ -8,6 +8,7 @@ use rand::Rng;
 use serde_json::Value;
 
 use super::QueueError;
+use crate::http::request_id::RequestId;
 
 /// Longest accepted `request` (bytes): the native API's largest body (an image) with room.
 pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
@@ -32,6 +33,9 @@ pub struct NewTask {
     /// When the caller stops waiting (ms since the epoch): a worker that takes the task later
     /// fails it without solving (`serve --queue` sets it from the caller's timeout).
     pub deadline_at: Option<u64>,
+    /// The id of the HTTP request that handed the task over (`serve --queue`): the worker's log
+    /// lines for the task carry it (docs/API.md "Request ids").
+    pub request_id: Option<String>,
 }
 
 /// What an enqueue did.
@@ -94,6 +98,14 @@ impl NewTask {
         name_field("tenant", &self.tenant)?;
         name_field("idem", &self.idem)?;
         name_field("partition", &self.partition)?;
+        if let Some(r) = &self.request_id {
+            if RequestId::accept(r.as_bytes()).is_none() {
+                return Err(QueueError::invalid(
+                    "bad_field",
+                    "`request_id` must be 1-64 characters of A-Z a-z 0-9 - _ . :",
+                ));
+            }
+        }
         // The same parser the worker runs: a request it would refuse is refused now.
         crate::compat::parse_native_value(self.request.clone(), MAX_TIMEOUT)
             .map_err(QueueError::Invalid)?;
@@ -115,6 +127,7 @@ impl NewTask {
             ("partition", self.partition.clone()),
             ("timeout_ms", self.timeout_ms.map(|t| t.to_string())),
             ("deadline_at", self.deadline_at.map(|t| t.to_string())),
+            ("request_id", self.request_id.clone()),
         ];
         for (name, value) in optional {
             if let Some(v) = value {
@@ -164,6 +177,12 @@ impl Entry {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// The id of the request that enqueued it, when present and safe to log.
+    pub fn request_id(&self) -> Option<RequestId> {
+        self.field("request_id")
+            .and_then(|r| RequestId::accept(r.as_bytes()))
     }
 
     /// The task in this entry, or why there is none.

@@ -63,6 +63,7 @@ pub(crate) fn spawn(
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(serve_metrics))
+        .layer(axum::middleware::from_fn(crate::http::request_id::layer))
         .with_state(probes);
     tokio::spawn(async move {
         let served = axum::serve(listener, router)

@@ -2,8 +2,8 @@
 //! account names, tenant names and target labels; never keys, proxies or tokens (promise 8).
 
 pub mod collect;
-mod logs;
+pub mod logs;
 pub mod metrics;
 
-pub use logs::init_logs;
+pub use logs::{LogFormat, LogSettings, init_logs};
 pub use metrics::Metrics;

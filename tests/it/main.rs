@@ -25,6 +25,7 @@ mod hostile;
 mod hostile_input;
 mod idempotency;
 mod leader;
+mod logs;
 mod metrics_series;
 mod native_api;
 mod nginx;

@@ -50,7 +50,7 @@ pub struct Worker {
 pub async fn run(mut args: WorkerArgs, shutdown: Shutdown) -> Result<(), StartError> {
     let env = |name: &str| std::env::var(name).ok();
     let settings = load(&mut args, &env).map_err(StartError::Config)?;
-    crate::telemetry::init_logs(settings.serve.log_json);
+    crate::telemetry::init_logs(&settings.serve.log, &settings.serve.secret_values());
     if args.seed_queue {
         return seed_queue(settings, shutdown).await;
     }

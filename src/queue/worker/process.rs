@@ -41,7 +41,14 @@ impl Worker {
     /// Processes one delivered entry to its end on this worker.
     pub(super) async fn process(self: Arc<Self>, entry: Entry) {
         let held = self.hold(&entry.stream_id);
-        let outcome = match self.handle(&entry, &held.lost).await {
+        // The task's lines (its upstream tasks' too) name the request that enqueued it.
+        let span = tracing::info_span!(
+            "queue_task",
+            stream_id = %entry.stream_id,
+            request_id = entry.request_id().as_ref().map(|r| r.as_str()),
+        );
+        let handled = tracing::Instrument::instrument(self.handle(&entry, &held.lost), span);
+        let outcome = match handled.await {
             Ok(outcome) => outcome,
             Err(e) => {
                 // Redis could not be told: the entry stays pending and is reclaimed after the
