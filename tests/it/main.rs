@@ -26,6 +26,7 @@ mod leader;
 mod metrics_series;
 mod native_api;
 mod nginx;
+mod observability;
 mod pools;
 mod promises;
 mod queue;

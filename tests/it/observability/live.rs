@@ -1,0 +1,342 @@
+//! The dashboard and the alert rules against a live scrape: a `serve --queue` front end and a
+//! `worker` on one Redis, both on a simulated provider account (`provider = "sim"`), the front
+//! end with a tenant, the worker with a pool whose answers expire quickly. The simulator
+//! injects capacity and server errors until both were seen; some callers' deadlines pass
+//! before their answer. After load, every metric, label and label value that a panel, a
+//! dashboard variable or an alert queries is in what the two processes expose (Prometheus
+//! would scrape both). The one exception is `up`, which Prometheus makes itself.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::assets::{alert_rules, dashboard, dashboard_queries};
+use super::promql::{self, Query};
+use crate::support::KEY;
+use crate::support::fleet::{SimServer, spawn_serve};
+use crate::support::redis::RedisServer;
+
+/// Series Prometheus adds itself rather than reading them from a target.
+const PROMETHEUS_OWN: [&str; 1] = ["up"];
+/// Labels Prometheus attaches to every scraped series.
+const TARGET_LABELS: [&str; 2] = ["job", "instance"];
+/// The worker's pool: answers live 12 s and must have 10 s left, so a pooled answer is usable
+/// for 2 s and some expire unused (waste) while callers take others (hits).
+const POOL_SITEKEY: &str = "0x4AAAAAAA-observability";
+const POOL_PAGE: &str = "https://pool.observability.example/";
+/// Load rounds at most: each round is paced by its own solves; the loop ends as soon as every
+/// queried series is there.
+const ROUNDS: usize = 60;
+
+/// One sample line's name and labels.
+type Sample = (String, BTreeMap<String, String>);
+
+/// The samples of a Prometheus / OpenMetrics text (comments and `# EOF` skipped).
+fn samples(text: &str) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let name_end = line.find(['{', ' ']).expect("a sample line has a value");
+        let name = line[..name_end].to_owned();
+        let mut labels = BTreeMap::new();
+        if line[name_end..].starts_with('{') {
+            let mut chars = line[name_end + 1..].chars().peekable();
+            loop {
+                let label: String = chars.by_ref().take_while(|c| *c != '=').collect();
+                assert_eq!(chars.next(), Some('"'), "{line}");
+                let mut value = String::new();
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => value.extend(chars.next()),
+                        '"' => break,
+                        c => value.push(c),
+                    }
+                }
+                labels.insert(label.trim_start_matches(',').to_owned(), value);
+                match chars.next() {
+                    Some(',') if chars.peek() == Some(&'}') => break,
+                    Some(',') => continue,
+                    _ => break,
+                }
+            }
+        }
+        out.push((name, labels));
+    }
+    out
+}
+
+/// What a query needs from the scrape and is not there.
+fn missing(query: &Query, scraped: &[Sample]) -> Vec<String> {
+    let mut out = Vec::new();
+    fn of<'a>(scraped: &'a [Sample], metric: &'a str) -> impl Iterator<Item = &'a Sample> {
+        scraped.iter().filter(move |(n, _)| n == metric)
+    }
+    for metric in &query.metrics {
+        if !PROMETHEUS_OWN.contains(&metric.as_str()) && of(scraped, metric).next().is_none() {
+            out.push(format!("metric {metric}"));
+        }
+    }
+    for label in &query.labels {
+        let on_any = query.metrics.iter().any(|m| {
+            PROMETHEUS_OWN.contains(&m.as_str())
+                || of(scraped, m).any(|(_, l)| l.contains_key(label))
+        });
+        if !TARGET_LABELS.contains(&label.as_str()) && !on_any {
+            out.push(format!("label {label} on any of {:?}", query.metrics));
+        }
+    }
+    for (metric, label, value) in &query.equals {
+        let seen = of(scraped, metric).any(|(_, l)| l.get(label) == Some(value));
+        if !value.contains('$') && !seen {
+            out.push(format!("{metric}{{{label}=\"{value}\"}}"));
+        }
+    }
+    out
+}
+
+fn toml_file(text: &str) -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(text.as_bytes()).unwrap();
+    file
+}
+
+/// What both processes share: Redis, the simulated account, fast polling.
+fn common(redis: &str, sim: std::net::SocketAddr) -> String {
+    format!(
+        "listen = \"127.0.0.1:0\"\nredis_url = \"{redis}\"\nmin_remaining_s = 10\n\
+         [lifetimes]\nturnstile = 12\n\
+         [[accounts]]\nname = \"sim-main\"\nprovider = \"sim\"\nbase_url = \"http://{sim}\"\nthreads = 100\n\
+         [poll]\nfirst_check_s = 0.05\ninterval_s = 0.05\nmax_requests_per_second = 2000\n"
+    )
+}
+
+/// `captcha-gateway worker` with `config`; returns the process and its base URL.
+async fn start_worker(config: &std::path::Path) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+        .args(["worker", "--config", config.to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0", "--queue", "captcha"])
+        .env_clear()
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the worker binary starts");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines.next_line().await.unwrap().unwrap_or_default();
+    let base = line
+        .split_once(" listening on ")
+        .map(|(_, base)| base.trim().to_owned())
+        .unwrap_or_else(|| panic!("the worker did not start: {line:?}"));
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, base)
+}
+
+/// One round of callers on the front end, in every protocol, good and bad; errors the
+/// simulator injects are expected and ignored here.
+async fn load(http: &reqwest::Client, base: &str, round: usize) {
+    let pooled = json!({"kind": "turnstile", "sitekey": POOL_SITEKEY, "pageurl": POOL_PAGE});
+    // Solves take 50-150 ms: this caller's deadline passes first (a solve error, `timeout`).
+    let hurried = json!({"kind": "recaptcha_v2", "sitekey": "6Le-observability-hurried",
+        "pageurl": format!("https://hurried.observability.example/{round}"), "timeout_s": 0.01});
+    let fresh = json!({"kind": "recaptcha_v2", "sitekey": "6Le-observability",
+        "pageurl": format!("https://fresh.observability.example/{round}")});
+    let solve = |body: Value| async move {
+        let _ = http
+            .post(format!("{base}/v1/solve"))
+            .bearer_auth(KEY)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await;
+    };
+    let compat = async {
+        let submitted: Value = http
+            .post(format!("{base}/in.php"))
+            .form(&[
+                ("key", KEY),
+                ("json", "1"),
+                ("method", "userrecaptcha"),
+                ("googlekey", "6Le-observability-compat"),
+                (
+                    "pageurl",
+                    &format!("https://compat.observability.example/{round}"),
+                ),
+            ])
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let Some(id) = submitted["request"]
+            .as_str()
+            .filter(|_| submitted["status"] == 1)
+        else {
+            return;
+        };
+        let _ = http
+            .get(format!("{base}/v1/tasks/{id}?wait=10"))
+            .bearer_auth(KEY)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await;
+        for action in [
+            "get",
+            if round % 2 == 0 {
+                "reportgood"
+            } else {
+                "reportbad"
+            },
+        ] {
+            let _ = http
+                .get(format!(
+                    "{base}/res.php?key={KEY}&json=1&action={action}&id={id}"
+                ))
+                .send()
+                .await
+                .unwrap()
+                .bytes()
+                .await;
+        }
+    };
+    // A request the gateway refuses: no site key.
+    let refused = async {
+        let _ = http
+            .post(format!("{base}/in.php"))
+            .form(&[
+                ("key", KEY),
+                ("method", "userrecaptcha"),
+                ("pageurl", POOL_PAGE),
+            ])
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await;
+    };
+    tokio::join!(
+        solve(pooled.clone()),
+        solve(pooled.clone()),
+        solve(pooled),
+        solve(fresh),
+        solve(hurried),
+        compat,
+        refused
+    );
+}
+
+async fn scrape(http: &reqwest::Client, base: &str) -> String {
+    let res = http.get(format!("{base}/metrics")).send().await.unwrap();
+    assert_eq!(res.status(), 200, "{base}/metrics");
+    res.text().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_series_the_dashboard_and_the_alerts_query_is_in_a_live_scrape() {
+    let redis = RedisServer::start();
+    let sim = SimServer::start(
+        captcha_gateway::sim::LatencyRange {
+            min: Duration::from_millis(50),
+            max: Duration::from_millis(150),
+        },
+        200,
+    )
+    .await;
+    // Capacity and server errors only until both have been seen: each capacity error halves
+    // the account's cap, which would otherwise slow every later round down.
+    let calm = sim.sim.faults();
+    let mut faulty = calm;
+    faulty.capacity_error_rate = 0.3;
+    faulty.server_error_rate = 0.1;
+    sim.sim.set_faults(faulty).unwrap();
+    let common = common(&redis.url(), sim.addr);
+    let front_config = toml_file(&format!(
+        "{common}[[tenants]]\nname = \"alpha\"\nkeys = [\"{KEY}\"]\n\
+         max_concurrent = 1000\nmax_solves_per_hour = 100000\n"
+    ));
+    let worker_config = toml_file(&format!(
+        "{common}[[pools]]\nkind = \"turnstile\"\nsitekey = \"{POOL_SITEKEY}\"\n\
+         pageurl = \"{POOL_PAGE}\"\nsize = 4\n"
+    ));
+    let env = [("RUST_LOG", "warn"), ("CAPTCHA_GATEWAY_QUEUE", "captcha")];
+    let (_front, front, _) = spawn_serve(front_config.path(), &env, Stdio::inherit()).await;
+    let (_worker, worker) = start_worker(worker_config.path()).await;
+
+    let (exprs, variables) = dashboard_queries(&dashboard());
+    let mut queries: Vec<(String, Query)> = exprs
+        .iter()
+        .map(|e| (format!("dashboard: {e}"), promql::read(e)))
+        .chain(
+            variables
+                .iter()
+                .map(|v| (format!("dashboard variable: {v}"), promql::read_variable(v))),
+        )
+        .collect();
+    for rule in alert_rules() {
+        let expr = rule["expr"].as_str().unwrap();
+        queries.push((
+            format!("alert {}: {expr}", rule["alert"].as_str().unwrap()),
+            promql::read(expr),
+        ));
+    }
+    let queried: BTreeSet<&String> = queries.iter().flat_map(|(_, q)| &q.metrics).collect();
+    assert!(queried.len() > 30, "{queried:?}");
+
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let mut gaps = Vec::new();
+    for round in 0..ROUNDS {
+        load(&http, &front, round).await;
+        let mut scraped = samples(&scrape(&http, &front).await);
+        scraped.extend(samples(&scrape(&http, &worker).await));
+        let upstream_result = |class: &str| {
+            scraped.iter().any(|(n, l)| {
+                n == "captcha_gateway_upstream_requests_total"
+                    && l.get("result").map(String::as_str) == Some(class)
+            })
+        };
+        if upstream_result("capacity") && upstream_result("transient") {
+            sim.sim.set_faults(calm).unwrap();
+        }
+        gaps = queries
+            .iter()
+            .flat_map(|(what, q)| {
+                missing(q, &scraped)
+                    .into_iter()
+                    .map(move |m| format!("{m}  ({what})"))
+            })
+            .collect();
+        if gaps.is_empty() {
+            break;
+        }
+    }
+    assert!(
+        gaps.is_empty(),
+        "after {ROUNDS} rounds of load, not in the scrape of the front end and the worker:\n{}",
+        gaps.join("\n")
+    );
+}
+
+#[test]
+fn the_scrape_reader_reads_labels_with_escapes() {
+    let text = "# TYPE a counter\na_total{x=\"1\",y=\"q\\\"uote,}\"} 3\nb 1\nc{z=\"\"} 0\n# EOF\n";
+    let got = samples(text);
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[0].0, "a_total");
+    assert_eq!(got[0].1["y"], "q\"uote,}");
+    assert_eq!(got[0].1["x"], "1");
+    assert!(got[1].1.is_empty());
+    assert_eq!(got[2].1["z"], "");
+}
