@@ -13,9 +13,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::assets::{alert_rules, dashboard, dashboard_queries};
+use super::assets::{alert_rules, as_prometheus_sees_it, dashboard, dashboard_queries, repo};
+use super::prometheus::Prometheus;
 use super::promql::{self, Query};
 use crate::support::KEY;
+use crate::support::eventually::eventually;
 use crate::support::fleet::{SimServer, spawn_serve};
 use crate::support::redis::RedisServer;
 
@@ -327,6 +329,70 @@ async fn every_series_the_dashboard_and_the_alerts_query_is_in_a_live_scrape() {
         "after {ROUNDS} rounds of load, not in the scrape of the front end and the worker:\n{}",
         gaps.join("\n")
     );
+
+    // The same queries on a real Prometheus scraping both processes: each panel's query returns
+    // series, each variable has values, and every alert rule evaluates without error.
+    let host = |base: &str| base.trim_start_matches("http://").to_owned();
+    let prometheus = Prometheus::start(
+        &[
+            ("captcha-gateway", vec![host(&front)]),
+            ("captcha-worker", vec![host(&worker)]),
+        ],
+        &repo().join("deploy/prometheus/alerts.yml"),
+    )
+    .await;
+    let mut empty = Vec::new();
+    for round in 0..ROUNDS {
+        load(&http, &front, round).await;
+        empty.clear();
+        for expr in &exprs {
+            if prometheus
+                .query(&as_prometheus_sees_it(expr))
+                .await
+                .is_empty()
+            {
+                empty.push(format!("query {expr}"));
+            }
+        }
+        for variable in &variables {
+            let inner = variable
+                .strip_prefix("label_values(")
+                .and_then(|v| v.strip_suffix(')'))
+                .and_then(|v| v.rsplit_once(','))
+                .unwrap_or_else(|| {
+                    panic!("variables are label_values(selector, label): {variable}")
+                });
+            let selector = as_prometheus_sees_it(inner.0);
+            if prometheus
+                .label_values(&selector, inner.1.trim())
+                .await
+                .is_empty()
+            {
+                empty.push(format!("variable {variable}"));
+            }
+        }
+        if empty.is_empty() {
+            break;
+        }
+    }
+    assert!(
+        empty.is_empty(),
+        "Prometheus has nothing for these after {ROUNDS} rounds:\n{}",
+        empty.join("\n")
+    );
+    let expected_rules = alert_rules().len();
+    eventually(
+        Duration::from_secs(60),
+        "every alert rule evaluated",
+        || async {
+            let rules = prometheus.rules().await;
+            rules.len() == expected_rules && rules.iter().all(|(_, health, _)| health != "unknown")
+        },
+    )
+    .await;
+    for (name, health, error) in prometheus.rules().await {
+        assert_eq!(health, "ok", "{name}: {error}");
+    }
 }
 
 #[test]
