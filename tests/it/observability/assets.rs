@@ -102,6 +102,49 @@ pub fn dashboard_queries(dashboard: &Value) -> (Vec<String>, Vec<String>) {
     (exprs, variables)
 }
 
+/// The PromQL of docs/OPERATIONS.md's ```promql blocks: one query a line, `#` lines are
+/// comments, an indented line continues the one before.
+pub fn operations_queries() -> Vec<String> {
+    let page = std::fs::read_to_string(repo().join("docs/OPERATIONS.md")).unwrap();
+    let mut out: Vec<String> = Vec::new();
+    let mut inside = false;
+    for line in page.lines() {
+        if line.starts_with("```") {
+            inside = line == "```promql";
+            continue;
+        }
+        if !inside || line.trim().is_empty() || line.trim_start().starts_with('#') {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if line.starts_with(' ') => {
+                last.push(' ');
+                last.push_str(line.trim());
+            }
+            _ => out.push(line.trim().to_owned()),
+        }
+    }
+    out
+}
+
+/// `promtool check rules` on `exprs` as recording rules: Prometheus' own parser reads each.
+fn check_parses(exprs: &[String]) {
+    let mut file = String::from("groups:\n  - name: queries\n    rules:\n");
+    for (i, expr) in exprs.iter().enumerate() {
+        let expr = serde_json::to_string(expr).unwrap();
+        file.push_str(&format!(
+            "      - record: query:{i}\n        expr: {expr}\n"
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("queries.yml"), &file).unwrap();
+    let said = promtool(dir.path(), &["check", "rules", "queries.yml"]);
+    assert!(
+        said.contains(&format!("{} rules found", exprs.len())),
+        "{said}"
+    );
+}
+
 /// The anchor GitHub gives a Markdown heading: lower case, punctuation dropped, spaces to `-`.
 fn anchor(heading: &str) -> String {
     heading
@@ -263,23 +306,16 @@ pub fn as_prometheus_sees_it(expr: &str) -> String {
 
 #[test]
 fn every_dashboard_query_is_promql_that_prometheus_parses() {
-    // promtool parses rule expressions with Prometheus' own parser: each query becomes a
-    // recording rule of a throwaway rules file.
     let (exprs, _) = dashboard_queries(&dashboard());
-    let mut file = String::from("groups:\n  - name: dashboard\n    rules:\n");
-    for (i, expr) in exprs.iter().enumerate() {
-        let expr = serde_json::to_string(&as_prometheus_sees_it(expr)).unwrap();
-        file.push_str(&format!(
-            "      - record: dashboard:query_{i}\n        expr: {expr}\n"
-        ));
-    }
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("dashboard.yml"), &file).unwrap();
-    let said = promtool(dir.path(), &["check", "rules", "dashboard.yml"]);
-    assert!(
-        said.contains(&format!("{} rules found", exprs.len())),
-        "{said}"
-    );
+    let exprs: Vec<String> = exprs.iter().map(|e| as_prometheus_sees_it(e)).collect();
+    check_parses(&exprs);
+}
+
+#[test]
+fn every_query_of_the_operations_guide_is_promql_that_prometheus_parses() {
+    let queries = operations_queries();
+    assert!(queries.len() >= 8, "{queries:?}");
+    check_parses(&queries);
 }
 
 #[test]

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::assets::{alert_rules, as_prometheus_sees_it, dashboard, dashboard_queries, repo};
+use super::assets::{
+    alert_rules, as_prometheus_sees_it, dashboard, dashboard_queries, operations_queries, repo,
+};
 use super::prometheus::Prometheus;
 use super::promql::{self, Query};
 use crate::support::KEY;
@@ -284,6 +286,9 @@ async fn every_series_the_dashboard_and_the_alerts_query_is_in_a_live_scrape() {
                 .map(|v| (format!("dashboard variable: {v}"), promql::read_variable(v))),
         )
         .collect();
+    for query in operations_queries() {
+        queries.push((format!("docs/OPERATIONS.md: {query}"), promql::read(&query)));
+    }
     for rule in alert_rules() {
         let expr = rule["expr"].as_str().unwrap();
         queries.push((
