@@ -6,3 +6,4 @@ mod assets;
 mod live;
 mod prometheus;
 mod promql;
+mod scrape;
