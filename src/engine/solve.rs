@@ -125,7 +125,7 @@ pub struct Engine {
     /// Woken after a caller takes a pooled answer, so a pool refiller can top up at once
     /// instead of at its next tick.
     pool_taken: Arc<Notify>,
-    metrics: super::EngineMetrics,
+    pub(super) metrics: super::EngineMetrics,
 }
 
 impl Engine {
@@ -155,11 +155,6 @@ impl Engine {
     pub fn cut_short_by(mut self, cut: CancellationToken) -> Self {
         self.cut = cut;
         self
-    }
-
-    /// Answers, solve errors and delays, for `/metrics`.
-    pub fn metrics(&self) -> &super::EngineMetrics {
-        &self.metrics
     }
 
     /// This process's id in the store (random per boot, never reused, so a restarted instance
