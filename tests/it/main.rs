@@ -29,6 +29,7 @@ mod logs;
 mod metrics_series;
 mod native_api;
 mod nginx;
+mod observability;
 mod pools;
 mod promises;
 mod queue;
