@@ -97,6 +97,9 @@ pub struct Settings {
     /// The `[queue]` table as written (docs/QUEUE.md "Settings"); `worker` checks and applies
     /// it under its flags.
     pub queue: crate::queue::QueueFile,
+    /// How often the status page's history is sampled and, with Redis, this instance's figures
+    /// published to the fleet (`crate::status`; no flag: tests shorten it).
+    pub status_every: Duration,
 }
 
 /// The TOML file: every flag, plus the knobs that have no flag.
@@ -483,6 +486,7 @@ pub fn load_serve(
         upstream: crate::upstream::UpstreamSettings::default(),
         enqueue_to,
         queue: file.queue.clone(),
+        status_every: crate::status::DEFAULT_EVERY,
     })
 }
 

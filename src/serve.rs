@@ -83,6 +83,11 @@ impl Gateway {
             admission: Admission::warming_up(settings.max_concurrent, settings.warmup),
             upstream,
             metrics: Arc::new(Metrics::new()),
+            status: crate::status::Status::new(
+                settings.status_every,
+                settings.redis.as_ref().map(|r| &r.target),
+            )
+            .await,
             limits: Arc::new(settings.limits.clone()),
             pools,
             tenants: Arc::new(Tenants::new(
@@ -100,6 +105,7 @@ impl Gateway {
             )
             .map_err(|e| StartError::Io(std::io::Error::other(e.to_string())))?,
         };
+        state.status.spawn_sampler(state.clone(), &shutdown);
         let mut router = http::router(state);
         if let Some((sim, _)) = &simulator {
             // One port for the quick start: the simulator's /verify and /stats under /sim.

@@ -74,6 +74,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
         .route("/", get(ops::index))
+        .route("/v1/status", get(ops::status))
         .route("/openapi.json", get(openapi::document))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             // The path only: compatible clients send their key in the query string.

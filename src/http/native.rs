@@ -102,6 +102,7 @@ pub async fn solve(
     state
         .metrics
         .solve_finished(kind, &result, started.elapsed());
+    state.status.recorder.handout(&result, started.elapsed());
     Ok(Json(handout_json(&result?)))
 }
 

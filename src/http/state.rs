@@ -45,6 +45,8 @@ pub struct AppState {
     pub admission: Arc<Admission>,
     pub upstream: Arc<Upstream>,
     pub metrics: Arc<Metrics>,
+    /// The dashboard's figures and history (`crate::status`).
+    pub status: Arc<crate::status::Status>,
     pub limits: Arc<Limits>,
     /// Configured pools, their sizes and import bookkeeping.
     pub pools: Arc<Pools>,

@@ -58,6 +58,7 @@ pub async fn solve(State(state): State<AppState>, key: BearerKey, body: Body) ->
     state
         .metrics
         .solve_finished(kind, &result, started.elapsed());
+    state.status.recorder.handout(&result, started.elapsed());
     match result {
         Ok(h) => Json(json!({
             "solution": h.answer.text,

@@ -130,6 +130,21 @@ pub struct AccountStatus {
     pub in_flight: u32,
 }
 
+/// One account's figures for the status page (`crate::status`): its gauges and counters now.
+#[derive(Debug, Clone)]
+pub struct AccountFigures {
+    pub name: String,
+    pub provider: &'static str,
+    /// As [`AccountStatus::state`].
+    pub state: &'static str,
+    pub threads: u32,
+    /// Threads taken, fleet-wide with Redis (as of the last renewal).
+    pub in_flight: u32,
+    /// The effective cap now.
+    pub cap: u32,
+    pub stats: crate::provider::AccountStats,
+}
+
 /// Every configured account, in config order (the flags' one account when there is no
 /// `[[accounts]]`).
 pub struct Upstream {
@@ -189,6 +204,22 @@ impl Upstream {
                 state: m.state(),
                 threads: m.account.threads(),
                 in_flight: m.account.in_flight(),
+            })
+            .collect()
+    }
+
+    /// Every account's figures, in config order (the status page).
+    pub fn figures(&self) -> Vec<AccountFigures> {
+        self.members
+            .iter()
+            .map(|m| AccountFigures {
+                name: m.name().to_owned(),
+                provider: m.provider.as_str(),
+                state: m.state(),
+                threads: m.account.threads(),
+                in_flight: m.account.in_flight(),
+                cap: m.account.effective_threads(),
+                stats: m.account.stats(),
             })
             .collect()
     }

@@ -1,0 +1,90 @@
+//! One instance's own figures, as it publishes them for the fleet (`fleet.rs`) and as the report
+//! adds them up. Fleet-wide figures (the store's per-target counters, threads taken per account)
+//! are not here: every instance reads the same ones from Redis.
+
+use serde::{Deserialize, Serialize};
+
+use super::histogram::{self, Buckets};
+use super::report::{AdmissionRow, ErrorCounts};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InstanceFigures {
+    pub instance: String,
+    pub at_ms: u64,
+    pub admission: AdmissionRow,
+    /// Error counts by class since this instance started.
+    pub errors: ErrorCounts,
+    /// Error counts by class over the report window.
+    pub errors_window: ErrorCounts,
+    /// This instance's upstream counters per configured account.
+    pub accounts: Vec<AccountCounters>,
+    /// Latency buckets (`histogram::BOUNDS`) over the report window.
+    pub handout: Vec<u64>,
+    pub solve: Vec<u64>,
+    pub ready_to_caller: Vec<u64>,
+    /// (end of interval in Unix ms, errors in it), oldest first.
+    pub history: Vec<(u64, u64)>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AccountCounters {
+    pub name: String,
+    pub submits: u64,
+    pub solved: u64,
+    pub failed: u64,
+    pub timeouts: u64,
+}
+
+/// The fleet's sum of per-instance figures.
+#[derive(Debug, Clone, Default)]
+pub struct Sum {
+    pub instances: u64,
+    pub admission: AdmissionRow,
+    pub errors: ErrorCounts,
+    pub errors_window: ErrorCounts,
+    pub accounts: Vec<AccountCounters>,
+    pub handout: Buckets,
+    pub solve: Buckets,
+    pub ready_to_caller: Buckets,
+    /// Errors per interval end, summed.
+    pub history: std::collections::BTreeMap<u64, u64>,
+}
+
+impl Sum {
+    pub fn add(&mut self, f: &InstanceFigures) {
+        self.instances += 1;
+        self.admission.active += f.admission.active;
+        self.admission.max_concurrent += f.admission.max_concurrent;
+        self.admission.running_limit += f.admission.running_limit;
+        add_counts(&mut self.errors, &f.errors);
+        add_counts(&mut self.errors_window, &f.errors_window);
+        for a in &f.accounts {
+            if let Some(x) = self.accounts.iter_mut().find(|x| x.name == a.name) {
+                x.submits += a.submits;
+                x.solved += a.solved;
+                x.failed += a.failed;
+                x.timeouts += a.timeouts;
+            } else if self.accounts.len() < super::MAX_ACCOUNTS {
+                // Instances share one configuration; a name only one of them has (a rollout
+                // in progress) is shown too, within the cap that bounds the list.
+                self.accounts.push(a.clone());
+            }
+        }
+        histogram::add(&mut self.handout, &f.handout);
+        histogram::add(&mut self.solve, &f.solve);
+        histogram::add(&mut self.ready_to_caller, &f.ready_to_caller);
+        for (t, n) in &f.history {
+            *self.history.entry(*t).or_default() += n;
+        }
+    }
+}
+
+fn add_counts(into: &mut ErrorCounts, from: &ErrorCounts) {
+    for (class, n) in from {
+        // Classes are a fixed set plus at most `recorder::MAX_CODES` caller codes per instance;
+        // a hostile snapshot cannot add more than that many more.
+        if into.contains_key(class) || into.len() < super::MAX_ERROR_CLASSES {
+            *into.entry(class.clone()).or_default() += n;
+        }
+    }
+}
