@@ -79,6 +79,8 @@ pub async fn sample(state: &AppState, recorder: &Recorder) -> Sample {
     Sample {
         t_ms: now_ms(),
         store: by_source(&rows),
+        threads_in_use: state.upstream.in_flight().into(),
+        threads_cap: state.upstream.effective_threads().into(),
         errors: live.errors,
         reading: live.reading,
     }
@@ -121,6 +123,7 @@ pub fn instance_figures(
         },
         errors: live.errors.clone(),
         errors_window: counts_since(&live.errors, &start.errors),
+        window_ms: now.saturating_sub(start.t_ms).min(window.as_millis() as u64),
         accounts: live.accounts.clone(),
         handout: histogram::since(&live.reading.handout, &start.reading.handout).to_vec(),
         solve: histogram::since(&live.reading.solved, &start.reading.solved).to_vec(),
@@ -177,7 +180,7 @@ pub async fn report(i: Inputs<'_>) -> StatusReport {
             solve: percentiles(&sum.solve),
             ready_to_caller: percentiles(&sum.ready_to_caller),
         },
-        errors: errors(&sum, i.window),
+        errors: errors(&sum, Duration::from_millis(i.mine.window_ms)),
     }
 }
 
@@ -211,6 +214,8 @@ fn history(ring: &Ring, fleet_errors: &BTreeMap<u64, u64>) -> Vec<Point> {
                 pool: rate(b.store.pool, a.store.pool),
                 solved: rate(b.store.solved, a.store.solved),
                 shared: rate(b.store.shared, a.store.shared),
+                threads_in_use: b.threads_in_use,
+                threads_cap: b.threads_cap,
                 // Instances sample on the same wall-clock marks, so their points share `t_ms`
                 // (to the millisecond only when their clocks and timers agree): match within
                 // half an interval.
@@ -296,7 +301,8 @@ fn percentiles(b: &Buckets) -> Percentiles {
 }
 
 fn errors(sum: &Sum, window: Duration) -> Vec<ErrorRow> {
-    let minutes = window.as_secs_f64() / 60.0;
+    // Right after start the window is short; a rate over nothing is no rate.
+    let minutes = (window.as_secs_f64() / 60.0).max(1.0 / 60.0);
     sum.errors
         .iter()
         .take(MAX_ERROR_CLASSES)

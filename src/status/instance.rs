@@ -16,6 +16,8 @@ pub struct InstanceFigures {
     pub errors: ErrorCounts,
     /// Error counts by class over the report window.
     pub errors_window: ErrorCounts,
+    /// How much of the window this instance's history covers (less right after start).
+    pub window_ms: u64,
     /// This instance's upstream counters per configured account.
     pub accounts: Vec<AccountCounters>,
     /// Latency buckets (`histogram::BOUNDS`) over the report window.

@@ -66,6 +66,10 @@ pub struct Point {
     pub shared: f64,
     /// Every error class together, per second.
     pub errors: f64,
+    /// Upstream threads taken and the effective caps at the end of the interval, over every
+    /// account.
+    pub threads_in_use: u64,
+    pub threads_cap: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -11,6 +11,9 @@ pub struct Sample {
     pub t_ms: u64,
     /// The store's answers by source (fleet-wide with Redis).
     pub store: BySource<u64>,
+    /// Upstream threads taken and the effective caps, over every account (fleet-wide with Redis).
+    pub threads_in_use: u64,
+    pub threads_cap: u64,
     /// This instance's error counts by class.
     pub errors: ErrorCounts,
     /// This instance's recorder.
