@@ -1,0 +1,219 @@
+//! The dashboard in headless Chromium (Debian's `chromium`, which `scripts/test` installs):
+//! under load the rendered page shows non-zero live figures, and each matches a `/metrics`
+//! scrape taken around the page load (counters between the scrape before and the one after);
+//! once the load stops and the pool is full, the page and the metrics agree exactly. A
+//! screenshot goes to `target/dashboard.png`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use super::{Load, POOL_LABEL, POOL_SIZE, Scrape, pool, status};
+use crate::support::eventually::eventually;
+use crate::support::{TestGateway, fast_settings};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+fn chromium_args(profile: &Path) -> Vec<String> {
+    vec![
+        "--headless".into(),
+        // Tests run as root in containers, where Chromium's sandbox cannot start.
+        "--no-sandbox".into(),
+        "--disable-gpu".into(),
+        "--hide-scrollbars".into(),
+        "--no-first-run".into(),
+        format!("--user-data-dir={}", profile.display()),
+        "--window-size=1366,900".into(),
+        // Virtual time runs the page's script (its first fetch of /v1/status included) and
+        // then stops, so the DOM is read once the page has drawn the figures.
+        "--virtual-time-budget=4000".into(),
+    ]
+}
+
+async fn chromium(extra: &[String], url: &str) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(CHROMIUM);
+    cmd.args(chromium_args(profile.path()))
+        .args(extra)
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("chromium finishes")
+        .unwrap_or_else(|e| panic!("{CHROMIUM} runs (scripts/test installs it): {e}"));
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The `data-value` of the first element with `data-figure="name"` after `from` in `dom`.
+fn figure_after(dom: &str, from: usize, name: &str) -> Option<String> {
+    let needle = format!("data-figure=\"{name}\"");
+    let at = from + dom[from..].find(&needle)?;
+    let tag_end = at + dom[at..].find('>')?;
+    let tag_start = dom[..at].rfind('<')?;
+    let tag = &dom[tag_start..tag_end];
+    let v = tag.find("data-value=\"")? + "data-value=\"".len();
+    let len = tag[v..].find('"')?;
+    Some(tag[v..v + len].to_owned())
+}
+
+fn figure(dom: &str, name: &str) -> f64 {
+    let v = figure_after(dom, 0, name).unwrap_or_else(|| panic!("the page shows {name}"));
+    v.parse()
+        .unwrap_or_else(|_| panic!("{name} is a number, not {v:?}"))
+}
+
+/// A figure in the pool row of `label`.
+fn pool_figure(dom: &str, label: &str, name: &str) -> f64 {
+    let row = dom
+        .find(&format!("data-pool=\"{label}\""))
+        .unwrap_or_else(|| panic!("the page has a pool row for {label}"));
+    let v = figure_after(dom, row, name).unwrap_or_else(|| panic!("{label} shows {name}"));
+    v.parse().unwrap()
+}
+
+fn between(what: &str, low: u64, value: f64, high: u64) {
+    assert!(
+        low as f64 <= value && value <= high as f64,
+        "{what}: the page shows {value}, /metrics said {low} before and {high} after"
+    );
+}
+
+/// The figures the test compares, by today's metric name (docs/API.md "Metrics").
+struct Names {
+    pool_hits: &'static str,
+    waits_served: &'static str,
+    new_tasks: &'static str,
+    refills: &'static str,
+    pool_ready: &'static str,
+    pool_target: &'static str,
+    threads_cap: &'static str,
+    handouts: &'static str,
+    target_in_flight: &'static str,
+}
+
+const NAMES: Names = Names {
+    pool_hits: "gateway_pool_hits_total",
+    waits_served: "gateway_waits_served_total",
+    new_tasks: "gateway_new_tasks_total",
+    refills: "gateway_refills_total",
+    pool_ready: "gateway_pool_size",
+    pool_target: "gateway_pool_target_size",
+    threads_cap: "upstream_threads_cap",
+    handouts: "gateway_solve_duration_seconds_count",
+    target_in_flight: "gateway_target_in_flight",
+};
+
+fn screenshot_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/dashboard.png")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_dashboard_shows_live_figures_that_match_metrics() {
+    let mut settings = fast_settings();
+    settings.pools = pool();
+    settings.status_every = Duration::from_millis(500);
+    let gw = TestGateway::with(settings).await;
+    let load = Load::start(&gw, 8);
+    eventually(
+        Duration::from_secs(60),
+        "history with answers from every source",
+        || async {
+            let s = status(&gw).await;
+            let t = &s["answers"]["total"];
+            let live = s["history"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| p["pool"].as_f64() > Some(0.0) || p["solved"].as_f64() > Some(0.0))
+                .count();
+            t["pool"].as_u64() > Some(0) && t["solved"].as_u64() > Some(0) && live >= 3
+        },
+    )
+    .await;
+
+    let before = Scrape::take(&gw).await;
+    let dom = chromium(&["--dump-dom".into()], &gw.url("/")).await;
+    let after = Scrape::take(&gw).await;
+    let shot = screenshot_path();
+    chromium(&[format!("--screenshot={}", shot.display())], &gw.url("/")).await;
+    load.stop().await;
+
+    assert!(dom.contains("data-status=\"ok\""), "the page loaded /v1/status");
+    assert_eq!(figure_after(&dom, 0, "store").as_deref(), Some("memory"));
+    assert_eq!(figure(&dom, "instances"), 1.0);
+    let (b, a) = (&before, &after);
+    let n = &NAMES;
+    for (figure_name, metric) in [
+        ("answers-total-pool", n.pool_hits),
+        ("answers-total-shared", n.waits_served),
+    ] {
+        between(figure_name, b.sum(metric, ""), figure(&dom, figure_name), a.sum(metric, ""));
+    }
+    let callers_tasks = |s: &Scrape| s.sum(n.new_tasks, "").saturating_sub(s.sum(n.refills, ""));
+    between(
+        "answers-total-solved",
+        callers_tasks(b),
+        figure(&dom, "answers-total-solved"),
+        callers_tasks(a),
+    );
+    between(
+        "latency-handout-count",
+        b.sum(n.handouts, ""),
+        figure(&dom, "latency-handout-count"),
+        a.sum(n.handouts, ""),
+    );
+    for live in [
+        "answers-total-pool",
+        "answers-total-solved",
+        "answers-rate",
+        "latency-handout-p50",
+    ] {
+        assert!(figure(&dom, live) > 0.0, "{live} is live, not zero");
+    }
+    let cap = figure(&dom, "threads-cap");
+    between("threads-cap", b.sum(n.threads_cap, ""), cap, a.sum(n.threads_cap, ""));
+    assert!(figure(&dom, "threads-in-use") <= cap);
+    let target = format!("target=\"{POOL_LABEL}\"");
+    assert_eq!(
+        pool_figure(&dom, POOL_LABEL, "pool-target"),
+        b.sum(n.pool_target, &target) as f64
+    );
+    assert!(pool_figure(&dom, POOL_LABEL, "pool-ready") <= POOL_SIZE as f64);
+    let points: u64 = {
+        let at = dom.find("data-points=\"").expect("the rate chart says its points") + 13;
+        dom[at..at + dom[at..].find('"').unwrap()].parse().unwrap()
+    };
+    assert!(points >= 3, "the rate chart draws the history ({points} points)");
+    assert!(dom.contains("<polyline"), "the rate chart has its lines");
+
+    // At rest, with the pool full, gauges hold still: page and metrics agree exactly.
+    eventually(Duration::from_secs(60), "the pool refills", || async {
+        let s = Scrape::take(&gw).await;
+        s.sum(n.pool_ready, &target) == POOL_SIZE && s.sum(n.target_in_flight, "") == 0
+    })
+    .await;
+    let rest = chromium(&["--dump-dom".into()], &gw.url("/")).await;
+    let scrape = Scrape::take(&gw).await;
+    assert_eq!(
+        pool_figure(&rest, POOL_LABEL, "pool-ready"),
+        scrape.sum(n.pool_ready, &target) as f64
+    );
+    assert_eq!(figure(&rest, "threads-in-use"), 0.0);
+    assert_eq!(
+        figure(&rest, "answers-total-pool"),
+        scrape.sum(n.pool_hits, "") as f64
+    );
+    assert!(
+        std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0) > 10_000,
+        "the screenshot {} is written",
+        shot.display()
+    );
+}
