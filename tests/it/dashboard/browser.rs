@@ -97,6 +97,8 @@ struct Names {
     threads_cap: &'static str,
     handouts: &'static str,
     target_in_flight: &'static str,
+    /// Synchronous solves by outcome; `timeout` is a caller's deadline passing.
+    solves_timed_out: (&'static str, &'static str),
 }
 
 const NAMES: Names = Names {
@@ -109,6 +111,7 @@ const NAMES: Names = Names {
     threads_cap: "upstream_threads_cap",
     handouts: "gateway_solve_duration_seconds_count",
     target_in_flight: "gateway_target_in_flight",
+    solves_timed_out: ("gateway_solves_total", "outcome=\"timeout\""),
 };
 
 fn screenshot_path() -> PathBuf {
@@ -144,6 +147,7 @@ async fn the_dashboard_shows_live_figures_that_match_metrics() {
     let after = Scrape::take(&gw).await;
     let shot = screenshot_path();
     chromium(&[format!("--screenshot={}", shot.display())], &gw.url("/")).await;
+    let answered = load.answers.clone();
     load.stop().await;
 
     assert!(dom.contains("data-status=\"ok\""), "the page loaded /v1/status");
@@ -170,7 +174,17 @@ async fn the_dashboard_shows_live_figures_that_match_metrics() {
         figure(&dom, "latency-handout-count"),
         a.sum(n.handouts, ""),
     );
+    let handed_out = figure(&dom, "latency-handout-count");
+    assert!(handed_out <= answered.load(std::sync::atomic::Ordering::Relaxed) as f64);
+    let (metric, timeouts) = n.solves_timed_out;
+    between(
+        "error-total-caller_timeout",
+        b.sum(metric, timeouts),
+        figure(&dom, "error-total-caller_timeout"),
+        a.sum(metric, timeouts),
+    );
     for live in [
+        "error-total-caller_timeout",
         "answers-total-pool",
         "answers-total-solved",
         "answers-rate",

@@ -8,7 +8,6 @@ mod fleet;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
 
 use captcha_gateway::model::TargetPolicy;
 use captcha_gateway::pools::{PoolSpec, PoolTable, specs};
@@ -40,6 +39,7 @@ pub fn pool() -> Vec<PoolSpec> {
 /// several callers at once (new tasks, and callers sharing a running one).
 pub struct Load {
     stop: Arc<AtomicBool>,
+    /// Answers the callers got (their errors are the rest).
     pub answers: Arc<AtomicU64>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -54,7 +54,11 @@ impl Load {
                 let (http, base) = (gw.http.clone(), gw.url(""));
                 tokio::spawn(async move {
                     while !stop.load(Ordering::Relaxed) {
-                        let body = if i % 2 == 0 {
+                        let body = if i == 1 {
+                            // A caller whose deadline no solve can meet: caller errors.
+                            json!({"kind": "turnstile", "sitekey": "0x4AAA",
+                                   "pageurl": "https://slow.example/", "timeout_s": 0.01})
+                        } else if i % 2 == 0 {
                             json!({"kind": "recaptcha_v2", "sitekey": "6Le-dash",
                                    "pageurl": "https://example.com/login"})
                         } else {
@@ -111,12 +115,5 @@ impl Scrape {
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .map(|v| v as u64)
             .sum()
-    }
-
-    /// Whether any sample of `name` is in the scrape.
-    pub fn has(&self, name: &str) -> bool {
-        self.0.lines().any(|l| {
-            l.starts_with(name) && matches!(l.as_bytes().get(name.len()), Some(b'{' | b' '))
-        })
     }
 }
