@@ -207,7 +207,11 @@ pub struct BenchArgs {
 #[derive(Debug, Default, Args)]
 pub struct StatusArgs {
     /// The gateway's base URL, e.g. `http://127.0.0.1:8080`.
-    #[arg(long, env = "CAPTCHA_GATEWAY_URL", default_value = "http://127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "CAPTCHA_GATEWAY_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
     pub url: String,
     /// A gateway key, sent as `Authorization: Bearer` (for a proxy in front that asks for one;
     /// the gateway serves its status without a key, as it serves `/metrics`).

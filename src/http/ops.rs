@@ -1,9 +1,9 @@
 //! Operations endpoints: liveness, readiness, Prometheus metrics, the live status and its
 //! dashboard.
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::Json;
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;

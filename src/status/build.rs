@@ -88,7 +88,12 @@ pub async fn sample(state: &AppState, recorder: &Recorder) -> Sample {
 
 fn counts_since(now: &ErrorCounts, then: &ErrorCounts) -> ErrorCounts {
     now.iter()
-        .map(|(k, v)| (k.clone(), v.saturating_sub(then.get(k).copied().unwrap_or(0))))
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                v.saturating_sub(then.get(k).copied().unwrap_or(0)),
+            )
+        })
         .filter(|(_, v)| *v > 0)
         .collect()
 }
@@ -123,7 +128,9 @@ pub fn instance_figures(
         },
         errors: live.errors.clone(),
         errors_window: counts_since(&live.errors, &start.errors),
-        window_ms: now.saturating_sub(start.t_ms).min(window.as_millis() as u64),
+        window_ms: now
+            .saturating_sub(start.t_ms)
+            .min(window.as_millis() as u64),
         accounts: live.accounts.clone(),
         handout: histogram::since(&live.reading.handout, &start.reading.handout).to_vec(),
         solve: histogram::since(&live.reading.solved, &start.reading.solved).to_vec(),

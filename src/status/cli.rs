@@ -153,7 +153,11 @@ pub fn render(r: &StatusReport, url: &str) -> String {
         tot.solved,
         tot.shared
     );
-    let rates: Vec<f64> = r.history.iter().map(|p| p.pool + p.solved + p.shared).collect();
+    let rates: Vec<f64> = r
+        .history
+        .iter()
+        .map(|p| p.pool + p.solved + p.shared)
+        .collect();
     if !rates.is_empty() {
         let minutes = (rates.len() as f64 * r.interval_s / 60.0).round();
         let label = format!("last {minutes:.0} min");
@@ -211,19 +215,32 @@ pub fn render(r: &StatusReport, url: &str) -> String {
     );
     latency_line(&mut out, "request -> answer", &r.latency.handout);
     latency_line(&mut out, "own task solved", &r.latency.solve);
-    latency_line(&mut out, "answer age at handout", &r.latency.ready_to_caller);
+    latency_line(
+        &mut out,
+        "answer age at handout",
+        &r.latency.ready_to_caller,
+    );
     let errors: Vec<_> = r.errors.iter().filter(|e| e.total > 0).collect();
     if errors.is_empty() {
         let _ = writeln!(out, "errors                none since start");
     } else {
         let _ = writeln!(out, "errors                 /min     total");
         for e in errors.iter().take(8) {
-            let _ = writeln!(out, "  {:<20} {:>6} {:>9}", e.class, rate(e.per_min), e.total);
+            let _ = writeln!(
+                out,
+                "  {:<20} {:>6} {:>9}",
+                e.class,
+                rate(e.per_min),
+                e.total
+            );
         }
     }
     match &r.queue {
         None => {
-            let _ = writeln!(out, "queue                 none (tasks are solved in this process)");
+            let _ = writeln!(
+                out,
+                "queue                 none (tasks are solved in this process)"
+            );
         }
         Some(q) => {
             let show = |v: Option<u64>| v.map_or_else(|| "unknown".into(), |v| v.to_string());

@@ -17,7 +17,7 @@ const INSTANCES: &str = "cg:status:{fleet}:instances";
 /// how many it summed.
 const MAX_INSTANCES: isize = 256;
 /// A snapshot larger than this is not read (a well-formed one is a few kilobytes).
-const MAX_SNAPSHOT_BYTES: usize = 256 * 1024;
+const MAX_SNAPSHOT_BYTES: usize = 64 * 1024;
 
 fn key(instance: &str) -> String {
     format!("cg:status:{{fleet}}:i:{instance}")
@@ -55,7 +55,10 @@ impl Fleet {
         }
     }
 
-    async fn try_exchange(&self, mine: &InstanceFigures) -> redis::RedisResult<Vec<InstanceFigures>> {
+    async fn try_exchange(
+        &self,
+        mine: &InstanceFigures,
+    ) -> redis::RedisResult<Vec<InstanceFigures>> {
         let mut conn = self.conn.clone();
         let now = now_ms();
         let ttl_ms = self.ttl.as_millis() as u64;
@@ -83,7 +86,8 @@ impl Fleet {
             return Ok(Vec::new());
         }
         let keys: Vec<String> = ids.iter().map(|id| key(id)).collect();
-        let values: Vec<Option<String>> = redis::cmd("MGET").arg(&keys).query_async(&mut conn).await?;
+        let values: Vec<Option<String>> =
+            redis::cmd("MGET").arg(&keys).query_async(&mut conn).await?;
         Ok(values
             .into_iter()
             .flatten()

@@ -150,7 +150,10 @@ async fn the_dashboard_shows_live_figures_that_match_metrics() {
     let answered = load.answers.clone();
     load.stop().await;
 
-    assert!(dom.contains("data-status=\"ok\""), "the page loaded /v1/status");
+    assert!(
+        dom.contains("data-status=\"ok\""),
+        "the page loaded /v1/status"
+    );
     assert_eq!(figure_after(&dom, 0, "store").as_deref(), Some("memory"));
     assert_eq!(figure(&dom, "instances"), 1.0);
     let (b, a) = (&before, &after);
@@ -159,7 +162,12 @@ async fn the_dashboard_shows_live_figures_that_match_metrics() {
         ("answers-total-pool", n.pool_hits),
         ("answers-total-shared", n.waits_served),
     ] {
-        between(figure_name, b.sum(metric, ""), figure(&dom, figure_name), a.sum(metric, ""));
+        between(
+            figure_name,
+            b.sum(metric, ""),
+            figure(&dom, figure_name),
+            a.sum(metric, ""),
+        );
     }
     let callers_tasks = |s: &Scrape| s.sum(n.new_tasks, "").saturating_sub(s.sum(n.refills, ""));
     between(
@@ -193,7 +201,12 @@ async fn the_dashboard_shows_live_figures_that_match_metrics() {
         assert!(figure(&dom, live) > 0.0, "{live} is live, not zero");
     }
     let cap = figure(&dom, "threads-cap");
-    between("threads-cap", b.sum(n.threads_cap, ""), cap, a.sum(n.threads_cap, ""));
+    between(
+        "threads-cap",
+        b.sum(n.threads_cap, ""),
+        cap,
+        a.sum(n.threads_cap, ""),
+    );
     assert!(figure(&dom, "threads-in-use") <= cap);
     let target = format!("target=\"{POOL_LABEL}\"");
     assert_eq!(
@@ -202,10 +215,16 @@ async fn the_dashboard_shows_live_figures_that_match_metrics() {
     );
     assert!(pool_figure(&dom, POOL_LABEL, "pool-ready") <= POOL_SIZE as f64);
     let points: u64 = {
-        let at = dom.find("data-points=\"").expect("the rate chart says its points") + 13;
+        let at = dom
+            .find("data-points=\"")
+            .expect("the rate chart says its points")
+            + 13;
         dom[at..at + dom[at..].find('"').unwrap()].parse().unwrap()
     };
-    assert!(points >= 3, "the rate chart draws the history ({points} points)");
+    assert!(
+        points >= 3,
+        "the rate chart draws the history ({points} points)"
+    );
     assert!(dom.contains("<polyline"), "the rate chart has its lines");
 
     // At rest, with the pool full, gauges hold still: page and metrics agree exactly.

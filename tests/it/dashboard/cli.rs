@@ -39,16 +39,24 @@ async fn the_status_command_prints_the_live_figures() {
     let out = run(vec!["status".into(), "--url".into(), gw.url("")]).await;
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{text}");
-    let (pool, solved, shared) = (t["pool"].as_u64().unwrap(), t["solved"].as_u64().unwrap(), t["shared"].as_u64().unwrap());
+    let (pool, solved, shared) = (
+        t["pool"].as_u64().unwrap(),
+        t["solved"].as_u64().unwrap(),
+        t["shared"].as_u64().unwrap(),
+    );
     assert!(solved > 0);
     let totals = format!("pool {pool}  solved {solved}  shared {shared}");
     assert!(
-        text.lines().any(|l| l.starts_with("answers since start") && l.ends_with(&totals)),
+        text.lines()
+            .any(|l| l.starts_with("answers since start") && l.ends_with(&totals)),
         "{totals} in:\n{text}"
     );
     assert!(text.contains("embedded store · 1 instance"), "{text}");
     assert!(text.contains("sim"), "the account is listed:\n{text}");
-    assert!(text.contains("turnstile:cli0.example"), "the targets are listed:\n{text}");
+    assert!(
+        text.contains("turnstile:cli0.example"),
+        "the targets are listed:\n{text}"
+    );
     assert!(text.lines().count() <= 40, "one screen:\n{text}");
 }
 
@@ -60,6 +68,9 @@ async fn the_status_command_says_in_one_line_when_the_gateway_is_unreachable() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(out.stdout.is_empty());
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("status: cannot reach the gateway at"), "{err}");
+    assert!(
+        err.starts_with("status: cannot reach the gateway at"),
+        "{err}"
+    );
     assert!(!err.contains("hunter2"), "the password stays out: {err}");
 }

@@ -58,9 +58,13 @@ async fn the_status_adds_up_a_redis_fleet_and_forgets_a_stopped_instance() {
     );
 
     b.gateway.shutdown.token.cancel();
-    eventually(Duration::from_secs(30), "b drops out of a's report", || async {
-        let s = status(&a).await;
-        s["fleet"]["instances"] == 1 && s["admission"]["max_concurrent"] == 100
-    })
+    eventually(
+        Duration::from_secs(30),
+        "b drops out of a's report",
+        || async {
+            let s = status(&a).await;
+            s["fleet"]["instances"] == 1 && s["admission"]["max_concurrent"] == 100
+        },
+    )
     .await;
 }

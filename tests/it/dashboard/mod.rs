@@ -53,7 +53,13 @@ impl Load {
                 let (stop, answers) = (stop.clone(), answers.clone());
                 let (http, base) = (gw.http.clone(), gw.url(""));
                 tokio::spawn(async move {
+                    // The caller that always times out is paced (ten a second), so errors stay
+                    // a minority of the traffic as in a real fleet; the others go flat out.
+                    let mut pace = tokio::time::interval(std::time::Duration::from_millis(100));
                     while !stop.load(Ordering::Relaxed) {
+                        if i == 1 {
+                            pace.tick().await;
+                        }
                         let body = if i == 1 {
                             // A caller whose deadline no solve can meet: caller errors.
                             json!({"kind": "turnstile", "sitekey": "0x4AAA",
