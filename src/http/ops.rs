@@ -52,8 +52,30 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
 }
 
 /// The dashboard (`crate::status::page`): one page with its styles and script inline, drawing
-/// `GET /v1/status`. The policy lets it load nothing else.
-pub async fn index() -> Response {
+/// `GET /v1/status`; the policy lets it load nothing else. Without script, a plain table of the
+/// per-target figures (the rows `/metrics` shows) stands in.
+pub async fn index(State(state): State<AppState>) -> Response {
+    let figures = state.engine.store().figures().await.unwrap_or_default();
+    let top = state.engine.settings().metrics_top_targets;
+    let views = state.pools.top_views(figures, top, GroupBy::Label);
+    let rows: String = views
+        .iter()
+        .map(|v| {
+            let f = &v.figures;
+            format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                html_escape(&f.label), f.pooled, f.in_flight, f.waiting, f.pool_hits, f.new_tasks, f.expired_unused
+            )
+        })
+        .collect();
+    let fallback = format!(
+        "<p>{} active of {} &middot; upstream {} of {} threads in use</p>\
+         <table><tr><th>target</th><th>pooled</th><th>in flight</th><th>waiting</th><th>pool hits</th><th>new tasks</th><th>expired unused</th></tr>{rows}</table>",
+        state.admission.active(),
+        state.admission.max(),
+        state.upstream.in_flight(),
+        state.upstream.threads(),
+    );
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -64,7 +86,7 @@ pub async fn index() -> Response {
             ),
             (header::CACHE_CONTROL, "no-cache"),
         ],
-        crate::status::page::PAGE,
+        crate::status::page::with_fallback(&fallback),
     )
         .into_response()
 }
@@ -74,4 +96,10 @@ pub async fn index() -> Response {
 pub async fn status(State(state): State<AppState>) -> Response {
     let report = state.status.report(&state).await;
     ([(header::CACHE_CONTROL, "no-store")], Json(report)).into_response()
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }

@@ -28,7 +28,7 @@ function secs(s) {
   return Math.round(s) + " s";
 }
 function pct(x) { return x === null || x === undefined ? "\u2013" : (x * 100).toFixed(x < 0.1 && x > 0 ? 1 : 0) + "%"; }
-function attr(name, value) { return 'data-figure="' + name + '" data-value="' + esc(value === null || value === undefined ? "" : value) + '"'; }
+function attr(name, value) { return 'data-figure="' + esc(name) + '" data-value="' + esc(value === null || value === undefined ? "" : value) + '"'; }
 
 function setFig(name, value, text) {
   for (const el of document.querySelectorAll('[data-figure="' + name + '"]')) {
@@ -140,7 +140,7 @@ function renderLatency(r) {
   const rows = [["handout", "request \u2192 answer", r.latency.handout], ["solve", "own task solved", r.latency.solve], ["ready_to_caller", "answer age at handout", r.latency.ready_to_caller]];
   let html = "<tr><th></th><th>n</th><th>p50</th><th>p90</th><th>p99</th></tr>";
   for (const [key, label, p] of rows) {
-    html += "<tr><td>" + label + "</td><td " + attr("latency-" + key + "-count", p.count) + ">" + num(p.count) + "</td>" +
+    html += "<tr><td class=\"name\">" + label + "</td><td " + attr("latency-" + key + "-count", p.count) + ">" + num(p.count) + "</td>" +
       ["p50", "p90", "p99"].map(q => "<td " + attr("latency-" + key + "-" + q, p[q]) + ">" + secs(p[q]) + "</td>").join("") + "</tr>";
   }
   document.getElementById("latency").innerHTML = html;
@@ -154,7 +154,7 @@ function renderErrors(r) {
   rows.sort((a, b) => b.per_min - a.per_min || b.total - a.total);
   let html = "<tr><th>class</th><th>/ min</th><th>total</th></tr>";
   for (const e of rows) {
-    html += "<tr><td>" + esc(e.class.replace(/_/g, " ")) + "</td><td " + attr("error-rate-" + e.class, e.per_min) + ">" + rate(e.per_min) +
+    html += "<tr><td class=\"name\">" + esc(e.class.replace(/_/g, " ")) + "</td><td " + attr("error-rate-" + e.class, e.per_min) + ">" + rate(e.per_min) +
       "</td><td " + attr("error-total-" + e.class, e.total) + ">" + num(e.total) + "</td></tr>";
   }
   el.innerHTML = html;
@@ -165,7 +165,7 @@ function renderQueue(r) {
   if (!r.queue) return;
   const q = r.queue;
   el.className = "";
-  el.innerHTML = "<table class=\"num\"><tr><th>queue</th><th>lag</th><th>dead letters</th></tr><tr><td>" + esc(q.name) +
+  el.innerHTML = "<table class=\"num\"><tr><th>queue</th><th>lag</th><th>dead letters</th></tr><tr><td class=\"name\">" + esc(q.name) +
     "</td><td " + attr("queue-lag", q.lag) + ">" + num(q.lag) + "</td><td " + attr("queue-dead-letters", q.dead_letters) + ">" + num(q.dead_letters) + "</td></tr></table>";
 }
 

@@ -68,3 +68,41 @@ async fn the_status_adds_up_a_redis_fleet_and_forgets_a_stopped_instance() {
     )
     .await;
 }
+
+/// `serve --queue`: the report shows the queue's lag (tasks no worker has read, here all of
+/// them: no worker runs) and its dead letters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_shows_the_queues_lag_and_dead_letters() {
+    let redis = RedisServer::start();
+    let mut settings = fleet_settings(&redis, 100);
+    settings.enqueue_to = Some("dashq".into());
+    let gw = TestGateway::with(settings).await;
+    let tasks = 3;
+    for i in 0..tasks {
+        let res = gw
+            .http
+            .post(gw.url("/v1/tasks"))
+            .bearer_auth(crate::support::KEY)
+            .json(&json!({"kind": "turnstile", "sitekey": "0x4AAA",
+                          "pageurl": format!("https://queued{i}.example/")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 202);
+    }
+    // What a worker writes when it gives up on an entry.
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: String = redis::cmd("XADD")
+        .arg("cg:q:{dashq}:dead")
+        .arg("*")
+        .arg("reason")
+        .arg("test")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let q = &status(&gw).await["queue"];
+    assert_eq!(q["name"], "dashq");
+    assert_eq!(q["lag"], tasks);
+    assert_eq!(q["dead_letters"], 1);
+}
