@@ -90,3 +90,65 @@ fn add_counts(into: &mut ErrorCounts, from: &ErrorCounts) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figures(name: &str, active: u64, errors: &[(&str, u64)]) -> InstanceFigures {
+        InstanceFigures {
+            instance: name.into(),
+            admission: AdmissionRow {
+                active,
+                max_concurrent: 10,
+                running_limit: 10,
+            },
+            errors: errors.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
+            accounts: vec![AccountCounters {
+                name: "main".into(),
+                submits: active,
+                ..AccountCounters::default()
+            }],
+            handout: vec![1; 15],
+            history: vec![(5_000, 1), (10_000, 2)],
+            ..InstanceFigures::default()
+        }
+    }
+
+    #[test]
+    fn instances_add_up_by_class_account_bucket_and_interval() {
+        let mut sum = Sum::default();
+        sum.add(&figures("a", 3, &[("task_failed", 2)]));
+        sum.add(&figures(
+            "b",
+            4,
+            &[("task_failed", 1), ("caller_timeout", 5)],
+        ));
+        assert_eq!(sum.instances, 2);
+        assert_eq!(sum.admission.active, 7);
+        assert_eq!(sum.admission.max_concurrent, 20);
+        assert_eq!(sum.errors["task_failed"], 3);
+        assert_eq!(sum.errors["caller_timeout"], 5);
+        assert_eq!(sum.accounts.len(), 1);
+        assert_eq!(sum.accounts[0].submits, 7);
+        assert_eq!(sum.handout.iter().sum::<u64>(), 30);
+        assert_eq!(sum.history[&10_000], 4);
+    }
+
+    #[test]
+    fn a_snapshot_cannot_grow_the_report_past_its_bounds() {
+        let classes: Vec<(String, u64)> = (0..1000).map(|i| (format!("c{i}"), 1)).collect();
+        let mut hostile = figures("x", 1, &[]);
+        hostile.errors = classes.into_iter().collect();
+        hostile.accounts = (0..1000)
+            .map(|i| AccountCounters {
+                name: format!("a{i}"),
+                ..AccountCounters::default()
+            })
+            .collect();
+        let mut sum = Sum::default();
+        sum.add(&hostile);
+        assert_eq!(sum.errors.len(), crate::status::MAX_ERROR_CLASSES);
+        assert_eq!(sum.accounts.len(), crate::status::MAX_ACCOUNTS);
+    }
+}
