@@ -6,7 +6,7 @@
 //!
 //! Callers run a closed loop of `/v1/solve` on Turnstile pages of 200 sites, a new page every
 //! time. After each tenth of the pages the gateway's resident memory (`VmRSS`), the size of a
-//! `/metrics` scrape and its `gateway_targets` gauge are sampled. The figures are those samples
+//! `/metrics` scrape and its `captcha_gateway_targets` gauge are sampled. The figures are those samples
 //! after the first tenth (warm-up: allocator arenas, connection pools) and at the end.
 
 use std::sync::Arc;
@@ -133,7 +133,7 @@ async fn sample(
         .map_err(|e| BenchError::Setup(format!("/metrics: {e}")))?;
     let live_targets = text
         .lines()
-        .find_map(|l| l.strip_prefix("gateway_targets "))
+        .find_map(|l| l.strip_prefix("captcha_gateway_targets "))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(f64::NAN);
     Ok(Sample {

@@ -7,12 +7,14 @@
 
 mod active;
 mod arrival;
+mod metrics;
 mod reusable;
 mod solve;
 pub mod store;
 mod tasks;
 mod types;
 
+pub use metrics::EngineMetrics;
 pub use solve::{Engine, EngineSettings, Priority, Solution, Solver};
 pub use store::{MemoryStore, Store, StoreError, TargetCounts, TargetFigures};
 pub use tasks::ReportOutcome;

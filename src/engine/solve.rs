@@ -125,6 +125,9 @@ pub struct Engine {
     /// Woken after a caller takes a pooled answer, so a pool refiller can top up at once
     /// instead of at its next tick.
     pool_taken: Arc<Notify>,
+    metrics: super::EngineMetrics,
+    /// The same handouts for the dashboard's figures and history (`crate::status`).
+    recorder: Arc<crate::status::Recorder>,
 }
 
 impl Engine {
@@ -145,6 +148,8 @@ impl Engine {
             active: Arc::default(),
             next_waiter: Arc::new(AtomicU64::new(1)),
             pool_taken: Arc::new(Notify::new()),
+            metrics: super::EngineMetrics::default(),
+            recorder: Arc::default(),
         }
     }
 
@@ -153,6 +158,16 @@ impl Engine {
     pub fn cut_short_by(mut self, cut: CancellationToken) -> Self {
         self.cut = cut;
         self
+    }
+
+    /// Answers, solve errors and delays, for the status page (`crate::status`).
+    pub fn recorder(&self) -> &crate::status::Recorder {
+        &self.recorder
+    }
+
+    /// Answers, solve errors and delays, for `/metrics`.
+    pub fn metrics(&self) -> &super::EngineMetrics {
+        &self.metrics
     }
 
     /// This process's id in the store (random per boot, never reused, so a restarted instance
@@ -206,15 +221,19 @@ impl Engine {
         deadline: Instant,
         priority: Priority,
     ) -> Result<Handout, SolveError> {
+        let asked = Instant::now();
         let kind = req.kind();
         let target = self.target(&req);
-        match kind.reuse() {
+        let result = match kind.reuse() {
             Reuse::SingleUse { poolable } => {
                 self.single_use(target, req, deadline, poolable, priority)
                     .await
             }
             Reuse::Reusable => self.shared(target, req, deadline, priority).await,
-        }
+        };
+        self.metrics.record(kind, &result, asked.elapsed());
+        self.recorder.handout(&result, asked.elapsed());
+        result
     }
 
     async fn single_use(

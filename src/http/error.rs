@@ -78,8 +78,10 @@ impl From<SolveError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = Json(json!({"error": {"code": self.code, "message": self.message}}));
+        let body = Json(json!({"error": {"code": &self.code, "message": self.message}}));
         let mut res = (self.status, body).into_response();
+        res.extensions_mut()
+            .insert(super::outcome::ErrorCode(self.code));
         if let Some(secs) = self.retry_after {
             res.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));

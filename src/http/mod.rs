@@ -16,6 +16,7 @@ mod listen;
 mod native;
 mod openapi;
 mod ops;
+mod outcome;
 #[cfg(test)]
 mod parse_tests;
 mod pools;
@@ -76,6 +77,10 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(ops::index))
         .route("/v1/status", get(ops::status))
         .route("/openapi.json", get(openapi::document))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            outcome::count,
+        ))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             // The path only: compatible clients send their key in the query string.
             tracing::debug_span!("request", method = %req.method(), path = %req.uri().path())

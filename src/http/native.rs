@@ -91,7 +91,6 @@ pub async fn solve(
         .admit(&tenant.0, &mut native.req)
         .map_err(|r| super::usage::native_refusal(&r))?;
     let started = Instant::now();
-    let kind = native.req.kind();
     let result = state
         .solve_now(
             &tenant.0,
@@ -99,10 +98,6 @@ pub async fn solve(
             started + clamp(&state, native.timeout),
         )
         .await;
-    state
-        .metrics
-        .solve_finished(kind, &result, started.elapsed());
-    state.status.recorder.handout(&result, started.elapsed());
     Ok(Json(handout_json(&result?)))
 }
 

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::AppState;
 use crate::pools::GroupBy;
+use crate::telemetry::metrics::StoreUp;
 
 pub async fn livez() -> &'static str {
     "ok"
@@ -37,9 +38,21 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
     let figures = state.engine.store().figures().await.unwrap_or_default();
     let top = state.engine.settings().metrics_top_targets;
     let targets = state.pools.top_views(figures, top, GroupBy::Label);
-    let text = state
-        .metrics
-        .render(&state.admission, &state.upstream, &targets);
+    let store = state.engine.store();
+    let store = StoreUp {
+        store: store.backend(),
+        up: !store.degraded(),
+    };
+    let mut text = state.metrics.render(
+        &state.admission,
+        &state.upstream,
+        &targets,
+        store,
+        state.engine.metrics(),
+    );
+    if let super::Intake::Queued(queue) = &state.intake {
+        text = crate::queue::figures::splice(text, &queue.figures().await);
+    }
     let text = crate::tenants::metrics::splice(text, &state.tenants);
     (
         [(

@@ -99,6 +99,8 @@ pub(super) fn worker_refusal(refusal: &Refusal) -> Response {
         Json(json!({"error": code, "message": refusal.message()})),
     )
         .into_response();
+    res.extensions_mut()
+        .insert(super::outcome::ErrorCode(code.to_owned()));
     if let Some(secs) = retry_after(refusal) {
         res.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));

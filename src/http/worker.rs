@@ -16,7 +16,10 @@ use crate::compat::{Params, parse_submit};
 const OVERLOAD: f64 = 0.9;
 
 fn error(status: StatusCode, code: &str) -> Response {
-    (status, Json(json!({"error": code}))).into_response()
+    let mut res = (status, Json(json!({"error": code}))).into_response();
+    res.extensions_mut()
+        .insert(super::outcome::ErrorCode(code.to_owned()));
+    res
 }
 
 /// `{sitekey, pageurl, method, proxy, proxytype}` -> `{solution, captcha_id}` or `{error}`.
@@ -51,14 +54,9 @@ pub async fn solve(State(state): State<AppState>, key: BearerKey, body: Body) ->
         Err(refusal) => return super::usage::worker_refusal(&refusal),
     };
     let started = Instant::now();
-    let kind = req.kind();
     let result = state
         .solve_now(&tenant.0, req, started + state.limits.default_solve_timeout)
         .await;
-    state
-        .metrics
-        .solve_finished(kind, &result, started.elapsed());
-    state.status.recorder.handout(&result, started.elapsed());
     match result {
         Ok(h) => Json(json!({
             "solution": h.answer.text,

@@ -22,8 +22,9 @@ use tokio_util::sync::CancellationToken;
 use super::budget::{Budget, BudgetStats, Lease, Priority};
 use super::error::{ErrorClass, ProviderError};
 use super::poller::{self, PollSettings, Registration, Settled};
+use super::requests::{Endpoint, RequestCounts, RequestTable};
 use super::{PollOutcome, Provider, ThreadsInfo};
-use crate::model::{Kind, Millis, SolveRequest};
+use crate::model::{Kind, Millis, SolveRequest, now_ms};
 use crate::shutdown::Shutdown;
 
 /// The code of the error a solve ends with when its deadline passes.
@@ -89,6 +90,8 @@ pub struct Solved {
     pub price: Option<String>,
     /// When we learned it was ready: answer lifetimes count from here (promise 2).
     pub solved_at: Millis,
+    /// When the provider accepted the task (the submit that succeeded).
+    pub submitted_at: Millis,
 }
 
 /// A snapshot of an account's counters (monotonic since start).
@@ -112,6 +115,8 @@ pub struct AccountStats {
     pub failed: u64,
     /// Solves that ended at their deadline.
     pub timeouts: u64,
+    /// Requests to the provider by endpoint and result class.
+    pub requests: RequestTable,
 }
 
 /// The live counters behind [`AccountStats`], shared with the poller.
@@ -126,6 +131,7 @@ pub(crate) struct Counters {
     solved: AtomicU64,
     failed: AtomicU64,
     timeouts: AtomicU64,
+    pub(crate) requests: RequestCounts,
 }
 
 fn bump(counter: &AtomicU64) {
@@ -250,6 +256,7 @@ impl Account {
             hold_until: None,
         };
         let task_id = self.submit(req, deadline, priority, &mut slot).await?;
+        let submitted_at = now_ms();
         let (tx, rx) = oneshot::channel();
         let registration = Registration {
             id: task_id.clone(),
@@ -282,6 +289,7 @@ impl Account {
                 user_agent,
                 price,
                 solved_at: ready_after,
+                submitted_at,
             }),
             PollOutcome::Failed(e) => Err(e),
             PollOutcome::NotReady => Err(ProviderError::new(
@@ -307,10 +315,21 @@ impl Account {
             slot.hold_until = Some(Instant::now() + self.settings.poll.horizon(req.kind()));
             bump(&self.counters.submits);
             let err = match timeout_at(deadline, self.provider.submit(req)).await {
-                Ok(Ok(id)) => return Ok(id),
+                Ok(Ok(id)) => {
+                    self.counters.requests.count(Endpoint::Submit, Ok(()));
+                    return Ok(id);
+                }
                 Ok(Err(e)) => e,
-                Err(_) => return Err(timed_out("deadline passed during submit")),
+                Err(_) => {
+                    // Sent, never answered: counted like a transport timeout.
+                    let class = Err(ErrorClass::Transient);
+                    self.counters.requests.count(Endpoint::Submit, class);
+                    return Err(timed_out("deadline passed during submit"));
+                }
             };
+            self.counters
+                .requests
+                .count(Endpoint::Submit, Err(err.class));
             // The provider said no (or was unreachable): no task holds a thread.
             slot.hold_until = None;
             bump(&self.counters.submit_errors[class_index(err.class)]);
@@ -388,11 +407,17 @@ impl Account {
     }
 
     pub async fn report(&self, task_id: &str, good: bool) -> Result<(), ProviderError> {
-        self.provider.report(task_id, good).await
+        let result = self.provider.report(task_id, good).await;
+        let class = result.as_ref().map(|_| ()).map_err(|e| e.class);
+        self.counters.requests.count(Endpoint::Report, class);
+        result
     }
 
     pub async fn balance(&self) -> Result<String, ProviderError> {
-        self.provider.balance().await
+        let result = self.provider.balance().await;
+        let class = result.as_ref().map(|_| ()).map_err(|e| e.class);
+        self.counters.requests.count(Endpoint::Balance, class);
+        result
     }
 
     pub async fn threads_info(&self) -> Result<ThreadsInfo, ProviderError> {
@@ -415,6 +440,7 @@ impl Account {
             solved: get(&c.solved),
             failed: get(&c.failed),
             timeouts: get(&c.timeouts),
+            requests: c.requests.table(),
         }
     }
 }

@@ -32,6 +32,7 @@ mod exchange;
 mod inres;
 mod parse;
 mod poller;
+mod requests;
 mod schedule;
 mod taskapi;
 
@@ -50,6 +51,7 @@ pub use error::{ErrorClass, ProviderError};
 pub use inres::{CONNECT_TIMEOUT, Family, InResProvider, REQUEST_TIMEOUT};
 pub use parse::{BAD_RESPONSE, Extras, UpstreamReply, parse_reply, split_batch};
 pub use poller::PollSettings;
+pub use requests::{Endpoint, RESULTS, RequestTable};
 pub use taskapi::{NO_REPORTS, NO_THREADS_INFO, TaskApiFlavor, TaskApiProvider};
 
 use async_trait::async_trait;

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::account::Counters;
 use super::error::{ErrorClass, ProviderError};
+use super::requests::Endpoint;
 use super::schedule::{self, ArrivalRate, Grid, SolveTimes};
 use super::{PollOutcome, Provider};
 use crate::compat::codes;
@@ -494,6 +495,8 @@ impl Poller {
     }
 
     fn apply(&mut self, keys: Vec<u64>, asked_at: (Millis, Instant), result: RequestResult) {
+        let class = result.as_ref().map(|_| ()).map_err(|e| e.class);
+        self.counters.requests.count(Endpoint::Poll, class);
         let outcomes = match result {
             Ok(outcomes) if outcomes.len() == keys.len() => outcomes,
             Ok(_) => {

@@ -12,6 +12,7 @@
 
 mod entry;
 mod error;
+pub mod figures;
 pub mod keys;
 pub(crate) mod probes;
 mod producer;

@@ -21,6 +21,7 @@ use crate::http::Admission;
 use crate::pools::{GroupBy, Pools};
 use crate::serve::{Solving, StartError};
 use crate::telemetry::Metrics;
+use crate::telemetry::metrics::StoreUp;
 use crate::upstream::Upstream;
 
 /// A worker mode's own figures, as Prometheus text.
@@ -109,7 +110,17 @@ async fn metrics(State(p): State<Probes>) -> Response {
         engine.settings().metrics_top_targets,
         GroupBy::Label,
     );
-    text.push_str(&p.engine_metrics.render(&p.admission, &p.upstream, &targets));
+    let store = StoreUp {
+        store: engine.store().backend(),
+        up: !engine.store().degraded(),
+    };
+    text.push_str(&p.engine_metrics.render(
+        &p.admission,
+        &p.upstream,
+        &targets,
+        store,
+        engine.metrics(),
+    ));
     (
         [(
             header::CONTENT_TYPE,

@@ -1,11 +1,10 @@
 //! Reading the owners' figures into samples, this instance's published figures and the report.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::histogram::{self, Buckets};
-use super::instance::{AccountCounters, InstanceFigures, Sum};
-use super::recorder::{Reading, Recorder};
+use super::instance::{AccountCounters, InstanceFigures, Sum, Tick};
+use super::recorder::Reading;
 use super::report::*;
 use super::ring::{Ring, Sample};
 use super::{MAX_ACCOUNTS, MAX_ERROR_CLASSES};
@@ -21,17 +20,6 @@ pub async fn store_rows(state: &AppState) -> Vec<PoolView> {
     state.pools.top_views(figures, top, GroupBy::Label)
 }
 
-/// Callers by how they were served, summed over the rows (the `other` row keeps the sums).
-fn by_source(rows: &[PoolView]) -> BySource<u64> {
-    let mut s = BySource::default();
-    for v in rows {
-        s.pool += v.figures.pool_hits;
-        s.shared += v.figures.waits_served;
-        s.solved += v.figures.new_tasks.saturating_sub(v.figures.refills);
-    }
-    s
-}
-
 /// This instance's own cumulative counts now.
 pub struct Live {
     pub errors: ErrorCounts,
@@ -39,8 +27,8 @@ pub struct Live {
     pub accounts: Vec<AccountCounters>,
 }
 
-pub fn live_counts(state: &AppState, recorder: &Recorder) -> Live {
-    let reading = recorder.read();
+pub fn live_counts(state: &AppState) -> Live {
+    let reading = state.engine.recorder().read();
     let mut errors = ErrorCounts::new();
     let mut accounts = Vec::new();
     for a in state.upstream.figures().into_iter().take(MAX_ACCOUNTS) {
@@ -73,12 +61,10 @@ pub fn live_counts(state: &AppState, recorder: &Recorder) -> Live {
     }
 }
 
-pub async fn sample(state: &AppState, recorder: &Recorder) -> Sample {
-    let rows = store_rows(state).await;
-    let live = live_counts(state, recorder);
+pub fn sample(state: &AppState) -> Sample {
+    let live = live_counts(state);
     Sample {
         t_ms: now_ms(),
-        store: by_source(&rows),
         threads_in_use: state.upstream.in_flight().into(),
         threads_cap: state.upstream.effective_threads().into(),
         errors: live.errors,
@@ -96,6 +82,14 @@ fn counts_since(now: &ErrorCounts, then: &ErrorCounts) -> ErrorCounts {
         })
         .filter(|(_, v)| *v > 0)
         .collect()
+}
+
+fn since(now: BySource<u64>, then: BySource<u64>) -> BySource<u64> {
+    BySource {
+        pool: now.pool.saturating_sub(then.pool),
+        solved: now.solved.saturating_sub(then.solved),
+        shared: now.shared.saturating_sub(then.shared),
+    }
 }
 
 fn total(errors: &ErrorCounts) -> u64 {
@@ -116,7 +110,11 @@ pub fn instance_figures(
     let history = ring
         .iter()
         .zip(ring.iter().skip(1))
-        .map(|(a, b)| (b.t_ms, total(&b.errors).saturating_sub(total(&a.errors))))
+        .map(|(a, b)| Tick {
+            t_ms: b.t_ms,
+            answers: since(b.reading.answers, a.reading.answers),
+            errors: total(&b.errors).saturating_sub(total(&a.errors)),
+        })
         .collect();
     InstanceFigures {
         instance: state.engine.store().instance().to_owned(),
@@ -126,6 +124,7 @@ pub fn instance_figures(
             max_concurrent: state.admission.max(),
             running_limit: state.admission.limit_now(),
         },
+        answers: live.reading.answers,
         errors: live.errors.clone(),
         errors_window: counts_since(&live.errors, &start.errors),
         window_ms: now
@@ -161,7 +160,7 @@ pub async fn report(i: Inputs<'_>) -> StatusReport {
     for other in i.others.iter().filter(|o| o.instance != i.mine.instance) {
         sum.add(other);
     }
-    let totals = by_source(&i.rows);
+    let history = history(i.ring, &sum.history);
     StatusReport {
         at_ms: now,
         version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -173,10 +172,10 @@ pub async fn report(i: Inputs<'_>) -> StatusReport {
             instance: i.mine.instance.clone(),
         },
         answers: Answers {
-            total: totals,
-            per_s: last_minute(i.ring, totals, now),
+            total: sum.answers,
+            per_s: last_minute(&history, now),
         },
-        history: history(i.ring, &sum.history),
+        history,
         admission: sum.admission.clone(),
         targets: i.rows.iter().map(|v| v.targets.unwrap_or(1)).sum(),
         pools: i.rows.iter().map(pool_row).collect(),
@@ -191,53 +190,55 @@ pub async fn report(i: Inputs<'_>) -> StatusReport {
     }
 }
 
-/// Rates over the last minute of history, up to now.
-fn last_minute(ring: &Ring, now_totals: BySource<u64>, now: u64) -> BySource<f64> {
-    let Some(start) = ring.since(now.saturating_sub(60_000)) else {
-        return BySource::default();
-    };
-    let secs = now.saturating_sub(start.t_ms) as f64 / 1000.0;
+/// Rates over the history points of the last minute (less right after start).
+fn last_minute(history: &[Point], now: u64) -> BySource<f64> {
+    let recent: Vec<&Point> = history.iter().filter(|p| p.t_ms + 60_000 > now).collect();
+    let secs: f64 = recent.iter().map(|p| p.secs).sum();
     if secs <= 0.0 {
         return BySource::default();
     }
-    let rate = |now: u64, then: u64| now.saturating_sub(then) as f64 / secs;
+    let mean =
+        |pick: fn(&Point) -> f64| recent.iter().map(|p| pick(p) * p.secs).sum::<f64>() / secs;
     BySource {
-        pool: rate(now_totals.pool, start.store.pool),
-        solved: rate(now_totals.solved, start.store.solved),
-        shared: rate(now_totals.shared, start.store.shared),
+        pool: mean(|p| p.pool),
+        solved: mean(|p| p.solved),
+        shared: mean(|p| p.shared),
     }
 }
 
-/// One point per pair of neighbouring samples. The store's counters are already fleet-wide;
-/// errors are this instance's plus the others' published per-interval counts.
-fn history(ring: &Ring, fleet_errors: &BTreeMap<u64, u64>) -> Vec<Point> {
+/// One point per interval of this instance's ring, adding up every instance's tick for it.
+/// Instances sample on the same wall-clock marks, so their ticks share an interval end (to the
+/// millisecond only when their clocks and timers agree): a tick belongs to the interval whose
+/// end it is within half an interval of.
+fn history(ring: &Ring, ticks: &[Tick]) -> Vec<Point> {
+    let mut ticks: Vec<&Tick> = ticks.iter().collect();
+    ticks.sort_by_key(|t| t.t_ms);
     ring.iter()
         .zip(ring.iter().skip(1))
         .map(|(a, b)| {
-            let secs = (b.t_ms.saturating_sub(a.t_ms) as f64 / 1000.0).max(0.001);
-            let rate = |now: u64, then: u64| now.saturating_sub(then) as f64 / secs;
+            let span = b.t_ms.saturating_sub(a.t_ms);
+            let secs = (span as f64 / 1000.0).max(0.001);
+            let (from, to) = (b.t_ms.saturating_sub(span / 2), b.t_ms + span / 2);
+            let start = ticks.partition_point(|t| t.t_ms <= from);
+            let mut sum = Tick::default();
+            for t in ticks[start..].iter().take_while(|t| t.t_ms <= to) {
+                sum.answers.pool += t.answers.pool;
+                sum.answers.solved += t.answers.solved;
+                sum.answers.shared += t.answers.shared;
+                sum.errors += t.errors;
+            }
             Point {
                 t_ms: b.t_ms,
-                pool: rate(b.store.pool, a.store.pool),
-                solved: rate(b.store.solved, a.store.solved),
-                shared: rate(b.store.shared, a.store.shared),
+                secs,
+                pool: sum.answers.pool as f64 / secs,
+                solved: sum.answers.solved as f64 / secs,
+                shared: sum.answers.shared as f64 / secs,
+                errors: sum.errors as f64 / secs,
                 threads_in_use: b.threads_in_use,
                 threads_cap: b.threads_cap,
-                // Instances sample on the same wall-clock marks, so their points share `t_ms`
-                // (to the millisecond only when their clocks and timers agree): match within
-                // half an interval.
-                errors: fleet_errors
-                    .range(b.t_ms.saturating_sub(a_half(a, b))..=b.t_ms + a_half(a, b))
-                    .map(|(_, n)| *n)
-                    .sum::<u64>() as f64
-                    / secs,
             }
         })
         .collect()
-}
-
-fn a_half(a: &Sample, b: &Sample) -> u64 {
-    b.t_ms.saturating_sub(a.t_ms) / 2
 }
 
 fn pool_row(v: &PoolView) -> PoolRow {

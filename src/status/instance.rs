@@ -5,13 +5,15 @@
 use serde::{Deserialize, Serialize};
 
 use super::histogram::{self, Buckets};
-use super::report::{AdmissionRow, ErrorCounts};
+use super::report::{AdmissionRow, BySource, ErrorCounts};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InstanceFigures {
     pub instance: String,
     pub at_ms: u64,
     pub admission: AdmissionRow,
+    /// Answers handed out by this instance since it started, by source.
+    pub answers: BySource<u64>,
     /// Error counts by class since this instance started.
     pub errors: ErrorCounts,
     /// Error counts by class over the report window.
@@ -24,8 +26,17 @@ pub struct InstanceFigures {
     pub handout: Vec<u64>,
     pub solve: Vec<u64>,
     pub ready_to_caller: Vec<u64>,
-    /// (end of interval in Unix ms, errors in it), oldest first.
-    pub history: Vec<(u64, u64)>,
+    /// One per interval, oldest first.
+    pub history: Vec<Tick>,
+}
+
+/// What one instance handed out and failed in one interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tick {
+    /// End of the interval (Unix ms).
+    pub t_ms: u64,
+    pub answers: BySource<u64>,
+    pub errors: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -42,14 +53,15 @@ pub struct AccountCounters {
 pub struct Sum {
     pub instances: u64,
     pub admission: AdmissionRow,
+    pub answers: BySource<u64>,
     pub errors: ErrorCounts,
     pub errors_window: ErrorCounts,
     pub accounts: Vec<AccountCounters>,
     pub handout: Buckets,
     pub solve: Buckets,
     pub ready_to_caller: Buckets,
-    /// Errors per interval end, summed.
-    pub history: std::collections::BTreeMap<u64, u64>,
+    /// Every instance's ticks, by interval end.
+    pub history: Vec<Tick>,
 }
 
 impl Sum {
@@ -58,6 +70,9 @@ impl Sum {
         self.admission.active += f.admission.active;
         self.admission.max_concurrent += f.admission.max_concurrent;
         self.admission.running_limit += f.admission.running_limit;
+        self.answers.pool += f.answers.pool;
+        self.answers.solved += f.answers.solved;
+        self.answers.shared += f.answers.shared;
         add_counts(&mut self.errors, &f.errors);
         add_counts(&mut self.errors_window, &f.errors_window);
         for a in &f.accounts {
@@ -75,9 +90,8 @@ impl Sum {
         histogram::add(&mut self.handout, &f.handout);
         histogram::add(&mut self.solve, &f.solve);
         histogram::add(&mut self.ready_to_caller, &f.ready_to_caller);
-        for (t, n) in &f.history {
-            *self.history.entry(*t).or_default() += n;
-        }
+        // A snapshot holds at most one ring's worth (`MAX_SNAPSHOT_BYTES` bounds what is read).
+        self.history.extend(f.history.iter().take(super::HISTORY));
     }
 }
 
@@ -110,7 +124,16 @@ mod tests {
                 ..AccountCounters::default()
             }],
             handout: vec![1; 15],
-            history: vec![(5_000, 1), (10_000, 2)],
+            answers: BySource {
+                pool: 1,
+                solved: 2,
+                shared: 3,
+            },
+            history: vec![Tick {
+                t_ms: 5_000,
+                errors: 1,
+                ..Tick::default()
+            }],
             ..InstanceFigures::default()
         }
     }
@@ -132,7 +155,8 @@ mod tests {
         assert_eq!(sum.accounts.len(), 1);
         assert_eq!(sum.accounts[0].submits, 7);
         assert_eq!(sum.handout.iter().sum::<u64>(), 30);
-        assert_eq!(sum.history[&10_000], 4);
+        assert_eq!(sum.answers.shared, 6);
+        assert_eq!(sum.history.len(), 2);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The live status behind the dashboard at `/`, `GET /v1/status` and `captcha-gateway status`
 //! (docs/API.md "Status"). Figures come from their owners (the store's per-target counters
 //! through `Pools`, the upstream accounts, admission, the queue) plus a small [`Recorder`] the
-//! synchronous handlers feed; a sampler keeps a bounded ring of readings so a page opened now
+//! engine feeds at every handout; a sampler keeps a bounded ring of readings so a page opened now
 //! shows the last minutes. With Redis, each instance publishes its own figures under a key that
 //! expires (`fleet.rs`) and the report adds up every live instance.
 
@@ -30,16 +30,16 @@ use ring::Ring;
 /// How often the sampler reads figures and publishes them (`Settings::status_every`).
 pub const DEFAULT_EVERY: Duration = Duration::from_secs(5);
 /// History kept: 15 minutes at the default interval.
-const HISTORY: usize = 180;
+pub(crate) const HISTORY: usize = 180;
 /// Percentiles and per-class error rates cover this much of the history.
 const WINDOW: Duration = Duration::from_secs(300);
 /// Bounds on what a report lists, whatever the fleet publishes.
 pub(crate) const MAX_ACCOUNTS: usize = 64;
 pub(crate) const MAX_ERROR_CLASSES: usize = 64;
 
-/// One per process: the recorder, the history ring and the fleet's last published figures.
+/// One per process: the history ring and the fleet's last published figures. The handouts
+/// themselves are counted by the engine's [`Recorder`].
 pub struct Status {
-    pub recorder: Recorder,
     every: Duration,
     ring: Mutex<Ring>,
     /// Other instances' figures as last read from Redis (empty with the embedded store).
@@ -58,7 +58,6 @@ impl Status {
             None => None,
         };
         Arc::new(Status {
-            recorder: Recorder::default(),
             every,
             ring: Mutex::new(Ring::new(HISTORY)),
             others: Mutex::new(Vec::new()),
@@ -87,7 +86,7 @@ impl Status {
     }
 
     async fn sample(&self, state: &AppState) {
-        let sample = build::sample(state, &self.recorder).await;
+        let sample = build::sample(state);
         lock(&self.ring).push(sample);
         if let Some(fleet) = &self.fleet {
             let mine = self.local_figures(state);
@@ -97,7 +96,7 @@ impl Status {
     }
 
     fn local_figures(&self, state: &AppState) -> InstanceFigures {
-        let now = build::live_counts(state, &self.recorder);
+        let now = build::live_counts(state);
         build::instance_figures(state, &now, &lock(&self.ring), WINDOW)
     }
 

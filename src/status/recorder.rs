@@ -1,6 +1,7 @@
-//! What the request path tells the status page about each synchronous handout (`/v1/solve`,
-//! `/solve`): how long the caller waited, how old the answer was, and which error a caller got.
-//! These are this instance's own figures; the fleet adds them up (`fleet.rs`).
+//! What the engine tells the status page about each handout, whichever API or queue worker
+//! asked (`Engine::solve_at`, where `/metrics` counts them too): its source, how long the caller
+//! waited, how old the answer was, and which error a caller got instead. These are this
+//! instance's own figures; the fleet adds them up (`fleet.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -8,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::histogram::{Buckets, Histogram};
+use super::report::BySource;
 use crate::engine::{Handout, SolveError};
 use crate::model::{Source, now_ms};
 
@@ -25,14 +27,15 @@ pub struct Recorder {
     solved: Histogram,
     /// Answer ready upstream to handed to the caller (its age at handout, pool time included).
     ready_to_caller: Histogram,
-    answers: AtomicU64,
+    /// Answers by source: pool, solved, shared.
+    answers: [AtomicU64; 3],
     errors: Mutex<BTreeMap<String, u64>>,
 }
 
 /// A cumulative reading of a [`Recorder`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reading {
-    pub answers: u64,
+    pub answers: BySource<u64>,
     pub errors: BTreeMap<String, u64>,
     pub handout: Buckets,
     pub solved: Buckets,
@@ -43,7 +46,12 @@ impl Recorder {
     pub fn handout(&self, result: &Result<Handout, SolveError>, took: Duration) {
         match result {
             Ok(h) => {
-                self.answers.fetch_add(1, Ordering::Relaxed);
+                let i = match h.source {
+                    Source::Pool => 0,
+                    Source::Solved => 1,
+                    Source::Shared => 2,
+                };
+                self.answers[i].fetch_add(1, Ordering::Relaxed);
                 self.handout.observe(took.as_secs_f64());
                 if h.source == Source::Solved {
                     self.solved.observe(took.as_secs_f64());
@@ -69,7 +77,11 @@ impl Recorder {
 
     pub fn read(&self) -> Reading {
         Reading {
-            answers: self.answers.load(Ordering::Relaxed),
+            answers: BySource {
+                pool: self.answers[0].load(Ordering::Relaxed),
+                solved: self.answers[1].load(Ordering::Relaxed),
+                shared: self.answers[2].load(Ordering::Relaxed),
+            },
             errors: self
                 .errors
                 .lock()

@@ -40,8 +40,8 @@ pub struct FleetInfo {
     pub instance: String,
 }
 
-/// Callers by how they were served: from the pool, by a task started for them (`solved`), or
-/// by a task already running for someone else (`shared`). Store counters: fleet-wide with Redis.
+/// Answers by the source the engine handed them out from: a pool, a task solved for the
+/// caller (or inherited), or a reusable answer shared with other callers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct BySource<T> {
     pub pool: T,
@@ -51,9 +51,9 @@ pub struct BySource<T> {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Answers {
-    /// Since the counters began (the store's per-target counters).
+    /// Since each instance started, summed over the fleet (as `answers_total` on `/metrics`).
     pub total: BySource<u64>,
-    /// Per second over the last minute of history (less right after start).
+    /// Per second over the last minute of history (less right after start), fleet-wide.
     pub per_s: BySource<f64>,
 }
 
@@ -61,6 +61,8 @@ pub struct Answers {
 pub struct Point {
     /// End of the interval (Unix ms).
     pub t_ms: u64,
+    /// Its length in seconds.
+    pub secs: f64,
     pub pool: f64,
     pub solved: f64,
     pub shared: f64,
@@ -133,7 +135,7 @@ pub struct QueueRow {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Latency {
-    /// Caller's request to the answer handed out (`/v1/solve`, `/solve`).
+    /// Caller's request to the answer handed out (every API and queue entry).
     pub handout: Percentiles,
     /// The same for callers whose own task was solved upstream: the solve time they wait.
     pub solve: Percentiles,
@@ -153,8 +155,8 @@ pub struct Percentiles {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ErrorRow {
     /// `upstream_capacity`, `upstream_transient`, `upstream_permanent`, `upstream_account`
-    /// (submit errors), `task_failed`, `task_timeout` (upstream tasks), or `caller_<code>` (an
-    /// error handed to a synchronous caller).
+    /// (submit errors), `task_failed`, `task_timeout` (upstream tasks), or `caller_<code>` (a
+    /// solve that ended without an answer for its caller).
     pub class: String,
     /// Since start, summed over the fleet.
     pub total: u64,

@@ -3,14 +3,12 @@
 use std::collections::VecDeque;
 
 use super::recorder::Reading;
-use super::report::{BySource, ErrorCounts};
+use super::report::ErrorCounts;
 
 /// Cumulative readings at one moment.
 #[derive(Debug, Clone, Default)]
 pub struct Sample {
     pub t_ms: u64,
-    /// The store's answers by source (fleet-wide with Redis).
-    pub store: BySource<u64>,
     /// Upstream threads taken and the effective caps, over every account (fleet-wide with Redis).
     pub threads_in_use: u64,
     pub threads_cap: u64,

@@ -24,12 +24,12 @@ struct TenantLabels {
 struct OutcomeLabels {
     tenant: String,
     /// `admitted`, or the limit that refused: `kinds`, `max_concurrent`, `max_solves_per_hour`.
-    outcome: &'static str,
+    result: &'static str,
 }
 
 /// The tenant families as OpenMetrics text, without the closing `# EOF`.
 pub fn render(tenants: &Tenants) -> String {
-    let mut registry = Registry::with_prefix("gateway");
+    let mut registry = Registry::with_prefix(crate::telemetry::metrics::PREFIX);
     let requests = Family::<OutcomeLabels, Counter>::default();
     let in_flight = Family::<TenantLabels, Gauge>::default();
     let last_hour = Family::<TenantLabels, Gauge>::default();
@@ -46,11 +46,11 @@ pub fn render(tenants: &Tenants) -> String {
                 usage.refused_total.max_solves_per_hour,
             ),
         ];
-        for (outcome, n) in outcomes {
+        for (result, n) in outcomes {
             requests
                 .get_or_create(&OutcomeLabels {
                     tenant: usage.tenant.clone(),
-                    outcome,
+                    result,
                 })
                 .inc_by(n);
         }

@@ -102,11 +102,9 @@ fn metrics_label_tenants_by_name_only() {
     let _ = t.admit("alpha", &mut turnstile());
     let text = metrics::splice("# EOF\n".to_owned(), &t);
     assert!(text.ends_with("# EOF\n") && text.matches("# EOF").count() == 1);
-    assert!(
-        text.contains(
-            "gateway_tenant_requests_total{tenant=\"alpha\",outcome=\"max_concurrent\"} 1"
-        )
-    );
-    assert!(text.contains("gateway_tenant_in_flight{tenant=\"alpha\"} 1"));
+    assert!(text.contains(
+        "captcha_gateway_tenant_requests_total{tenant=\"alpha\",result=\"max_concurrent\"} 1"
+    ));
+    assert!(text.contains("captcha_gateway_tenant_in_flight{tenant=\"alpha\"} 1"));
     assert!(!text.contains(KEY));
 }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::{BreakerState, Member, lock};
 use crate::model::now_ms;
-use crate::provider::AccountStats;
-use crate::telemetry::metrics::{counter, escape, gauge};
+use crate::provider::{AccountStats, Endpoint, RESULTS};
+use crate::telemetry::metrics::{KindSeconds, counter, encode_families, escape, gauge, gauge_f64};
 
 /// Reads one counter out of an account's stats.
 type Figure = fn(&AccountStats) -> u64;
@@ -31,49 +31,49 @@ pub(super) fn write(members: &[Arc<Member>], out: &mut String) {
     };
     gauge(
         out,
-        "upstream_threads",
+        "captcha_gateway_upstream_threads",
         "Plan threads of the account",
         &per_account(members, |m| m.account.threads().into()),
     );
     gauge(
         out,
-        "upstream_in_flight",
+        "captcha_gateway_upstream_in_flight",
         "Upstream tasks in flight",
         &per_account(members, |m| m.account.in_flight().into()),
     );
     gauge(
         out,
-        "upstream_threads_in_use",
+        "captcha_gateway_upstream_threads_in_use",
         "Threads of the account taken, fleet-wide with Redis (as of the last renewal)",
         &per_account(members, |m| m.account.in_flight().into()),
     );
     gauge(
         out,
-        "upstream_threads_cap",
+        "captcha_gateway_upstream_threads_cap",
         "Effective cap: threads, lowered to the plan and for a while by capacity errors",
         &per_account(members, |m| m.account.effective_threads().into()),
     );
     counter(
         out,
-        "upstream_thread_leases_lost",
+        "captcha_gateway_upstream_thread_leases_lost",
         "Thread leases found lapsed while their task ran",
         &per_account(members, |m| m.account.budget_stats().leases_lost),
     );
     counter(
         out,
-        "upstream_thread_over_admissions",
+        "captcha_gateway_upstream_thread_over_admissions",
         "Threads used without the fleet's agreement (lost leases, grants while Redis was unreachable)",
         &per_account(members, |m| m.account.budget_stats().over_admissions),
     );
     gauge(
         out,
-        "upstream_usable",
+        "captcha_gateway_upstream_usable",
         "1 while the account is in rotation",
         &per_account(members, |m| u64::from(m.can_take_work())),
     );
     gauge(
         out,
-        "upstream_paused",
+        "captcha_gateway_upstream_paused",
         "1 while the spend guard holds the account back (no money)",
         &per_account(members, |m| u64::from(m.paused())),
     );
@@ -97,90 +97,40 @@ pub(super) fn write(members: &[Arc<Member>], out: &mut String) {
         .collect();
     gauge(
         out,
-        "upstream_breaker_state",
+        "captcha_gateway_upstream_breaker_state",
         "1 for the circuit breaker's current state",
         &breaker,
     );
+    gauge(
+        out,
+        "captcha_gateway_upstream_breaker_open",
+        "1 while the account's circuit breaker is open (half-open counts as not open)",
+        &per_account(members, |m| {
+            u64::from(lock(&m.breaker).state(now) == BreakerState::Open)
+        }),
+    );
     counter(
         out,
-        "upstream_breaker_opened",
+        "captcha_gateway_upstream_breaker_opened",
         "Times the account's circuit breaker opened",
         &per_account(members, |m| lock(&m.breaker).opened_total),
     );
-    counter(
-        out,
-        "upstream_submits",
-        "Tasks submitted upstream",
-        &stat(|s| s.submits),
-    );
-    let by_class: Vec<(String, u64)> = members
+    let requests: Vec<(String, u64)> = members
         .iter()
         .zip(&stats)
         .flat_map(|(m, s)| {
-            [
-                ("capacity", s.submit_errors_capacity),
-                ("transient", s.submit_errors_transient),
-                ("permanent", s.submit_errors_permanent),
-                ("account", s.submit_errors_account),
-            ]
-            .map(|(class, v)| (format!("{},class=\"{class}\"", label(m)), v))
-        })
-        .collect();
-    counter(
-        out,
-        "upstream_submit_errors",
-        "Submit errors by class",
-        &by_class,
-    );
-    let figures: [(&str, &str, Figure); 7] = [
-        (
-            "upstream_capacity_retries",
-            "Submits retried after a capacity error",
-            |s| s.capacity_retries,
-        ),
-        (
-            "upstream_transient_retries",
-            "Submits retried after a transient error",
-            |s| s.transient_retries,
-        ),
-        (
-            "upstream_poll_requests",
-            "res.php requests (one may ask for many ids)",
-            |s| s.poll_requests,
-        ),
-        ("upstream_ids_polled", "Task ids asked about", |s| {
-            s.ids_polled
-        }),
-        (
-            "upstream_solved",
-            "Upstream tasks that ended with an answer",
-            |s| s.solved,
-        ),
-        (
-            "upstream_failed",
-            "Upstream tasks that ended with an error",
-            |s| s.failed,
-        ),
-        (
-            "upstream_timeouts",
-            "Upstream tasks given up at their deadline",
-            |s| s.timeouts,
-        ),
-    ];
-    for (name, help, pick) in figures {
-        counter(out, name, help, &stat(pick));
-    }
-    let reports: Vec<(String, u64)> = members
-        .iter()
-        .flat_map(|m| {
-            m.reports
-                .rows()
-                .into_iter()
-                .flat_map(move |(kind, good, bad)| {
-                    [("good", good), ("bad", bad)].map(|(verdict, v)| {
+            Endpoint::ALL
+                .iter()
+                .zip(&s.requests)
+                .flat_map(move |(e, row)| {
+                    RESULTS.iter().zip(row).map(move |(result, v)| {
                         (
-                            format!("{},kind=\"{kind}\",verdict=\"{verdict}\"", label(m)),
-                            v,
+                            format!(
+                                "{},endpoint=\"{}\",result=\"{result}\"",
+                                label(m),
+                                e.as_str()
+                            ),
+                            *v,
                         )
                     })
                 })
@@ -188,8 +138,85 @@ pub(super) fn write(members: &[Arc<Member>], out: &mut String) {
         .collect();
     counter(
         out,
-        "upstream_reports",
-        "reportgood / reportbad sent, per account and kind",
+        "captcha_gateway_upstream_requests",
+        "Requests to the provider by endpoint and result class (ok, or the error class)",
+        &requests,
+    );
+    let tasks: Vec<(String, u64)> = members
+        .iter()
+        .zip(&stats)
+        .flat_map(|(m, s)| {
+            [
+                ("solved", s.solved),
+                ("failed", s.failed),
+                ("timeout", s.timeouts),
+            ]
+            .map(|(result, v)| (format!("{},result=\"{result}\"", label(m)), v))
+        })
+        .collect();
+    counter(
+        out,
+        "captcha_gateway_upstream_tasks",
+        "Upstream tasks by how they ended: an answer, an error, or given up at their deadline",
+        &tasks,
+    );
+    let figures: [(&str, &str, Figure); 3] = [
+        (
+            "captcha_gateway_upstream_capacity_retries",
+            "Submits retried after a capacity error",
+            |s| s.capacity_retries,
+        ),
+        (
+            "captcha_gateway_upstream_transient_retries",
+            "Submits retried after a transient error",
+            |s| s.transient_retries,
+        ),
+        (
+            "captcha_gateway_upstream_ids_polled",
+            "Task ids asked about (one poll request may ask for many)",
+            |s| s.ids_polled,
+        ),
+    ];
+    for (name, help, pick) in figures {
+        counter(out, name, help, &stat(pick));
+    }
+    let balances: Vec<(String, f64)> = members
+        .iter()
+        .filter_map(|m| Some((label(m), m.balance()?)))
+        .collect();
+    gauge_f64(
+        out,
+        "captcha_gateway_upstream_balance",
+        "Provider balance as the last balance check read it (accounts billed per solve)",
+        &balances,
+    );
+    let reports: Vec<(String, u64)> = members
+        .iter()
+        .flat_map(|m| {
+            let (good, bad) = m
+                .reports
+                .rows()
+                .into_iter()
+                .fold((0, 0), |(g, b), (_, good, bad)| (g + good, b + bad));
+            [("good", good), ("bad", bad)]
+                .map(|(verdict, v)| (format!("{},verdict=\"{verdict}\"", label(m)), v))
+        })
+        .collect();
+    counter(
+        out,
+        "captcha_gateway_upstream_reports",
+        "reportgood / reportbad sent, per account",
         &reports,
     );
+}
+
+/// `captcha_gateway_solve_duration_seconds`: upstream submit to answer ready, by kind.
+pub(super) fn write_solve_seconds(seconds: &KindSeconds, out: &mut String) {
+    encode_families(out, |registry| {
+        registry.register(
+            "solve_duration_seconds",
+            "Time from the upstream submit that the provider accepted to the answer ready",
+            seconds.family(),
+        );
+    });
 }

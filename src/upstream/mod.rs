@@ -34,6 +34,7 @@ use crate::config::AccountProvider;
 use crate::engine::SolveFailure;
 use crate::model::{Kind, now_ms};
 use crate::provider::Account;
+use crate::telemetry::metrics::KindSeconds;
 use solve::{failure, no_account};
 
 pub use breaker::{Admit, Breaker, BreakerSettings, BreakerState, Verdict};
@@ -70,6 +71,8 @@ pub struct Member {
     /// The spend guard found no money: no new task until a balance check finds some.
     paused: AtomicBool,
     reports: reports::Reports,
+    /// The last balance a balance check read as a number (accounts billed per solve).
+    balance: Mutex<Option<f64>>,
 }
 
 impl Member {
@@ -89,6 +92,7 @@ impl Member {
             scores: Mutex::new(Scoreboard::default()),
             paused: AtomicBool::new(false),
             reports: reports::Reports::default(),
+            balance: Mutex::new(None),
         }
     }
 
@@ -98,6 +102,10 @@ impl Member {
 
     fn takes(&self, kind: Kind) -> bool {
         self.kinds.is_empty() || self.kinds.contains(&kind)
+    }
+
+    fn balance(&self) -> Option<f64> {
+        *lock(&self.balance)
     }
 
     fn paused(&self) -> bool {
@@ -151,6 +159,8 @@ pub struct Upstream {
     members: Vec<Arc<Member>>,
     /// Signalled when an account may have become usable (a task finished, a pause lifted).
     changed: Notify,
+    /// Upstream submit to answer ready, by kind.
+    solve_seconds: KindSeconds,
 }
 
 impl Upstream {
@@ -158,6 +168,7 @@ impl Upstream {
         Self {
             members: members.into_iter().map(Arc::new).collect(),
             changed: Notify::new(),
+            solve_seconds: KindSeconds::default(),
         }
     }
 
@@ -240,6 +251,7 @@ impl Upstream {
     /// Account gauges and counters, in OpenMetrics text.
     pub fn write_metrics(&self, out: &mut String) {
         metrics::write(&self.members, out);
+        metrics::write_solve_seconds(&self.solve_seconds, out);
     }
 
     /// The account for the next try of a task of `kind`, and how its breaker admitted it: one

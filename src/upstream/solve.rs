@@ -249,6 +249,8 @@ impl Solver for Upstream {
             match result {
                 Ok(solved) => {
                     member.reports.remember(&solved.task_id, kind, now_ms());
+                    let took_ms = solved.solved_at.saturating_sub(solved.submitted_at);
+                    self.solve_seconds.observe_ms(kind, took_ms);
                     return Ok(Solution {
                         text: solved.text,
                         user_agent: solved.user_agent,

@@ -50,23 +50,8 @@ async fn check(upstream: &Upstream, member: &Arc<Member>) {
         Ok(Ok(_)) if !member.provider.billed_per_solve() => {}
         Ok(Ok(balance)) => match has_money(&balance) {
             Some(money) => {
-                let was_paused = member.paused.swap(!money, Ordering::Relaxed);
-                match (was_paused, money) {
-                    (false, false) => {
-                        tracing::error!(
-                            account = member.name(),
-                            "provider account has no money; paused"
-                        );
-                    }
-                    (true, true) => {
-                        tracing::info!(
-                            account = member.name(),
-                            "provider account has money again; resumed"
-                        );
-                        upstream.changed.notify_waiters();
-                    }
-                    _ => {}
-                }
+                *lock(&member.balance) = balance.trim().parse().ok();
+                resume_or_pause(upstream, member, money);
             }
             None => tracing::debug!(account = member.name(), "balance reply is not a number"),
         },
@@ -76,6 +61,26 @@ async fn check(upstream: &Upstream, member: &Arc<Member>) {
         }
         Ok(Err(e)) => tracing::debug!(account = member.name(), error = %e, "balance check failed"),
         Err(_) => tracing::debug!(account = member.name(), "balance check timed out"),
+    }
+}
+
+fn resume_or_pause(upstream: &Upstream, member: &Member, money: bool) {
+    let was_paused = member.paused.swap(!money, Ordering::Relaxed);
+    match (was_paused, money) {
+        (false, false) => {
+            tracing::error!(
+                account = member.name(),
+                "provider account has no money; paused"
+            );
+        }
+        (true, true) => {
+            tracing::info!(
+                account = member.name(),
+                "provider account has money again; resumed"
+            );
+            upstream.changed.notify_waiters();
+        }
+        _ => {}
     }
 }
 

@@ -106,7 +106,12 @@ async fn three_gateways_share_five_threads_without_a_capacity_error() {
     assert_eq!(stats.capacity_rejections, 0, "no capacity error answered");
     let mut over = 0;
     for g in &gateways {
-        over += metric_sum(&http, &g.base, "upstream_thread_over_admissions_total").await;
+        over += metric_sum(
+            &http,
+            &g.base,
+            "captcha_gateway_upstream_thread_over_admissions_total",
+        )
+        .await;
     }
     assert_eq!(over, 0);
 }
@@ -193,7 +198,7 @@ async fn a_killed_holders_threads_return_within_one_lease() {
         || {
             let (http, base) = (&http, &bystander.base);
             async move {
-                metric_sum(http, base, "upstream_threads_in_use").await == 0
+                metric_sum(http, base, "captcha_gateway_upstream_threads_in_use").await == 0
                     && threadsinfo(http, base).await["upstream_working_threads"] == 0
             }
         },
@@ -209,7 +214,12 @@ async fn a_holder_paused_past_its_lease_counts_an_over_admission() {
     let mut conn = redis_conn(&redis).await;
     let http = client();
     assert_eq!(
-        metric_sum(&http, &holder.base, "upstream_thread_over_admissions_total").await,
+        metric_sum(
+            &http,
+            &holder.base,
+            "captcha_gateway_upstream_thread_over_admissions_total"
+        )
+        .await,
         0
     );
 
@@ -227,8 +237,20 @@ async fn a_holder_paused_past_its_lease_counts_an_over_admission() {
     eventually(Duration::from_secs(60), "the loss to be counted", || {
         let (http, base) = (&http, &holder.base);
         async move {
-            metric_sum(http, base, "upstream_thread_over_admissions_total").await == 5
-                && metric_sum(http, base, "upstream_thread_leases_lost_total").await == 5
+            metric_sum(
+                http,
+                base,
+                "captcha_gateway_upstream_thread_over_admissions_total",
+            )
+            .await
+                == 5
+                && metric_sum(
+                    http,
+                    base,
+                    "captcha_gateway_upstream_thread_leases_lost_total",
+                )
+                .await
+                    == 5
         }
     })
     .await;
@@ -477,7 +499,15 @@ async fn threadsinfo_lowers_the_cap_to_the_plan() {
     eventually(
         Duration::from_secs(30),
         "the cap to follow the plan",
-        || async { metric_sum(&gw.http, &gw.url(""), "upstream_threads_cap").await == 3 },
+        || async {
+            metric_sum(
+                &gw.http,
+                &gw.url(""),
+                "captcha_gateway_upstream_threads_cap",
+            )
+            .await
+                == 3
+        },
     )
     .await;
     let (_, body) = gw

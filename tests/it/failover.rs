@@ -135,7 +135,15 @@ async fn a_refused_then_failing_account_is_bypassed_probed_and_readmitted() {
     solve_all(&gw, &sims, 12, "refused").await;
     assert_eq!(accepted_submits(&a), a_before, "a accepted nothing");
     assert_ne!(state_of(&gw, "a").await, "closed");
-    assert!(metric_sum(&gw.http, &gw.url(""), "upstream_breaker_opened_total").await >= 1);
+    assert!(
+        metric_sum(
+            &gw.http,
+            &gw.url(""),
+            "captcha_gateway_upstream_breaker_opened_total"
+        )
+        .await
+            >= 1
+    );
 
     // Then its front end answers HTML 502s: still out, still probed, tasks still succeed.
     set_faults(
@@ -327,7 +335,7 @@ async fn reports_go_to_the_account_that_solved_the_task() {
         .unwrap();
     assert!(
         metrics.contains(&format!(
-            "upstream_reports_total{{account=\"a\",kind=\"recaptcha_v2\",verdict=\"bad\"}} {bad_a}"
+            "captcha_gateway_upstream_reports_total{{account=\"a\",verdict=\"bad\"}} {bad_a}"
         )),
         "{metrics}"
     );

@@ -74,7 +74,7 @@ async fn three_gateways_serve_a_thousand_callers_once_fresh_and_exactly() {
         let left = verdict["solved_at"].as_u64().unwrap() + lifetime - received_at;
         assert!(left >= MIN_REMAINING_MS, "handed out with {left} ms left");
     }
-    let pool_hits = metric_sum(&http, &gateways[0].base, "gateway_pool_hits_total").await;
+    let pool_hits = metric_sum(&http, &gateways[0].base, "captcha_gateway_pool_hits_total").await;
     let stats = sim.sim.stats();
     assert_eq!(
         stats.submits,
@@ -124,7 +124,7 @@ async fn a_killed_gateways_claims_expire_and_its_waiting_demand_gets_new_tasks()
     eventually(
         Duration::from_secs(60),
         "five callers waiting fleet-wide",
-        || async { metric_sum(&http, &b.base, "gateway_target_waiting").await >= 5 },
+        || async { metric_sum(&http, &b.base, "captcha_gateway_target_waiting").await >= 5 },
     )
     .await;
     assert_eq!(
@@ -240,7 +240,7 @@ async fn a_redis_outage_degrades_and_recovers_without_a_restart() {
     eventually(
         Duration::from_secs(60),
         "the given-up answer in the pool",
-        || async { metric_sum(&http, &gw.base, "gateway_pool_size").await >= 1 },
+        || async { metric_sum(&http, &gw.base, "captcha_gateway_pool_ready").await >= 1 },
     )
     .await;
     let (status, v) = solve(&http, &gw.base, body("6Le-after", 30.0)).await;

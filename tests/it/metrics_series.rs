@@ -93,10 +93,10 @@ fn promtool_check(text: &str) -> Result<(), String> {
 #[test]
 fn the_series_check_catches_a_repeated_series() {
     // What the gateway scraped before issue 8: three pages of one site, three samples, one label.
-    let repeated = "# HELP gateway_pool_size Ready answers pooled per target.\n\
-        # TYPE gateway_pool_size gauge\n\
-        gateway_pool_size{target=\"turnstile:shop.example.com\"} 0\n\
-        gateway_pool_size{target=\"turnstile:shop.example.com\"} 0\n# EOF\n";
+    let repeated = "# HELP captcha_gateway_pool_ready Ready answers pooled per target.\n\
+        # TYPE captcha_gateway_pool_ready gauge\n\
+        captcha_gateway_pool_ready{target=\"turnstile:shop.example.com\"} 0\n\
+        captcha_gateway_pool_ready{target=\"turnstile:shop.example.com\"} 0\n# EOF\n";
     let counts = series_counts(repeated);
     assert_eq!(counts.values().copied().max(), Some(2));
 }
@@ -152,7 +152,7 @@ async fn metrics_series_are_unique_and_bounded_after_many_targets() {
             })
             .collect()
     };
-    let arrivals = targets_of("gateway_target_arrivals_total");
+    let arrivals = targets_of("captcha_gateway_target_arrivals_total");
     let expected: BTreeMap<String, String> = [
         ("turnstile:site6.example.net", "6"),
         ("turnstile:site5.example.net", "5"),
@@ -164,7 +164,7 @@ async fn metrics_series_are_unique_and_bounded_after_many_targets() {
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect();
     assert_eq!(arrivals, expected, "{text}");
-    assert!(text.contains("gateway_targets 24\n"), "{text}");
+    assert!(text.contains("captcha_gateway_targets 24\n"), "{text}");
 
     // `GET /v1/pools` and `/` are bounded the same way.
     let pools: Value = gw

@@ -238,9 +238,9 @@ async fn operations_endpoints_answer() {
     let (status, metrics) = gw.get_text("/metrics").await;
     assert_eq!(status, 200);
     for needle in [
-        "gateway_compat_requests_total{endpoint=\"in\",outcome=\"ok\"} 1",
-        "gateway_new_tasks_total{target=\"recaptcha_v2:example.com\"} 1",
-        "upstream_submits_total{account=\"sim\"} 1",
+        "captcha_gateway_requests_total{api=\"compat\",endpoint=\"in\",outcome=\"ok\"} 1",
+        "captcha_gateway_new_tasks_total{target=\"recaptcha_v2:example.com\"} 1",
+        "captcha_gateway_upstream_requests_total{account=\"sim\",endpoint=\"submit\",result=\"ok\"} 1",
         "# EOF",
     ] {
         assert!(metrics.contains(needle), "missing {needle} in:\n{metrics}");

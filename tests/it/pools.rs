@@ -195,11 +195,11 @@ async fn pool_of_twenty(mut settings: captcha_gateway::config::Settings) {
 
     let (_, metrics) = gw.get_text("/metrics").await;
     for needle in [
-        "gateway_pool_target_size{target=\"recaptcha_v2:example.com\"} 20",
-        "gateway_pool_size{target=\"recaptcha_v2:example.com\"} 20",
-        "gateway_pool_hits_total{target=\"recaptcha_v2:example.com\"} 20",
-        "gateway_refills_total{target=\"recaptcha_v2:example.com\"} 40",
-        "gateway_target_arrivals_total{target=\"recaptcha_v2:example.com\"} 20",
+        "captcha_gateway_pool_target{target=\"recaptcha_v2:example.com\"} 20",
+        "captcha_gateway_pool_ready{target=\"recaptcha_v2:example.com\"} 20",
+        "captcha_gateway_pool_hits_total{target=\"recaptcha_v2:example.com\"} 20",
+        "captcha_gateway_refills_total{target=\"recaptcha_v2:example.com\"} 40",
+        "captcha_gateway_target_arrivals_total{target=\"recaptcha_v2:example.com\"} 20",
     ] {
         assert!(metrics.contains(needle), "missing {needle} in:\n{metrics}");
     }

@@ -46,7 +46,7 @@ async fn stop_a_while_b_waits_on_its_task(grace_s: f64) -> Run {
     let mut a = GatewayProcess::start(&sim, &redis.url(), &a_toml, 0.5).await;
     let b = GatewayProcess::start(&sim, &redis.url(), "redis_lease_s = 3", 0.5).await;
     let http = client();
-    let waiting = || async { metric_sum(&http, &b.base, "gateway_target_waiting").await };
+    let waiting = || async { metric_sum(&http, &b.base, "captcha_gateway_target_waiting").await };
 
     // A's caller starts the one task and leaves; the task runs on, claimed by A.
     let (status, reply) = solve(&http, &a.base, question(0.2)).await;

@@ -215,11 +215,11 @@ async fn max_concurrent_answers_each_protocol_and_names_the_limit() {
     let (_, metrics) = gw.get_text("/metrics").await;
     assert!(
         metrics.contains(
-            "gateway_tenant_requests_total{tenant=\"alpha\",outcome=\"max_concurrent\"} 5"
+            "captcha_gateway_tenant_requests_total{tenant=\"alpha\",result=\"max_concurrent\"} 5"
         ),
         "{metrics}"
     );
-    assert!(metrics.contains("gateway_tenant_in_flight{tenant=\"alpha\"} 1"));
+    assert!(metrics.contains("captcha_gateway_tenant_in_flight{tenant=\"alpha\"} 1"));
     assert!(!metrics.contains(ALPHA), "a key in /metrics");
     assert_eq!(metrics.matches("# EOF").count(), 1);
 

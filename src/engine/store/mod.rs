@@ -132,6 +132,11 @@ pub trait Store: Send + Sync + 'static {
         false
     }
 
+    /// What `/metrics` calls this store: `memory` or `redis`.
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+
     /// Decides, in one atomic step, pool / wait for in-flight / start a new task. Pooled answers
     /// with less than `min_remaining_ms` left at `now` are dropped as waste, never handed out.
     async fn arrive(

@@ -3,6 +3,9 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::queue::figures::QueueFigures;
+use crate::telemetry::metrics::escape;
+
 /// How a delivered entry ended on this worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -67,10 +70,10 @@ impl QueueMetrics {
         self.processed[i].load(Ordering::Relaxed)
     }
 
-    /// The figures as Prometheus text; `lag` is the group's lag when Redis could say.
-    pub fn render(&self, queue: &str, lag: Option<u64>) -> String {
+    /// The figures as Prometheus text, with the queue's depth as Redis told it.
+    pub fn render(&self, depth: &QueueFigures) -> String {
         let mut out = String::new();
-        let q = format!("queue=\"{queue}\"");
+        let q = format!("queue=\"{}\"", escape(&depth.queue));
         let _ = writeln!(
             out,
             "# HELP captcha_gateway_queue_processed_total Delivered entries by how they ended on this worker.\n# TYPE captcha_gateway_queue_processed_total counter"
@@ -122,12 +125,7 @@ impl QueueMetrics {
                 value.load(Ordering::Relaxed)
             );
         }
-        if let Some(lag) = lag {
-            let _ = writeln!(
-                out,
-                "# HELP captcha_gateway_queue_lag Entries not yet delivered to any worker (what KEDA scales on).\n# TYPE captcha_gateway_queue_lag gauge\ncaptcha_gateway_queue_lag{{{q}}} {lag}"
-            );
-        }
+        out.push_str(&depth.render());
         out
     }
 }
@@ -136,7 +134,6 @@ impl QueueMetrics {
 #[async_trait::async_trait]
 impl crate::queue::probes::OwnFigures for super::Worker {
     async fn render(&self) -> String {
-        let lag = self.queue.lag().await.ok().flatten();
-        self.metrics.render(&self.queue.settings().name, lag)
+        self.metrics.render(&self.queue.figures().await)
     }
 }

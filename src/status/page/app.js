@@ -144,7 +144,7 @@ function renderLatency(r) {
       ["p50", "p90", "p99"].map(q => "<td " + attr("latency-" + key + "-" + q, p[q]) + ">" + secs(p[q]) + "</td>").join("") + "</tr>";
   }
   document.getElementById("latency").innerHTML = html;
-  document.getElementById("latency-note").textContent = "last " + Math.round(r.window_s / 60) + " min, synchronous callers";
+  document.getElementById("latency-note").textContent = "last " + Math.round(r.window_s / 60) + " min, every handout";
 }
 
 function renderErrors(r) {

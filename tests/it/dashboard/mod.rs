@@ -35,8 +35,8 @@ pub fn pool() -> Vec<PoolSpec> {
     specs(&file.pools, TargetPolicy::default()).expect("test pool is valid")
 }
 
-/// Callers solving until stopped: the pooled target (pool hits), and two turnstile sites hit by
-/// several callers at once (new tasks, and callers sharing a running one).
+/// Callers solving until stopped: the pooled target (pool hits), turnstile sites (solved), one
+/// text question asked again and again (shared), and one caller whose deadline always passes.
 pub struct Load {
     stop: Arc<AtomicBool>,
     /// Answers the callers got (their errors are the rest).
@@ -53,14 +53,18 @@ impl Load {
                 let (stop, answers) = (stop.clone(), answers.clone());
                 let (http, base) = (gw.http.clone(), gw.url(""));
                 tokio::spawn(async move {
-                    // The caller that always times out is paced (ten a second), so errors stay
-                    // a minority of the traffic as in a real fleet; the others go flat out.
+                    // The caller that always times out and the one served from the cache at
+                    // once are paced (ten a second), so neither swamps the figures; the others
+                    // go flat out.
                     let mut pace = tokio::time::interval(std::time::Duration::from_millis(100));
                     while !stop.load(Ordering::Relaxed) {
-                        if i == 1 {
+                        if i == 1 || i == 3 {
                             pace.tick().await;
                         }
-                        let body = if i == 1 {
+                        let body = if i == 3 {
+                            // A reusable answer: after the first solve, callers share it.
+                            json!({"kind": "text", "text": "What is 2 + 2?"})
+                        } else if i == 1 {
                             // A caller whose deadline no solve can meet: caller errors.
                             json!({"kind": "turnstile", "sitekey": "0x4AAA",
                                    "pageurl": "https://slow.example/", "timeout_s": 0.01})

@@ -165,8 +165,8 @@ async fn metric(http: &reqwest::Client, base: &str, name: &str) -> f64 {
 /// Once load stops, no solve is held and no upstream thread stays taken.
 async fn assert_slots_return(http: &reqwest::Client, base: &str, context: &str) {
     eventually(SOON, &format!("{context}: in-flight back to 0"), || async {
-        let in_flight = metric(http, base, "upstream_in_flight").await;
-        let active = metric(http, base, "gateway_active_solves").await;
+        let in_flight = metric(http, base, "captcha_gateway_upstream_in_flight").await;
+        let active = metric(http, base, "captcha_gateway_active_solves").await;
         (in_flight == 0.0 && active == 0.0, (in_flight, active))
     })
     .await;

@@ -60,7 +60,7 @@ async fn with_redis_blackholed_reset_or_stalled_the_gateway_degrades_loses_no_ca
         // Callers already waiting on their tasks when Redis goes away: none may be lost.
         let sitekey = format!("6Le-redis-{i}");
         let before = rig.sim.sim.stats().submits;
-        let solved_before = metric(http, base, "upstream_solved_total").await;
+        let solved_before = metric(http, base, "captcha_gateway_upstream_tasks_total").await;
         let waiting: Vec<_> = (0..5)
             .map(|_| {
                 let (http, base, body) = (http.clone(), base.to_owned(), body(&sitekey, 20.0));
@@ -85,7 +85,8 @@ async fn with_redis_blackholed_reset_or_stalled_the_gateway_degrades_loses_no_ca
             SOON,
             &format!("{context}: the waiters' tasks ended"),
             || async {
-                let solved = metric(http, base, "upstream_solved_total").await - solved_before;
+                let solved = metric(http, base, "captcha_gateway_upstream_tasks_total").await
+                    - solved_before;
                 (solved >= 5.0, solved)
             },
         )
@@ -118,7 +119,7 @@ async fn with_redis_blackholed_reset_or_stalled_the_gateway_degrades_loses_no_ca
             SOON,
             &format!("{context}: the left answer is pooled"),
             || async {
-                let size = metric(http, base, "gateway_pool_size").await;
+                let size = metric(http, base, "captcha_gateway_pool_ready").await;
                 (size >= 1.0, size)
             },
         )
@@ -209,7 +210,7 @@ async fn with_redis_blackholed_or_stalled_a_callers_timeout_comes_at_its_deadlin
             SOON,
             &format!("{mode:?}: no waiter left behind"),
             || async {
-                let waiting = metric(http, base, "gateway_target_waiting").await;
+                let waiting = metric(http, base, "captcha_gateway_target_waiting").await;
                 (waiting == 0.0, waiting)
             },
         )

@@ -206,7 +206,8 @@ pub async fn run_calls(
 
 /// Solves a gateway has finished, from its own `/metrics`.
 pub async fn solves_at(http: &reqwest::Client, base: &str) -> u64 {
-    crate::support::metric_sum(http, base, "gateway_solves_total").await
+    crate::support::metric_sum(http, base, "captcha_gateway_answers_total").await
+        + crate::support::metric_sum(http, base, "captcha_gateway_solve_errors_total").await
 }
 
 #[test]

@@ -260,8 +260,9 @@ async fn nginx_never_sends_a_solve_a_killed_gateway_had_started_to_another() {
         || async { sim.sim.stats().submits == 6 },
     )
     .await;
-    let on_victim = crate::support::metric_sum(&http, &gateways[1].base, "gateway_active_solves")
-        .await as usize;
+    let on_victim =
+        crate::support::metric_sum(&http, &gateways[1].base, "captcha_gateway_active_solves").await
+            as usize;
     assert!(on_victim > 0, "least_conn spread the six over the three");
     gateways[1].kill().await;
     // The killed one's calls end at once (NGINX answers them); the others run for a minute, and
@@ -312,7 +313,9 @@ async fn nginx_moves_reads_a_full_gateway_refused_and_returns_its_refused_posts_
         Duration::from_secs(30),
         "the first gateway to be full",
         || async {
-            crate::support::metric_sum(&http, &gateways[0].base, "gateway_active_solves").await == 2
+            crate::support::metric_sum(&http, &gateways[0].base, "captcha_gateway_active_solves")
+                .await
+                == 2
         },
     )
     .await;

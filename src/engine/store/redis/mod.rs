@@ -260,6 +260,10 @@ impl Store for RedisStore {
         &self.inner.instance
     }
 
+    fn backend(&self) -> &'static str {
+        "redis"
+    }
+
     fn degraded(&self) -> bool {
         !self.inner.healthy.load(Ordering::Relaxed)
     }

@@ -1,0 +1,91 @@
+//! What the engine counts about the answers it hands out (docs/API.md "Metrics"): answers by
+//! source, solves that ended without one, and three delays by kind. Every caller of
+//! [`Engine::solve_at`](super::Engine::solve_at) counts here (the compatible and native APIs,
+//! the worker API, queue workers), once per handout.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+use super::{Handout, SolveError};
+use crate::model::{Kind, now_ms};
+use crate::telemetry::metrics::KindSeconds;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AnswerLabels {
+    kind: &'static str,
+    source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SolveErrorLabels {
+    kind: &'static str,
+    code: String,
+}
+
+/// The engine's counters and histograms; clones share them.
+#[derive(Clone, Debug, Default)]
+pub struct EngineMetrics {
+    answers: Family<AnswerLabels, Counter>,
+    solve_errors: Family<SolveErrorLabels, Counter>,
+    handout_seconds: KindSeconds,
+    ready_to_caller_seconds: KindSeconds,
+}
+
+impl EngineMetrics {
+    /// One solve of `kind` that ended with `result`, `took` after the caller asked.
+    pub(super) fn record(&self, kind: Kind, result: &Result<Handout, SolveError>, took: Duration) {
+        match result {
+            Ok(h) => {
+                self.answers
+                    .get_or_create(&AnswerLabels {
+                        kind: kind.as_str(),
+                        source: h.source.as_str(),
+                    })
+                    .inc();
+                self.handout_seconds.observe(kind, took.as_secs_f64());
+                // A wall-clock age: `solved_at` may come from another instance through Redis.
+                let age_ms = now_ms().saturating_sub(h.answer.solved_at);
+                self.ready_to_caller_seconds.observe_ms(kind, age_ms);
+            }
+            Err(e) => {
+                let code = match e {
+                    SolveError::Timeout => "timeout".to_owned(),
+                    e => e.code().to_owned(),
+                };
+                self.solve_errors
+                    .get_or_create(&SolveErrorLabels {
+                        kind: kind.as_str(),
+                        code,
+                    })
+                    .inc();
+            }
+        }
+    }
+
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "answers",
+            "Answers handed to callers by kind and source (pool, solved, shared)",
+            self.answers.clone(),
+        );
+        registry.register(
+            "solve_errors",
+            "Solves that ended without an answer, by kind and error code (timeout, the provider's code, ...)",
+            self.solve_errors.clone(),
+        );
+        registry.register(
+            "handout_seconds",
+            "Time from a caller's request to the answer handed out",
+            self.handout_seconds.family(),
+        );
+        registry.register(
+            "ready_to_caller_seconds",
+            "Time from an answer ready upstream to handed to a caller (token age at handout, time in a pool included)",
+            self.ready_to_caller_seconds.family(),
+        );
+    }
+}
