@@ -6,7 +6,7 @@ use super::histogram::{self, Buckets};
 use super::instance::{AccountCounters, InstanceFigures, Sum, Tick};
 use super::recorder::Reading;
 use super::report::*;
-use super::ring::{Ring, Sample};
+use super::ring::{Ring, Sample, Start};
 use super::{MAX_ACCOUNTS, MAX_ERROR_CLASSES};
 use crate::http::{AppState, Intake};
 use crate::model::now_ms;
@@ -28,7 +28,8 @@ pub struct Live {
 }
 
 pub fn live_counts(state: &AppState) -> Live {
-    let reading = state.engine.recorder().read();
+    let mut reading = state.engine.recorder().read();
+    reading.solve = state.upstream.solve_time_buckets();
     let mut errors = ErrorCounts::new();
     let mut accounts = Vec::new();
     for a in state.upstream.figures().into_iter().take(MAX_ACCOUNTS) {
@@ -104,9 +105,11 @@ pub fn instance_figures(
 ) -> InstanceFigures {
     let now = now_ms();
     let empty = Sample::default();
-    let start = ring
-        .since(now.saturating_sub(window.as_millis() as u64))
-        .unwrap_or(&empty);
+    let window_start = ring.window_start(now.saturating_sub(window.as_millis() as u64));
+    let start = match window_start {
+        Start::Sample(s) => s,
+        Start::Zero(_) => &empty,
+    };
     let history = ring
         .iter()
         .zip(ring.iter().skip(1))
@@ -128,11 +131,11 @@ pub fn instance_figures(
         errors: live.errors.clone(),
         errors_window: counts_since(&live.errors, &start.errors),
         window_ms: now
-            .saturating_sub(start.t_ms)
+            .saturating_sub(window_start.t_ms())
             .min(window.as_millis() as u64),
         accounts: live.accounts.clone(),
         handout: histogram::since(&live.reading.handout, &start.reading.handout).to_vec(),
-        solve: histogram::since(&live.reading.solved, &start.reading.solved).to_vec(),
+        solve: histogram::since(&live.reading.solve, &start.reading.solve).to_vec(),
         ready_to_caller: histogram::since(
             &live.reading.ready_to_caller,
             &start.reading.ready_to_caller,
@@ -145,7 +148,6 @@ pub fn instance_figures(
 pub struct Inputs<'a> {
     pub state: &'a AppState,
     pub every: Duration,
-    pub window: Duration,
     pub ring: &'a Ring,
     pub rows: Vec<PoolView>,
     pub mine: InstanceFigures,
@@ -165,7 +167,7 @@ pub async fn report(i: Inputs<'_>) -> StatusReport {
         at_ms: now,
         version: env!("CARGO_PKG_VERSION").to_owned(),
         interval_s: i.every.as_secs_f64(),
-        window_s: i.window.as_secs_f64(),
+        window_s: i.mine.window_ms as f64 / 1000.0,
         fleet: FleetInfo {
             store: i.store.to_owned(),
             instances: sum.instances,

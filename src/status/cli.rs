@@ -208,13 +208,15 @@ pub fn render(r: &StatusReport, url: &str) -> String {
     if r.pools.len() > POOL_ROWS {
         let _ = writeln!(out, "  ... and {} more rows", r.pools.len() - POOL_ROWS);
     }
-    let minutes = (r.window_s / 60.0).round();
-    let _ = writeln!(
-        out,
-        "latency, last {minutes:.0} min         n       p50       p90       p99"
-    );
+    let window = if r.window_s >= 90.0 {
+        format!("{:.0} min", r.window_s / 60.0)
+    } else {
+        format!("{:.0} s", r.window_s.max(1.0))
+    };
+    let label = format!("latency, last {window}");
+    let _ = writeln!(out, "{label:<30} n       p50       p90       p99");
     latency_line(&mut out, "request -> answer", &r.latency.handout);
-    latency_line(&mut out, "own task solved", &r.latency.solve);
+    latency_line(&mut out, "upstream solve", &r.latency.solve);
     latency_line(
         &mut out,
         "answer age at handout",

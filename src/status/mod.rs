@@ -8,7 +8,7 @@
 mod build;
 pub mod cli;
 mod fleet;
-mod histogram;
+pub mod histogram;
 mod instance;
 pub mod page;
 mod recorder;
@@ -59,7 +59,7 @@ impl Status {
         };
         Arc::new(Status {
             every,
-            ring: Mutex::new(Ring::new(HISTORY)),
+            ring: Mutex::new(Ring::new(HISTORY, crate::model::now_ms())),
             others: Mutex::new(Vec::new()),
             fleet,
             store: if redis.is_some() { "redis" } else { "memory" },
@@ -109,7 +109,6 @@ impl Status {
         build::report(build::Inputs {
             state,
             every: self.every,
-            window: WINDOW,
             ring: &ring,
             rows: store_totals,
             mine,

@@ -22,9 +22,6 @@ pub const OTHER_CODE: &str = "other";
 pub struct Recorder {
     /// Request to answer, every answer.
     handout: Histogram,
-    /// Request to answer, for callers whose own task was solved upstream: the solve time a
-    /// caller sees.
-    solved: Histogram,
     /// Answer ready upstream to handed to the caller (its age at handout, pool time included).
     ready_to_caller: Histogram,
     /// Answers by source: pool, solved, shared.
@@ -38,7 +35,8 @@ pub struct Reading {
     pub answers: BySource<u64>,
     pub errors: BTreeMap<String, u64>,
     pub handout: Buckets,
-    pub solved: Buckets,
+    /// Upstream submit to answer ready, from the accounts (`Upstream::solve_time_buckets`).
+    pub solve: Buckets,
     pub ready_to_caller: Buckets,
 }
 
@@ -53,9 +51,6 @@ impl Recorder {
                 };
                 self.answers[i].fetch_add(1, Ordering::Relaxed);
                 self.handout.observe(took.as_secs_f64());
-                if h.source == Source::Solved {
-                    self.solved.observe(took.as_secs_f64());
-                }
                 let age_ms = now_ms().saturating_sub(h.answer.solved_at);
                 self.ready_to_caller.observe(age_ms as f64 / 1000.0);
             }
@@ -88,7 +83,7 @@ impl Recorder {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
             handout: self.handout.read(),
-            solved: self.solved.read(),
+            solve: Buckets::default(),
             ready_to_caller: self.ready_to_caller.read(),
         }
     }

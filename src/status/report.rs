@@ -13,7 +13,8 @@ pub struct StatusReport {
     pub version: String,
     /// Seconds between two history points.
     pub interval_s: f64,
-    /// Seconds the percentiles and `per_min` error figures cover.
+    /// Seconds the percentiles and `per_min` error figures cover: up to 300, since start while
+    /// this instance is younger.
     pub window_s: f64,
     pub fleet: FleetInfo,
     pub answers: Answers,
@@ -137,7 +138,7 @@ pub struct QueueRow {
 pub struct Latency {
     /// Caller's request to the answer handed out (every API and queue entry).
     pub handout: Percentiles,
-    /// The same for callers whose own task was solved upstream: the solve time they wait.
+    /// Upstream submit (accepted by the provider) to answer ready, every upstream task.
     pub solve: Percentiles,
     /// Answer ready upstream to handed out (its age, time in a pool included).
     pub ready_to_caller: Percentiles,

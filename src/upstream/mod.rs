@@ -161,6 +161,8 @@ pub struct Upstream {
     changed: Notify,
     /// Upstream submit to answer ready, by kind.
     solve_seconds: KindSeconds,
+    /// The same for the status page's percentiles (`crate::status`).
+    solve_times: crate::status::histogram::Histogram,
 }
 
 impl Upstream {
@@ -169,6 +171,7 @@ impl Upstream {
             members: members.into_iter().map(Arc::new).collect(),
             changed: Notify::new(),
             solve_seconds: KindSeconds::default(),
+            solve_times: crate::status::histogram::Histogram::default(),
         }
     }
 
@@ -217,6 +220,11 @@ impl Upstream {
                 in_flight: m.account.in_flight(),
             })
             .collect()
+    }
+
+    /// Upstream submit to answer ready, every kind, as the status page's buckets.
+    pub fn solve_time_buckets(&self) -> crate::status::histogram::Buckets {
+        self.solve_times.read()
     }
 
     /// Every account's figures, in config order (the status page).

@@ -27,6 +27,7 @@ function secs(s) {
   if (s < 100) return s.toFixed(1) + " s";
   return Math.round(s) + " s";
 }
+function windowText(s) { return s >= 90 ? Math.round(s / 60) + " min" : Math.max(1, Math.round(s)) + " s"; }
 function pct(x) { return x === null || x === undefined ? "\u2013" : (x * 100).toFixed(x < 0.1 && x > 0 ? 1 : 0) + "%"; }
 function attr(name, value) { return 'data-figure="' + esc(name) + '" data-value="' + esc(value === null || value === undefined ? "" : value) + '"'; }
 
@@ -137,14 +138,14 @@ function renderAccounts(r) {
 }
 
 function renderLatency(r) {
-  const rows = [["handout", "request \u2192 answer", r.latency.handout], ["solve", "own task solved", r.latency.solve], ["ready_to_caller", "answer age at handout", r.latency.ready_to_caller]];
+  const rows = [["handout", "request \u2192 answer", r.latency.handout], ["solve", "upstream solve", r.latency.solve], ["ready_to_caller", "answer age at handout", r.latency.ready_to_caller]];
   let html = "<tr><th></th><th>n</th><th>p50</th><th>p90</th><th>p99</th></tr>";
   for (const [key, label, p] of rows) {
     html += "<tr><td class=\"name\">" + label + "</td><td " + attr("latency-" + key + "-count", p.count) + ">" + num(p.count) + "</td>" +
       ["p50", "p90", "p99"].map(q => "<td " + attr("latency-" + key + "-" + q, p[q]) + ">" + secs(p[q]) + "</td>").join("") + "</tr>";
   }
   document.getElementById("latency").innerHTML = html;
-  document.getElementById("latency-note").textContent = "last " + Math.round(r.window_s / 60) + " min, every handout";
+  document.getElementById("latency-note").textContent = "last " + windowText(r.window_s) + ", every handout";
 }
 
 function renderErrors(r) {
@@ -188,10 +189,10 @@ function render(r) {
   document.getElementById("admission-meter").style.width = (r.admission.running_limit ? Math.min(1, r.admission.active / r.admission.running_limit) * 100 : 0) + "%";
   setFig("latency-handout-p50", r.latency.handout.p50, secs(r.latency.handout.p50));
   setFig("latency-handout-p90", r.latency.handout.p90, secs(r.latency.handout.p90));
-  document.getElementById("latency-window").textContent = num(r.latency.handout.count) + " answers, last " + Math.round(r.window_s / 60) + " min";
+  document.getElementById("latency-window").textContent = num(r.latency.handout.count) + " answers, last " + windowText(r.window_s);
   const perMin = r.errors.reduce((s, e) => s + e.per_min, 0);
   setFig("errors-rate", perMin, rate(perMin));
-  document.getElementById("errors-window").textContent = "last " + Math.round(r.window_s / 60) + " min";
+  document.getElementById("errors-window").textContent = "last " + windowText(r.window_s);
   const top = r.errors.filter(e => e.per_min > 0).sort((a, b) => b.per_min - a.per_min).slice(0, 2);
   document.getElementById("errors-top").textContent = top.length ? top.map(e => e.class.replace(/_/g, " ")).join(", ") : "none";
   const chart = document.getElementById("rate-chart");
@@ -207,6 +208,7 @@ function render(r) {
   const at = new Date(r.at_ms);
   document.getElementById("updated").textContent = "v" + r.version + " \u00b7 updated " + at.toLocaleTimeString();
   document.body.setAttribute("data-updated", String(r.at_ms));
+  document.body.setAttribute("data-window-s", String(r.window_s));
 }
 
 let every = 5000;
