@@ -73,6 +73,25 @@ impl Gateway {
             threads,
         } = build_solving(&settings, &shutdown).await?;
         let accounts = upstream.members().len();
+        let admission = Admission::warming_up(settings.max_concurrent, settings.warmup);
+        let requests = http::RequestMetrics::default();
+        let tenants = Arc::new(Tenants::new(
+            &settings.tenants,
+            settings
+                .gateway_keys
+                .iter()
+                .map(|k| http::key_tenant(&k.0).0),
+        ));
+        let intake = open_intake(&settings).await?;
+        let mut metrics = Metrics::new();
+        requests.register(metrics.registry());
+        let registry = metrics.registry();
+        registry.register_collector(Box::new(http::AdmissionFigures(admission.clone())));
+        crate::tenants::metrics::register(tenants.clone(), registry);
+        if let http::Intake::Queued(queue) = &intake {
+            crate::queue::figures::QueueDepth::register((**queue).clone(), &mut metrics);
+        }
+        Solving::register_parts(&engine, &upstream, &pools, &mut metrics);
 
         let state = AppState {
             engine,
@@ -80,9 +99,10 @@ impl Gateway {
                 settings.gateway_keys.iter().map(|k| k.0.as_str()),
                 &settings.tenants,
             )),
-            admission: Admission::warming_up(settings.max_concurrent, settings.warmup),
+            admission,
             upstream,
-            metrics: Arc::new(Metrics::new()),
+            metrics: requests,
+            exposition: Arc::new(metrics),
             status: crate::status::Status::new(
                 settings.status_every,
                 settings.redis.as_ref().map(|r| &r.target),
@@ -90,14 +110,8 @@ impl Gateway {
             .await,
             limits: Arc::new(settings.limits.clone()),
             pools,
-            tenants: Arc::new(Tenants::new(
-                &settings.tenants,
-                settings
-                    .gateway_keys
-                    .iter()
-                    .map(|k| http::key_tenant(&k.0).0),
-            )),
-            intake: open_intake(&settings).await?,
+            tenants,
+            intake,
             callbacks: Callbacks::new(
                 settings.callbacks.clone(),
                 shutdown.token.clone(),
@@ -167,6 +181,25 @@ pub struct Solving {
     pub simulator: Option<(Arc<Simulator>, SocketAddr)>,
     /// Plan threads over every account.
     pub threads: u32,
+}
+
+impl Solving {
+    /// Registers what the solving parts own on `/metrics`: the engine's answers and delays, the
+    /// store's availability, the upstream accounts, the per-target pool figures.
+    pub fn register_metrics(&self, metrics: &mut Metrics) {
+        Self::register_parts(&self.engine, &self.upstream, &self.pools, metrics);
+    }
+
+    fn register_parts(
+        engine: &Engine,
+        upstream: &Arc<Upstream>,
+        pools: &Arc<Pools>,
+        metrics: &mut Metrics,
+    ) {
+        engine.register_metrics(metrics.registry());
+        upstream.register_metrics(metrics.registry());
+        crate::pools::PoolFigures::register(engine.clone(), pools.clone(), metrics);
+    }
 }
 
 /// Builds the engine exactly as `serve` runs it, with its coverer, pool refiller and sweeper

@@ -3,15 +3,19 @@
 //! [`Engine::solve_at`](super::Engine::solve_at) counts here (the compatible and native APIs,
 //! the worker API, queue workers), once per handout.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
-use super::{Handout, SolveError};
+use super::{Engine, Handout, SolveError, Store};
 use crate::model::{Kind, now_ms};
+use crate::telemetry::collect::{Label, gauges};
 use crate::telemetry::metrics::KindSeconds;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -66,7 +70,7 @@ impl EngineMetrics {
         }
     }
 
-    pub fn register(&self, registry: &mut Registry) {
+    fn register(&self, registry: &mut Registry) {
         registry.register(
             "answers",
             "Answers handed to callers by kind and source (pool, solved, shared)",
@@ -87,5 +91,34 @@ impl EngineMetrics {
             "Time from an answer ready upstream to handed to a caller (token age at handout, time in a pool included)",
             self.ready_to_caller_seconds.family(),
         );
+    }
+}
+
+/// `captcha_gateway_store_up`, read at scrape time.
+struct StoreUp(Arc<dyn Store>);
+
+impl fmt::Debug for StoreUp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("StoreUp").field(&self.0.backend()).finish()
+    }
+}
+
+impl Collector for StoreUp {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let row: [Label; 1] = [("store", self.0.backend().to_owned())];
+        gauges(
+            &mut encoder,
+            "store_up",
+            "1 while the store answers (the embedded store always), 0 while it is unreachable",
+            [(row, u64::from(!self.0.degraded()))],
+        )
+    }
+}
+
+impl Engine {
+    /// Registers what the engine owns: answers, solve errors, delays, the store's availability.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        self.metrics.register(registry);
+        registry.register_collector(Box::new(StoreUp(self.store.clone())));
     }
 }

@@ -14,7 +14,7 @@ pub mod store;
 mod tasks;
 mod types;
 
-pub use metrics::EngineMetrics;
+use metrics::EngineMetrics;
 pub use solve::{Engine, EngineSettings, Priority, Solution, Solver};
 pub use store::{MemoryStore, Store, StoreError, TargetCounts, TargetFigures};
 pub use tasks::ReportOutcome;

@@ -125,7 +125,7 @@ pub struct Engine {
     /// Woken after a caller takes a pooled answer, so a pool refiller can top up at once
     /// instead of at its next tick.
     pool_taken: Arc<Notify>,
-    metrics: super::EngineMetrics,
+    pub(super) metrics: super::EngineMetrics,
     /// The same handouts for the dashboard's figures and history (`crate::status`).
     recorder: Arc<crate::status::Recorder>,
 }
@@ -163,11 +163,6 @@ impl Engine {
     /// Answers, solve errors and delays, for the status page (`crate::status`).
     pub fn recorder(&self) -> &crate::status::Recorder {
         &self.recorder
-    }
-
-    /// Answers, solve errors and delays, for `/metrics`.
-    pub fn metrics(&self) -> &super::EngineMetrics {
-        &self.metrics
     }
 
     /// This process's id in the store (random per boot, never reused, so a restarted instance

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::AppState;
 use crate::pools::GroupBy;
-use crate::telemetry::metrics::StoreUp;
+use crate::telemetry::metrics::CONTENT_TYPE;
 
 pub async fn livez() -> &'static str {
     "ok"
@@ -35,33 +35,8 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str)
 }
 
 pub async fn metrics(State(state): State<AppState>) -> Response {
-    let figures = state.engine.store().figures().await.unwrap_or_default();
-    let top = state.engine.settings().metrics_top_targets;
-    let targets = state.pools.top_views(figures, top, GroupBy::Label);
-    let store = state.engine.store();
-    let store = StoreUp {
-        store: store.backend(),
-        up: !store.degraded(),
-    };
-    let mut text = state.metrics.render(
-        &state.admission,
-        &state.upstream,
-        &targets,
-        store,
-        state.engine.metrics(),
-    );
-    if let super::Intake::Queued(queue) = &state.intake {
-        text = crate::queue::figures::splice(text, &queue.figures().await);
-    }
-    let text = crate::tenants::metrics::splice(text, &state.tenants);
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response()
+    let text = state.exposition.render().await;
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response()
 }
 
 /// The dashboard (`crate::status::page`): one page with its styles and script inline, drawing

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::RequestMetrics;
 use super::{Admission, Auth, Intake};
 use crate::callback::Callbacks;
 use crate::engine::Engine;
@@ -44,7 +45,10 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     pub admission: Arc<Admission>,
     pub upstream: Arc<Upstream>,
-    pub metrics: Arc<Metrics>,
+    /// `captcha_gateway_requests_total`, fed by the handlers.
+    pub metrics: RequestMetrics,
+    /// The `/metrics` registry every owner registered with.
+    pub exposition: Arc<Metrics>,
     /// The dashboard's figures and history (`crate::status`).
     pub status: Arc<crate::status::Status>,
     pub limits: Arc<Limits>,

@@ -18,6 +18,7 @@
 //! - `retire`: [`retire_idle`], forgetting idle targets; `top`: the bounded report.
 
 mod import;
+mod metrics;
 mod refiller;
 mod retire;
 mod sizing;
@@ -26,6 +27,7 @@ mod top;
 mod view;
 
 pub use import::{ImportError, ImportOutcome, ImportToken, MAX_IMPORT, MAX_TOKEN_LEN, import};
+pub use metrics::PoolFigures;
 pub use refiller::{RefillSettings, spawn_refiller};
 pub use retire::retire_idle;
 pub use sizing::{AutoSizer, SizingSettings};

@@ -70,3 +70,26 @@ impl RequestCounts {
             .map(|row| row.each_ref().map(|c| c.load(Ordering::Relaxed)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_reply_lands_in_its_endpoint_row_and_result_column() {
+        let counts = RequestCounts::default();
+        counts.count(Endpoint::Submit, Ok(()));
+        counts.count(Endpoint::Submit, Err(ErrorClass::Capacity));
+        counts.count(Endpoint::Submit, Err(ErrorClass::Capacity));
+        counts.count(Endpoint::Poll, Err(ErrorClass::Transient));
+        counts.count(Endpoint::Report, Err(ErrorClass::Permanent));
+        counts.count(Endpoint::Balance, Err(ErrorClass::Account));
+        let table = counts.table();
+        assert_eq!(table[0], [1, 2, 0, 0, 0], "submit");
+        assert_eq!(table[1], [0, 0, 1, 0, 0], "poll");
+        assert_eq!(table[2], [0, 0, 0, 1, 0], "report");
+        assert_eq!(table[3], [0, 0, 0, 0, 1], "balance");
+        assert_eq!(RESULTS[1], "capacity");
+        assert_eq!(Endpoint::ALL[3].as_str(), "balance");
+    }
+}

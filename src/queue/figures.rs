@@ -2,14 +2,20 @@
 //! with `--queue` (the producer side) and by stream workers. Every figure Redis could not give is
 //! left out rather than shown as zero, so an alert on it does not fire on a blind scrape.
 
-use std::fmt::Write as _;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 
+use async_trait::async_trait;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
 use redis::Value;
 
 use super::Queue;
 use super::keys::GROUP;
 use super::reply;
-use crate::telemetry::metrics::escape;
+use crate::telemetry::Metrics;
+use crate::telemetry::collect::{Label, gauges};
+use crate::telemetry::metrics::Refresh;
 
 /// One queue's depth at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -84,52 +90,70 @@ fn group_field(groups: &Value, field: &str) -> Option<u64> {
     })
 }
 
-impl QueueFigures {
-    /// The gauges as OpenMetrics text (no `# EOF`).
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        let q = format!("queue=\"{}\"", escape(&self.queue));
-        let gauges = [
-            (
-                "lag",
-                "Entries not yet delivered to any worker (what KEDA scales on)",
-                self.lag,
-            ),
-            (
-                "pending",
-                "Entries delivered to a worker and not yet acknowledged",
-                self.pending,
-            ),
-            (
-                "retry_scheduled",
-                "Entries scheduled for a later attempt",
-                self.retry_scheduled,
-            ),
-            (
-                "dead_letters",
-                "Entries in the dead-letter stream",
-                self.dead_letters,
-            ),
-        ];
-        for (name, help, value) in gauges {
-            if let Some(value) = value {
-                let _ = writeln!(
-                    out,
-                    "# HELP captcha_gateway_queue_{name} {help}.\n# TYPE captcha_gateway_queue_{name} gauge\ncaptcha_gateway_queue_{name}{{{q}}} {value}"
-                );
-            }
-        }
-        out
+/// The queue's depth as of the last refresh, for `/metrics`.
+pub struct QueueDepth {
+    queue: Queue,
+    last: Mutex<QueueFigures>,
+}
+
+impl fmt::Debug for QueueDepth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueueDepth")
+            .field("queue", &self.queue.settings().name)
+            .finish_non_exhaustive()
     }
 }
 
-/// `exposition` (ending in `# EOF`) with the queue gauges inserted before its end.
-pub fn splice(mut exposition: String, figures: &QueueFigures) -> String {
-    const EOF: &str = "# EOF\n";
-    if exposition.ends_with(EOF) {
-        exposition.truncate(exposition.len() - EOF.len());
+impl QueueDepth {
+    /// Registers the depth gauges of `queue`, read from Redis before every scrape.
+    pub fn register(queue: Queue, metrics: &mut Metrics) {
+        let depth = Arc::new(QueueDepth {
+            queue,
+            last: Mutex::default(),
+        });
+        metrics.refresh_before_scrape(depth.clone());
+        metrics.registry().register_collector(Box::new(depth));
     }
-    exposition.push_str(&figures.render());
-    exposition.push_str(EOF);
-    exposition
+}
+
+#[async_trait]
+impl Refresh for QueueDepth {
+    async fn refresh(&self) {
+        let figures = self.queue.figures().await;
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = figures;
+    }
+}
+
+impl Collector for QueueDepth {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let gauges_now = [
+            (
+                "queue_lag",
+                "Entries not yet delivered to any worker (what KEDA scales on)",
+                last.lag,
+            ),
+            (
+                "queue_pending",
+                "Entries delivered to a worker and not yet acknowledged",
+                last.pending,
+            ),
+            (
+                "queue_retry_scheduled",
+                "Entries scheduled for a later attempt",
+                last.retry_scheduled,
+            ),
+            (
+                "queue_dead_letters",
+                "Entries in the dead-letter stream",
+                last.dead_letters,
+            ),
+        ];
+        for (name, help, value) in gauges_now {
+            let row: Option<([Label; 1], u64)> =
+                value.map(|v| ([("queue", last.queue.clone())], v));
+            gauges(&mut encoder, name, help, row)?;
+        }
+        Ok(())
+    }
 }

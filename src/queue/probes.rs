@@ -5,7 +5,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -15,20 +14,12 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ConfigError;
-use crate::engine::Engine;
 use crate::engine::store::redis::Conn;
-use crate::http::Admission;
-use crate::pools::{GroupBy, Pools};
+use crate::http::{Admission, AdmissionFigures};
 use crate::serve::{Solving, StartError};
 use crate::telemetry::Metrics;
-use crate::telemetry::metrics::StoreUp;
+use crate::telemetry::metrics::CONTENT_TYPE;
 use crate::upstream::Upstream;
-
-/// A worker mode's own figures, as Prometheus text.
-#[async_trait]
-pub(crate) trait OwnFigures: Send + Sync + 'static {
-    async fn render(&self) -> String;
-}
 
 /// Binds `--listen`, or says which setting to change.
 pub(crate) async fn bind(listen: SocketAddr) -> Result<TcpListener, StartError> {
@@ -44,37 +35,34 @@ pub(crate) async fn bind(listen: SocketAddr) -> Result<TcpListener, StartError> 
 #[derive(Clone)]
 struct Probes {
     conn: Conn,
-    engine: Engine,
     upstream: Arc<Upstream>,
-    pools: Arc<Pools>,
-    own: Arc<dyn OwnFigures>,
-    engine_metrics: Arc<Metrics>,
-    /// Stands for the worker's `--concurrency` in the engine's admission figures.
-    admission: Arc<Admission>,
+    metrics: Arc<Metrics>,
 }
 
-/// Serves the probes until `stop`.
+/// Serves the probes until `stop`; `register_own` adds the mode's own figures to the engine's.
 pub(crate) fn spawn(
     conn: Conn,
     solving: &Solving,
     concurrency: u32,
-    own: Arc<dyn OwnFigures>,
+    register_own: impl FnOnce(&mut Metrics),
     listener: TcpListener,
     stop: CancellationToken,
 ) {
+    let mut metrics = Metrics::new();
+    register_own(&mut metrics);
+    // The worker's `--concurrency` stands for the admission limit.
+    let admission = AdmissionFigures(Admission::new(u64::from(concurrency)));
+    metrics.registry().register_collector(Box::new(admission));
+    solving.register_metrics(&mut metrics);
     let probes = Probes {
         conn,
-        engine: solving.engine.clone(),
         upstream: solving.upstream.clone(),
-        pools: solving.pools.clone(),
-        own,
-        engine_metrics: Arc::new(Metrics::new()),
-        admission: Admission::new(u64::from(concurrency)),
+        metrics: Arc::new(metrics),
     };
     let router = Router::new()
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(serve_metrics))
         .with_state(probes);
     tokio::spawn(async move {
         let served = axum::serve(listener, router)
@@ -101,32 +89,7 @@ async fn readyz(State(p): State<Probes>) -> (StatusCode, &'static str) {
     (StatusCode::OK, "ready")
 }
 
-async fn metrics(State(p): State<Probes>) -> Response {
-    let mut text = p.own.render().await;
-    let engine = &p.engine;
-    let figures = engine.store().figures().await.unwrap_or_default();
-    let targets = p.pools.top_views(
-        figures,
-        engine.settings().metrics_top_targets,
-        GroupBy::Label,
-    );
-    let store = StoreUp {
-        store: engine.store().backend(),
-        up: !engine.store().degraded(),
-    };
-    text.push_str(&p.engine_metrics.render(
-        &p.admission,
-        &p.upstream,
-        &targets,
-        store,
-        engine.metrics(),
-    ));
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response()
+async fn serve_metrics(State(p): State<Probes>) -> Response {
+    let text = p.metrics.render().await;
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response()
 }

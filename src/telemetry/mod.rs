@@ -1,8 +1,9 @@
-//! Telemetry: Prometheus metrics and log setup. Labels are kinds, sources, outcome codes,
-//! account names and target labels; never keys, proxies or tokens (promise 8).
+//! Telemetry: the Prometheus registry and log setup. Labels are kinds, sources, outcome codes,
+//! account names, tenant names and target labels; never keys, proxies or tokens (promise 8).
 
+pub mod collect;
 mod logs;
-pub(crate) mod metrics;
+pub mod metrics;
 
 pub use logs::init_logs;
 pub use metrics::Metrics;

@@ -97,10 +97,12 @@ fn an_isolated_tenant_has_targets_of_its_own() {
 
 #[test]
 fn metrics_label_tenants_by_name_only() {
-    let t = tenants(|t| t.max_concurrent = Some(1));
+    let t = std::sync::Arc::new(tenants(|t| t.max_concurrent = Some(1)));
     let _held = t.admit("alpha", &mut turnstile()).unwrap();
     let _ = t.admit("alpha", &mut turnstile());
-    let text = metrics::splice("# EOF\n".to_owned(), &t);
+    let mut registry = crate::telemetry::Metrics::new();
+    metrics::register(t.clone(), registry.registry());
+    let text = futures::executor::block_on(registry.render());
     assert!(text.ends_with("# EOF\n") && text.matches("# EOF").count() == 1);
     assert!(text.contains(
         "captcha_gateway_tenant_requests_total{tenant=\"alpha\",result=\"max_concurrent\"} 1"

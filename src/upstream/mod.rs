@@ -15,7 +15,7 @@
 //! - `solve`: one task across accounts (the [`Solver`](crate::engine::Solver) implementation).
 //! - `spend`: the balance check that pauses and resumes accounts.
 //! - `reports`: `reportgood`/`reportbad` counts per account and kind.
-//! - `metrics`: every per-account metric line, in one place.
+//! - `metrics`: every per-account family on `/metrics`, in one place.
 
 mod breaker;
 mod metrics;
@@ -254,12 +254,6 @@ impl Upstream {
             }
         }
         Err(last.map_or_else(no_account, |e| failure(&e)))
-    }
-
-    /// Account gauges and counters, in OpenMetrics text.
-    pub fn write_metrics(&self, out: &mut String) {
-        metrics::write(&self.members, out);
-        metrics::write_solve_seconds(&self.solve_seconds, out);
     }
 
     /// The account for the next try of a task of `kind`, and how its breaker admitted it: one

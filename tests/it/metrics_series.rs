@@ -4,6 +4,10 @@
 //! not check that, so the test does), and shows per-target series only for the busiest
 //! `metrics_top_targets`, the rest summed under `target="other"`. `/` and `GET /v1/pools` are
 //! bounded the same way.
+//!
+//! The names (issue 13): a live scrape under the simulator of a serve process, of a serve process
+//! with `--queue` and of a queue worker carries every family docs/API.md "Metrics" promises for
+//! it, under the one prefix, and passes promtool.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -12,6 +16,10 @@ use std::process::{Command, Stdio};
 use futures::future::join_all;
 use serde_json::Value;
 
+use crate::queue::support::{WorkerProcess, worker_config};
+use crate::support::eventually::eventually;
+use crate::support::fleet::{SimServer, spawn_serve};
+use crate::support::redis::RedisServer;
 use crate::support::{KEY, TestGateway, fast_settings};
 
 const TOP: usize = 3;
@@ -184,4 +192,291 @@ async fn metrics_series_are_unique_and_bounded_after_many_targets() {
     assert_eq!(other["targets"], 24 - TOP, "{other}");
     let (_, page) = gw.get_text("/").await;
     assert_eq!(page.matches("<tr><td>").count(), TOP + 1, "{page}");
+}
+
+/// Families every process that solves has (serve, and a worker): the engine's, the store's,
+/// the upstream accounts', the pools' and the build.
+const SOLVING_FAMILIES: &[&str] = &[
+    "captcha_gateway_answers",
+    "captcha_gateway_handout_seconds",
+    "captcha_gateway_solve_duration_seconds",
+    "captcha_gateway_ready_to_caller_seconds",
+    "captcha_gateway_active_solves",
+    "captcha_gateway_max_concurrent",
+    "captcha_gateway_running_limit",
+    "captcha_gateway_upstream_requests",
+    "captcha_gateway_upstream_threads_in_use",
+    "captcha_gateway_upstream_threads_cap",
+    "captcha_gateway_upstream_in_flight",
+    "captcha_gateway_upstream_breaker_open",
+    "captcha_gateway_upstream_breaker_opened",
+    "captcha_gateway_upstream_usable",
+    "captcha_gateway_upstream_tasks",
+    "captcha_gateway_upstream_reports",
+    "captcha_gateway_pool_ready",
+    "captcha_gateway_pool_hits",
+    "captcha_gateway_pool_expired_unused",
+    "captcha_gateway_target_arrivals",
+    "captcha_gateway_target_in_flight",
+    "captcha_gateway_target_waiting",
+    "captcha_gateway_new_tasks",
+    "captcha_gateway_refills",
+    "captcha_gateway_waits_served",
+    "captcha_gateway_imported",
+    "captcha_gateway_targets",
+    "captcha_gateway_store_up",
+    "captcha_gateway_build_info",
+];
+
+/// Families only a serve process has (its APIs and tenants).
+const SERVE_FAMILIES: &[&str] = &[
+    "captcha_gateway_requests",
+    "captcha_gateway_solve_errors",
+    "captcha_gateway_pool_target",
+    "captcha_gateway_upstream_balance",
+    "captcha_gateway_tenant_requests",
+    "captcha_gateway_tenant_in_flight",
+    "captcha_gateway_tenant_solves_last_hour",
+];
+
+/// The queue's depth, on serve with `--queue` and on workers.
+const QUEUE_FAMILIES: &[&str] = &[
+    "captcha_gateway_queue_pending",
+    "captcha_gateway_queue_lag",
+    "captcha_gateway_queue_retry_scheduled",
+    "captcha_gateway_queue_dead_letters",
+];
+
+/// The families of `text` with at least one sample (`# TYPE` names the family; a counter's
+/// samples add `_total`, a histogram's `_bucket`, `_sum` and `_count`).
+fn families_with_samples(text: &str) -> std::collections::BTreeSet<String> {
+    let declared: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let samples: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .collect();
+    declared
+        .into_iter()
+        .filter(|family| {
+            samples.iter().any(|name| {
+                name.strip_prefix(family)
+                    .is_some_and(|rest| ["", "_total", "_bucket", "_sum", "_count"].contains(&rest))
+            })
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Asserts a scrape carries `expected`, has one prefix, repeats no series and passes promtool.
+fn assert_scrape(what: &str, text: &str, expected: &[&[&str]]) {
+    let present = families_with_samples(text);
+    let missing: Vec<&str> = expected
+        .iter()
+        .flat_map(|set| set.iter().copied())
+        .filter(|f| !present.contains(*f))
+        .collect();
+    assert!(missing.is_empty(), "{what}: missing {missing:?}\n{text}");
+    let foreign: Vec<&String> = present
+        .iter()
+        .filter(|f| !f.starts_with("captcha_gateway_"))
+        .collect();
+    assert!(foreign.is_empty(), "{what}: other prefixes {foreign:?}");
+    promtool_check(text).unwrap_or_else(|e| panic!("{what}: promtool rejects it: {e}\n{text}"));
+    let counts = series_counts(text);
+    let repeated: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(repeated.is_empty(), "{what}: repeated {repeated:?}");
+}
+
+#[test]
+fn the_family_check_needs_samples() {
+    let text = "# TYPE captcha_gateway_answers counter\n\
+        # TYPE captcha_gateway_handout_seconds histogram\n\
+        captcha_gateway_handout_seconds_count{kind=\"turnstile\"} 1\n# EOF\n";
+    let present = families_with_samples(text);
+    assert!(present.contains("captcha_gateway_handout_seconds"));
+    assert!(!present.contains("captcha_gateway_answers"), "{present:?}");
+}
+
+#[tokio::test]
+async fn a_serve_scrape_has_every_contract_family() {
+    let mut settings = fast_settings();
+    let table: toml::Value = toml::from_str(
+        "[[pools]]\nkind = \"turnstile\"\nsitekey = \"0x4AAAAAAA-pool\"\n\
+         pageurl = \"https://pool.example.com/\"\nsize = 1\n",
+    )
+    .unwrap();
+    let pools: Vec<captcha_gateway::pools::PoolTable> =
+        table["pools"].clone().try_into().expect("a pool table");
+    settings.pools =
+        captcha_gateway::pools::specs(&pools, captcha_gateway::model::TargetPolicy::default())
+            .unwrap();
+    let gw = TestGateway::with(settings).await;
+
+    // The compatible API, the native API (an answer, and a deadline too short for any), and
+    // the worker API.
+    let answer = gw
+        .solve_compat(&[
+            ("method", "turnstile"),
+            ("sitekey", "0x4AAAAAAA-metrics"),
+            ("pageurl", "https://compat.example.com/"),
+        ])
+        .await;
+    assert_eq!(answer["status"], 1, "{answer}");
+    let native = |timeout_s: f64| {
+        serde_json::json!({
+            "kind": "turnstile",
+            "sitekey": "0x4AAAAAAA-metrics",
+            "pageurl": "https://native.example.com/",
+            "timeout_s": timeout_s,
+        })
+    };
+    let (status, body) = crate::support::solve(&gw.http, &gw.url(""), native(30.0)).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = crate::support::solve(&gw.http, &gw.url(""), native(0.01)).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (504, &"timeout".into()),
+        "{body}"
+    );
+    let worker: Value = gw
+        .http
+        .post(gw.url("/solve"))
+        .bearer_auth(KEY)
+        .json(&serde_json::json!({
+            "method": "turnstile",
+            "sitekey": "0x4AAAAAAA-metrics",
+            "pageurl": "https://worker.example.com/",
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(worker["solution"].is_string(), "{worker}");
+
+    // The balance is read at start and the pool fills in the background.
+    eventually(
+        std::time::Duration::from_secs(30),
+        "the balance read and the pool filled",
+        || async {
+            let (_, text) = gw.get_text("/metrics").await;
+            text.contains("captcha_gateway_upstream_balance{")
+                && text.contains(
+                    "captcha_gateway_pool_ready{target=\"turnstile:pool.example.com\"} 1\n",
+                )
+        },
+    )
+    .await;
+    let (_, text) = gw.get_text("/metrics").await;
+    assert_scrape("serve", &text, &[SOLVING_FAMILIES, SERVE_FAMILIES]);
+    for api in ["compat", "native", "worker"] {
+        assert!(
+            text.contains(&format!("captcha_gateway_requests_total{{api=\"{api}\"")),
+            "{api}: {text}"
+        );
+    }
+    assert!(
+        text.contains(
+            "captcha_gateway_solve_errors_total{kind=\"turnstile\",code=\"timeout\"} 1\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("captcha_gateway_store_up{store=\"memory\"} 1\n"),
+        "{text}"
+    );
+}
+
+/// A `serve --queue` front end in front of the queue's workers.
+async fn queued_front_end(sim: &SimServer, redis_url: &str) -> (tokio::process::Child, String) {
+    let mut config = tempfile::NamedTempFile::new().unwrap();
+    writeln!(
+        config,
+        "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:0\"\n\
+         redis_url = \"{redis_url}\"\n",
+        sim.addr
+    )
+    .unwrap();
+    let env = [
+        ("CAPTCHAAI_API_KEY", KEY),
+        ("RUST_LOG", "warn"),
+        ("CAPTCHA_GATEWAY_QUEUE", "captcha"),
+    ];
+    let (child, base, _) = spawn_serve(config.path(), &env, Stdio::inherit()).await;
+    (child, base)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_scrapes_have_every_contract_family() {
+    let redis = RedisServer::start();
+    let latency = captcha_gateway::sim::LatencyRange {
+        min: std::time::Duration::from_millis(50),
+        max: std::time::Duration::from_millis(150),
+    };
+    let sim = SimServer::start(latency, 100).await;
+    let (_front, front) = queued_front_end(&sim, &redis.url()).await;
+    let worker = WorkerProcess::start(worker_config(sim.addr, &redis.url(), ""), &[]).await;
+    let http = reqwest::Client::new();
+    let (status, body) = crate::support::solve(
+        &http,
+        &front,
+        serde_json::json!({
+            "kind": "turnstile",
+            "sitekey": "0x4AAAAAAA-queue",
+            "pageurl": "https://queue.example.com/",
+        }),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    let scrape = |base: String| {
+        let http = http.clone();
+        async move {
+            http.get(format!("{base}/metrics"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    eventually(
+        std::time::Duration::from_secs(30),
+        "the worker counted the entry",
+        || async { worker.metric("captcha_gateway_queue_processed_total").await >= 1 },
+    )
+    .await;
+    let worker_text = scrape(worker.base.clone()).await;
+    assert_scrape(
+        "worker",
+        &worker_text,
+        &[
+            SOLVING_FAMILIES,
+            QUEUE_FAMILIES,
+            &["captcha_gateway_queue_processed"],
+        ],
+    );
+    assert!(
+        worker_text.contains(
+            "captcha_gateway_queue_processed_total{queue=\"captcha\",outcome=\"written\"} 1\n"
+        ),
+        "{worker_text}"
+    );
+    let front_text = scrape(front.clone()).await;
+    assert_scrape(
+        "serve --queue",
+        &front_text,
+        &[QUEUE_FAMILIES, &["captcha_gateway_requests"]],
+    );
+    assert!(
+        front_text.contains("captcha_gateway_queue_lag{queue=\"captcha\"} 0\n"),
+        "{front_text}"
+    );
 }

@@ -62,15 +62,15 @@ pub async fn run(
     let probes_conn = Conn::open(&target, target.response_timeout)
         .await
         .map_err(|e| StartError::Store(e.to_string()))?;
-    let figures = Arc::new(metrics::SeedFigures {
+    let figures = metrics::SeedFigures {
         stats: stats.clone(),
         prefix: seed.prefix.clone(),
-    });
+    };
     crate::queue::probes::spawn(
         probes_conn,
         &solving,
         u32::try_from(seed.concurrency).unwrap_or(u32::MAX),
-        figures,
+        |metrics| figures.register(metrics.registry()),
         listener,
         background.clone(),
     );

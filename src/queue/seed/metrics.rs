@@ -1,95 +1,85 @@
 //! The seed worker's own figures on `/metrics` (served by `queue::probes`): this consumer's
 //! counters, labelled with the queue's key prefix.
 
-use std::fmt::Write;
+use std::fmt;
 use std::sync::Arc;
 
-use async_trait::async_trait;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::registry::Registry;
 
 use super::SeedStats;
-use crate::queue::probes::OwnFigures;
+use crate::telemetry::collect::{Label, counters};
 
-/// What `/metrics` shows first for a seed worker.
+/// What `/metrics` shows for a seed worker.
+#[derive(Debug)]
 pub struct SeedFigures {
     pub stats: Arc<SeedStats>,
     pub prefix: String,
 }
 
-#[async_trait]
-impl OwnFigures for SeedFigures {
-    async fn render(&self) -> String {
-        self.stats.render(&self.prefix)
+impl SeedFigures {
+    pub fn register(self, registry: &mut Registry) {
+        registry.register_collector(Box::new(self));
     }
 }
 
-impl SeedStats {
-    /// This consumer's counters as Prometheus text, labelled with the queue's key prefix.
-    pub fn render(&self, prefix: &str) -> String {
+impl Collector for SeedFigures {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let s = &self.stats;
         let rows = [
             (
-                "taken_total",
-                "Entries moved into this consumer's processing list.",
-                &self.taken,
+                "taken",
+                "Entries moved into this consumer's processing list",
+                &s.taken,
             ),
             (
-                "solved_total",
-                "Entries solved (success result written or found).",
-                &self.solved,
+                "solved",
+                "Entries solved (success result written or found)",
+                &s.solved,
+            ),
+            ("failed", "Solves that ended in an error result", &s.failed),
+            (
+                "refused",
+                "Entries with an id that could not be solved as sent (error result)",
+                &s.refused,
             ),
             (
-                "failed_total",
-                "Solves that ended in an error result.",
-                &self.failed,
+                "unreadable",
+                "Entries without a usable id, dropped",
+                &s.unreadable,
             ),
             (
-                "refused_total",
-                "Entries with an id that could not be solved as sent (error result).",
-                &self.refused,
+                "duplicates",
+                "Entries whose task already had a result",
+                &s.duplicates,
             ),
             (
-                "unreadable_total",
-                "Entries without a usable id, dropped.",
-                &self.unreadable,
+                "recovered",
+                "Dead consumers' entries given back to the queue",
+                &s.recovered,
             ),
             (
-                "duplicates_total",
-                "Entries whose task already had a result.",
-                &self.duplicates,
+                "taken_for_dead",
+                "Times this consumer found it had been taken for dead",
+                &s.taken_for_dead,
             ),
             (
-                "recovered_total",
-                "Dead consumers' entries given back to the queue.",
-                &self.recovered,
+                "lost",
+                "Entries finished after they were given back to the queue",
+                &s.lost,
             ),
+            ("swept", "Results removed after the retention", &s.swept),
             (
-                "taken_for_dead_total",
-                "Times this consumer found it had been taken for dead.",
-                &self.taken_for_dead,
-            ),
-            (
-                "lost_total",
-                "Entries finished after they were given back to the queue.",
-                &self.lost,
-            ),
-            (
-                "swept_total",
-                "Results removed after the retention.",
-                &self.swept,
-            ),
-            (
-                "redis_errors_total",
-                "Redis calls that failed (retried).",
-                &self.redis_errors,
+                "redis_errors",
+                "Redis calls that failed (retried)",
+                &s.redis_errors,
             ),
         ];
-        let mut out = String::new();
         for (name, help, value) in rows {
-            let _ = writeln!(
-                out,
-                "# HELP captcha_gateway_seed_queue_{name} {help}\n# TYPE captcha_gateway_seed_queue_{name} counter\ncaptcha_gateway_seed_queue_{name}{{queue=\"{prefix}\"}} {}",
-                SeedStats::get(value)
-            );
+            let row: ([Label; 1], u64) = ([("queue", self.prefix.clone())], SeedStats::get(value));
+            counters(&mut encoder, &format!("seed_queue_{name}"), help, [row])?;
         }
-        out
+        Ok(())
     }
 }

@@ -1,10 +1,16 @@
-//! The worker's queue figures for `/metrics` (Prometheus text).
+//! The stream worker's own figures on `/metrics`: how delivered entries ended here, its
+//! reclaims and leases, and the queue's depth (docs/API.md "Metrics").
 
-use std::fmt::Write;
+use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::queue::figures::QueueFigures;
-use crate::telemetry::metrics::escape;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+
+use crate::queue::figures::QueueDepth;
+use crate::telemetry::Metrics;
+use crate::telemetry::collect::{Label, counters, gauges};
 
 /// How a delivered entry ended on this worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,71 +75,71 @@ impl QueueMetrics {
         let i = Outcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0);
         self.processed[i].load(Ordering::Relaxed)
     }
+}
 
-    /// The figures as Prometheus text, with the queue's depth as Redis told it.
-    pub fn render(&self, depth: &QueueFigures) -> String {
-        let mut out = String::new();
-        let q = format!("queue=\"{}\"", escape(&depth.queue));
-        let _ = writeln!(
-            out,
-            "# HELP captcha_gateway_queue_processed_total Delivered entries by how they ended on this worker.\n# TYPE captcha_gateway_queue_processed_total counter"
-        );
-        for o in Outcome::ALL {
-            let _ = writeln!(
-                out,
-                "captcha_gateway_queue_processed_total{{{q},outcome=\"{}\"}} {}",
-                o.label(),
-                self.processed(o)
-            );
-        }
-        let simple = [
-            (
-                "reclaimed_total",
-                "counter",
-                "Entries taken over from stalled consumers.",
-                &self.reclaimed,
-            ),
-            (
-                "deleted_pending_total",
-                "counter",
-                "Pending ids found deleted (never expected).",
-                &self.deleted_seen,
-            ),
-            (
-                "retries_promoted_total",
-                "counter",
-                "Due retries moved back into the stream.",
-                &self.promoted,
-            ),
-            (
-                "leases_lost_total",
-                "counter",
-                "Entries this worker found taken over by another.",
-                &self.leases_lost,
-            ),
-            (
-                "in_flight",
-                "gauge",
-                "Entries this worker holds now.",
-                &self.in_flight,
-            ),
-        ];
-        for (name, kind, help, value) in simple {
-            let _ = writeln!(
-                out,
-                "# HELP captcha_gateway_queue_{name} {help}\n# TYPE captcha_gateway_queue_{name} {kind}\ncaptcha_gateway_queue_{name}{{{q}}} {}",
-                value.load(Ordering::Relaxed)
-            );
-        }
-        out.push_str(&depth.render());
-        out
+/// This worker's counters and the queue's depth on `/metrics`.
+pub(super) fn register(worker: &Arc<super::Worker>, metrics: &mut Metrics) {
+    QueueDepth::register(worker.queue.clone(), metrics);
+    metrics
+        .registry()
+        .register_collector(Box::new(WorkerFigures(worker.clone())));
+}
+
+struct WorkerFigures(Arc<super::Worker>);
+
+impl fmt::Debug for WorkerFigures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("WorkerFigures")
+            .field(&self.0.consumer)
+            .finish()
     }
 }
 
-/// The stream worker's own figures on `/metrics`, with the group's lag as KEDA reads it.
-#[async_trait::async_trait]
-impl crate::queue::probes::OwnFigures for super::Worker {
-    async fn render(&self) -> String {
-        self.metrics.render(&self.queue.figures().await)
+impl Collector for WorkerFigures {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let m = &self.0.metrics;
+        let queue = || -> Label { ("queue", self.0.queue.settings().name.clone()) };
+        counters(
+            &mut encoder,
+            "queue_processed",
+            "Delivered entries by how they ended on this worker",
+            Outcome::ALL.map(|o| {
+                let labels: [Label; 2] = [queue(), ("outcome", o.label().to_owned())];
+                (labels, m.processed(o))
+            }),
+        )?;
+        let counted = [
+            (
+                "queue_reclaimed",
+                "Entries taken over from stalled consumers",
+                &m.reclaimed,
+            ),
+            (
+                "queue_deleted_pending",
+                "Pending ids found deleted (never expected)",
+                &m.deleted_seen,
+            ),
+            (
+                "queue_retries_promoted",
+                "Due retries moved back into the stream",
+                &m.promoted,
+            ),
+            (
+                "queue_leases_lost",
+                "Entries this worker found taken over by another",
+                &m.leases_lost,
+            ),
+        ];
+        for (name, help, value) in counted {
+            let row = ([queue()], value.load(Ordering::Relaxed));
+            counters(&mut encoder, name, help, [row])?;
+        }
+        let row = ([queue()], m.in_flight.load(Ordering::Relaxed));
+        gauges(
+            &mut encoder,
+            "queue_in_flight",
+            "Entries this worker holds now",
+            [row],
+        )
     }
 }

@@ -120,7 +120,7 @@ pub async fn start(settings: WorkerSettings, shutdown: Shutdown) -> Result<Start
         probes_conn,
         &solving,
         settings.queue.concurrency,
-        worker.clone(),
+        |metrics| metrics::register(&worker, metrics),
         listener,
         background.clone(),
     );

@@ -95,6 +95,26 @@ async fn every_injected_provider_fault_gets_callers_an_answer_and_frees_every_sl
             && stats.slow_replies > 0,
         "every fault was injected: {stats:?}"
     );
+    // Each refused submit is counted under its class (docs/API.md "Metrics").
+    let text = http
+        .get(format!("{}/metrics", gw.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for result in ["ok", "capacity", "transient"] {
+        let counted: u64 = text
+            .lines()
+            .filter(|l| l.starts_with("captcha_gateway_upstream_requests_total{"))
+            .filter(|l| {
+                l.contains("endpoint=\"submit\"") && l.contains(&format!("result=\"{result}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum();
+        assert!(counted > 0, "no submit counted as {result}:\n{text}");
+    }
     assert_never_panicked(&log);
 }
 

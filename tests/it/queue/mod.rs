@@ -9,4 +9,4 @@ mod producer;
 mod seed;
 mod seed_workers;
 mod submit;
-mod support;
+pub(crate) mod support;
