@@ -100,6 +100,15 @@ fn sparkline(values: &[f64]) -> String {
         .collect()
 }
 
+/// `14 s` or `5 min`.
+fn span(secs: f64) -> String {
+    if secs >= 90.0 {
+        format!("{:.0} min", secs / 60.0)
+    } else {
+        format!("{:.0} s", secs.max(1.0))
+    }
+}
+
 fn meter(used: u64, cap: u64) -> String {
     const WIDTH: u64 = 20;
     let filled = (used.min(cap) * WIDTH).checked_div(cap).unwrap_or(0);
@@ -159,8 +168,7 @@ pub fn render(r: &StatusReport, url: &str) -> String {
         .map(|p| p.pool + p.solved + p.shared)
         .collect();
     if !rates.is_empty() {
-        let minutes = (rates.len() as f64 * r.interval_s / 60.0).round();
-        let label = format!("last {minutes:.0} min");
+        let label = format!("last {}", span(rates.len() as f64 * r.interval_s));
         let _ = writeln!(out, "{label:<22}{}", sparkline(&rates));
     }
     let _ = writeln!(
@@ -208,12 +216,7 @@ pub fn render(r: &StatusReport, url: &str) -> String {
     if r.pools.len() > POOL_ROWS {
         let _ = writeln!(out, "  ... and {} more rows", r.pools.len() - POOL_ROWS);
     }
-    let window = if r.window_s >= 90.0 {
-        format!("{:.0} min", r.window_s / 60.0)
-    } else {
-        format!("{:.0} s", r.window_s.max(1.0))
-    };
-    let label = format!("latency, last {window}");
+    let label = format!("latency, last {}", span(r.window_s));
     let _ = writeln!(out, "{label:<30} n       p50       p90       p99");
     latency_line(&mut out, "request -> answer", &r.latency.handout);
     latency_line(&mut out, "upstream solve", &r.latency.solve);
