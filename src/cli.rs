@@ -33,6 +33,8 @@ pub enum Command {
     /// Consume the task queue in Redis (docs/QUEUE.md): solve with the same engine as `serve`,
     /// store one result per task.
     Worker(WorkerArgs),
+    /// Print a one-screen summary of a running gateway's live figures (`GET /v1/status`).
+    Status(StatusArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
@@ -212,6 +214,25 @@ pub struct BenchArgs {
     /// Concurrent load connections (`hit`, default 64).
     #[arg(long)]
     pub concurrency: Option<usize>,
+}
+
+/// `status`: one screen of a gateway's live figures, as its dashboard shows them.
+#[derive(Debug, Default, Args)]
+pub struct StatusArgs {
+    /// The gateway's base URL, e.g. `http://127.0.0.1:8080`.
+    #[arg(
+        long,
+        env = "CAPTCHA_GATEWAY_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub url: String,
+    /// A gateway key, sent as `Authorization: Bearer` (for a proxy in front that asks for one;
+    /// the gateway serves its status without a key, as it serves `/metrics`).
+    #[arg(long, env = "CAPTCHA_GATEWAY_KEY", hide_env_values = true)]
+    pub key: Option<Secret>,
+    /// Seconds to wait for the gateway's answer.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub timeout_s: u64,
 }
 
 /// `submit`: tasks from arguments or a JSON-lines file onto a queue, results back as JSON lines.

@@ -100,6 +100,9 @@ pub struct Settings {
     /// The `[queue]` table as written (docs/QUEUE.md "Settings"); `worker` checks and applies
     /// it under its flags.
     pub queue: crate::queue::QueueFile,
+    /// How often the status page's history is sampled and, with Redis, this instance's figures
+    /// published to the fleet (`crate::status`; no flag: tests shorten it).
+    pub status_every: Duration,
 }
 
 /// The TOML file: every flag, plus the knobs that have no flag.
@@ -508,6 +511,7 @@ pub fn load_serve(
         upstream: crate::upstream::UpstreamSettings::default(),
         enqueue_to,
         queue: file.queue.clone(),
+        status_every: crate::status::DEFAULT_EVERY,
     })
 }
 

@@ -22,6 +22,8 @@
 //! - [`sim`]: the provider simulator (a product feature; tests and benchmarks run against it).
 //! - [`bench`]: the `bench` load scenarios (gateway, simulator and Redis under load, with a
 //!   report).
+//! - [`status`]: the live figures behind the dashboard at `/`, `GET /v1/status` and the
+//!   `status` command, fleet-wide with Redis.
 //! - [`telemetry`]: metrics and logs. [`config`], [`cli`], [`serve`], [`shutdown`]: the process.
 //!
 //! See `docs/ARCHITECTURE.md` for how the pieces fit and which promises each keeps.
@@ -41,6 +43,7 @@ pub mod secret;
 pub mod serve;
 pub mod shutdown;
 pub mod sim;
+pub mod status;
 pub mod taskapi;
 pub mod telemetry;
 pub mod tenants;

@@ -65,6 +65,7 @@ async fn run(cli: Cli) -> ExitCode {
                 }
             };
         }
+        Command::Status(args) => return captcha_gateway::status::cli::run(&args).await,
         Command::Submit(args) => {
             let settings = match config::load_submit(&args) {
                 Ok(s) => s,

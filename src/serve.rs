@@ -103,6 +103,11 @@ impl Gateway {
             upstream,
             metrics: requests,
             exposition: Arc::new(metrics),
+            status: crate::status::Status::new(
+                settings.status_every,
+                settings.redis.as_ref().map(|r| &r.target),
+            )
+            .await,
             limits: Arc::new(settings.limits.clone()),
             pools,
             tenants,
@@ -114,6 +119,7 @@ impl Gateway {
             )
             .map_err(|e| StartError::Io(std::io::Error::other(e.to_string())))?,
         };
+        state.status.spawn_sampler(state.clone(), &shutdown);
         let mut router = http::router(state);
         if let Some((sim, _)) = &simulator {
             // One port for the quick start: the simulator's /verify and /stats under /sim.

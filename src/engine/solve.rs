@@ -127,6 +127,8 @@ pub struct Engine {
     /// instead of at its next tick.
     pool_taken: Arc<Notify>,
     pub(super) metrics: super::EngineMetrics,
+    /// The same handouts for the dashboard's figures and history (`crate::status`).
+    recorder: Arc<crate::status::Recorder>,
 }
 
 impl Engine {
@@ -148,6 +150,7 @@ impl Engine {
             next_waiter: Arc::new(AtomicU64::new(1)),
             pool_taken: Arc::new(Notify::new()),
             metrics: super::EngineMetrics::default(),
+            recorder: Arc::default(),
         }
     }
 
@@ -156,6 +159,11 @@ impl Engine {
     pub fn cut_short_by(mut self, cut: CancellationToken) -> Self {
         self.cut = cut;
         self
+    }
+
+    /// Answers, solve errors and delays, for the status page (`crate::status`).
+    pub fn recorder(&self) -> &crate::status::Recorder {
+        &self.recorder
     }
 
     /// This process's id in the store (random per boot, never reused, so a restarted instance
@@ -225,6 +233,7 @@ impl Engine {
             Reuse::Reusable => self.shared(target, req, deadline, priority).await,
         };
         self.metrics.record(kind, &result, asked.elapsed());
+        self.recorder.handout(&result, asked.elapsed());
         result
     }
 

@@ -1,8 +1,10 @@
-//! Operations endpoints: liveness, readiness, Prometheus metrics, and a small status page.
+//! Operations endpoints: liveness, readiness, Prometheus metrics, the live status and its
+//! dashboard.
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 
 use super::AppState;
 use crate::pools::GroupBy;
@@ -37,7 +39,10 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response()
 }
 
-pub async fn index(State(state): State<AppState>) -> Html<String> {
+/// The dashboard (`crate::status::page`): one page with its styles and script inline, drawing
+/// `GET /v1/status`; the policy lets it load nothing else. Without script, a plain table of the
+/// per-target figures (the rows `/metrics` shows) stands in.
+pub async fn index(State(state): State<AppState>) -> Response {
     let figures = state.engine.store().figures().await.unwrap_or_default();
     let top = state.engine.settings().metrics_top_targets;
     let views = state.pools.top_views(figures, top, GroupBy::Label);
@@ -51,16 +56,34 @@ pub async fn index(State(state): State<AppState>) -> Html<String> {
             )
         })
         .collect();
-    Html(format!(
-        "<!doctype html><meta charset=utf-8><title>captcha-gateway</title>\
-         <h1>captcha-gateway</h1><p>{} active of {} &middot; upstream {} of {} threads in use</p>\
-         <table><tr><th>target</th><th>pooled</th><th>in flight</th><th>waiting</th><th>pool hits</th><th>new tasks</th><th>expired unused</th></tr>{rows}</table>\
-         <p><a href=/metrics>/metrics</a> &middot; <a href=/health>/health</a></p>",
+    let fallback = format!(
+        "<p>{} active of {} &middot; upstream {} of {} threads in use</p>\
+         <table><tr><th>target</th><th>pooled</th><th>in flight</th><th>waiting</th><th>pool hits</th><th>new tasks</th><th>expired unused</th></tr>{rows}</table>",
         state.admission.active(),
         state.admission.max(),
         state.upstream.in_flight(),
         state.upstream.threads(),
-    ))
+    );
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; \
+                 connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'",
+            ),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        crate::status::page::with_fallback(&fallback),
+    )
+        .into_response()
+}
+
+/// `GET /v1/status`: the live figures (docs/API.md "Status"), open like `/metrics` and `/`:
+/// figures only, no key, token or tenant's data.
+pub async fn status(State(state): State<AppState>) -> Response {
+    let report = state.status.report(&state).await;
+    ([(header::CACHE_CONTROL, "no-store")], Json(report)).into_response()
 }
 
 fn html_escape(s: &str) -> String {

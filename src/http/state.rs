@@ -55,6 +55,8 @@ pub struct AppState {
     pub metrics: RequestMetrics,
     /// The `/metrics` registry every owner registered with.
     pub exposition: Arc<Metrics>,
+    /// The dashboard's figures and history (`crate::status`).
+    pub status: Arc<crate::status::Status>,
     pub limits: Arc<Limits>,
     /// Configured pools, their sizes and import bookkeeping.
     pub pools: Arc<Pools>,

@@ -140,6 +140,21 @@ pub struct AccountStatus {
     pub waiting: usize,
 }
 
+/// One account's figures for the status page (`crate::status`): its gauges and counters now.
+#[derive(Debug, Clone)]
+pub struct AccountFigures {
+    pub name: String,
+    pub provider: &'static str,
+    /// As [`AccountStatus::state`].
+    pub state: &'static str,
+    pub threads: u32,
+    /// Threads taken, fleet-wide with Redis (as of the last renewal).
+    pub in_flight: u32,
+    /// The effective cap now.
+    pub cap: u32,
+    pub stats: crate::provider::AccountStats,
+}
+
 /// Every configured account, in config order (the flags' one account when there is no
 /// `[[accounts]]`).
 pub struct Upstream {
@@ -148,6 +163,8 @@ pub struct Upstream {
     changed: Notify,
     /// Upstream submit to answer ready, by kind.
     solve_seconds: KindSeconds,
+    /// The same for the status page's percentiles (`crate::status`).
+    solve_times: crate::status::histogram::Histogram,
 }
 
 impl Upstream {
@@ -156,6 +173,7 @@ impl Upstream {
             members: members.into_iter().map(Arc::new).collect(),
             changed: Notify::new(),
             solve_seconds: KindSeconds::default(),
+            solve_times: crate::status::histogram::Histogram::default(),
         }
     }
 
@@ -221,6 +239,27 @@ impl Upstream {
             .iter()
             .map(|m| m.account.queued(Priority::Interactive))
             .sum()
+    }
+
+    /// Upstream submit to answer ready, every kind, as the status page's buckets.
+    pub fn solve_time_buckets(&self) -> crate::status::histogram::Buckets {
+        self.solve_times.read()
+    }
+
+    /// Every account's figures, in config order (the status page).
+    pub fn figures(&self) -> Vec<AccountFigures> {
+        self.members
+            .iter()
+            .map(|m| AccountFigures {
+                name: m.name().to_owned(),
+                provider: m.provider.as_str(),
+                state: m.state(),
+                threads: m.account.threads(),
+                in_flight: m.account.in_flight(),
+                cap: m.account.effective_threads(),
+                stats: m.account.stats(),
+            })
+            .collect()
     }
 
     /// The balance of the first account that tells it (the compatible `getbalance`; summing

@@ -255,6 +255,7 @@ async fn live_answers_of_every_operation_match_the_document() {
         ("get", "/livez", http.get(gw.url("/livez")), 200),
         ("get", "/readyz", http.get(gw.url("/readyz")), 200),
         ("get", "/metrics", http.get(gw.url("/metrics")), 200),
+        ("get", "/v1/status", http.get(gw.url("/v1/status")), 200),
         ("get", "/", http.get(gw.url("/")), 200),
         ("get", "/openapi.json", http.get(gw.url("/openapi.json")), 200),
     ];

@@ -14,6 +14,7 @@ mod clients;
 mod compat_api;
 mod conformance;
 mod contract;
+mod dashboard;
 mod deploy;
 mod deploy_keda;
 mod docs;

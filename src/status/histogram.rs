@@ -1,0 +1,107 @@
+//! A fixed-bucket latency histogram on atomics: cheap to feed from the request path, and its
+//! bucket counts add up across samples and instances, so a window's percentiles are the
+//! difference of two cumulative readings.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Upper bounds in seconds: 5 ms (a pool hit) to about 5 minutes (a slow reCAPTCHA), each 2.5
+/// times the last, as the solve histogram of `/metrics` has them; one more bucket holds the rest.
+pub const BOUNDS: [f64; 14] = [
+    0.005, 0.0125, 0.03125, 0.078125, 0.195, 0.488, 1.22, 3.05, 7.63, 19.1, 47.7, 119.2, 298.0,
+    745.1,
+];
+
+/// Counts per bucket (the last is above every bound).
+pub type Buckets = [u64; BOUNDS.len() + 1];
+
+#[derive(Debug, Default)]
+pub struct Histogram {
+    counts: [AtomicU64; BOUNDS.len() + 1],
+}
+
+impl Histogram {
+    pub fn observe(&self, seconds: f64) {
+        let i = BOUNDS
+            .iter()
+            .position(|b| seconds <= *b)
+            .unwrap_or(BOUNDS.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn read(&self) -> Buckets {
+        std::array::from_fn(|i| self.counts[i].load(Ordering::Relaxed))
+    }
+}
+
+/// `later - earlier`, bucket by bucket.
+pub fn since(later: &Buckets, earlier: &Buckets) -> Buckets {
+    std::array::from_fn(|i| later[i].saturating_sub(earlier[i]))
+}
+
+/// Adds `b` into `a`.
+pub fn add(a: &mut Buckets, b: &[u64]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
+/// The `q` quantile (0..1) in seconds, interpolated inside its bucket; `None` without samples.
+/// Answers in the open last bucket read as its lower bound.
+pub fn quantile(buckets: &[u64], q: f64) -> Option<f64> {
+    let total: u64 = buckets.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = q.clamp(0.0, 1.0) * total as f64;
+    let mut seen = 0u64;
+    for (i, &n) in buckets.iter().enumerate() {
+        if n == 0 {
+            continue;
+        }
+        if (seen + n) as f64 >= rank {
+            let lower = if i == 0 { 0.0 } else { BOUNDS[i - 1] };
+            let Some(&upper) = BOUNDS.get(i) else {
+                return Some(lower);
+            };
+            let into = ((rank - seen as f64) / n as f64).clamp(0.0, 1.0);
+            return Some(lower + (upper - lower) * into);
+        }
+        seen += n;
+    }
+    BOUNDS.last().copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_fall_in_the_bucket_that_holds_their_rank() {
+        let h = Histogram::default();
+        for _ in 0..90 {
+            h.observe(0.004); // first bucket
+        }
+        for _ in 0..10 {
+            h.observe(2.0); // (1.22, 3.05]
+        }
+        let b = h.read();
+        let p50 = quantile(&b, 0.5).unwrap();
+        assert!(p50 > 0.0 && p50 <= 0.005, "p50 {p50}");
+        let p99 = quantile(&b, 0.99).unwrap();
+        assert!(p99 > 1.22 && p99 <= 3.05, "p99 {p99}");
+        assert_eq!(quantile(&[0; 15], 0.5), None);
+    }
+
+    #[test]
+    fn a_window_is_the_difference_of_two_readings() {
+        let h = Histogram::default();
+        h.observe(0.1);
+        let before = h.read();
+        h.observe(10.0);
+        h.observe(10.0);
+        let window = since(&h.read(), &before);
+        assert_eq!(window.iter().sum::<u64>(), 2);
+        let p50 = quantile(&window, 0.5).unwrap();
+        assert!(p50 > 7.63 && p50 <= 19.1, "p50 {p50}");
+    }
+}
