@@ -67,6 +67,8 @@ fn settings(quick: bool) -> [Setting; 2] {
 
 pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     let mut result = RunResult::default();
+    super::queue_floor::provider_protocol(if opts.quick { 200 } else { 20_000 }, &mut result)
+        .await?;
     for setting in settings(opts.quick) {
         run_setting(&setting, &mut result).await?;
     }
@@ -99,6 +101,7 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
         let redis = rig::cpu_seconds(redis.pid());
         (workers, redis, rig::cpu_seconds(std::process::id()))
     };
+    let calls_before = rig::command_calls(&redis.url()).await?;
     let cpu_before = cpu();
     let started = Instant::now();
     let ids: Vec<String> = stream::iter(0..s.tasks)
@@ -137,6 +140,7 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
     let elapsed = started.elapsed();
     let cpu_after = cpu();
     bar.finish_and_clear();
+    let calls_after = rig::command_calls(&redis.url()).await?;
 
     let checked = Checked::tokens(&sim.sim, tokens.iter().map(String::as_str));
     for f in checked.failures() {
@@ -206,6 +210,33 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
             _ => "seed: producer + simulator CPU per task",
         };
         result.info(name, ms, "ms");
+    }
+    let per_task = |name: &str| {
+        let after = calls_after.get(name).copied().unwrap_or(0);
+        let before = calls_before.get(name).copied().unwrap_or(0);
+        after.saturating_sub(before) as f64 / s.tasks as f64
+    };
+    if s.name == "instant" {
+        result.info(
+            "instant: Redis script calls per task",
+            per_task("evalsha") + per_task("eval"),
+            "",
+        );
+        result.info(
+            "floor: Redis alone at one full core (1 / its CPU per task)",
+            1000.0 / per_task_ms(cpu_before.1, cpu_after.1),
+            "/s",
+        );
+        let mix: Vec<String> = calls_after
+            .keys()
+            .map(|name| (name, per_task(name)))
+            .filter(|(_, n)| *n >= 0.01)
+            .map(|(name, n)| format!("{name} {n:.2}"))
+            .collect();
+        result.notes.push(format!(
+            "instant: Redis commands per task (inside scripts too): {}",
+            mix.join(", ")
+        ));
     }
     for w in workers {
         w.stop().await;
