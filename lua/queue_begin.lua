@@ -1,13 +1,26 @@
--- queue_begin: before working on a delivered entry. An entry whose task already has a result
+-- queue_begin: before working on delivered entries, a whole batch in one call (each entry is
+-- checked on its own, as if called once per entry). An entry whose task already has a result
 -- (its first worker finished after its lease ran out) is only acknowledged and removed.
--- KEYS[1] tasks stream   KEYS[2] result key (absent when the entry has no readable id)
--- ARGV[1] group   ARGV[2] consumer   ARGV[3] stream id
--- Returns: {0} lease lost; {2} result already there (acknowledged); {1, deliveries} go ahead.
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1, ARGV[2])
-if #p == 0 then return {0} end
-if #KEYS == 2 and redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
-  redis.call('XDEL', KEYS[1], ARGV[3])
-  return {2}
+-- KEYS[1] tasks stream   KEYS[2..] result keys
+-- ARGV[1] group   ARGV[2] consumer   then per entry: stream id, index in KEYS of its result key
+-- (0 when the entry has no readable id)
+-- Returns per entry two numbers: 0, 0 lease lost | 2, 0 result already there (acknowledged) |
+-- 1, deliveries go ahead.
+local out = {}
+for i = 3, #ARGV, 2 do
+  local id, key = ARGV[i], tonumber(ARGV[i + 1])
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1, ARGV[2])
+  if #p == 0 then
+    out[#out + 1] = 0
+    out[#out + 1] = 0
+  elseif key > 0 and redis.call('EXISTS', KEYS[key]) == 1 then
+    redis.call('XACK', KEYS[1], ARGV[1], id)
+    redis.call('XDEL', KEYS[1], id)
+    out[#out + 1] = 2
+    out[#out + 1] = 0
+  else
+    out[#out + 1] = 1
+    out[#out + 1] = p[1][4]
+  end
 end
-return {1, p[1][4]}
+return out

@@ -1,26 +1,40 @@
--- queue_finish: ends a delivered entry. With a result key: writes the result once (SET NX) and
+-- queue_finish: ends delivered entries, a whole batch in one call (each entry on its own, in
+-- order, as if called once per entry). With a result key: writes the result once (SET NX) and
 -- tells waiters; with a reason: also copies the entry to the dead-letter stream. Then XACK and
 -- XDEL, in that order (never XDEL an unacknowledged entry: Redis would drop it from the pending
 -- list silently). An entry this consumer no longer owns is left alone: its new owner finishes it.
--- KEYS[1] tasks stream   KEYS[2] dead-letter stream   KEYS[3] result key (absent: no result)
--- ARGV[1] group   ARGV[2] consumer   ARGV[3] stream id   ARGV[4] dead-letter reason ('' = none)
--- ARGV[5] result json   ARGV[6] result TTL (ms)   ARGV[7] wake-up channel   ARGV[8] task id
--- ARGV[9] dead-letter stream length bound   ARGV[10..] the entry's field, value... (dead only)
--- Returns: 1 written, 2 a result was already there (acknowledged only), 0 lease lost.
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1, ARGV[2])
-if #p == 0 then return 0 end
-local outcome = 1
-if #KEYS == 3 then
-  if redis.call('SET', KEYS[3], ARGV[5], 'NX', 'PX', ARGV[6]) then
-    redis.call('PUBLISH', ARGV[7], ARGV[8])
-  else
-    outcome = 2
+-- KEYS[1] tasks stream   KEYS[2] dead-letter stream   KEYS[3..] result keys
+-- ARGV[1] group   ARGV[2] consumer   ARGV[3] result TTL (ms)   ARGV[4] wake-up channel
+-- ARGV[5] dead-letter stream length bound
+-- then per entry: stream id, index in KEYS of its result key (0: no result), task id, result
+-- json, dead-letter reason ('' = none), n, then n field, value... of the entry (dead only).
+-- Returns per entry: 1 written, 2 a result was already there (acknowledged only), 0 lease lost.
+local out = {}
+local i = 6
+while i <= #ARGV do
+  local id, key, task, json, reason = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3],
+    ARGV[i + 4]
+  local n = tonumber(ARGV[i + 5])
+  local first, last = i + 6, i + 5 + 2 * n
+  i = last + 1
+  local outcome = 0
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1, ARGV[2])
+  if #p > 0 then
+    outcome = 1
+    if key > 0 then
+      if redis.call('SET', KEYS[key], json, 'NX', 'PX', ARGV[3]) then
+        redis.call('PUBLISH', ARGV[4], task)
+      else
+        outcome = 2
+      end
+    end
+    if reason ~= '' and outcome == 1 then
+      redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'reason', reason, 'worker',
+        ARGV[2], 'stream_id', id, unpack(ARGV, first, last))
+    end
+    redis.call('XACK', KEYS[1], ARGV[1], id)
+    redis.call('XDEL', KEYS[1], id)
   end
+  out[#out + 1] = outcome
 end
-if ARGV[4] ~= '' and outcome == 1 then
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[9], '*', 'reason', ARGV[4], 'worker', ARGV[2],
-    'stream_id', ARGV[3], unpack(ARGV, 10))
-end
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
-redis.call('XDEL', KEYS[1], ARGV[3])
-return outcome
+return out

@@ -27,6 +27,7 @@ mod load;
 mod plan;
 mod polling;
 mod queue;
+mod queue_floor;
 mod redis_pop;
 mod report;
 mod rig;

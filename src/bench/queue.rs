@@ -36,17 +36,30 @@ struct Setting {
     latency: LatencyRange,
     tasks: usize,
     goal: Goal,
+    /// The workers' `[poll] max_requests_per_second` when not the default (10 `res.php`
+    /// requests/s of up to 100 ids each per process: 1,000 checks/s per worker).
+    poll_rps: Option<f64>,
 }
 
-fn settings(quick: bool) -> [Setting; 2] {
+fn settings(quick: bool) -> [Setting; 3] {
     let instant = Setting {
         name: "instant",
         workers: 2,
         threads: 2_000,
-        concurrency: 500,
+        // Each worker its share of the plan's threads: with instant solves a task still spends
+        // the poll schedule's first check in flight, so tasks/s = tasks in flight / that time.
+        concurrency: 1_000,
         latency: secs(0.0, 0.0),
         tasks: if quick { 200 } else { 20_000 },
         goal: Goal::AtLeast(5_000.0),
+        poll_rps: None,
+    };
+    // The same with the polling limit raised tenfold: what the queue and the machine do once
+    // the provider-politeness limit on `res.php` is out of the way.
+    let instant_fast_poll = Setting {
+        name: "instant100",
+        poll_rps: Some(100.0),
+        ..instant
     };
     let seed = Setting {
         name: "seed",
@@ -61,12 +74,15 @@ fn settings(quick: bool) -> [Setting; 2] {
         tasks: if quick { 30 } else { 150 },
         // The plan's ceiling, 15 threads / 4.5 s mean solve, less a tenth for polling.
         goal: Goal::AtLeast(15.0 / 4.5 * 0.9),
+        poll_rps: None,
     };
-    [instant, seed]
+    [instant, instant_fast_poll, seed]
 }
 
 pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     let mut result = RunResult::default();
+    super::queue_floor::provider_protocol(if opts.quick { 200 } else { 20_000 }, &mut result)
+        .await?;
     for setting in settings(opts.quick) {
         run_setting(&setting, &mut result).await?;
     }
@@ -78,6 +94,10 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
     let sim = SimServer::start(s.threads, s.latency).await?;
     let spec = GatewaySpec {
         redis_url: Some(redis.url()),
+        tables: s
+            .poll_rps
+            .map(|rps| format!("[poll]\nmax_requests_per_second = {rps:.1}\n"))
+            .unwrap_or_default(),
         ..GatewaySpec::real_provider(s.threads)
     };
     let mut workers = Vec::new();
@@ -99,6 +119,7 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
         let redis = rig::cpu_seconds(redis.pid());
         (workers, redis, rig::cpu_seconds(std::process::id()))
     };
+    let calls_before = rig::command_calls(&redis.url()).await?;
     let cpu_before = cpu();
     let started = Instant::now();
     let ids: Vec<String> = stream::iter(0..s.tasks)
@@ -124,9 +145,11 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
         .map(|id| queue.wait_result(id, Duration::from_secs(600)))
         .buffer_unordered(4096);
     let mut done_at = Vec::with_capacity(s.tasks);
+    let mut in_worker_ms = Vec::with_capacity(s.tasks);
     while let Some(r) = waits.next().await {
         match r {
             Ok(Some(r)) if r.status == ResultStatus::Ready => {
+                in_worker_ms.push(r.duration_ms);
                 tokens.push(r.answer.unwrap_or_default());
             }
             _ => failed += 1,
@@ -137,6 +160,7 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
     let elapsed = started.elapsed();
     let cpu_after = cpu();
     bar.finish_and_clear();
+    let calls_after = rig::command_calls(&redis.url()).await?;
 
     let checked = Checked::tokens(&sim.sim, tokens.iter().map(String::as_str));
     for f in checked.failures() {
@@ -151,6 +175,37 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
     }
     let stats = sim.sim.stats();
     let rate = s.tasks as f64 / elapsed.as_secs_f64();
+    if s.name == "instant100" {
+        in_worker_ms.sort_unstable();
+        let median_ms = in_worker_ms
+            .get(in_worker_ms.len() / 2)
+            .copied()
+            .unwrap_or(0);
+        let cpu_ms = ((cpu_after.0 - cpu_before.0)
+            + (cpu_after.1 - cpu_before.1)
+            + (cpu_after.2 - cpu_before.2))
+            * 1000.0
+            / s.tasks as f64;
+        result.info(
+            "instant, res.php limit 100/s: tasks/s end to end",
+            rate,
+            "/s",
+        );
+        result.info(
+            "instant, res.php limit 100/s: median time from take to result",
+            median_ms as f64,
+            "ms",
+        );
+        result.info(
+            "instant, res.php limit 100/s: CPU per task, all processes",
+            cpu_ms,
+            "ms",
+        );
+        for w in workers {
+            w.stop().await;
+        }
+        return Ok(());
+    }
     match s.name {
         "instant" => {
             result.goal("instant: tasks/s end to end", rate, "/s", s.goal);
@@ -206,6 +261,50 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
             _ => "seed: producer + simulator CPU per task",
         };
         result.info(name, ms, "ms");
+    }
+    let per_task = |name: &str| {
+        let after = calls_after.get(name).copied().unwrap_or(0);
+        let before = calls_before.get(name).copied().unwrap_or(0);
+        after.saturating_sub(before) as f64 / s.tasks as f64
+    };
+    if s.name == "instant" {
+        in_worker_ms.sort_unstable();
+        // Little's law: the rate the workers' slots allow at this time per task.
+        let median_s = in_worker_ms
+            .get(in_worker_ms.len() / 2)
+            .copied()
+            .unwrap_or(0) as f64
+            / 1000.0;
+        result.info(
+            "instant: median time from a worker's take to its result",
+            median_s * 1000.0,
+            "ms",
+        );
+        result.info(
+            "instant: tasks in flight / that time (the slots' ceiling)",
+            (s.workers as f64 * f64::from(s.concurrency)) / median_s,
+            "/s",
+        );
+        result.info(
+            "instant: Redis script calls per task",
+            per_task("evalsha") + per_task("eval"),
+            "",
+        );
+        result.info(
+            "floor: Redis alone at one full core (1 / its CPU per task)",
+            1000.0 / per_task_ms(cpu_before.1, cpu_after.1),
+            "/s",
+        );
+        let mix: Vec<String> = calls_after
+            .keys()
+            .map(|name| (name, per_task(name)))
+            .filter(|(_, n)| *n >= 0.01)
+            .map(|(name, n)| format!("{name} {n:.2}"))
+            .collect();
+        result.notes.push(format!(
+            "instant: Redis commands per task (inside scripts too): {}",
+            mix.join(", ")
+        ));
     }
     for w in workers {
         w.stop().await;

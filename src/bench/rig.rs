@@ -385,3 +385,29 @@ pub fn peak_rss_mb(pid: u32) -> f64 {
         })
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
+
+/// Calls per command since the server started (`INFO commandstats`), commands inside scripts
+/// included (Redis counts them too), keyed by lower-case name (`evalsha`, `xpending`, ...).
+pub async fn command_calls(
+    url: &str,
+) -> Result<std::collections::BTreeMap<String, u64>, BenchError> {
+    let client = redis::Client::open(url)?;
+    let mut con = client.get_multiplexed_async_connection().await?;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut con)
+        .await?;
+    Ok(info
+        .lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect())
+}

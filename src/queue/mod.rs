@@ -21,6 +21,7 @@ mod result;
 mod scripts;
 pub mod seed;
 mod settings;
+pub mod steps;
 pub mod submit;
 mod wake;
 pub mod worker;

@@ -516,3 +516,58 @@ async fn threadsinfo_lowers_the_cap_to_the_plan() {
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["upstream_threads"], 3, "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_callers_of_one_instance_queued_at_once_never_exceed_the_threads_and_all_get_one() {
+    let redis = RedisServer::start();
+    let cut = CancellationToken::new();
+    let settings = RedisSettings::new(vec![redis.url()], false);
+    let budget = Arc::new(
+        RedisBudget::start(&settings, "acc", BudgetSettings::new(8), cut.clone())
+            .await
+            .unwrap(),
+    );
+    let mut conn = redis_conn(&redis).await;
+    let peak = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // 200 callers at once: those behind the turn are granted by its holder's ask, in batches.
+    let callers = (0..200).map(|_| {
+        let (budget, peak) = (budget.clone(), peak.clone());
+        let url = redis.url();
+        async move {
+            let lease = budget.acquire(Priority::Queued).await;
+            let mut conn = redis::Client::open(url)
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            let held: usize = redis::cmd("ZCARD")
+                .arg("cg:{b:acc}:leases")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            peak.fetch_max(held, std::sync::atomic::Ordering::Relaxed);
+            tokio::task::yield_now().await;
+            drop(lease);
+        }
+    });
+    join_all(callers).await;
+    let peak = peak.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        (1..=8).contains(&peak),
+        "at most the 8 threads held at once, saw {peak}"
+    );
+    eventually(Duration::from_secs(10), "every lease released", || async {
+        leases(&mut redis_conn(&redis).await, "cg:{b:acc}:leases")
+            .await
+            .is_empty()
+    })
+    .await;
+    assert_eq!(budget.stats().over_admissions, 0);
+    let waiters: usize = redis::cmd("ZCARD")
+        .arg("cg:{b:acc}:waiters")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(waiters, 0, "no place left behind");
+    cut.cancel();
+}

@@ -217,3 +217,84 @@ async fn capacity_errors_halve_the_cap_once_per_gap_and_time_grows_it_back() {
     acc.now += 10 * STEP;
     assert_eq!(acc.cap("plan", 6).await, 6, "the plan's threads bound it");
 }
+
+#[tokio::test]
+async fn followers_are_granted_in_order_while_threads_last_and_the_rest_are_left_alone() {
+    let redis = RedisServer::start();
+    let mut acc = Account::on(&redis, 3).await;
+    let queued = "1";
+    // The turn holder asks for itself and three callers queued behind it; two threads remain.
+    let reply = acc
+        .run(
+            "budget_acquire",
+            &["h:1", queued, "0", "3000", "f:1", "f:2", "f:3"],
+        )
+        .await;
+    let [granted, _, leases, _, followers] = ints(&reply);
+    assert_eq!((granted, leases, followers), (1, 3, 2));
+    // The one not granted was not registered: it asks for itself when its turn comes.
+    assert_eq!(acc.card("waiters").await, 0);
+    // Run again after a lost reply: the same grants, nothing more.
+    let again = acc
+        .run(
+            "budget_acquire",
+            &["h:1", queued, "0", "3000", "f:1", "f:2", "f:3"],
+        )
+        .await;
+    assert_eq!(ints::<5>(&again), ints::<5>(&reply));
+    assert_eq!(acc.card("leases").await, 3);
+    assert_eq!(acc.acquire("f:3", queued, 0).await[0], 0, "full: it waits");
+    assert_eq!(acc.card("waiters").await, 1);
+}
+
+#[tokio::test]
+async fn a_holder_that_must_wait_asks_for_no_follower() {
+    let redis = RedisServer::start();
+    let mut acc = Account::on(&redis, 1).await;
+    acc.acquire("busy:1", INTERACTIVE, 0).await;
+    let reply = acc
+        .run("budget_acquire", &["h:1", INTERACTIVE, "0", "3000", "f:1"])
+        .await;
+    assert_eq!(ints::<5>(&reply), [0, 0, 1, 1, 0]);
+    acc.release("busy:1").await;
+    acc.now += 1;
+    // A follower never overtakes the registered holder, even asking alone (later).
+    assert_eq!(acc.acquire("f:1", INTERACTIVE, 0).await[0], 0);
+    assert_eq!(acc.acquire("h:1", INTERACTIVE, 0).await[0], 1);
+}
+
+#[tokio::test]
+async fn releases_gathered_into_one_call_each_free_only_their_own_thread_and_wake_once() {
+    let redis = RedisServer::start();
+    let mut acc = Account::on(&redis, 3).await;
+    for id in ["a:1", "b:1", "c:1"] {
+        assert_eq!(acc.acquire(id, INTERACTIVE, 0).await[0], 1);
+    }
+    let publishes = |info: String| {
+        info.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_publish:calls="))
+            .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let stats = |conn: &mut MultiplexedConnection| {
+        let mut conn = conn.clone();
+        async move {
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            publishes(info)
+        }
+    };
+    let before = stats(&mut acc.conn).await;
+    // a's and c's, and an id never held between them: {a removed, leases, never:0, c:1}.
+    let reply = acc.run("budget_release", &["a:1", "never:1", "c:1"]).await;
+    assert_eq!(ints::<4>(&reply), [1, 1, 0, 1]);
+    assert_eq!(stats(&mut acc.conn).await, before + 1, "one wake-up");
+    // Run again: nothing more is freed, nobody is told.
+    let again = acc.run("budget_release", &["a:1", "never:1", "c:1"]).await;
+    assert_eq!(ints::<4>(&again), [0, 1, 0, 0]);
+    assert_eq!(stats(&mut acc.conn).await, before + 1);
+    assert_eq!(acc.card("leases").await, 1, "b's thread is still b's");
+}

@@ -39,6 +39,8 @@ pub struct Worker {
     /// This process's consumer name: `<hostname>-<16 hex boot id>`, never reused.
     consumer: String,
     in_flight: lease::InFlight,
+    /// Begins and finishes gathered into one script call each.
+    lanes: ops::Lanes,
     metrics: QueueMetrics,
     /// A task's deadline when neither it nor its request names one.
     default_timeout: Duration,
@@ -103,6 +105,7 @@ pub async fn start(settings: WorkerSettings, shutdown: Shutdown) -> Result<Start
         engine: solving.engine.clone(),
         consumer: consumer_name(),
         in_flight: lease::InFlight::default(),
+        lanes: ops::Lanes::default(),
         metrics: QueueMetrics::default(),
         default_timeout: settings.serve.limits.default_solve_timeout,
         tracker: shutdown.tracker.clone(),

@@ -1,132 +1,186 @@
-//! The worker's Redis calls on one delivered entry, each one owner-checked script
-//! (`lua/queue_begin.lua`, `queue_finish.lua`, `queue_retry.lua`).
+//! The worker's Redis calls on delivered entries (`queue::steps`), group-committed: an entry's
+//! begin or finish joins the batch being gathered and is sent with the others in one script
+//! call as soon as the previous call of its kind returned. A lone entry goes at once; under load
+//! hundreds share a round trip, and each is still checked on its own inside the script.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::sync::oneshot;
 
 use super::Worker;
 use crate::queue::entry::Entry;
-use crate::queue::keys::GROUP;
-use crate::queue::{QueueError, QueueResult, scripts};
+use crate::queue::steps::{self, BeginStep, FinishStep};
+use crate::queue::{QueueError, QueueResult};
 
-/// The dead-letter stream keeps about this many entries (it is read by people, after an alert).
-const DEAD_LETTERS_KEPT: u64 = 100_000;
+pub use crate::queue::steps::{Begin, Finished};
 
-/// Tries of a script whose reply was lost (a dropped connection, a timeout after a pause):
-/// each is owner-checked, so a second run after a first that took effect finds the entry gone
-/// or no longer this consumer's, and changes nothing.
-const TRIES: u32 = 3;
+/// Entries per script call at most: keeps one call (and the Redis time it blocks others) short.
+const MAX_BATCH: usize = 256;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Begin {
-    /// Another consumer owns it now.
-    Lost,
-    /// Its result was already written: acknowledged and removed.
-    Done,
-    /// Go ahead; the entry has been delivered this many times (this one included).
-    Go(u32),
+type Reply<Out> = oneshot::Sender<Result<Out, QueueError>>;
+
+/// Steps of one kind waiting for the next call, and whether a call is under way.
+pub(super) struct Lane<Step, Out> {
+    state: Mutex<LaneState<Step, Out>>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finished {
-    Written,
-    AlreadyThere,
-    LeaseLost,
+struct LaneState<Step, Out> {
+    waiting: Vec<(Step, Reply<Out>)>,
+    sending: bool,
+}
+
+impl<Step, Out> Default for Lane<Step, Out> {
+    fn default() -> Self {
+        Self {
+            state: Mutex::new(LaneState {
+                waiting: Vec::new(),
+                sending: false,
+            }),
+        }
+    }
+}
+
+impl<Step, Out> Lane<Step, Out> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, LaneState<Step, Out>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a step; true when no call is under way, so the caller must start the sender.
+    fn push(&self, step: Step, reply: Reply<Out>) -> bool {
+        let mut state = self.lock();
+        state.waiting.push((step, reply));
+        !std::mem::replace(&mut state.sending, true)
+    }
+
+    /// The next batch; empty (and the sender ends) when nothing waits.
+    fn next_batch(&self) -> Vec<(Step, Reply<Out>)> {
+        let mut state = self.lock();
+        if state.waiting.is_empty() {
+            state.sending = false;
+            return Vec::new();
+        }
+        let n = state.waiting.len().min(MAX_BATCH);
+        state.waiting.drain(..n).collect()
+    }
+}
+
+/// Both lanes of one worker.
+#[derive(Default)]
+pub(super) struct Lanes {
+    begins: Lane<BeginStep, Begin>,
+    finishes: Lane<FinishStep, Finished>,
 }
 
 impl Worker {
     pub(super) async fn begin(
-        &self,
+        self: &Arc<Self>,
         entry: &Entry,
         task_id: Option<&str>,
     ) -> Result<Begin, QueueError> {
-        let keys = self.queue.keys();
-        let mut call = scripts::BEGIN.key(keys.tasks());
-        if let Some(id) = task_id {
-            call.key(keys.result(id));
+        let step = BeginStep {
+            stream_id: entry.stream_id.clone(),
+            task_id: task_id.map(str::to_owned),
+        };
+        let (reply, answer) = oneshot::channel();
+        if self.lanes.begins.push(step, reply) {
+            tokio::spawn(self.clone().send_begins());
         }
-        call.arg(GROUP).arg(&self.consumer).arg(&entry.stream_id);
-        let reply: Vec<i64> = self.invoke(&call).await?;
-        Ok(match reply.as_slice() {
-            [1, deliveries, ..] => Begin::Go((*deliveries).clamp(1, u32::MAX as i64) as u32),
-            [2, ..] => Begin::Done,
-            _ => Begin::Lost,
-        })
+        answer.await.unwrap_or_else(|_| Err(dropped()))
     }
 
     /// Writes `result` (if any) once and, with a `dead_reason`, copies the entry to the
     /// dead-letter stream; then acknowledges and removes the entry.
     pub(super) async fn finish(
-        &self,
+        self: &Arc<Self>,
         entry: &Entry,
-        result: Option<&QueueResult>,
+        result: Option<QueueResult>,
         dead_reason: Option<&str>,
     ) -> Result<Finished, QueueError> {
-        let keys = self.queue.keys();
-        let settings = self.queue.settings();
-        let mut call = scripts::FINISH.key(keys.tasks());
-        call.key(keys.dead());
-        if let Some(r) = result {
-            call.key(keys.result(&r.id));
+        let step = FinishStep {
+            stream_id: entry.stream_id.clone(),
+            result,
+            dead_reason: dead_reason.map(str::to_owned),
+            fields: if dead_reason.is_some() {
+                entry.fields.clone()
+            } else {
+                Vec::new()
+            },
+        };
+        let (reply, answer) = oneshot::channel();
+        if self.lanes.finishes.push(step, reply) {
+            tokio::spawn(self.clone().send_finishes());
         }
-        call.arg(GROUP)
-            .arg(&self.consumer)
-            .arg(&entry.stream_id)
-            .arg(dead_reason.unwrap_or(""))
-            .arg(result.map(QueueResult::to_json).unwrap_or_default())
-            .arg(settings.result_ttl.as_millis() as u64)
-            .arg(keys.done())
-            .arg(result.map(|r| r.id.as_str()).unwrap_or(""))
-            .arg(DEAD_LETTERS_KEPT);
-        if dead_reason.is_some() {
-            for (k, v) in &entry.fields {
-                call.arg(k).arg(v);
-            }
-        }
-        Ok(match self.invoke::<i64>(&call).await? {
-            1 => Finished::Written,
-            2 => Finished::AlreadyThere,
-            _ => Finished::LeaseLost,
-        })
+        answer.await.unwrap_or_else(|_| Err(dropped()))
     }
 
     /// Hands the entry back for attempt `attempt` after `delay`; false when the lease was lost.
+    /// Not batched: retries are the exception.
     pub(super) async fn retry(
         &self,
         entry: &Entry,
         attempt: u32,
         delay: Duration,
     ) -> Result<bool, QueueError> {
-        let keys = self.queue.keys();
-        let mut call = scripts::RETRY.key(keys.tasks());
-        call.key(keys.retry())
-            .arg(GROUP)
-            .arg(&self.consumer)
-            .arg(&entry.stream_id)
-            .arg(delay.as_millis() as u64)
-            .arg(entry.retry_payload(attempt));
-        Ok(self.invoke::<i64>(&call).await? == 1)
+        steps::retry(
+            &self.queue,
+            &self.consumer,
+            &entry.stream_id,
+            delay,
+            entry.retry_payload(attempt),
+        )
+        .await
     }
 
-    /// Runs an owner-checked script, again after a lost reply (at most [`TRIES`] times).
-    async fn invoke<T: redis::FromRedisValue>(
-        &self,
-        call: &redis::ScriptInvocation<'_>,
-    ) -> Result<T, QueueError> {
-        let mut tries = 0;
+    async fn send_begins(self: Arc<Self>) {
         loop {
-            tries += 1;
-            match call.invoke_async::<T>(&mut self.queue.conn()).await {
-                Ok(v) => return Ok(v),
-                Err(e) if tries < TRIES && is_io(&e) => {
-                    tokio::time::sleep(Duration::from_millis(100 * u64::from(tries))).await;
-                }
-                Err(e) => return Err(e.into()),
+            let batch = self.lanes.begins.next_batch();
+            if batch.is_empty() {
+                return;
+            }
+            let (batch, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+            answer(
+                replies,
+                steps::begin(&self.queue, &self.consumer, &batch).await,
+            );
+        }
+    }
+
+    async fn send_finishes(self: Arc<Self>) {
+        loop {
+            let batch = self.lanes.finishes.next_batch();
+            if batch.is_empty() {
+                return;
+            }
+            let (batch, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+            answer(
+                replies,
+                steps::finish(&self.queue, &self.consumer, &batch).await,
+            );
+        }
+    }
+}
+
+/// Hands each waiting step its own outcome, or the call's failure.
+fn answer<Out>(replies: Vec<Reply<Out>>, outcome: Result<Vec<Out>, QueueError>) {
+    match outcome {
+        Ok(outs) => {
+            for (reply, out) in replies.into_iter().zip(outs) {
+                let _ = reply.send(Ok(out));
+            }
+        }
+        Err(e) => {
+            for reply in replies {
+                let copy = match &e {
+                    QueueError::Redis(text) => QueueError::Redis(text.clone()),
+                    other => QueueError::Corrupt(other.to_string()),
+                };
+                let _ = reply.send(Err(copy));
             }
         }
     }
 }
 
-/// A failure of the connection (the script may or may not have run), not a refusal.
-pub fn is_io(e: &redis::RedisError) -> bool {
-    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
+fn dropped() -> QueueError {
+    QueueError::Redis("the batched call was dropped".into())
 }

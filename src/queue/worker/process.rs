@@ -67,7 +67,7 @@ impl Worker {
     }
 
     async fn handle(
-        &self,
+        self: &Arc<Self>,
         entry: &Entry,
         lost: &tokio_util::sync::CancellationToken,
     ) -> Result<Outcome, QueueError> {
@@ -197,7 +197,7 @@ impl Worker {
     /// tenant also gets its gateway task record finished first, so `res.php` and
     /// `GET /v1/tasks/{id}` see the result once the queue does.
     async fn end(
-        &self,
+        self: &Arc<Self>,
         entry: &Entry,
         task: Option<&Task>,
         result: Option<QueueResult>,
@@ -206,7 +206,7 @@ impl Worker {
         if let (Some(result), Some(_tenant)) = (&result, task.and_then(|t| t.tenant.as_ref())) {
             self.finish_task_record(result).await;
         }
-        let finished = self.finish(entry, result.as_ref(), dead_reason).await?;
+        let finished = self.finish(entry, result, dead_reason).await?;
         Ok(match finished {
             Finished::LeaseLost => Outcome::LeaseLost,
             Finished::AlreadyThere => Outcome::AlreadyDone,

@@ -8,5 +8,6 @@ mod front;
 mod producer;
 mod seed;
 mod seed_workers;
+mod steps;
 mod submit;
 pub(crate) mod support;

@@ -31,6 +31,7 @@ use tokio::sync::Notify;
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
+use super::askers::{Askers, MAX_FOLLOWERS};
 use super::conn::Conn;
 use super::{RedisSettings, keys, ms, scripts};
 use crate::engine::store::StoreError;
@@ -38,6 +39,9 @@ use crate::provider::{BudgetSettings, BudgetStats, Lease, MemoryBudget, Priority
 
 /// How long a cut of the cap is remembered after its last change: far beyond its regrowth.
 const CAP_MEMORY: Duration = Duration::from_secs(24 * 3600);
+
+/// Releases per script call at most.
+const MAX_RELEASES: usize = 256;
 
 /// How long one ask may take once Redis is known down: long enough for a Redis that is back.
 const KNOWN_DOWN_ASK: Duration = Duration::from_millis(200);
@@ -68,6 +72,10 @@ struct Shared {
     recheck: Duration,
     /// One waiter per class asks Redis at a time; the rest queue here in arrival order.
     turns: [tokio::sync::Mutex<()>; 3],
+    /// The same waiters, which the one whose turn it is asks for too (`askers.rs`).
+    askers: [Askers; 3],
+    /// Releases waiting for the next call, and whether a call is under way.
+    releasing: Mutex<(Vec<(String, bool)>, bool)>,
     freed: Notify,
     /// Lease ids this process holds and renews.
     held: Mutex<HashSet<String>>,
@@ -83,7 +91,8 @@ struct Shared {
 
 /// What one acquire attempt found.
 enum Attempt {
-    Granted,
+    /// Granted, and so were this many of the followers asked for, the first ones in order.
+    Granted(usize),
     Wait,
 }
 
@@ -112,6 +121,8 @@ impl RedisBudget {
             lease,
             recheck: (lease / 3).min(Duration::from_secs(1)),
             turns: Default::default(),
+            askers: Default::default(),
+            releasing: Mutex::default(),
             freed: Notify::new(),
             held: Mutex::new(HashSet::new()),
             in_use: AtomicU32::new(0),
@@ -160,50 +171,98 @@ impl Shared {
             .store(u32::try_from(cap).unwrap_or(0), Ordering::Relaxed);
     }
 
-    async fn try_acquire(&self, id: &str, priority: Priority) -> RedisResult<Attempt> {
-        let args = [
+    /// Asks for `id`, then for `followers` (queued behind it, same class) in order.
+    async fn try_acquire(
+        &self,
+        id: &str,
+        followers: &[String],
+        priority: Priority,
+    ) -> RedisResult<Attempt> {
+        let mut args = vec![
             id.to_owned(),
             priority.index().to_string(),
             self.settings.refill_reserve.to_string(),
             // A waiter refreshes its place at every recheck; three missed ones and it is gone.
             ms(self.recheck * 3).to_string(),
         ];
+        args.extend(followers.iter().cloned());
         let reply = self.call(&scripts::BUDGET_ACQUIRE, &args).await?;
-        let [granted, _fence, in_use, cap] = ints(&reply)?;
+        let [granted, _fence, in_use, cap, also] = ints(&reply)?;
         self.note(in_use, cap);
         Ok(if granted == 1 {
-            self.held().insert(id.to_owned());
-            Attempt::Granted
+            let also = usize::try_from(also).unwrap_or(0).min(followers.len());
+            let mut held = self.held();
+            held.insert(id.to_owned());
+            held.extend(followers[..also].iter().cloned());
+            Attempt::Granted(also)
         } else {
             Attempt::Wait
         })
     }
 
-    /// Gives `id` back (a lease, or a waiter's place), retrying a lost reply a few times; what
-    /// is never released lapses within one lease. `was_held`: a lease this process held, so
-    /// finding it gone on the first answer means it was lost.
-    async fn release(&self, id: String, was_held: bool) {
+    /// Gives `id` back (a lease, or a waiter's place) soon: releases asked for while one call
+    /// is under way go together in the next (one round trip and one wake-up for many).
+    /// `was_held`: a lease this process held, so finding it gone means it was lost. Outside a
+    /// runtime nothing can be sent: the lease lapses within one lease.
+    fn release_soon(self: &Arc<Self>, id: String, was_held: bool) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let start = {
+            let mut releasing = self.releasing.lock().unwrap_or_else(|e| e.into_inner());
+            releasing.0.push((id, was_held));
+            !std::mem::replace(&mut releasing.1, true)
+        };
+        if start {
+            let inner = self.clone();
+            rt.spawn(async move { inner.send_releases().await });
+        }
+    }
+
+    async fn send_releases(self: Arc<Self>) {
+        loop {
+            let batch: Vec<(String, bool)> = {
+                let mut releasing = self.releasing.lock().unwrap_or_else(|e| e.into_inner());
+                if releasing.0.is_empty() {
+                    releasing.1 = false;
+                    return;
+                }
+                let n = releasing.0.len().min(MAX_RELEASES);
+                releasing.0.drain(..n).collect()
+            };
+            self.release(&batch).await;
+        }
+    }
+
+    /// Gives `batch` back in one call, retrying a lost reply a few times; what is never
+    /// released lapses within one lease.
+    async fn release(&self, batch: &[(String, bool)]) {
+        let ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();
         let mut pause = Duration::from_millis(50);
         for attempt in 0..5 {
-            match self
-                .call(&scripts::BUDGET_RELEASE, std::slice::from_ref(&id))
-                .await
-            {
+            match self.call(&scripts::BUDGET_RELEASE, &ids).await {
                 Ok(reply) => {
-                    if let Ok([removed, in_use]) = ints::<2>(&reply) {
+                    if let Ok([first, in_use]) = ints::<2>(&reply) {
                         self.in_use
                             .store(u32::try_from(in_use).unwrap_or(0), Ordering::Relaxed);
-                        // After an unknown first attempt, "not there" may be our own release.
-                        if was_held && removed == 0 && attempt == 0 {
-                            // Its task ran on after the lease lapsed, like a loss at renewal.
-                            self.over_admissions.fetch_add(1, Ordering::Relaxed);
-                            self.lost(&id, "at release");
+                        let removed = std::iter::once(first).chain(
+                            reply[2..]
+                                .iter()
+                                .map(|v| redis::from_redis_value_ref::<i64>(v).unwrap_or(1)),
+                        );
+                        for ((id, was_held), removed) in batch.iter().zip(removed) {
+                            // After an unknown first attempt, "not there" may be our own release.
+                            if *was_held && removed == 0 && attempt == 0 {
+                                // Its task ran on after the lease lapsed, like a loss at renewal.
+                                self.over_admissions.fetch_add(1, Ordering::Relaxed);
+                                self.lost(id, "at release");
+                            }
                         }
                     }
                     break;
                 }
                 Err(e) => {
-                    tracing::debug!(account = %self.account, error = %e, "releasing a thread lease");
+                    tracing::debug!(account = %self.account, error = %e, "releasing thread leases");
                     sleep(pause).await;
                     pause *= 2;
                 }
@@ -284,10 +343,7 @@ impl Drop for RedisLease {
         if !self.inner.held().remove(&self.id) {
             return;
         }
-        let (inner, id) = (self.inner.clone(), std::mem::take(&mut self.id));
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move { inner.release(id, true).await });
-        }
+        self.inner.release_soon(std::mem::take(&mut self.id), true);
     }
 }
 
@@ -304,10 +360,20 @@ impl Drop for Place {
         if !self.armed {
             return;
         }
-        let (inner, id) = (self.inner.clone(), std::mem::take(&mut self.id));
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move { inner.release(id, false).await });
-        }
+        self.inner.release_soon(std::mem::take(&mut self.id), false);
+    }
+}
+
+/// A caller's place among the askers of its class; leaving (drop) withdraws it.
+struct Ticket<'a> {
+    askers: &'a Askers,
+    id: &'a str,
+    granted: tokio::sync::oneshot::Receiver<Lease>,
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        self.askers.withdraw(self.id);
     }
 }
 
@@ -330,15 +396,42 @@ impl Drop for Queued<'_> {
 #[async_trait]
 impl ThreadBudget for RedisBudget {
     async fn acquire(&self, priority: Priority) -> Lease {
-        let _queued = Queued::new(&self.inner.queued[priority.index()]);
-        let _turn = self.inner.turns[priority.index()].lock().await;
+        let class = priority.index();
+        let _queued = Queued::new(&self.inner.queued[class]);
         let inner = self.inner.clone();
         let id = inner.new_id();
+        // Armed from the start: the caller whose turn it is may ask for this id too, so a
+        // caller that gives up while queued may hold a grant it never saw.
         let mut place = Place {
             inner: inner.clone(),
             id: id.clone(),
             armed: true,
         };
+        let mut ticket = Ticket {
+            askers: &self.inner.askers[class],
+            id: &id,
+            granted: self.inner.askers[class].join(&id),
+        };
+        let turn = self.inner.turns[class].lock();
+        tokio::pin!(turn);
+        let _turn = tokio::select! {
+            biased;
+            granted = &mut ticket.granted => match granted {
+                Ok(lease) => {
+                    place.armed = false;
+                    return lease;
+                }
+                // Never expected: a ticket is only answered with a lease.
+                Err(_) => turn.await,
+            },
+            guard = &mut turn => guard,
+        };
+        // A grant may have arrived as the turn came: the holder before answers before leaving.
+        if let Ok(lease) = ticket.granted.try_recv() {
+            place.armed = false;
+            return lease;
+        }
+        drop(ticket);
         let mut failing_since: Option<Instant> = None;
         loop {
             let freed = self.inner.freed.notified();
@@ -354,11 +447,19 @@ impl ThreadBudget for RedisBudget {
                     .max(KNOWN_DOWN_ASK),
             };
             let asked_at = Instant::now();
-            let attempt = tokio::time::timeout(bound, inner.try_acquire(&id, priority))
+            let followers = inner.askers[class].front(MAX_FOLLOWERS);
+            let attempt = tokio::time::timeout(bound, inner.try_acquire(&id, &followers, priority))
                 .await
                 .unwrap_or_else(|_| Err(no_answer()));
             match attempt {
-                Ok(Attempt::Granted) => {
+                Ok(Attempt::Granted(also)) => {
+                    for follower in &followers[..also] {
+                        let lease = Lease::new(RedisLease {
+                            inner: inner.clone(),
+                            id: follower.clone(),
+                        });
+                        inner.askers[class].deliver(follower, lease);
+                    }
                     place.armed = false;
                     if inner.local.swap(false, Ordering::Relaxed) {
                         tracing::warn!(account = %inner.account, "thread budget: Redis answers again; leases are fleet-wide again");

@@ -6,6 +6,7 @@
 //! then solves directly (degraded, no pool), finished answers still reach this instance's own
 //! waiters, and task records live in a local fallback until Redis returns.
 
+mod askers;
 mod budget;
 mod conn;
 mod fanout;
