@@ -195,6 +195,30 @@ mod tests {
     }
 
     #[test]
+    fn workers_are_counted_by_role_and_threads_taken_are_not_summed() {
+        // A snapshot from before roles were published is a `serve` one.
+        let old = r#"{"instance":"old","at_ms":0,"admission":{"active":0,"max_concurrent":0,
+            "running_limit":0},"answers":{"pool":0,"solved":0,"shared":0},"errors":{},
+            "errors_window":{},"window_ms":0,"accounts":[],"handout":[],"solve":[],
+            "ready_to_caller":[],"history":[]}"#;
+        let old: InstanceFigures = serde_json::from_str(old).expect("an old snapshot reads");
+        assert_eq!(old.role, "serve");
+        let mut worker = figures("w", 0, &[]);
+        worker.role = "worker".into();
+        worker.accounts[0].threads_in_use = 7;
+        let mut front = figures("f", 0, &[]);
+        front.accounts[0].threads_in_use = 5;
+        let mut sum = Sum::default();
+        sum.add(&old);
+        sum.add(&front);
+        sum.add(&worker);
+        assert_eq!(sum.roles["serve"], 2);
+        assert_eq!(sum.roles["worker"], 1);
+        // Each read the one fleet-wide count; the highest reading is the freshest under load.
+        assert_eq!(sum.accounts[0].threads_in_use, 7);
+    }
+
+    #[test]
     fn a_snapshot_cannot_grow_the_report_past_its_bounds() {
         let classes: Vec<(String, u64)> = (0..1000).map(|i| (format!("c{i}"), 1)).collect();
         let mut hostile = figures("x", 1, &[]);
@@ -208,6 +232,14 @@ mod tests {
         let mut sum = Sum::default();
         sum.add(&hostile);
         assert_eq!(sum.errors.len(), crate::status::MAX_ERROR_CLASSES);
+        // A role this version does not know is counted as `other`, never as a new entry.
+        for i in 0..100 {
+            let mut odd = figures(&format!("r{i}"), 1, &[]);
+            odd.role = format!("role{i}");
+            sum.add(&odd);
+        }
+        assert_eq!(sum.roles.len(), 2, "{:?}", sum.roles);
+        assert_eq!(sum.roles["other"], 100);
         assert_eq!(sum.accounts.len(), crate::status::MAX_ACCOUNTS);
     }
 }
