@@ -147,6 +147,7 @@ mod tests {
     fn figures(name: &str, active: u64, errors: &[(&str, u64)]) -> InstanceFigures {
         InstanceFigures {
             instance: name.into(),
+            role: "serve".into(),
             admission: AdmissionRow {
                 active,
                 max_concurrent: 10,

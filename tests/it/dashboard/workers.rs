@@ -135,3 +135,49 @@ async fn the_front_ends_status_shows_its_workers_answers_and_forgets_a_stopped_w
     )
     .await;
 }
+
+/// Seed mode (`worker --seed-queue`) publishes the same way: tasks pushed by seed 003's producer
+/// show up in a `serve` instance's report on the same Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seed_mode_worker_is_counted_with_its_answers() {
+    let redis = RedisServer::start();
+    let latency = captcha_gateway::sim::LatencyRange {
+        min: Duration::from_millis(50),
+        max: Duration::from_millis(150),
+    };
+    let sim = SimServer::start(latency, 100).await;
+    let (_front, base) = front_end(&sim, &redis.url()).await;
+    let worker = WorkerProcess::start(
+        worker_config(sim.addr, &redis.url(), ""),
+        &["--seed-queue", "--concurrency", "4"],
+    )
+    .await;
+    let tasks = 3;
+    let producer = tokio::process::Command::new(crate::clients::python())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/seed_producer.py"
+        ))
+        .args([&redis.url(), &tasks.to_string(), "150"])
+        .output()
+        .await
+        .expect("python runs");
+    assert!(
+        producer.status.success(),
+        "{}",
+        String::from_utf8_lossy(&producer.stderr)
+    );
+    let http = reqwest::Client::new();
+    eventually(
+        Duration::from_secs(60),
+        "the front end's status adds up the seed worker",
+        || async {
+            let worker_answers = worker.metric("captcha_gateway_answers_total").await;
+            let s = status(&http, &base).await;
+            worker_answers >= tasks
+                && answers(&s) == worker_answers
+                && s["fleet"]["roles"] == json!({"serve": 1, "worker": 1})
+        },
+    )
+    .await;
+}
