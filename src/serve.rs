@@ -106,6 +106,7 @@ impl Gateway {
             status: crate::status::Status::new(
                 settings.status_every,
                 settings.redis.as_ref().map(|r| &r.target),
+                crate::status::Role::Serve,
             )
             .await,
             limits: Arc::new(settings.limits.clone()),
@@ -119,7 +120,9 @@ impl Gateway {
             )
             .map_err(|e| StartError::Io(std::io::Error::other(e.to_string())))?,
         };
-        state.status.spawn_sampler(state.clone(), &shutdown);
+        state
+            .status
+            .spawn_sampler(crate::status::Sources::of(&state), &shutdown);
         let mut router = http::router(state);
         if let Some((sim, _)) = &simulator {
             // One port for the quick start: the simulator's /verify and /stats under /sim.

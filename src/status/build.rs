@@ -7,7 +7,7 @@ use super::instance::{AccountCounters, InstanceFigures, Sum, Tick};
 use super::recorder::Reading;
 use super::report::*;
 use super::ring::{Ring, Sample, Start};
-use super::{MAX_ACCOUNTS, MAX_ERROR_CLASSES};
+use super::{MAX_ACCOUNTS, MAX_ERROR_CLASSES, Role, Sources};
 use crate::http::{AppState, Intake};
 use crate::model::now_ms;
 use crate::pools::{GroupBy, PoolView};
@@ -27,7 +27,7 @@ pub struct Live {
     pub accounts: Vec<AccountCounters>,
 }
 
-pub fn live_counts(state: &AppState) -> Live {
+pub fn live_counts(state: &Sources) -> Live {
     let mut reading = state.engine.recorder().read();
     reading.solve = state.upstream.solve_time_buckets();
     let mut errors = ErrorCounts::new();
@@ -50,6 +50,7 @@ pub fn live_counts(state: &AppState) -> Live {
             solved: s.solved,
             failed: s.failed,
             timeouts: s.timeouts,
+            threads_in_use: a.in_flight.into(),
         });
     }
     for (code, n) in &reading.errors {
@@ -62,7 +63,7 @@ pub fn live_counts(state: &AppState) -> Live {
     }
 }
 
-pub fn sample(state: &AppState) -> Sample {
+pub fn sample(state: &Sources) -> Sample {
     let live = live_counts(state);
     Sample {
         t_ms: now_ms(),
@@ -98,7 +99,8 @@ fn total(errors: &ErrorCounts) -> u64 {
 }
 
 pub fn instance_figures(
-    state: &AppState,
+    state: &Sources,
+    role: Role,
     live: &Live,
     ring: &Ring,
     window: Duration,
@@ -117,16 +119,22 @@ pub fn instance_figures(
             t_ms: b.t_ms,
             answers: since(b.reading.answers, a.reading.answers),
             errors: total(&b.errors).saturating_sub(total(&a.errors)),
+            threads_in_use: b.threads_in_use,
         })
         .collect();
     InstanceFigures {
         instance: state.engine.store().instance().to_owned(),
+        role: role.as_str().to_owned(),
         at_ms: now,
-        admission: AdmissionRow {
-            active: state.admission.active(),
-            max_concurrent: state.admission.max(),
-            running_limit: state.admission.limit_now(),
-        },
+        admission: state
+            .admission
+            .as_ref()
+            .map(|a| AdmissionRow {
+                active: a.active(),
+                max_concurrent: a.max(),
+                running_limit: a.limit_now(),
+            })
+            .unwrap_or_default(),
         answers: live.reading.answers,
         errors: live.errors.clone(),
         errors_window: counts_since(&live.errors, &start.errors),
@@ -171,6 +179,8 @@ pub async fn report(i: Inputs<'_>) -> StatusReport {
         fleet: FleetInfo {
             store: i.store.to_owned(),
             instances: sum.instances,
+            roles: sum.roles.clone(),
+            role: i.mine.role.clone(),
             instance: i.mine.instance.clone(),
         },
         answers: Answers {
@@ -228,6 +238,7 @@ fn history(ring: &Ring, ticks: &[Tick]) -> Vec<Point> {
                 sum.answers.solved += t.answers.solved;
                 sum.answers.shared += t.answers.shared;
                 sum.errors += t.errors;
+                sum.threads_in_use = sum.threads_in_use.max(t.threads_in_use);
             }
             Point {
                 t_ms: b.t_ms,
@@ -236,7 +247,7 @@ fn history(ring: &Ring, ticks: &[Tick]) -> Vec<Point> {
                 solved: sum.answers.solved as f64 / secs,
                 shared: sum.answers.shared as f64 / secs,
                 errors: sum.errors as f64 / secs,
-                threads_in_use: b.threads_in_use,
+                threads_in_use: b.threads_in_use.max(sum.threads_in_use),
                 threads_cap: b.threads_cap,
             }
         })
@@ -271,7 +282,9 @@ fn accounts(state: &AppState, sum: &Sum) -> Vec<AccountRow> {
             AccountRow {
                 provider: a.provider.to_owned(),
                 state: a.state.to_owned(),
-                threads_in_use: a.in_flight.into(),
+                threads_in_use: counters
+                    .map_or(0, |c| c.threads_in_use)
+                    .max(a.in_flight.into()),
                 threads_cap: a.cap.into(),
                 threads: a.threads.into(),
                 submits: counters.map_or(0, |c| c.submits),

@@ -130,6 +130,25 @@ fn latency_line(out: &mut String, label: &str, p: &Percentiles) {
     );
 }
 
+/// "2 instances" for a fleet of `serve` processes; "1 front end, 2 workers" once workers publish.
+fn fleet_words(f: &super::report::FleetInfo) -> String {
+    let count = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let role = |name: &str| f.roles.get(name).copied().unwrap_or(0);
+    if role("worker") == 0 && role("other") == 0 {
+        return count(f.instances, "instance", "instances");
+    }
+    [
+        ("serve", "front end", "front ends"),
+        ("worker", "worker", "workers"),
+        ("other", "other", "others"),
+    ]
+    .iter()
+    .filter(|(name, ..)| role(name) > 0)
+    .map(|(name, one, many)| count(role(name), one, many))
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
 /// The summary, at most about 40 lines whatever the fleet's size.
 pub fn render(r: &StatusReport, url: &str) -> String {
     let mut out = String::new();
@@ -138,12 +157,11 @@ pub fn render(r: &StatusReport, url: &str) -> String {
     } else {
         "embedded store"
     };
-    let instances = r.fleet.instances;
     let _ = writeln!(
         out,
-        "captcha-gateway {} at {url} · {store} · {instances} instance{}",
+        "captcha-gateway {} at {url} · {store} · {}",
         r.version,
-        if instances == 1 { "" } else { "s" }
+        fleet_words(&r.fleet)
     );
     let (per, tot) = (&r.answers.per_s, &r.answers.total);
     let _ = writeln!(
@@ -295,6 +313,9 @@ mod tests {
         }];
         let text = render(&r, "http://gw:8080");
         assert!(text.contains("3 instances"), "{text}");
+        r.fleet.roles = [("serve".to_owned(), 1), ("worker".to_owned(), 2)].into();
+        let text = render(&r, "http://gw");
+        assert!(text.contains("1 front end, 2 workers"), "{text}");
         assert!(text.contains("fleet via Redis"), "{text}");
         assert!(text.contains("pool 7  solved 11  shared 2"), "{text}");
         assert!(text.contains("[########............]"), "{text}");

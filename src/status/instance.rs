@@ -1,6 +1,10 @@
 //! One instance's own figures, as it publishes them for the fleet (`fleet.rs`) and as the report
 //! adds them up. Fleet-wide figures (the store's per-target counters, threads taken per account)
-//! are not here: every instance reads the same ones from Redis.
+//! are not here: every instance reads the same ones from Redis. Upstream threads taken are a
+//! fleet-wide count each instance reads from Redis as of its last answer (docs/REDIS.md "Thread
+//! budget"), so the report takes the highest reading, not a sum.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -10,6 +14,10 @@ use super::report::{AdmissionRow, BySource, ErrorCounts};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InstanceFigures {
     pub instance: String,
+    /// `serve` or `worker` ([`super::Role`]); a snapshot without one is from a `serve` that
+    /// predates roles.
+    #[serde(default = "serve_role")]
+    pub role: String,
     pub at_ms: u64,
     pub admission: AdmissionRow,
     /// Answers handed out by this instance since it started, by source.
@@ -30,6 +38,20 @@ pub struct InstanceFigures {
     pub history: Vec<Tick>,
 }
 
+fn serve_role() -> String {
+    super::Role::Serve.as_str().to_owned()
+}
+
+/// A published role as the report counts it: a known one, else `other` (so a hostile snapshot
+/// cannot add entries).
+fn known_role(role: &str) -> &'static str {
+    match role {
+        "serve" => "serve",
+        "worker" => "worker",
+        _ => "other",
+    }
+}
+
 /// What one instance handed out and failed in one interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tick {
@@ -37,6 +59,9 @@ pub struct Tick {
     pub t_ms: u64,
     pub answers: BySource<u64>,
     pub errors: u64,
+    /// Upstream threads taken at the end of the interval, as this instance read them.
+    #[serde(default)]
+    pub threads_in_use: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -46,12 +71,17 @@ pub struct AccountCounters {
     pub solved: u64,
     pub failed: u64,
     pub timeouts: u64,
+    /// Threads taken on this account, fleet-wide as this instance last read them.
+    #[serde(default)]
+    pub threads_in_use: u64,
 }
 
 /// The fleet's sum of per-instance figures.
 #[derive(Debug, Clone, Default)]
 pub struct Sum {
     pub instances: u64,
+    /// Instances by role (`serve`, `worker`, `other`).
+    pub roles: BTreeMap<String, u64>,
     pub admission: AdmissionRow,
     pub answers: BySource<u64>,
     pub errors: ErrorCounts,
@@ -67,6 +97,10 @@ pub struct Sum {
 impl Sum {
     pub fn add(&mut self, f: &InstanceFigures) {
         self.instances += 1;
+        *self
+            .roles
+            .entry(known_role(&f.role).to_owned())
+            .or_default() += 1;
         self.admission.active += f.admission.active;
         self.admission.max_concurrent += f.admission.max_concurrent;
         self.admission.running_limit += f.admission.running_limit;
@@ -81,6 +115,7 @@ impl Sum {
                 x.solved += a.solved;
                 x.failed += a.failed;
                 x.timeouts += a.timeouts;
+                x.threads_in_use = x.threads_in_use.max(a.threads_in_use);
             } else if self.accounts.len() < super::MAX_ACCOUNTS {
                 // Instances share one configuration; a name only one of them has (a rollout
                 // in progress) is shown too, within the cap that bounds the list.
@@ -112,6 +147,7 @@ mod tests {
     fn figures(name: &str, active: u64, errors: &[(&str, u64)]) -> InstanceFigures {
         InstanceFigures {
             instance: name.into(),
+            role: "serve".into(),
             admission: AdmissionRow {
                 active,
                 max_concurrent: 10,
@@ -160,6 +196,30 @@ mod tests {
     }
 
     #[test]
+    fn workers_are_counted_by_role_and_threads_taken_are_not_summed() {
+        // A snapshot from before roles were published is a `serve` one.
+        let old = r#"{"instance":"old","at_ms":0,"admission":{"active":0,"max_concurrent":0,
+            "running_limit":0},"answers":{"pool":0,"solved":0,"shared":0},"errors":{},
+            "errors_window":{},"window_ms":0,"accounts":[],"handout":[],"solve":[],
+            "ready_to_caller":[],"history":[]}"#;
+        let old: InstanceFigures = serde_json::from_str(old).expect("an old snapshot reads");
+        assert_eq!(old.role, "serve");
+        let mut worker = figures("w", 0, &[]);
+        worker.role = "worker".into();
+        worker.accounts[0].threads_in_use = 7;
+        let mut front = figures("f", 0, &[]);
+        front.accounts[0].threads_in_use = 5;
+        let mut sum = Sum::default();
+        sum.add(&old);
+        sum.add(&front);
+        sum.add(&worker);
+        assert_eq!(sum.roles["serve"], 2);
+        assert_eq!(sum.roles["worker"], 1);
+        // Each read the one fleet-wide count; the highest reading is the freshest under load.
+        assert_eq!(sum.accounts[0].threads_in_use, 7);
+    }
+
+    #[test]
     fn a_snapshot_cannot_grow_the_report_past_its_bounds() {
         let classes: Vec<(String, u64)> = (0..1000).map(|i| (format!("c{i}"), 1)).collect();
         let mut hostile = figures("x", 1, &[]);
@@ -173,6 +233,14 @@ mod tests {
         let mut sum = Sum::default();
         sum.add(&hostile);
         assert_eq!(sum.errors.len(), crate::status::MAX_ERROR_CLASSES);
+        // A role this version does not know is counted as `other`, never as a new entry.
+        for i in 0..100 {
+            let mut odd = figures(&format!("r{i}"), 1, &[]);
+            odd.role = format!("role{i}");
+            sum.add(&odd);
+        }
+        assert_eq!(sum.roles.len(), 2, "{:?}", sum.roles);
+        assert_eq!(sum.roles["other"], 100);
         assert_eq!(sum.accounts.len(), crate::status::MAX_ACCOUNTS);
     }
 }

@@ -21,9 +21,11 @@ use std::time::Duration;
 pub use recorder::Recorder;
 pub use report::StatusReport;
 
+use crate::engine::Engine;
 use crate::engine::store::redis::RedisTarget;
-use crate::http::AppState;
+use crate::http::{Admission, AppState};
 use crate::shutdown::Shutdown;
+use crate::upstream::Upstream;
 use instance::InstanceFigures;
 use ring::Ring;
 
@@ -37,6 +39,43 @@ const WINDOW: Duration = Duration::from_secs(300);
 pub(crate) const MAX_ACCOUNTS: usize = 64;
 pub(crate) const MAX_ERROR_CLASSES: usize = 64;
 
+/// What a process is in the fleet, as the report counts it (`fleet.roles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// `serve`: the HTTP APIs (a front end with `--queue`).
+    Serve,
+    /// `worker`, on the stream or in seed mode: solves what the queue holds, serves no API.
+    Worker,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Serve => "serve",
+            Role::Worker => "worker",
+        }
+    }
+}
+
+/// The parts a process's own figures are read from. A worker has no admission (it takes
+/// `--concurrency` entries at a time instead), so its admission figures are zero.
+#[derive(Clone)]
+pub struct Sources {
+    pub engine: Engine,
+    pub upstream: Arc<Upstream>,
+    pub admission: Option<Arc<Admission>>,
+}
+
+impl Sources {
+    pub fn of(state: &AppState) -> Sources {
+        Sources {
+            engine: state.engine.clone(),
+            upstream: state.upstream.clone(),
+            admission: Some(state.admission.clone()),
+        }
+    }
+}
+
 /// One per process: the history ring and the fleet's last published figures. The handouts
 /// themselves are counted by the engine's [`Recorder`].
 pub struct Status {
@@ -47,11 +86,12 @@ pub struct Status {
     fleet: Option<fleet::Fleet>,
     /// `redis` or `memory`, as the report names the store.
     store: &'static str,
+    role: Role,
 }
 
 impl Status {
     /// `redis`: where to publish and read the fleet's figures; `None` for the embedded store.
-    pub async fn new(every: Duration, redis: Option<&RedisTarget>) -> Arc<Status> {
+    pub async fn new(every: Duration, redis: Option<&RedisTarget>, role: Role) -> Arc<Status> {
         let every = every.max(Duration::from_millis(100));
         let fleet = match redis {
             Some(target) => fleet::Fleet::open(target, every).await,
@@ -63,12 +103,13 @@ impl Status {
             others: Mutex::new(Vec::new()),
             fleet,
             store: if redis.is_some() { "redis" } else { "memory" },
+            role,
         })
     }
 
     /// Reads figures every interval (on wall-clock multiples of it, so instances' history
     /// points line up), publishes this instance's and reads the fleet's, until shutdown.
-    pub fn spawn_sampler(self: &Arc<Self>, state: AppState, shutdown: &Shutdown) {
+    pub fn spawn_sampler(self: &Arc<Self>, sources: Sources, shutdown: &Shutdown) {
         let status = self.clone();
         let token = shutdown.token.clone();
         tokio::spawn(async move {
@@ -80,30 +121,30 @@ impl Status {
                     () = token.cancelled() => return,
                     () = tokio::time::sleep(Duration::from_millis(wait)) => {}
                 }
-                status.sample(&state).await;
+                status.sample(&sources).await;
             }
         });
     }
 
-    async fn sample(&self, state: &AppState) {
-        let sample = build::sample(state);
+    async fn sample(&self, sources: &Sources) {
+        let sample = build::sample(sources);
         lock(&self.ring).push(sample);
         if let Some(fleet) = &self.fleet {
-            let mine = self.local_figures(state);
+            let mine = self.local_figures(sources);
             let others = fleet.exchange(&mine).await;
             *lock(&self.others) = others;
         }
     }
 
-    fn local_figures(&self, state: &AppState) -> InstanceFigures {
-        let now = build::live_counts(state);
-        build::instance_figures(state, &now, &lock(&self.ring), WINDOW)
+    fn local_figures(&self, sources: &Sources) -> InstanceFigures {
+        let now = build::live_counts(sources);
+        build::instance_figures(sources, self.role, &now, &lock(&self.ring), WINDOW)
     }
 
     /// The report as of now: live gauges and totals, the ring's history, the fleet's sums.
     pub async fn report(&self, state: &AppState) -> StatusReport {
         let store_totals = build::store_rows(state).await;
-        let mine = self.local_figures(state);
+        let mine = self.local_figures(&Sources::of(state));
         let others = lock(&self.others).clone();
         let ring = lock(&self.ring).clone();
         build::report(build::Inputs {
@@ -121,4 +162,23 @@ impl Status {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A worker's share of the status: it samples its engine like `serve` does and publishes its
+/// figures to the fleet's keys (with Redis, which a worker always has), so the front ends'
+/// reports count its answers, threads, latencies and errors. It stops publishing at shutdown;
+/// its key then expires within a few intervals.
+pub async fn publish_worker(
+    solving: &crate::serve::Solving,
+    every: Duration,
+    redis: &RedisTarget,
+    shutdown: &Shutdown,
+) {
+    let status = Status::new(every, Some(redis), Role::Worker).await;
+    let sources = Sources {
+        engine: solving.engine.clone(),
+        upstream: solving.upstream.clone(),
+        admission: None,
+    };
+    status.spawn_sampler(sources, shutdown);
 }

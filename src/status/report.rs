@@ -37,6 +37,11 @@ pub struct FleetInfo {
     pub store: String,
     /// Instances whose figures are in this report (live ones, with Redis).
     pub instances: u64,
+    /// Those instances by role: `serve` (the HTTP APIs; a front end with `--queue`), `worker`
+    /// (`captcha-gateway worker`, stream or seed mode), `other` (a role this version does not know).
+    pub roles: BTreeMap<String, u64>,
+    /// This instance's role (`serve`).
+    pub role: String,
     /// This instance's random per-boot id.
     pub instance: String,
 }

@@ -74,6 +74,7 @@ pub async fn run(
         listener,
         background.clone(),
     );
+    crate::status::publish_worker(&solving, settings.serve.status_every, &target, &shutdown).await;
     println!("captcha-gateway worker {consumer} listening on http://{addr}");
     let consuming = super::run(
         solving.engine,

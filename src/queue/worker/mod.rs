@@ -127,6 +127,13 @@ pub async fn start(settings: WorkerSettings, shutdown: Shutdown) -> Result<Start
         listener,
         background.clone(),
     );
+    crate::status::publish_worker(
+        &solving,
+        settings.serve.status_every,
+        &redis.target,
+        &shutdown,
+    )
+    .await;
     tracing::info!(%addr, consumer = %worker.consumer, queue = %settings.queue.name, "worker consuming");
     Ok(Started {
         addr,

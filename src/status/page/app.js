@@ -170,8 +170,20 @@ function renderQueue(r) {
     "</td><td " + attr("queue-lag", q.lag) + ">" + num(q.lag) + "</td><td " + attr("queue-dead-letters", q.dead_letters) + ">" + num(q.dead_letters) + "</td></tr></table>";
 }
 
+// "2 instances" for a fleet of serve processes; "1 front end, 2 workers" once workers publish.
+function fleetWords(f) {
+  const roles = f.roles || {};
+  const count = (n, one, many) => n + " " + (n === 1 ? one : many);
+  if (!roles.worker && !roles.other) return count(f.instances, "instance", "instances");
+  const parts = [];
+  if (roles.serve) parts.push(count(roles.serve, "front end", "front ends"));
+  if (roles.worker) parts.push(count(roles.worker, "worker", "workers"));
+  if (roles.other) parts.push(count(roles.other, "other", "others"));
+  return parts.join(", ");
+}
+
 function render(r) {
-  setFig("instances", r.fleet.instances, r.fleet.instances + (r.fleet.instances === 1 ? " instance" : " instances"));
+  setFig("instances", r.fleet.instances, fleetWords(r.fleet));
   setFig("store", r.fleet.store, r.fleet.store === "redis" ? "fleet via Redis" : "embedded store");
   const per = r.answers.per_s, tot = r.answers.total;
   setFig("answers-rate", per.pool + per.solved + per.shared, rate(per.pool + per.solved + per.shared));

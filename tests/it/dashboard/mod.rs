@@ -5,6 +5,7 @@
 mod browser;
 mod cli;
 mod fleet;
+mod workers;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

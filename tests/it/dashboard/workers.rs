@@ -1,0 +1,183 @@
+//! `serve --queue` with `captcha-gateway worker` processes (the Kubernetes layout): the answers
+//! happen on the workers, which publish their figures to the same fleet keys as `serve`, so the
+//! front end's status shows them, counts the processes by role, and forgets a stopped worker
+//! once its key expires.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::queue::support::{WorkerProcess, worker_config};
+use crate::support::eventually::eventually;
+use crate::support::fleet::{SimServer, spawn_serve};
+use crate::support::redis::RedisServer;
+use crate::support::{KEY, metric_sum};
+
+/// A `serve --queue` process on the simulator (the same account as the workers').
+async fn front_end(sim: &SimServer, redis_url: &str) -> (tokio::process::Child, String) {
+    use std::io::Write;
+    let mut config = tempfile::NamedTempFile::new().unwrap();
+    writeln!(
+        config,
+        "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:0\"\n\
+         redis_url = \"{redis_url}\"\n",
+        sim.addr
+    )
+    .unwrap();
+    let env = [
+        ("CAPTCHAAI_API_KEY", KEY),
+        ("RUST_LOG", "warn"),
+        ("CAPTCHA_GATEWAY_QUEUE", "captcha"),
+    ];
+    let (child, base, _) = spawn_serve(config.path(), &env, std::process::Stdio::inherit()).await;
+    (child, base)
+}
+
+async fn status(http: &reqwest::Client, base: &str) -> Value {
+    let res = http.get(format!("{base}/v1/status")).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    res.json().await.unwrap()
+}
+
+fn answers(s: &Value) -> u64 {
+    let t = &s["answers"]["total"];
+    ["pool", "solved", "shared"]
+        .iter()
+        .map(|k| t[k].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// Upstream tasks the report's accounts finished (solved, failed or timed out).
+fn upstream_tasks(s: &Value) -> u64 {
+    s["accounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|a| ["solved", "failed", "timeouts"].map(|k| a[k].as_u64().unwrap_or(0)))
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_front_ends_status_shows_its_workers_answers_and_forgets_a_stopped_worker() {
+    let redis = RedisServer::start();
+    let latency = captcha_gateway::sim::LatencyRange {
+        min: Duration::from_millis(50),
+        max: Duration::from_millis(150),
+    };
+    let sim = SimServer::start(latency, 100).await;
+    let (_front, base) = front_end(&sim, &redis.url()).await;
+    let mut worker = WorkerProcess::start(worker_config(sim.addr, &redis.url(), ""), &[]).await;
+    let http = reqwest::Client::new();
+    let tasks = 4;
+    for i in 0..tasks {
+        let res = http
+            .post(format!("{base}/v1/tasks"))
+            .bearer_auth(KEY)
+            .json(&json!({"kind": "turnstile", "sitekey": "0x4A-dash2",
+                          "pageurl": format!("https://worker{i}.example/")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 202);
+    }
+
+    // The worker's own /metrics against the front end's report: the same answers, handouts and
+    // upstream tasks, and both processes counted by role.
+    eventually(
+        Duration::from_secs(60),
+        "the front end's status adds up the worker",
+        || async {
+            let worker_answers = worker.metric("captcha_gateway_answers_total").await;
+            let handouts =
+                metric_sum(&http, &worker.base, "captcha_gateway_handout_seconds_count").await;
+            let upstream =
+                metric_sum(&http, &worker.base, "captcha_gateway_upstream_tasks_total").await;
+            let s = status(&http, &base).await;
+            worker_answers >= tasks
+                && answers(&s) == worker_answers
+                && s["latency"]["handout"]["count"] == handouts
+                && upstream_tasks(&s) == upstream
+                && s["fleet"]["instances"] == 2
+                && s["fleet"]["roles"] == json!({"serve": 1, "worker": 1})
+                && s["fleet"]["role"] == "serve"
+        },
+    )
+    .await;
+
+    // The status command says it the same way.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+        .args(["status", "--url", &base])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.lines()
+            .next()
+            .is_some_and(|l| l.ends_with("1 front end, 1 worker")),
+        "{text}"
+    );
+
+    // A stopped worker stops publishing; once its key expires the front end is alone again,
+    // and the answers the worker handed out leave the sum with it.
+    worker.signal("TERM");
+    assert!(worker.exited().await.success());
+    eventually(
+        Duration::from_secs(60),
+        "the stopped worker drops out",
+        || async {
+            let s = status(&http, &base).await;
+            s["fleet"]["instances"] == 1
+                && s["fleet"]["roles"] == json!({"serve": 1})
+                && answers(&s) == 0
+        },
+    )
+    .await;
+}
+
+/// Seed mode (`worker --seed-queue`) publishes the same way: tasks pushed by seed 003's producer
+/// show up in a `serve` instance's report on the same Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seed_mode_worker_is_counted_with_its_answers() {
+    let redis = RedisServer::start();
+    let latency = captcha_gateway::sim::LatencyRange {
+        min: Duration::from_millis(50),
+        max: Duration::from_millis(150),
+    };
+    let sim = SimServer::start(latency, 100).await;
+    let (_front, base) = front_end(&sim, &redis.url()).await;
+    let worker = WorkerProcess::start(
+        worker_config(sim.addr, &redis.url(), ""),
+        &["--seed-queue", "--concurrency", "4"],
+    )
+    .await;
+    let tasks = 3;
+    let producer = tokio::process::Command::new(crate::clients::python())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/seed_producer.py"
+        ))
+        .args([&redis.url(), &tasks.to_string(), "150"])
+        .output()
+        .await
+        .expect("python runs");
+    assert!(
+        producer.status.success(),
+        "{}",
+        String::from_utf8_lossy(&producer.stderr)
+    );
+    let http = reqwest::Client::new();
+    eventually(
+        Duration::from_secs(60),
+        "the front end's status adds up the seed worker",
+        || async {
+            let worker_answers = worker.metric("captcha_gateway_answers_total").await;
+            let s = status(&http, &base).await;
+            worker_answers >= tasks
+                && answers(&s) == worker_answers
+                && s["fleet"]["roles"] == json!({"serve": 1, "worker": 1})
+        },
+    )
+    .await;
+}
