@@ -260,34 +260,13 @@ async fn a_key_whose_gateway_was_killed_mid_solve_is_taken_over_by_another() {
     assert_eq!(sim.sim.stats().submits, 2);
 }
 
-/// A `serve --queue` front end on `redis_url`: its tasks go to the queue's workers.
-async fn queued_front_end(sim: &SimServer, redis_url: &str) -> (tokio::process::Child, String) {
-    let mut config = tempfile::NamedTempFile::new().unwrap();
-    writeln!(
-        config,
-        "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:0\"\n\
-         redis_url = \"{redis_url}\"\n",
-        sim.addr
-    )
-    .unwrap();
-    let env = [
-        ("CAPTCHAAI_API_KEY", KEY),
-        ("RUST_LOG", "warn"),
-        ("CAPTCHA_GATEWAY_QUEUE", "captcha"),
-    ];
-    let (child, base, _) =
-        crate::support::fleet::spawn_serve(config.path(), &env, std::process::Stdio::inherit())
-            .await;
-    (child, base)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_front_ends_hand_one_task_per_key_to_the_workers() {
     use crate::queue::support::{WorkerProcess, worker_config};
     let redis = RedisServer::start();
     let sim = slow_simulator().await;
-    let (_a, a) = queued_front_end(&sim, &redis.url()).await;
-    let (_b, b) = queued_front_end(&sim, &redis.url()).await;
+    let (_a, a) = crate::queue::support::front_end(&sim, &redis.url()).await;
+    let (_b, b) = crate::queue::support::front_end(&sim, &redis.url()).await;
     let _worker = WorkerProcess::start(worker_config(sim.addr, &redis.url(), ""), &[]).await;
     let http = client();
     let bases = [a.as_str(), b.as_str()];

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::queue::support::{WorkerProcess, worker_config};
 use crate::support::eventually::eventually;
-use crate::support::fleet::{SimServer, spawn_serve};
+use crate::support::fleet::SimServer;
 use crate::support::redis::RedisServer;
 use crate::support::{KEY, TestGateway, fast_settings};
 
@@ -393,25 +393,6 @@ async fn a_serve_scrape_has_every_contract_family() {
     );
 }
 
-/// A `serve --queue` front end in front of the queue's workers.
-async fn queued_front_end(sim: &SimServer, redis_url: &str) -> (tokio::process::Child, String) {
-    let mut config = tempfile::NamedTempFile::new().unwrap();
-    writeln!(
-        config,
-        "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:0\"\n\
-         redis_url = \"{redis_url}\"\n",
-        sim.addr
-    )
-    .unwrap();
-    let env = [
-        ("CAPTCHAAI_API_KEY", KEY),
-        ("RUST_LOG", "warn"),
-        ("CAPTCHA_GATEWAY_QUEUE", "captcha"),
-    ];
-    let (child, base, _) = spawn_serve(config.path(), &env, Stdio::inherit()).await;
-    (child, base)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_scrapes_have_every_contract_family() {
     let redis = RedisServer::start();
@@ -420,7 +401,7 @@ async fn queue_scrapes_have_every_contract_family() {
         max: std::time::Duration::from_millis(150),
     };
     let sim = SimServer::start(latency, 100).await;
-    let (_front, front) = queued_front_end(&sim, &redis.url()).await;
+    let (_front, front) = crate::queue::support::front_end(&sim, &redis.url()).await;
     let worker = WorkerProcess::start(worker_config(sim.addr, &redis.url(), ""), &[]).await;
     let http = reqwest::Client::new();
     let (status, body) = crate::support::solve(

@@ -9,29 +9,9 @@ use serde_json::{Value, json};
 
 use crate::queue::support::{WorkerProcess, worker_config};
 use crate::support::eventually::eventually;
-use crate::support::fleet::{SimServer, spawn_serve};
+use crate::support::fleet::SimServer;
 use crate::support::redis::RedisServer;
 use crate::support::{KEY, metric_sum};
-
-/// A `serve --queue` process on the simulator (the same account as the workers').
-async fn front_end(sim: &SimServer, redis_url: &str) -> (tokio::process::Child, String) {
-    use std::io::Write;
-    let mut config = tempfile::NamedTempFile::new().unwrap();
-    writeln!(
-        config,
-        "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:0\"\n\
-         redis_url = \"{redis_url}\"\n",
-        sim.addr
-    )
-    .unwrap();
-    let env = [
-        ("CAPTCHAAI_API_KEY", KEY),
-        ("RUST_LOG", "warn"),
-        ("CAPTCHA_GATEWAY_QUEUE", "captcha"),
-    ];
-    let (child, base, _) = spawn_serve(config.path(), &env, std::process::Stdio::inherit()).await;
-    (child, base)
-}
 
 async fn status(http: &reqwest::Client, base: &str) -> Value {
     let res = http.get(format!("{base}/v1/status")).send().await.unwrap();
@@ -65,7 +45,7 @@ async fn the_front_ends_status_shows_its_workers_answers_and_forgets_a_stopped_w
         max: Duration::from_millis(150),
     };
     let sim = SimServer::start(latency, 100).await;
-    let (_front, base) = front_end(&sim, &redis.url()).await;
+    let (_front, base) = crate::queue::support::front_end(&sim, &redis.url()).await;
     let mut worker = WorkerProcess::start(worker_config(sim.addr, &redis.url(), ""), &[]).await;
     let http = reqwest::Client::new();
     let tasks = 4;
@@ -146,7 +126,7 @@ async fn a_seed_mode_worker_is_counted_with_its_answers() {
         max: Duration::from_millis(150),
     };
     let sim = SimServer::start(latency, 100).await;
-    let (_front, base) = front_end(&sim, &redis.url()).await;
+    let (_front, base) = crate::queue::support::front_end(&sim, &redis.url()).await;
     let worker = WorkerProcess::start(
         worker_config(sim.addr, &redis.url(), ""),
         &["--seed-queue", "--concurrency", "4"],

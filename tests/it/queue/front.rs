@@ -5,31 +5,9 @@
 use serde_json::{Value, json};
 
 use super::support::{WorkerProcess, worker_config};
-use crate::support::fleet::{SimServer, spawn_serve};
+use crate::support::fleet::SimServer;
 use crate::support::redis::RedisServer;
 use crate::support::{KEY, verify_at};
-
-/// A `serve --queue` front end (its stdout lines are dropped with it).
-async fn front_end(sim: &SimServer, redis_url: &str) -> (tokio::process::Child, String) {
-    use std::io::Write;
-    let mut config = tempfile::NamedTempFile::new().unwrap();
-    writeln!(
-        config,
-        "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:0\"\n\
-         redis_url = \"{redis_url}\"\n",
-        sim.addr
-    )
-    .unwrap();
-    let env = [
-        ("CAPTCHAAI_API_KEY", KEY),
-        ("RUST_LOG", "warn"),
-        ("CAPTCHA_GATEWAY_QUEUE", "captcha"),
-    ];
-    let (child, base, _) = spawn_serve(config.path(), &env, std::process::Stdio::inherit()).await;
-    // The file is read at startup.
-    drop(config);
-    (child, base)
-}
 
 fn latency() -> captcha_gateway::sim::LatencyRange {
     captcha_gateway::sim::LatencyRange {
@@ -42,7 +20,7 @@ fn latency() -> captcha_gateway::sim::LatencyRange {
 async fn a_queued_front_end_answers_every_protocol_through_the_workers() {
     let redis = RedisServer::start();
     let sim = SimServer::start(latency(), 100).await;
-    let (_front, base) = front_end(&sim, &redis.url()).await;
+    let (_front, base) = crate::queue::support::front_end(&sim, &redis.url()).await;
     let worker = WorkerProcess::start(worker_config(sim.addr, &redis.url(), ""), &[]).await;
     let http = reqwest::Client::new();
     let sim_base = format!("http://{}", sim.addr);
@@ -162,7 +140,7 @@ async fn a_queued_front_end_answers_every_protocol_through_the_workers() {
 async fn a_task_the_front_end_cannot_queue_fails_in_its_callers_protocol() {
     let mut redis = RedisServer::start();
     let sim = SimServer::start(latency(), 100).await;
-    let (_front, base) = front_end(&sim, &redis.url()).await;
+    let (_front, base) = crate::queue::support::front_end(&sim, &redis.url()).await;
     let http = reqwest::Client::new();
     redis.kill();
     let reply = http

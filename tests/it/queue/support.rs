@@ -240,3 +240,31 @@ pub async fn keda_sees_new_work(conn: &mut redis::aio::MultiplexedConnection, n:
         "KEDA would read lag {lag} with {n} new entries queued (before: {before})"
     );
 }
+
+/// A `serve --queue` front end on the simulator (the same account as the workers'): its tasks go
+/// to the queue's workers. Its output goes to the test's.
+pub async fn front_end(
+    sim: &crate::support::fleet::SimServer,
+    redis_url: &str,
+) -> (tokio::process::Child, String) {
+    use std::io::Write;
+    let mut config = tempfile::NamedTempFile::new().unwrap();
+    writeln!(
+        config,
+        "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:0\"\n\
+         redis_url = \"{redis_url}\"\n",
+        sim.addr
+    )
+    .unwrap();
+    let env = [
+        ("CAPTCHAAI_API_KEY", crate::support::KEY),
+        ("RUST_LOG", "warn"),
+        ("CAPTCHA_GATEWAY_QUEUE", "captcha"),
+    ];
+    let (child, base, _) =
+        crate::support::fleet::spawn_serve(config.path(), &env, std::process::Stdio::inherit())
+            .await;
+    // The file is read at startup.
+    drop(config);
+    (child, base)
+}
