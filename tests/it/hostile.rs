@@ -37,6 +37,7 @@ const ENDPOINTS: &[&str] = &[
     "/createTask",
     "/getTaskResult",
     "/v1/usage",
+    "/v1/status",
     "/openapi.json",
     "/no/such/path",
 ];
@@ -260,6 +261,14 @@ fn hostile_request(rng: &mut StdRng, http: &reqwest::Client, base: &str) -> Host
         };
         if let Ok(v) = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")) {
             req = req.header("authorization", v);
+        }
+    }
+    // Headers the gateway reads on its own: a key that binds a task, an id that reaches logs.
+    for header in ["idempotency-key", "x-request-id"] {
+        if rng.random_bool(0.2) {
+            if let Ok(v) = reqwest::header::HeaderValue::from_str(&value(rng)) {
+                req = req.header(header, v);
+            }
         }
     }
     req = match encoding {
