@@ -11,7 +11,6 @@ use prometheus_client::encoding::DescriptorEncoder;
 use redis::Value;
 
 use super::Queue;
-use super::keys::GROUP;
 use super::reply;
 use crate::telemetry::Metrics;
 use crate::telemetry::collect::{Label, gauges};
@@ -44,7 +43,10 @@ impl Queue {
             .await
             .ok();
         let (lag, pending) = match &groups {
-            Some(groups) => (group_field(groups, "lag"), group_field(groups, "pending")),
+            Some(groups) => (
+                reply::group_field(groups, "lag"),
+                reply::group_field(groups, "pending"),
+            ),
             // No stream yet: nothing waits.
             None if self.lag().await.ok().flatten() == Some(0) => (Some(0), Some(0)),
             None => (None, None),
@@ -67,27 +69,6 @@ impl Queue {
             dead_letters,
         }
     }
-}
-
-/// A number field of group [`GROUP`] in an `XINFO GROUPS` reply (RESP2 arrays or RESP3 maps).
-fn group_field(groups: &Value, field: &str) -> Option<u64> {
-    let Value::Array(groups) = groups else {
-        return None;
-    };
-    groups.iter().find_map(|group| {
-        let pairs = reply::pairs(group);
-        let name = pairs.iter().find(|(k, _)| k == "name").map(|(_, v)| *v)?;
-        if reply::text(name).as_deref() != Some(GROUP) {
-            return None;
-        }
-        pairs
-            .iter()
-            .find(|(k, _)| k == field)
-            .and_then(|(_, v)| match v {
-                Value::Int(n) => u64::try_from(*n).ok(),
-                _ => None,
-            })
-    })
 }
 
 /// The queue's depth as of the last refresh, for `/metrics`.

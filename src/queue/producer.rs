@@ -176,27 +176,6 @@ impl Queue {
             Err(e) if e.to_string().contains("no such key") => return Ok(Some(0)),
             Err(e) => return Err(e.into()),
         };
-        Ok(group_lag(&groups))
+        Ok(reply::group_field(&groups, "lag"))
     }
-}
-
-/// The `lag` of group [`GROUP`] in an `XINFO GROUPS` reply (RESP2 flat arrays or RESP3 maps).
-fn group_lag(groups: &Value) -> Option<u64> {
-    let Value::Array(groups) = groups else {
-        return None;
-    };
-    groups.iter().find_map(|group| {
-        let pairs = reply::pairs(group);
-        let name = pairs.iter().find(|(k, _)| k == "name").map(|(_, v)| *v)?;
-        if reply::text(name).as_deref() != Some(GROUP) {
-            return None;
-        }
-        pairs
-            .iter()
-            .find(|(k, _)| k == "lag")
-            .and_then(|(_, v)| match v {
-                Value::Int(n) => u64::try_from(*n).ok(),
-                _ => None,
-            })
-    })
 }

@@ -29,3 +29,25 @@ pub(crate) fn pairs(v: &Value) -> Vec<(String, &Value)> {
         _ => Vec::new(),
     }
 }
+
+/// A number field (`lag`, `pending`) of the workers' group in an `XINFO GROUPS` reply (RESP2 flat
+/// arrays or RESP3 maps).
+pub(crate) fn group_field(groups: &Value, field: &str) -> Option<u64> {
+    let Value::Array(groups) = groups else {
+        return None;
+    };
+    groups.iter().find_map(|group| {
+        let pairs = pairs(group);
+        let name = pairs.iter().find(|(k, _)| k == "name").map(|(_, v)| *v)?;
+        if text(name).as_deref() != Some(super::keys::GROUP) {
+            return None;
+        }
+        pairs
+            .iter()
+            .find(|(k, _)| k == field)
+            .and_then(|(_, v)| match v {
+                Value::Int(n) => u64::try_from(*n).ok(),
+                _ => None,
+            })
+    })
+}
