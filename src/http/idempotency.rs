@@ -263,33 +263,6 @@ impl AppState {
         });
     }
 
-    /// Waits for a task's answer until `deadline`, woken when it finishes.
-    pub(super) async fn wait_answer(
-        &self,
-        tenant: &str,
-        id: &str,
-        deadline: Instant,
-    ) -> Result<Handout, SolveError> {
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(SolveError::Timeout);
-            }
-            let record = self.engine.task(tenant, id, left).await?;
-            match record.map(|r| r.state) {
-                Some(TaskState::Ready(handout)) => return Ok(handout),
-                Some(TaskState::Failed(failure)) => return Err(SolveError::Failed(failure)),
-                Some(TaskState::Pending) => continue,
-                None => {
-                    return Err(SolveError::Failed(SolveFailure::new(
-                        codes::SERVER_ERROR,
-                        "the task's record is gone",
-                    )));
-                }
-            }
-        }
-    }
-
     /// `/v1/solve` with a key: joins or starts the key's task and waits for its answer. A task
     /// that another instance failed on its way down is started again here; when this instance
     /// is the one stopping, the caller hears `shutting_down` and retries elsewhere with the key.

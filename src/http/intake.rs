@@ -102,12 +102,22 @@ impl AppState {
         }
         let timeout = deadline.saturating_duration_since(Instant::now());
         let id = self.submit_task(tenant, req, timeout, ()).await?;
+        self.wait_answer(tenant, &id, deadline).await
+    }
+
+    /// Waits for a task's answer until `deadline`, woken when it finishes.
+    pub(super) async fn wait_answer(
+        &self,
+        tenant: &str,
+        id: &str,
+        deadline: Instant,
+    ) -> Result<Handout, SolveError> {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(SolveError::Timeout);
             }
-            let record = self.engine.task(tenant, &id, left).await?;
+            let record = self.engine.task(tenant, id, left).await?;
             match record.map(|r| r.state) {
                 Some(TaskState::Ready(handout)) => return Ok(handout),
                 Some(TaskState::Failed(failure)) => return Err(SolveError::Failed(failure)),
@@ -115,7 +125,7 @@ impl AppState {
                 None => {
                     return Err(SolveError::Failed(SolveFailure::new(
                         codes::SERVER_ERROR,
-                        "the queued task's record is gone",
+                        "the task's record is gone",
                     )));
                 }
             }
