@@ -15,6 +15,7 @@ use prometheus_client::registry::Registry;
 
 use super::{Engine, Handout, SolveError, Store};
 use crate::model::{Kind, now_ms};
+use crate::telemetry::bounded::BoundedValues;
 use crate::telemetry::collect::{Label, gauges};
 use crate::telemetry::metrics::KindSeconds;
 
@@ -35,6 +36,7 @@ struct SolveErrorLabels {
 pub struct EngineMetrics {
     answers: Family<AnswerLabels, Counter>,
     solve_errors: Family<SolveErrorLabels, Counter>,
+    error_codes: Arc<BoundedValues>,
     handout_seconds: KindSeconds,
     ready_to_caller_seconds: KindSeconds,
 }
@@ -58,7 +60,7 @@ impl EngineMetrics {
             Err(e) => {
                 let code = match e {
                     SolveError::Timeout => "timeout".to_owned(),
-                    e => e.code().to_owned(),
+                    e => self.error_codes.label(e.code()),
                 };
                 self.solve_errors
                     .get_or_create(&SolveErrorLabels {

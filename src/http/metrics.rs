@@ -11,6 +11,7 @@ use prometheus_client::registry::Registry;
 
 use super::Admission;
 use crate::compat::Reply;
+use crate::telemetry::bounded::BoundedValues;
 use crate::telemetry::collect::gauge;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -24,6 +25,7 @@ struct RequestLabels {
 #[derive(Clone, Debug, Default)]
 pub struct RequestMetrics {
     requests: Family<RequestLabels, Counter>,
+    outcomes: Arc<BoundedValues>,
 }
 
 impl RequestMetrics {
@@ -33,7 +35,7 @@ impl RequestMetrics {
             .get_or_create(&RequestLabels {
                 api,
                 endpoint,
-                outcome: outcome.to_owned(),
+                outcome: self.outcomes.label(outcome),
             })
             .inc();
     }

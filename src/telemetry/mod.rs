@@ -1,6 +1,7 @@
 //! Telemetry: the Prometheus registry and log setup. Labels are kinds, sources, outcome codes,
 //! account names, tenant names and target labels; never keys, proxies or tokens (promise 8).
 
+pub mod bounded;
 pub mod collect;
 pub mod logs;
 pub mod metrics;
