@@ -4,7 +4,8 @@
 -- ARGV[7] waiter id   ARGV[8] claim id to use if a task must start
 -- Returns: {code, now, answer json, remaining ms, woken...}; code 1 pooled (the answer is the
 --          caller's) | 2 wait | 3 wait and start a task under ARGV[8]. `now` is the waiter's
---          arrival (its place in the queue, which renewal restores). `woken`: waiters that got
+--          arrival (its place in the queue, which renewal restores). For code 3 the answer field
+--          holds the provider task the new claim adopted (see `adopt`), or ''. `woken`: waiters that got
 --          passed-on mail while reaping; their instances must be told.
 local r = replay()
 if r then return r end
@@ -26,4 +27,4 @@ if covered then
 end
 redis.call('ZADD', inflight, now + lease, ARGV[8])
 incr('new_tasks', 1)
-return done(extend({3, now, '', 0}, woken))
+return done(extend({3, now, adopt(ARGV[8]), 0}, woken))

@@ -3,7 +3,8 @@
 -- (less than min_remaining left here) is waste, and restarts a task when a waiter is left
 -- uncovered; a requeued task (its instance is stopping) delivers nothing, and the uncovered
 -- waiter's own instance starts a task for it (cover.lua). The claim is marked finished, so a
--- renewal racing this script never brings it back.
+-- renewal racing this script never brings it back. A claim whose provider task another claim
+-- adopted (its instance was away past its lease) delivers nothing: the adopter delivers.
 -- KEYS, ARGV[1..6]: the target prelude's.
 -- ARGV[7] the task's claim id   ARGV[8] outcome: 'A' | 'F' | 'S' | 'R'
 -- ARGV[9] remaining ms (for 'A')   ARGV[10] answer json ('A') or failure json ('F')
@@ -14,8 +15,18 @@ local r = replay()
 if r then return r end
 touch()
 redis.call('ZREM', inflight, ARGV[7])
+local note = redis.call('HGET', notes, ARGV[7])
+if ARGV[8] == 'R' and note and not redis.call('ZSCORE', adopted, ARGV[7]) then
+  -- Handed back by a stopping instance: the provider is still solving it, and the claim that
+  -- covers its waiter next adopts it.
+  redis.call('ZADD', orphans, tonumber(string.match(note, '^(%d+)')), ARGV[7])
+else
+  redis.call('HDEL', notes, ARGV[7])
+  redis.call('ZREM', orphans, ARGV[7])
+end
 mark(fin, ARGV[7])
 local woken = reap()
+if redis.call('ZSCORE', adopted, ARGV[7]) then return done(extend({0}, woken)) end
 local restart = 0
 local outcome = ARGV[8]
 local mail = ''

@@ -26,6 +26,8 @@ for i = last + 1, #ARGV do
   if redis.call('ZSCORE', inflight, c) then
     redis.call('ZADD', inflight, now + lease, c)
   elseif not redis.call('ZSCORE', fin, c) then
+    -- Back before anyone adopted its provider task: it is this claim's again.
+    redis.call('ZREM', orphans, c)
     redis.call('ZADD', inflight, now + lease, c)
     back_c = back_c + 1
   end

@@ -4,7 +4,8 @@
 -- callers will not reach the pool, so only the rest of those in flight count as coming.
 -- KEYS, ARGV[1..6]: the target prelude's.
 -- ARGV[7] the pool's size   ARGV[8..] candidate claim ids
--- Returns: {n, woken...}: start refills under the first n candidates; tell the woken waiters.
+-- Returns: {n, adopted 1..n, woken...}: start refills under the first n candidates (each polls
+--          the provider task it adopted, when not ''); tell the woken waiters.
 local r = replay()
 if r then return r end
 touch()
@@ -12,6 +13,6 @@ local woken = reap()
 drop_stale()
 local coming = math.max(0, redis.call('ZCARD', inflight) - redis.call('ZCARD', waiters))
 local missing = tonumber(ARGV[7]) - redis.call('ZCARD', pool) - coming
-local n = claim_up_to(missing, 8)
+local n, adoptions = claim_up_to(missing, 8)
 incr('refills', n)
-return done(extend({n}, woken))
+return done(extend(extend({n}, adoptions), woken))

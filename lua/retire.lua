@@ -7,9 +7,10 @@
 -- runs either before (it marks the target used, or leaves work behind: kept) or after (it
 -- starts the target afresh from nothing; its instance registers it again, see note_target).
 -- A target whose keys are already gone (Redis restarted empty) counts as retired.
--- KEYS: the target prelude's ten keys, then
--- KEYS[11] cached reusable answer   KEYS[12] its lock   KEYS[13] fence counter
--- KEYS[14] followers (ZSET by lease end: only live ones count)
+-- KEYS: the target prelude's thirteen keys, then
+-- KEYS[14] cached reusable answer   KEYS[15] its lock   KEYS[16] fence counter
+-- KEYS[17] followers (ZSET by lease end: only live ones count)
+-- Orphaned provider tasks (KEYS[12]) do not keep a target: nobody is left to adopt them.
 -- ARGV[1..6]: the target prelude's.   ARGV[7] target idle (ms): a last use at or before
 -- now - ARGV[7] may retire.
 -- Returns: {1} retired | {0, woken...} kept; `woken` got passed-on mail while reaping.
@@ -21,11 +22,11 @@ drop_stale()
 local busy = redis.call('ZCARD', pool) + redis.call('ZCARD', waiters)
   + redis.call('ZCARD', wlease) + redis.call('ZCARD', inflight)
   + redis.call('HLEN', mbox) + redis.call('ZCARD', mlease)
-  + redis.call('EXISTS', KEYS[11]) + redis.call('EXISTS', KEYS[12])
-  + redis.call('ZCOUNT', KEYS[14], now, '+inf')
+  + redis.call('EXISTS', KEYS[14]) + redis.call('EXISTS', KEYS[15])
+  + redis.call('ZCOUNT', KEYS[17], now, '+inf')
 if busy > 0 or #woken > 0 then return extend({0}, woken) end
 -- The op records expire by themselves; the markers go with the target (an instance renewing
 -- an entry of a target idle this long has none left to renew).
-redis.call('DEL', pool, waiters, wlease, inflight, mbox, mlease, stats, fin, gone, KEYS[11],
-  KEYS[12], KEYS[13], KEYS[14])
+redis.call('DEL', pool, waiters, wlease, inflight, mbox, mlease, stats, fin, gone, notes,
+  orphans, adopted, KEYS[14], KEYS[15], KEYS[16], KEYS[17])
 return {1}

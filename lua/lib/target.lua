@@ -12,6 +12,12 @@
 -- KEYS[8] op        STRING this operation's recorded reply (JSON), kept for ARGV[1] ms
 -- KEYS[9] fin       ZSET  claim id -> when its task finished: renewal never brings it back
 -- KEYS[10] gone     ZSET  waiter id -> when it was served or left: renewal never brings it back
+-- KEYS[11] notes    HASH  claim id -> "<keep until (ms)>\n<account>\n<provider task id>": the
+--                         provider task a claim's instance submitted (`note.lua`)
+-- KEYS[12] orphans  ZSET  claim id -> keep until (ms): claims that lapsed with a noted provider
+--                         task, which the next claim of the target adopts instead of submitting
+-- KEYS[13] adopted  ZSET  claim id -> keep until (ms): orphans another claim adopted; their own
+--                         instance (it was only paused) must deliver nothing for them
 --
 -- ARGV[1] op ttl (ms)   ARGV[2] min_remaining (ms)   ARGV[3] mail ttl (ms)   ARGV[4] lease (ms)
 -- ARGV[5] poolable: '1' | '0' | '' (not known to the caller: as recorded in stats)
@@ -29,6 +35,7 @@
 local pool, waiters, wlease, inflight = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local mbox, mlease, stats = KEYS[5], KEYS[6], KEYS[7]
 local opkey, fin, gone = KEYS[8], KEYS[9], KEYS[10]
+local notes, orphans, adopted = KEYS[11], KEYS[12], KEYS[13]
 local op_ttl, min_rem = tonumber(ARGV[1]), tonumber(ARGV[2])
 local mail_ttl, lease = tonumber(ARGV[3]), tonumber(ARGV[4])
 
@@ -123,7 +130,11 @@ local function reap()
     redis.call('ZREM', waiters, w)
     redis.call('ZREM', wlease, w)
   end
-  redis.call('ZREMRANGEBYSCORE', inflight, '-inf', '(' .. now)
+  for _, c in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', '(' .. now)) do
+    redis.call('ZREM', inflight, c)
+    local note = redis.call('HGET', notes, c)
+    if note then redis.call('ZADD', orphans, tonumber(string.match(note, '^(%d+)')), c) end
+  end
   for _, w in ipairs(redis.call('ZRANGEBYSCORE', mlease, '-inf', '(' .. now)) do
     local mail = redis.call('HGET', mbox, w)
     redis.call('HDEL', mbox, w)
@@ -154,17 +165,44 @@ local function settle(woken)
   end
 end
 
+-- Gives the new claim `c` the provider task of a claim whose instance stopped renewing it (it
+-- died), if one is still within its keep time: `c`'s task polls that instead of submitting, so a
+-- crash does not pay for the same work twice. The adopted claim counts as finished (renewal never
+-- brings it back) and its own late outcome is dropped (finish.lua). Returns the note, or ''.
+local function adopt(c)
+  if redis.call('ZCARD', orphans) == 0 then return '' end
+  for _, old in ipairs(redis.call('ZRANGEBYSCORE', orphans, '-inf', '(' .. now)) do
+    redis.call('HDEL', notes, old)
+  end
+  redis.call('ZREMRANGEBYSCORE', orphans, '-inf', '(' .. now)
+  redis.call('ZREMRANGEBYSCORE', adopted, '-inf', '(' .. now)
+  local old = redis.call('ZRANGE', orphans, 0, 0)[1]
+  if not old then return '' end
+  local note = redis.call('HGET', notes, old)
+  redis.call('ZREM', orphans, old)
+  redis.call('HDEL', notes, old)
+  if not note then return '' end
+  redis.call('ZADD', adopted, tonumber(string.match(note, '^(%d+)')), old)
+  mark(fin, old)
+  -- Noted under the new claim too: if its instance dies as well, the task is adopted again.
+  redis.call('HSET', notes, c, note)
+  incr('adopted', 1)
+  return note
+end
+
 -- Claims in flight, for tasks to start, the first `missing` candidate ids of ARGV from index
--- `first` on (none when nothing is missing). Returns how many it claimed.
+-- `first` on (none when nothing is missing). Returns how many it claimed, and for each the
+-- provider task it adopted (`adopt`) or ''.
 local function claim_up_to(missing, first)
-  local n = 0
+  local n, adoptions = 0, {}
   for i = first, #ARGV do
     if n >= missing then break end
     redis.call('ZADD', inflight, now + lease, ARGV[i])
+    table.insert(adoptions, adopt(ARGV[i]))
     n = n + 1
   end
   incr('new_tasks', n)
-  return n
+  return n, adoptions
 end
 
 -- `list` with the elements of `more` appended.

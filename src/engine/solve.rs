@@ -53,6 +53,23 @@ pub trait Solver: Send + Sync + 'static {
         priority: Priority,
     ) -> Result<Solution, SolveFailure>;
     async fn report(&self, task: &UpstreamRef, good: bool) -> Result<(), SolveFailure>;
+
+    /// [`solve`](Self::solve) for a task whose provider work another instance may adopt:
+    /// `submitted` hears each provider task as soon as it exists, and `resume` (a provider task a
+    /// dead instance submitted for the same target) is polled to its end instead of submitting
+    /// the work again, where the account that holds it is configured here. A solver that cannot
+    /// do either just solves.
+    async fn solve_tracked(
+        &self,
+        req: &SolveRequest,
+        deadline: Instant,
+        priority: Priority,
+        resume: Option<UpstreamRef>,
+        submitted: &(dyn Fn(UpstreamRef) + Send + Sync),
+    ) -> Result<Solution, SolveFailure> {
+        let _ = (resume, submitted);
+        self.solve(req, deadline, priority).await
+    }
 }
 
 /// The engine's knobs; every default is in `impl Default` with its reason.
@@ -336,12 +353,14 @@ impl Engine {
     ) {
         let engine = self.clone();
         let span = super::trace::upstream_task(&target, priority);
+        let mut adopted = self.store.adopted(&claim);
         let task = async move {
             loop {
                 let started = Instant::now();
                 // A panic below must still end the task in the store: otherwise its claim stays
                 // in this instance's renewal set, counted in flight forever (issue 9, defect 8).
-                let outcome = AssertUnwindSafe(engine.run_upstream(&req, priority))
+                let run = engine.run_claimed(&target, &claim, &req, priority, adopted.take());
+                let outcome = AssertUnwindSafe(run)
                     .catch_unwind()
                     .await
                     .unwrap_or_else(|_| {
@@ -389,7 +408,51 @@ impl Engine {
         priority: Priority,
     ) -> Result<Answer, SolveFailure> {
         let deadline = Instant::now() + self.settings.task_timeout;
-        let solution = match self.solver.solve(req, deadline, priority).await {
+        let solved = self.solver.solve(req, deadline, priority).await;
+        self.stamped(req, solved)
+    }
+
+    /// The upstream task of a claim on a single-use target: its provider task is noted in the
+    /// store as soon as it exists, so another instance adopts it if this one dies; `adopted` is
+    /// a dead instance's provider task this claim took over, polled instead of submitting.
+    async fn run_claimed(
+        &self,
+        target: &Target,
+        claim: &ClaimId,
+        req: &SolveRequest,
+        priority: Priority,
+        adopted: Option<UpstreamRef>,
+    ) -> Result<Answer, SolveFailure> {
+        let deadline = Instant::now() + self.settings.task_timeout;
+        // Long enough that any answer this instance could still deliver late (after a pause)
+        // has expired by the time the note goes, so an adopter and this claim never both
+        // hand out the same answer.
+        let keep = self.settings.task_timeout + self.lifetime(req.kind());
+        let submitted = |task: UpstreamRef| {
+            let (store, target, claim) = (self.store.clone(), target.clone(), claim.clone());
+            self.tracker.spawn(async move {
+                if let Err(e) = store.note_upstream(&target, &claim, &task, keep).await {
+                    tracing::debug!(error = %e, "could not note a provider task for adoption");
+                }
+            });
+        };
+        if let Some(task) = &adopted {
+            tracing::info!(account = %task.account, provider_task = %task.task_id, "adopting a provider task a stopped instance submitted");
+        }
+        let solved = self
+            .solver
+            .solve_tracked(req, deadline, priority, adopted, &submitted)
+            .await;
+        self.stamped(req, solved)
+    }
+
+    /// An upstream outcome as the engine hands it on: the answer stamped with its lifetime.
+    fn stamped(
+        &self,
+        req: &SolveRequest,
+        solved: Result<Solution, SolveFailure>,
+    ) -> Result<Answer, SolveFailure> {
+        let solution = match solved {
             Ok(s) => s,
             Err(failure) => {
                 tracing::debug!(code = %failure.code, "upstream task failed");

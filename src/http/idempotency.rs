@@ -29,9 +29,13 @@ pub const MAX_KEY_LEN: usize = 255;
 /// How many times one call tries to bind a key another call keeps taking first.
 const BIND_ATTEMPTS: usize = 3;
 /// While a keyed task is pending, the instance that started it holds a lease on it, renewed
-/// every third of this: a repeat that finds the lease gone (the instance was killed) takes the
-/// key over instead of waiting for an answer that will never come.
-const RUN_LEASE: Duration = Duration::from_secs(15);
+/// every third of its length: a repeat that finds the lease gone (the instance was killed) takes
+/// the key over instead of waiting for an answer that will never come. Its length is twice the
+/// store's lease on waiters and claims (at least this): the last renewal of a dead instance's
+/// run lease is at most a third of it before the death, so by the time it lapses the store has
+/// let the dead instance's claim lapse too, and the take-over adopts its provider task
+/// (`lua/lib/target.lua`, `adopt`) instead of starting the work again beside it.
+const MIN_RUN_LEASE: Duration = Duration::from_secs(15);
 
 /// A caller's key, scoped to its tenant, with the fingerprint of the body it came with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +46,7 @@ pub struct IdemKey {
     fingerprint: String,
 }
 
-/// The binding that says a keyed task's runner is alive (see [`RUN_LEASE`]).
+/// The binding that says a keyed task's runner is alive (see [`MIN_RUN_LEASE`]).
 fn run_lease(task_id: &str) -> String {
     format!("run:{task_id}")
 }
@@ -105,6 +109,11 @@ fn server_failure(f: &SolveFailure) -> bool {
 }
 
 impl AppState {
+    fn run_lease_length(&self) -> Duration {
+        let store_lease = self.engine.store().lease().unwrap_or_default();
+        store_lease.saturating_mul(2).max(MIN_RUN_LEASE)
+    }
+
     /// How long a binding lasts: as long as its task's record can (its timeout, then the
     /// record's retention), so a key never outlives the answer it names, and goes with it.
     fn key_ttl(&self, timeout: Duration) -> u64 {
@@ -219,7 +228,7 @@ impl AppState {
     }
 
     async fn take_run_lease(&self, id: &str) -> Result<(), ApiError> {
-        let ttl = u64::try_from(RUN_LEASE.as_millis()).unwrap_or(u64::MAX);
+        let ttl = u64::try_from(self.run_lease_length().as_millis()).unwrap_or(u64::MAX);
         // The id is fresh, so the lease is unbound: nothing to contend for.
         self.engine
             .store()
@@ -238,15 +247,16 @@ impl AppState {
             run_lease(id),
             id.to_owned(),
         );
-        let ttl = u64::try_from(RUN_LEASE.as_millis()).unwrap_or(u64::MAX);
+        let length = self.run_lease_length();
+        let ttl = u64::try_from(length.as_millis()).unwrap_or(u64::MAX);
         tokio::spawn(async move {
             loop {
                 // Wakes early when the task ends.
-                match state.engine.task(&tenant, &id, RUN_LEASE / 3).await {
+                match state.engine.task(&tenant, &id, length / 3).await {
                     Ok(Some(r)) if r.state == TaskState::Pending => {}
                     // The store is away: keep the lease for when it answers again.
                     Err(_) => {
-                        tokio::time::sleep(RUN_LEASE / 6).await;
+                        tokio::time::sleep(length / 6).await;
                         continue;
                     }
                     Ok(_) => return,
@@ -302,7 +312,7 @@ impl AppState {
             };
             // In slices of a lease: a task whose runner died is never finished, so the key is
             // looked at again (and taken over once the lease lapsed) rather than waited on.
-            let slice = (Instant::now() + RUN_LEASE / 3).min(deadline);
+            let slice = (Instant::now() + self.run_lease_length() / 3).min(deadline);
             match self.wait_answer(tenant, &id, slice).await {
                 Err(SolveError::Timeout) if Instant::now() < deadline => continue,
                 Err(SolveError::Failed(f)) if server_failure(&f) && self.engine.is_cut() => {

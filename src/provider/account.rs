@@ -231,22 +231,60 @@ impl Account {
         deadline: Instant,
         priority: Priority,
     ) -> Result<Solved, ProviderError> {
-        let result = self.solve_inner(req, deadline, priority).await;
-        match &result {
+        self.solve_noted(req, deadline, priority, &|_| {}).await
+    }
+
+    /// [`solve`](Self::solve), telling `submitted` the provider's task id as soon as it has one.
+    pub async fn solve_noted(
+        &self,
+        req: &SolveRequest,
+        deadline: Instant,
+        priority: Priority,
+        submitted: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Solved, ProviderError> {
+        let result = self
+            .solve_inner(req, None, deadline, priority, submitted)
+            .await;
+        self.count_outcome(&result);
+        result
+    }
+
+    /// Polls `task_id`, a task this account's key submitted elsewhere (a gateway instance that
+    /// died or stopped), to its end, on one of this account's threads (the provider is still
+    /// working on it), instead of submitting the same work again.
+    pub async fn resume(
+        &self,
+        req: &SolveRequest,
+        task_id: &str,
+        deadline: Instant,
+        priority: Priority,
+    ) -> Result<Solved, ProviderError> {
+        let result = self
+            .solve_inner(req, Some(task_id), deadline, priority, &|_| {})
+            .await;
+        self.count_outcome(&result);
+        result
+    }
+
+    fn count_outcome(&self, result: &Result<Solved, ProviderError>) {
+        match result {
             Ok(_) => bump(&self.counters.solved),
             Err(e) if e.code == TIMEOUT => bump(&self.counters.timeouts),
             // Handed back, not failed: the task is someone else's to finish.
             Err(e) if e.code == SHUTDOWN => {}
             Err(_) => bump(&self.counters.failed),
         }
-        result
     }
 
+    /// Submits `req` (or, given `resumed`, takes that task as already submitted) and waits for
+    /// the poller's outcome.
     async fn solve_inner(
         &self,
         req: &SolveRequest,
+        resumed: Option<&str>,
         deadline: Instant,
         priority: Priority,
+        submitted: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<Solved, ProviderError> {
         let permit = self
             .idle(deadline, &self.stop, self.budget.acquire(priority))
@@ -255,7 +293,17 @@ impl Account {
             permit: Some(permit),
             hold_until: None,
         };
-        let task_id = self.submit(req, deadline, priority, &mut slot).await?;
+        let task_id = match resumed {
+            Some(id) => {
+                slot.hold_until = Some(Instant::now() + self.settings.poll.horizon(req.kind()));
+                id.to_owned()
+            }
+            None => {
+                let id = self.submit(req, deadline, priority, &mut slot).await?;
+                submitted(&id);
+                id
+            }
+        };
         let submitted_at = now_ms();
         let (tx, rx) = oneshot::channel();
         let registration = Registration {

@@ -167,6 +167,54 @@ impl Upstream {
     }
 }
 
+impl Upstream {
+    /// The answer `member` produced, counted in its figures.
+    fn solution(&self, member: &Member, kind: Kind, solved: provider::Solved) -> Solution {
+        member.reports.remember(&solved.task_id, kind, now_ms());
+        let took_ms = solved.solved_at.saturating_sub(solved.submitted_at);
+        self.solve_seconds.observe_ms(kind, took_ms);
+        self.solve_times.observe(took_ms as f64 / 1000.0);
+        Solution {
+            text: solved.text,
+            user_agent: solved.user_agent,
+            upstream: UpstreamRef {
+                account: member.name().to_owned(),
+                task_id: solved.task_id,
+            },
+            solved_at: solved.solved_at,
+        }
+    }
+
+    /// Polls a provider task another instance submitted at the account that holds it. `None`
+    /// when no account here by that name can take it (the caller submits afresh instead).
+    async fn resume(
+        &self,
+        req: &SolveRequest,
+        task: &UpstreamRef,
+        deadline: Instant,
+        priority: provider::Priority,
+    ) -> Option<Result<Solution, ProviderError>> {
+        let kind = req.kind();
+        let member = self
+            .members
+            .iter()
+            .find(|m| m.name() == task.account && m.takes(kind) && !m.paused())?;
+        let resumed = member
+            .account
+            .resume(req, &task.task_id, deadline, priority)
+            .await;
+        Some(resumed.map(|solved| self.solution(member, kind, solved)))
+    }
+}
+
+fn provider_priority(priority: Priority) -> provider::Priority {
+    match priority {
+        Priority::Interactive => provider::Priority::Interactive,
+        Priority::Queued => provider::Priority::Queued,
+        Priority::Refill => provider::Priority::Refill,
+    }
+}
+
 #[async_trait]
 impl Solver for Upstream {
     async fn solve(
@@ -175,12 +223,34 @@ impl Solver for Upstream {
         deadline: Instant,
         priority: Priority,
     ) -> Result<Solution, SolveFailure> {
+        self.solve_tracked(req, deadline, priority, None, &|_| {})
+            .await
+    }
+
+    async fn solve_tracked(
+        &self,
+        req: &SolveRequest,
+        deadline: Instant,
+        priority: Priority,
+        resume: Option<UpstreamRef>,
+        submitted: &(dyn Fn(UpstreamRef) + Send + Sync),
+    ) -> Result<Solution, SolveFailure> {
         // Refills take only the threads no caller is waiting for (promise 5).
-        let priority = match priority {
-            Priority::Interactive => provider::Priority::Interactive,
-            Priority::Queued => provider::Priority::Queued,
-            Priority::Refill => provider::Priority::Refill,
-        };
+        let priority = provider_priority(priority);
+        if let Some(task) = resume {
+            match self.resume(req, &task, deadline, priority).await {
+                Some(Ok(solution)) => return Ok(solution),
+                Some(Err(e)) if e.code == provider::TIMEOUT || e.code == provider::SHUTDOWN => {
+                    return Err(failure(&e));
+                }
+                // The adopted task failed, or is unknown to the account here: the work is done
+                // again, as it would have been without adoption.
+                Some(Err(e)) => {
+                    tracing::info!(account = %task.account, error = %e, "an adopted provider task failed; submitting afresh");
+                }
+                None => {}
+            }
+        }
         let kind = req.kind();
         let mut tried: Vec<usize> = Vec::new();
         let mut last: Option<ProviderError> = None;
@@ -217,7 +287,16 @@ impl Solver for Upstream {
                 done: false,
             };
             let started = Instant::now();
-            let result = member.account.solve(req, deadline, priority).await;
+            let noted = |task_id: &str| {
+                submitted(UpstreamRef {
+                    account: member.name().to_owned(),
+                    task_id: task_id.to_owned(),
+                });
+            };
+            let result = member
+                .account
+                .solve_noted(req, deadline, priority, &noted)
+                .await;
             let verdict = match &result {
                 Err(e) if is_no_money(e) => {
                     member.paused.store(true, Ordering::Relaxed);
@@ -247,21 +326,7 @@ impl Solver for Upstream {
                 Err(_) => {}
             }
             match result {
-                Ok(solved) => {
-                    member.reports.remember(&solved.task_id, kind, now_ms());
-                    let took_ms = solved.solved_at.saturating_sub(solved.submitted_at);
-                    self.solve_seconds.observe_ms(kind, took_ms);
-                    self.solve_times.observe(took_ms as f64 / 1000.0);
-                    return Ok(Solution {
-                        text: solved.text,
-                        user_agent: solved.user_agent,
-                        upstream: UpstreamRef {
-                            account: member.name().to_owned(),
-                            task_id: solved.task_id,
-                        },
-                        solved_at: solved.solved_at,
-                    });
-                }
+                Ok(solved) => return Ok(self.solution(member, kind, solved)),
                 Err(e) if worth_another_account(&e) && Instant::now() < deadline => {
                     tracing::debug!(account = member.name(), error = %e, "trying the task at another account");
                     tried.push(index);

@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
-use crate::model::{Answer, Millis, Target};
+use crate::model::{Answer, Millis, Target, UpstreamRef};
 
 use super::{Delivery, SolveFailure, TaskRecord, TaskState};
 
@@ -189,6 +189,34 @@ pub trait Store: Send + Sync + 'static {
     /// claims the missing tasks (at most as many as this instance has waiters on `target`).
     /// The engine starts one upstream task per returned claim.
     async fn cover(&self, target: &Target, now: Millis) -> Result<Vec<ClaimId>, StoreError>;
+
+    /// Records the provider task a claim's upstream task submitted, kept adoptable for `keep`:
+    /// if this instance dies (or stops) before the task ends, a claim of the same target started
+    /// elsewhere polls that provider task instead of paying for the work again, and this claim's
+    /// own late outcome is then dropped. Best effort: without the note the work is only redone.
+    /// A store no other process shares has nobody to adopt it and records nothing.
+    async fn note_upstream(
+        &self,
+        _target: &Target,
+        _claim: &ClaimId,
+        _task: &UpstreamRef,
+        _keep: std::time::Duration,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// How long the store keeps a waiter or claim of an instance that stopped renewing it, before
+    /// taking its work over (a fleet store); `None` for a store no other process shares.
+    fn lease(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// The provider task `claim` adopted from a dead instance's claim when it was claimed
+    /// ([`Store::arrive`], [`Store::cover`], [`Store::reserve`]), if any; asked once, as its
+    /// upstream task starts.
+    fn adopted(&self, _claim: &ClaimId) -> Option<UpstreamRef> {
+        None
+    }
 
     /// Pool, in-flight and waiting counts now; answers with less than `min_remaining_ms` left
     /// are not counted as pooled.

@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard};
 use tokio::sync::oneshot;
 
 use crate::engine::Delivery;
-use crate::model::Target;
+use crate::model::{Target, UpstreamRef};
 
 /// A caller of this instance waiting on a target.
 pub(super) struct LocalWaiter {
@@ -31,6 +31,8 @@ pub(super) type Renewal = (Target, Vec<(String, u64)>, Vec<String>);
 pub(super) struct Local {
     waiters: Mutex<HashMap<String, LocalWaiter>>,
     claims: Mutex<HashMap<String, Target>>,
+    /// Claims that adopted a dead instance's provider task, until their task starts and asks.
+    adoptions: Mutex<HashMap<String, UpstreamRef>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -63,6 +65,15 @@ impl Local {
 
     pub fn remove_claim(&self, id: &str) {
         lock(&self.claims).remove(id);
+        lock(&self.adoptions).remove(id);
+    }
+
+    pub fn set_adoption(&self, claim: &str, task: UpstreamRef) {
+        lock(&self.adoptions).insert(claim.to_owned(), task);
+    }
+
+    pub fn take_adoption(&self, claim: &str) -> Option<UpstreamRef> {
+        lock(&self.adoptions).remove(claim)
     }
 
     /// The oldest-registered live waiter of `target_id` (used when Redis cannot route).

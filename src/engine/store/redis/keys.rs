@@ -2,9 +2,9 @@
 //! `{t:<target id>}` so one script's keys live in one Cluster slot; a task record and an
 //! instance inbox carry their own tags. Nothing else builds a key, and no script does.
 
-/// The ten keys of a single-use target, in the order the target scripts' prelude expects;
+/// The thirteen keys of a single-use target, in the order the target scripts' prelude expects;
 /// `op` names the operation whose reply is recorded (see `lua/lib/target.lua`).
-pub fn target_keys(target_id: &str, op: &str) -> [String; 10] {
+pub fn target_keys(target_id: &str, op: &str) -> [String; 13] {
     [
         pool(target_id),
         waiters(target_id),
@@ -16,29 +16,23 @@ pub fn target_keys(target_id: &str, op: &str) -> [String; 10] {
         format!("cg:{{t:{target_id}}}:op:{op}"),
         format!("cg:{{t:{target_id}}}:fin"),
         format!("cg:{{t:{target_id}}}:gone"),
+        format!("cg:{{t:{target_id}}}:notes"),
+        format!("cg:{{t:{target_id}}}:orphans"),
+        format!("cg:{{t:{target_id}}}:adopted"),
     ]
 }
 
-/// The keys `retire.lua` checks and deletes: the ten target keys (under an op id no
+/// The keys `retire.lua` checks and deletes: the thirteen target keys (under an op id no
 /// operation uses), then the reusable answer's cache, lock, fence counter and followers.
-pub fn retire_keys(target_id: &str) -> [String; 14] {
-    let [a, b, c, d, e, f, g, h, i, j] = target_keys(target_id, "retire");
-    [
-        a,
-        b,
-        c,
-        d,
-        e,
-        f,
-        g,
-        h,
-        i,
-        j,
+pub fn retire_keys(target_id: &str) -> Vec<String> {
+    let mut keys = target_keys(target_id, "retire").to_vec();
+    keys.extend([
         shared(target_id),
         lead(target_id),
         fence(target_id),
         followers(target_id),
-    ]
+    ]);
+    keys
 }
 
 pub fn mbox(target_id: &str) -> String {
@@ -143,7 +137,7 @@ mod tests {
     #[test]
     fn every_key_of_a_target_shares_one_slot() {
         let id = "0123abcd";
-        let mut all: Vec<String> = retire_keys(id).to_vec();
+        let mut all: Vec<String> = retire_keys(id);
         all.extend([
             shared(id),
             lead(id),

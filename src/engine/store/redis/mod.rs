@@ -40,7 +40,7 @@ use super::{
     TaskOutcome, WaiterId,
 };
 use crate::engine::{Delivery, SolveFailure, TaskRecord, TaskState};
-use crate::model::{Answer, Millis, Reuse, Target};
+use crate::model::{Answer, Millis, Reuse, Target, UpstreamRef};
 
 /// How the Redis store behaves; every default in `impl Default` with its reason.
 #[derive(Debug, Clone)]
@@ -336,6 +336,24 @@ impl Store for RedisStore {
 
     async fn cover(&self, target: &Target, now: Millis) -> Result<Vec<ClaimId>, StoreError> {
         self.inner.cover(target, now).await
+    }
+
+    async fn note_upstream(
+        &self,
+        target: &Target,
+        claim: &ClaimId,
+        task: &UpstreamRef,
+        keep: Duration,
+    ) -> Result<(), StoreError> {
+        self.inner.note_upstream(target, claim, task, keep).await
+    }
+
+    fn lease(&self) -> Option<Duration> {
+        Some(self.inner.settings.lease)
+    }
+
+    fn adopted(&self, claim: &ClaimId) -> Option<UpstreamRef> {
+        self.inner.local.take_adoption(&claim.0)
     }
 
     async fn shared_arrive(

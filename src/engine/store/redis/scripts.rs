@@ -48,6 +48,7 @@ pub static COVER: LazyLock<Script> = target_script!("cover.lua");
 pub static RETIRE: LazyLock<Script> = target_script!("retire.lua");
 pub static TAKE: LazyLock<Script> = target_script!("take.lua");
 pub static RENEW: LazyLock<Script> = target_script!("renew.lua");
+pub static NOTE: LazyLock<Script> = target_script!("note.lua");
 pub static ANNOUNCE: LazyLock<Script> = script!("announce.lua");
 pub static SHARED_ARRIVE: LazyLock<Script> = clock_script!("shared_arrive.lua");
 pub static SHARED_FINISH: LazyLock<Script> = clock_script!("shared_finish.lua");

@@ -12,7 +12,7 @@ use super::ops::{OpError, Pk};
 use super::{Inner, mail, poolable, scripts, split_reply, split_reply_all};
 use crate::engine::store::{Arrival, ClaimId, Finished, StoreError, TargetCounts, WaiterId};
 use crate::engine::store::{TaskOutcome, TaskOutcome::*};
-use crate::model::{Answer, Millis, Target};
+use crate::model::{Answer, Millis, Target, UpstreamRef};
 
 /// The life an answer has left at `now` on this instance's clock, in ms (negative once expired).
 /// Scripts stamp it with an expiry in Redis time, so instance clocks never meet.
@@ -50,6 +50,16 @@ fn int(v: Option<&Value>) -> i64 {
 fn text(v: Option<&Value>) -> String {
     v.and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
         .unwrap_or_default()
+}
+
+/// The provider task in a note (`lua/note.lua`: keep-until, account, task id), or `None` for ''.
+fn adopted_task(note: &str) -> Option<UpstreamRef> {
+    let mut parts = note.splitn(3, '\n');
+    let (_keep, account, task_id) = (parts.next()?, parts.next()?, parts.next()?);
+    (!account.is_empty() && !task_id.is_empty()).then(|| UpstreamRef {
+        account: account.to_owned(),
+        task_id: task_id.to_owned(),
+    })
 }
 
 /// One caller's arrival. When its outcome is unknown the caller is told the store is away (it
@@ -132,6 +142,9 @@ pub(super) async fn arrive(
         _ => {
             inner.local.set_arrived(&waiter.0, arrived);
             inner.local.add_claim(&claim, target);
+            if let Some(task) = adopted_task(&text(values.get(2))) {
+                inner.local.set_adoption(&claim, task);
+            }
             Arrival::Start(rx, ClaimId(claim))
         }
     };
@@ -298,7 +311,28 @@ impl Inner {
             .await
     }
 
-    /// Runs a script that claims the first n of `candidates` and returns `{n, woken...}`.
+    /// Records the provider task a claim's upstream task submitted (`lua/note.lua`).
+    pub(super) async fn note_upstream(
+        &self,
+        target: &Target,
+        claim: &ClaimId,
+        task: &UpstreamRef,
+        keep: std::time::Duration,
+    ) -> Result<(), StoreError> {
+        let args = vec![
+            claim.0.clone(),
+            super::ms(keep).to_string(),
+            task.account.clone(),
+            task.task_id.clone(),
+        ];
+        let op = self.op(&scripts::NOTE, &target.id, Pk::AsRecorded, args);
+        // Setting the same note twice is harmless, so a lost reply needs no record.
+        self.run_once(&op).await?;
+        Ok(())
+    }
+
+    /// Runs a script that claims the first n of `candidates` and returns
+    /// `{n, adopted 1..n, woken...}`.
     async fn claim_some(
         &self,
         script: &redis::Script,
@@ -309,15 +343,16 @@ impl Inner {
         now: Millis,
     ) -> Result<Vec<ClaimId>, StoreError> {
         let op = self.op(script, &target.id, pk, args).at(now);
-        let (n, woken) = split_reply(self.run(&op, true).await?);
+        let (n, mut rest) = split_reply(self.run(&op, true).await?);
+        let n = usize::try_from(n).unwrap_or(0).min(candidates.len());
+        let woken = rest.split_off(n.min(rest.len()));
         self.notify(&target.id, woken).await;
-        let started: Vec<ClaimId> = candidates
-            .into_iter()
-            .take(usize::try_from(n).unwrap_or(0))
-            .map(ClaimId)
-            .collect();
-        for c in &started {
+        let started: Vec<ClaimId> = candidates.into_iter().take(n).map(ClaimId).collect();
+        for (c, note) in started.iter().zip(&rest) {
             self.local.add_claim(&c.0, target);
+            if let Some(task) = adopted_task(note) {
+                self.local.set_adoption(&c.0, task);
+            }
         }
         Ok(started)
     }
@@ -350,6 +385,21 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_note_names_the_account_and_task_and_an_empty_one_nothing() {
+        let task = adopted_task("1700000000000\nmain\n7391").unwrap();
+        assert_eq!(
+            (task.account.as_str(), task.task_id.as_str()),
+            ("main", "7391")
+        );
+        // Task ids of the JSON API are UUIDs; anything after the account is the id.
+        let task = adopted_task("1\nacc\nab\ncd").unwrap();
+        assert_eq!(task.task_id, "ab\ncd");
+        for bad in ["", "1", "1\nacc", "1\n\n7", "1\nacc\n"] {
+            assert_eq!(adopted_task(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn restamping_keeps_the_lifetime_and_moves_both_times() {
