@@ -92,7 +92,7 @@ async fn three_gateways_serve_a_thousand_callers_once_fresh_and_exactly() {
 }
 
 #[tokio::test]
-async fn a_killed_gateways_claims_expire_and_its_waiting_demand_gets_new_tasks() {
+async fn a_killed_gateways_claims_expire_and_its_waiting_demand_adopts_its_provider_tasks() {
     let redis = RedisServer::start();
     // Slow solves: the killed gateway's tasks must still be running when it dies.
     let sim = SimServer::start(LatencyRange::fixed(Duration::from_secs(8)), 100).await;
@@ -134,7 +134,8 @@ async fn a_killed_gateways_claims_expire_and_its_waiting_demand_gets_new_tasks()
     );
 
     a.kill().await;
-    // Within a lease A's claims expire; B and C start tasks for the callers they hold.
+    // Within a lease A's claims expire; B and C claim tasks for the callers they hold, and each
+    // claim adopts (polls) one of the provider tasks A had submitted.
     for w in waiting {
         let (status, v) = w.await.unwrap();
         assert_eq!(status, 200, "{v}");
@@ -145,8 +146,8 @@ async fn a_killed_gateways_claims_expire_and_its_waiting_demand_gets_new_tasks()
     }
     assert_eq!(
         sim.sim.stats().submits,
-        10,
-        "exactly the five missing tasks started"
+        5,
+        "A's five provider tasks answered B's and C's callers: none was submitted again"
     );
 }
 

@@ -53,7 +53,10 @@ impl Target {
         }
         inv.key(self.key(&format!("op:{op}")))
             .key(self.key("fin"))
-            .key(self.key("gone"));
+            .key(self.key("gone"))
+            .key(self.key("notes"))
+            .key(self.key("orphans"))
+            .key(self.key("adopted"));
         inv.arg(600_000)
             .arg(MIN_REMAINING)
             .arg(30_000)
@@ -401,4 +404,140 @@ async fn a_task_record_lost_by_redis_is_written_again_at_its_finish() {
         .await
         .unwrap();
     assert_eq!(r, 0, "written once");
+}
+
+/// The provider task a claim noted, as `note.lua` stores it: keep-until, account, task id.
+fn noted_task(note: &str) -> (String, String) {
+    let mut parts = note.splitn(3, '\n');
+    let _keep = parts.next();
+    let account = parts.next().unwrap_or_default().to_owned();
+    (account, parts.next().unwrap_or_default().to_owned())
+}
+
+impl Target {
+    async fn note(&mut self, claim: &str, task: &str) -> i64 {
+        let reply = self.run("note", "n", &[claim, "600000", "acc", task]).await;
+        int(&reply[0])
+    }
+
+    async fn hash(&mut self, name: &str) -> Vec<(String, String)> {
+        redis::cmd("HGETALL")
+            .arg(self.key(name))
+            .query_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+}
+
+/// An instance died while its provider task ran: the next claim of the target adopts that
+/// provider task (once), and the dead claim's late outcome (its instance was only paused)
+/// delivers nothing, so the answer is handed out once, by the adopter.
+#[tokio::test]
+async fn a_lapsed_claims_provider_task_is_adopted_once_and_its_late_outcome_dropped() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "adopt").await;
+    let at = 10_000_000u64;
+    assert_eq!(t.arrive("a1", "i:1", "c1").await, 3);
+    assert_eq!(t.note("c1", "T1").await, 1);
+    t.clock = Some(at + 2 * LEASE);
+    let reply = t.run("arrive", "a2", &["j:1", "d1"]).await;
+    assert_eq!(
+        int(&reply[0]),
+        3,
+        "the dead one's waiter and claim are gone"
+    );
+    let note = strings(&reply[2..3]).remove(0);
+    assert_eq!(noted_task(&note), ("acc".into(), "T1".into()));
+    assert!(t.members("orphans").await.is_empty());
+    assert_eq!(t.members("adopted").await, ["c1"]);
+    let notes = t.hash("notes").await;
+    assert_eq!(notes.len(), 1);
+    assert_eq!(
+        notes[0].0, "d1",
+        "noted again under the adopter: adoptable if it dies too"
+    );
+    let reply = t.run("arrive", "a3", &["j:2", "d2"]).await;
+    assert_eq!(int(&reply[0]), 3);
+    assert_eq!(
+        strings(&reply[2..3]),
+        [""],
+        "one provider task, adopted once"
+    );
+
+    // The paused instance comes back (its caller gave up meanwhile): its renewal does not
+    // restore c1, and its answer goes nowhere.
+    let reply = t.run("renew", "r1", &["label", "0", "c1"]).await;
+    assert_eq!(int(&reply[1]), 0, "an adopted claim is never restored");
+    let late = t
+        .finish_answer("f1", "c1", 60_000, "{\"text\":\"T1\"}")
+        .await;
+    assert_eq!(int(&late[0]), 0);
+    assert!(t.mbox().await.is_empty(), "the late outcome reached nobody");
+    t.finish_answer("f2", "d1", 60_000, "{\"text\":\"T1\"}")
+        .await;
+    let mail = t.mbox().await;
+    assert_eq!(mail.len(), 1);
+    assert_eq!(
+        mail[0].0, "j:1",
+        "the adopter's answer goes to the oldest waiter"
+    );
+    assert!(
+        t.hash("notes").await.is_empty(),
+        "a finished claim's note goes"
+    );
+}
+
+/// A claim that lapsed only because its instance was cut off, and is renewed before anyone
+/// adopted its provider task, keeps it.
+#[tokio::test]
+async fn a_claim_renewed_before_adoption_keeps_its_provider_task() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "keep").await;
+    let at = 10_000_000u64;
+    t.arrive("a1", "i:1", "c1").await;
+    t.note("c1", "T1").await;
+    t.clock = Some(at + 2 * LEASE);
+    t.run("counts", "n", &[]).await;
+    assert_eq!(t.members("orphans").await, ["c1"]);
+    let arrived = at.to_string();
+    let reply = t
+        .run("renew", "r1", &["label", "1", "i:1", &arrived, "c1"])
+        .await;
+    assert_eq!(int(&reply[1]), 1, "c1 comes back");
+    assert!(t.members("orphans").await.is_empty());
+    let reply = t.run("cover", "v1", &["e1"]).await;
+    assert_eq!(
+        int(&reply[0]),
+        0,
+        "c1 covers i:1 again: nothing to start or adopt"
+    );
+}
+
+/// A stopping instance hands its claim back (`R`): the provider still works on the task, and
+/// the claim that covers the waiter next adopts it instead of submitting again.
+#[tokio::test]
+async fn a_requeued_claims_provider_task_goes_to_the_claim_that_covers_its_waiter() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "requeue").await;
+    t.arrive("a1", "i:1", "c1").await;
+    t.note("c1", "T1").await;
+    t.run("finish", "f1", &["c1", "R", "", "", "restart"]).await;
+    assert_eq!(t.members("orphans").await, ["c1"]);
+    let reply = t.run("cover", "v1", &["e1", "e2"]).await;
+    assert_eq!(int(&reply[0]), 1, "one waiter, one claim");
+    let adopted = strings(&reply[1..2]).remove(0);
+    assert_eq!(noted_task(&adopted), ("acc".into(), "T1".into()));
+    assert_eq!(t.members("inflight").await, ["e1"]);
+}
+
+/// A note that arrives after its claim ended records nothing (it would never be cleared).
+#[tokio::test]
+async fn a_note_for_a_claim_no_longer_in_flight_is_not_kept() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "late-note").await;
+    t.arrive("a1", "i:1", "c1").await;
+    t.finish_answer("f1", "c1", 60_000, "{\"text\":\"X\"}")
+        .await;
+    assert_eq!(t.note("c1", "T1").await, 0);
+    assert!(t.hash("notes").await.is_empty());
 }

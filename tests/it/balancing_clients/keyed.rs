@@ -215,8 +215,9 @@ async fn python_async_keyed_call_on_a_gateway_that_shuts_down_is_answered_by_ano
     shut_down(Caller::Python("async"), "6Le-keyed-stop-py-async").await;
 }
 
-/// The call's gateway shuts down before the answer comes: it cuts its task and answers 503
-/// `shutting_down`; the client moves the keyed call to the other gateway, which solves it.
+/// The call's gateway shuts down before the answer comes: it cuts its task, hands its claim
+/// back and answers 503 `shutting_down`; the client moves the keyed call to the other gateway,
+/// which takes the key over and adopts (polls) the provider task the stopped one submitted.
 async fn shut_down(caller: Caller, sitekey: &'static str) {
     let redis = RedisServer::start();
     // Longer than the grace period: the stopping gateway cuts its task short.
@@ -243,12 +244,12 @@ async fn shut_down(caller: Caller, sitekey: &'static str) {
     .await;
     assert_eq!(verdict["success"], true, "{verdict}");
     assert!(served[1 - running] > 0, "{caller:?}: {served:?}");
-    // The stopped gateway's task was cut; the one that answered is the key's task now, and a
-    // repeat gets its answer without another solve.
+    // The stopped gateway's task was cut, and its provider task answered on the other one: the
+    // key's task now, so a repeat gets its answer without another solve.
     let submits = sim.sim.stats().submits;
     assert_eq!(
-        submits, 2,
-        "one task cut by the shutdown, one that answered"
+        submits, 1,
+        "the provider task the stopped gateway submitted was adopted, not submitted again"
     );
     let survivor = vec![backends[1 - running].clone()];
     let (again, _) = keyed_call(caller, survivor, "stop-1", sitekey)
