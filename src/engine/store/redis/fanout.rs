@@ -33,6 +33,9 @@ pub(super) struct Local {
     claims: Mutex<HashMap<String, Target>>,
     /// Claims that adopted a dead instance's provider task, until their task starts and asks.
     adoptions: Mutex<HashMap<String, UpstreamRef>>,
+    /// Claims whose provider task was offered for adoption (`note.lua`): another instance may
+    /// be polling it, so only Redis may decide who gets its answer.
+    noted: Mutex<std::collections::HashSet<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -66,9 +69,20 @@ impl Local {
     pub fn remove_claim(&self, id: &str) {
         lock(&self.claims).remove(id);
         lock(&self.adoptions).remove(id);
+        lock(&self.noted).remove(id);
+    }
+
+    pub fn set_noted(&self, claim: &str) {
+        lock(&self.noted).insert(claim.to_owned());
+    }
+
+    pub fn was_noted(&self, claim: &str) -> bool {
+        lock(&self.noted).contains(claim)
     }
 
     pub fn set_adoption(&self, claim: &str, task: UpstreamRef) {
+        // An adopted provider task is noted under the adopting claim too.
+        lock(&self.noted).insert(claim.to_owned());
         lock(&self.adoptions).insert(claim.to_owned(), task);
     }
 

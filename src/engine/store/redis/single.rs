@@ -193,6 +193,7 @@ impl Inner {
         poolable: bool,
         now: Millis,
     ) -> Result<Finished, StoreError> {
+        let noted = self.local.was_noted(&claim.0);
         self.local.remove_claim(&claim.0);
         let at = self.observe(now);
         let (code, left, payload) = match &outcome {
@@ -222,6 +223,9 @@ impl Inner {
                 }
                 Ok(Finished::Done)
             }
+            // A noted provider task may have been adopted by a claim elsewhere, which delivers
+            // the same answer: only Redis may decide, so it is not handed out here.
+            Err(OpError::NotRun(e)) if noted => Err(e),
             Err(OpError::NotRun(e)) => {
                 // Redis never saw this outcome, so nobody else can have it: this instance's own
                 // waiters still get what they wait for.
@@ -325,6 +329,8 @@ impl Inner {
             task.account.clone(),
             task.task_id.clone(),
         ];
+        // Marked before the script runs: if its reply is lost it may still have run.
+        self.local.set_noted(&claim.0);
         let op = self.op(&scripts::NOTE, &target.id, Pk::AsRecorded, args);
         // Setting the same note twice is harmless, so a lost reply needs no record.
         self.run_once(&op).await?;
