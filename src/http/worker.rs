@@ -4,13 +4,15 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::{AppState, BearerKey};
+use super::error::ApiError;
+use super::{AppState, BearerKey, idempotency};
 use crate::compat::{Params, parse_submit};
+use crate::engine::{Handout, SolveError};
 
 /// At or above this load `/health` says `overloaded` with a 503 (seed 002).
 const OVERLOAD: f64 = 0.9;
@@ -24,14 +26,22 @@ fn error(status: StatusCode, code: &str) -> Response {
 
 /// `{sitekey, pageurl, method, proxy, proxytype}` -> `{solution, captcha_id}` or `{error}`.
 /// As in the seed, solving errors come with HTTP 200 and only capacity is a 503.
-pub async fn solve(State(state): State<AppState>, key: BearerKey, body: Body) -> Response {
+/// With an `Idempotency-Key` (docs/API.md "Idempotency keys"; the shipped NGINX config names
+/// every `/solve`), a repeat on any instance joins the key's task, and a stopping instance answers
+/// 503 `SHUTTING_DOWN` + `Retry-After` so the call may move.
+pub async fn solve(
+    State(state): State<AppState>,
+    key: BearerKey,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let Ok(body) = super::input::read_limited(body, state.limits.max_body_bytes).await else {
         return error(
             StatusCode::PAYLOAD_TOO_LARGE,
             crate::compat::codes::TOO_BIG_CAPTCHA_FILESIZE,
         );
     };
-    let mut params = Params::read(None, Some("application/json"), body).await;
+    let mut params = Params::read(None, Some("application/json"), body.clone()).await;
     let tenant = match state.auth.tenant(key.as_deref().or(params.get(&["key"]))) {
         Ok(t) => t,
         Err(e) => return error(StatusCode::UNAUTHORIZED, e.code()),
@@ -43,6 +53,24 @@ pub async fn solve(State(state): State<AppState>, key: BearerKey, body: Body) ->
         Ok(r) => r,
         Err(v) => return error(StatusCode::OK, v.code),
     };
+    let idem = match idempotency::read(&headers, &tenant.0, &body) {
+        Ok(idem) => idem,
+        Err(e) => return refused(&e),
+    };
+    drop(body);
+    let deadline = Instant::now() + state.limits.default_solve_timeout;
+    if let Some(idem) = idem {
+        return match state.solve_keyed(&tenant.0, &idem, req, deadline).await {
+            Ok(Err(SolveError::ShuttingDown)) => {
+                let mut res = error(StatusCode::SERVICE_UNAVAILABLE, "SHUTTING_DOWN");
+                res.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                res
+            }
+            Ok(result) => answer(result),
+            Err(e) => refused(&e),
+        };
+    }
     if super::fleet_busy::refused(&state) {
         let mut res = error(StatusCode::TOO_MANY_REQUESTS, "FLEET_BUSY");
         res.headers_mut().insert(
@@ -61,10 +89,11 @@ pub async fn solve(State(state): State<AppState>, key: BearerKey, body: Body) ->
         Ok(pass) => pass,
         Err(refusal) => return super::usage::worker_refusal(&refusal),
     };
-    let started = Instant::now();
-    let result = state
-        .solve_now(&tenant.0, req, started + state.limits.default_solve_timeout)
-        .await;
+    answer(state.solve_now(&tenant.0, req, deadline).await)
+}
+
+/// A solve's outcome in the seed's shape: errors come with HTTP 200.
+fn answer(result: Result<Handout, SolveError>) -> Response {
     match result {
         Ok(h) => Json(json!({
             "solution": h.answer.text,
@@ -74,6 +103,21 @@ pub async fn solve(State(state): State<AppState>, key: BearerKey, body: Body) ->
         .into_response(),
         Err(e) => error(StatusCode::OK, e.code()),
     }
+}
+
+/// A keyed call refused before any solve, in the seed's shape: its status, its code in capitals
+/// (`overloaded` is the seed's `WORKER_AT_CAPACITY`), and its `Retry-After`.
+fn refused(e: &ApiError) -> Response {
+    let code = match e.code.as_str() {
+        "overloaded" => "WORKER_AT_CAPACITY".to_owned(),
+        other => other.to_ascii_uppercase(),
+    };
+    let mut res = error(e.status, &code);
+    if let Some(secs) = e.retry_after {
+        res.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    res
 }
 
 pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Value>) {

@@ -115,6 +115,8 @@ pub struct AccountStats {
     pub failed: u64,
     /// Solves that ended at their deadline.
     pub timeouts: u64,
+    /// Provider tasks another instance submitted that this one took over and polled.
+    pub adopted: u64,
     /// Requests to the provider by endpoint and result class.
     pub requests: RequestTable,
 }
@@ -131,6 +133,7 @@ pub(crate) struct Counters {
     solved: AtomicU64,
     failed: AtomicU64,
     timeouts: AtomicU64,
+    adopted: AtomicU64,
     pub(crate) requests: RequestCounts,
 }
 
@@ -259,6 +262,7 @@ impl Account {
         deadline: Instant,
         priority: Priority,
     ) -> Result<Solved, ProviderError> {
+        bump(&self.counters.adopted);
         let result = self
             .solve_inner(req, Some(task_id), deadline, priority, &|_| {})
             .await;
@@ -488,6 +492,7 @@ impl Account {
             solved: get(&c.solved),
             failed: get(&c.failed),
             timeouts: get(&c.timeouts),
+            adopted: get(&c.adopted),
             requests: c.requests.table(),
         }
     }

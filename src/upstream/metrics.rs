@@ -156,6 +156,15 @@ impl Collector for Accounts {
         )?;
         counters(
             e,
+            "upstream_tasks_adopted",
+            "Provider tasks another instance submitted (it died or stopped) that this one polled instead of submitting again",
+            members
+                .iter()
+                .zip(&stats)
+                .map(|(m, s)| ([account(m)], s.adopted)),
+        )?;
+        counters(
+            e,
             "upstream_reports",
             "reportgood / reportbad sent, per account",
             members.iter().flat_map(|m| {

@@ -132,6 +132,10 @@ async fn a_killed_gateways_claims_expire_and_its_waiting_demand_adopts_its_provi
         5,
         "B's and C's callers wait for A's tasks"
     );
+    eventually(Duration::from_secs(10), "A's tasks noted", || async {
+        redis.noted_provider_tasks().await == 5
+    })
+    .await;
 
     a.kill().await;
     // Within a lease A's claims expire; B and C claim tasks for the callers they hold, and each

@@ -51,9 +51,11 @@ async fn waiting(http: &reqwest::Client, base: &str) -> u64 {
 #[tokio::test]
 async fn a_gateway_refuses_with_429_once_callers_wait_for_the_fleets_only_thread() {
     let redis = RedisServer::start();
+    // Long enough that the first solve still holds the thread while the third caller comes on
+    // a busy machine (1.5-2 s was not: the third call came after the first answer once).
     let latency = LatencyRange {
-        min: Duration::from_millis(1500),
-        max: Duration::from_millis(2000),
+        min: Duration::from_millis(3000),
+        max: Duration::from_millis(3500),
     };
     let sim = SimServer::start(latency, 100).await;
     let extra = "max_thread_waiters = 1";

@@ -1,4 +1,5 @@
-//! `Idempotency-Key` on `POST /v1/solve` and `POST /v1/tasks` (docs/API.md "Idempotency keys"):
+//! `Idempotency-Key` on `POST /v1/solve`, `POST /v1/tasks` and the worker API's `POST /solve`
+//! (docs/API.md "Idempotency keys"):
 //! two gateway processes on one Redis, the same keyed call sent to both at once and again later,
 //! make one upstream task and give every caller its answer or id; the embedded store keeps the
 //! same promise and scopes keys per tenant; a bad key is a 400, a reused one a 422.
@@ -206,6 +207,19 @@ async fn the_embedded_store_keeps_one_task_per_key_and_tenant() {
 
 #[tokio::test]
 async fn a_key_whose_gateway_was_killed_mid_solve_is_taken_over_by_another() {
+    killed_mid_solve("/v1/solve", "token").await;
+}
+
+/// The seed's worker API takes the key too (the shipped NGINX config names every `/solve`).
+#[tokio::test]
+async fn a_worker_api_solve_whose_gateway_was_killed_is_taken_over_by_another() {
+    killed_mid_solve("/solve", "solution").await;
+}
+
+/// A keyed solve on `path` whose gateway is killed after submitting: the repeat on another
+/// gateway takes the key over once the dead one's lease lapsed, and adopts (polls) the provider
+/// task it had submitted. `answer_field` is the field the token comes in.
+async fn killed_mid_solve(path: &'static str, answer_field: &str) {
     let redis = RedisServer::start();
     let latency = LatencyRange {
         min: Duration::from_secs(4),
@@ -216,11 +230,11 @@ async fn a_key_whose_gateway_was_killed_mid_solve_is_taken_over_by_another() {
     let mut a = GatewayProcess::start(&sim, &redis.url(), "", 0.5).await;
     let b = GatewayProcess::start(&sim, &redis.url(), "", 0.5).await;
     let http = client();
-    let solve = body("6Le-idem-killed");
+    let solve = body(&format!("6Le-idem-killed{}", path.replace('/', "-")));
     let first = tokio::spawn({
         let (http, base, solve) = (http.clone(), a.base.clone(), solve.clone());
         async move {
-            http.post(format!("{base}/v1/solve"))
+            http.post(format!("{base}{path}"))
                 .bearer_auth(KEY)
                 .header("Idempotency-Key", "killed-1")
                 .json(&solve)
@@ -230,8 +244,8 @@ async fn a_key_whose_gateway_was_killed_mid_solve_is_taken_over_by_another() {
     });
     crate::support::eventually::eventually(
         Duration::from_secs(10),
-        "the upstream submit",
-        || async { sim.sim.stats().submits == 1 },
+        "the upstream submit, noted for adoption",
+        || async { sim.sim.stats().submits == 1 && redis.noted_provider_tasks().await == 1 },
     )
     .await;
     a.kill().await;
@@ -241,23 +255,23 @@ async fn a_key_whose_gateway_was_killed_mid_solve_is_taken_over_by_another() {
     );
 
     // The repeat finds the key bound to a task whose runner is gone (its lease lapses), and
-    // solves it instead of waiting for an answer that cannot come.
-    let (status, answer) = post(&http, &b.base, "/v1/solve", KEY, "killed-1", &solve).await;
+    // takes it over instead of waiting for an answer that cannot come.
+    let (status, answer) = post(&http, &b.base, path, KEY, "killed-1", &solve).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(
         sim.sim.stats().submits,
-        2,
-        "the killed gateway's task, and the one that answered"
+        1,
+        "the killed gateway's provider task answered: it was adopted, not submitted again"
     );
-    let token = answer["token"].as_str().expect("a token");
+    let token = answer[answer_field].as_str().expect("a token");
     let verdict = verify_at(&http, &format!("http://{}", sim.addr), token).await;
     assert_eq!(verdict["success"], true, "{verdict}");
-    let (_, again) = post(&http, &b.base, "/v1/solve", KEY, "killed-1", &solve).await;
+    let (_, again) = post(&http, &b.base, path, KEY, "killed-1", &solve).await;
     assert_eq!(
-        again["token"], answer["token"],
+        again[answer_field], answer[answer_field],
         "the key names the new task now"
     );
-    assert_eq!(sim.sim.stats().submits, 2);
+    assert_eq!(sim.sim.stats().submits, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

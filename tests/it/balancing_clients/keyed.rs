@@ -229,9 +229,11 @@ async fn shut_down(caller: Caller, sitekey: &'static str) {
     let call = keyed_call(caller, backends.clone(), "stop-1", sitekey);
     let gateways = [&a, &b];
     let running = gateway_running_it(&gateways).await;
-    eventually(Duration::from_secs(10), "the upstream submit", || async {
-        sim.sim.stats().submits == 1
-    })
+    eventually(
+        Duration::from_secs(10),
+        "the upstream submit, noted for adoption",
+        || async { sim.sim.stats().submits == 1 && redis.noted_provider_tasks().await == 1 },
+    )
     .await;
     gateways[running].terminate();
 

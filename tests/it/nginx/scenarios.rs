@@ -270,8 +270,8 @@ async fn nginx_moves_a_solve_a_killed_gateway_had_started_and_the_provider_solve
         .collect();
     eventually(
         Duration::from_secs(30),
-        "all six submitted upstream",
-        || async { sim.sim.stats().submits == 6 },
+        "all six submitted upstream, and noted for adoption",
+        || async { sim.sim.stats().submits == 6 && redis.noted_provider_tasks().await == 6 },
     )
     .await;
     let on_victim =

@@ -115,6 +115,29 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// Provider tasks noted for adoption across every target (docs/REDIS.md "Provider tasks a
+    /// stopped instance submitted"): a test kills an instance only once its work is noted, as a
+    /// kill between the provider's reply and the note leaves nothing to adopt.
+    pub async fn noted_provider_tasks(&self) -> usize {
+        let client = redis::Client::open(self.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("cg:{t:*}:notes")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let mut n = 0;
+        for key in keys {
+            let len: usize = redis::cmd("HLEN")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            n += len;
+        }
+        n
+    }
+
     /// Kills the server (SIGKILL): an outage.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
