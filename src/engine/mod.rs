@@ -19,7 +19,9 @@ use metrics::EngineMetrics;
 pub use solve::{Engine, EngineSettings, Priority, Solution, Solver};
 pub use store::{MemoryStore, Store, StoreError, TargetCounts, TargetFigures};
 pub use tasks::ReportOutcome;
-pub use types::{Delivery, Handout, RefillDone, SolveError, SolveFailure, TaskRecord, TaskState};
+pub use types::{
+    Delivery, Handout, Redo, RefillDone, SolveError, SolveFailure, TaskRecord, TaskState,
+};
 
 #[cfg(test)]
 mod shutdown_tests;

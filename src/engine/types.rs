@@ -90,6 +90,19 @@ pub struct TaskRecord {
     pub finished_at: Option<Millis>,
     /// Set once the tenant reported the answer, so a second report is refused.
     pub reported: bool,
+    /// For a task solved in an instance's own process on a shared store: what another instance
+    /// needs to run it again should that instance die (`Engine::task` takes it over).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redo: Option<Redo>,
+}
+
+/// A pending task's request, kept with its record so that another instance can take it over.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Redo {
+    /// The request as a native body (`provider::native_body`), the form queued tasks use too.
+    pub request: serde_json::Value,
+    /// When the task's own deadline passes (ms since epoch).
+    pub deadline_at: Millis,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -6,7 +6,9 @@
 //! joins the task (`/v1/tasks` answers its id, `/v1/solve` waits for its answer) instead of
 //! solving again. A key whose task ended in a server-side failure (`ERROR_SERVER_ERROR`: its
 //! instance shut down, the store or queue was away) holds no answer: the next call with it takes
-//! the key over and starts a new task. Reusing a key with a different body is refused (422).
+//! the key over and starts a new task. Reusing a key with a different body is refused (422). A
+//! task whose instance died is taken over by whoever reads it next (`Engine::task`), so a repeat
+//! simply joins it.
 //!
 //! Owns: reading the header, the per-tenant digest that names the binding, the fingerprint of the
 //! body, and the join-or-start decision. The binding itself is the store's (`Store::bind_key`).
@@ -28,15 +30,6 @@ pub const HEADER: &str = "idempotency-key";
 pub const MAX_KEY_LEN: usize = 255;
 /// How many times one call tries to bind a key another call keeps taking first.
 const BIND_ATTEMPTS: usize = 3;
-/// While a keyed task is pending, the instance that started it holds a lease on it, renewed
-/// every third of its length: a repeat that finds the lease gone (the instance was killed) takes
-/// the key over instead of waiting for an answer that will never come. Its length is twice the
-/// store's lease on waiters and claims (at least this): the last renewal of a dead instance's
-/// run lease is at most a third of it before the death, so by the time it lapses the store has
-/// let the dead instance's claim lapse too, and the take-over adopts its provider task
-/// (`lua/lib/target.lua`, `adopt`) instead of starting the work again beside it.
-const MIN_RUN_LEASE: Duration = Duration::from_secs(15);
-
 /// A caller's key, scoped to its tenant, with the fingerprint of the body it came with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdemKey {
@@ -44,11 +37,6 @@ pub struct IdemKey {
     scoped: String,
     /// Hex SHA-256 of the body as JSON with its keys sorted (whitespace and order do not matter).
     fingerprint: String,
-}
-
-/// The binding that says a keyed task's runner is alive (see [`MIN_RUN_LEASE`]).
-fn run_lease(task_id: &str) -> String {
-    format!("run:{task_id}")
 }
 
 fn bad_key(message: impl Into<String>) -> ApiError {
@@ -109,11 +97,6 @@ fn server_failure(f: &SolveFailure) -> bool {
 }
 
 impl AppState {
-    fn run_lease_length(&self) -> Duration {
-        let store_lease = self.engine.store().lease().unwrap_or_default();
-        store_lease.saturating_mul(2).max(MIN_RUN_LEASE)
-    }
-
     /// How long a binding lasts: as long as its task's record can (its timeout, then the
     /// record's retention), so a key never outlives the answer it names, and goes with it.
     fn key_ttl(&self, timeout: Duration) -> u64 {
@@ -139,20 +122,10 @@ impl AppState {
                 "this Idempotency-Key was used with a different body; use a new key per task",
             ));
         }
+        // A pending task whose instance died is taken over by this read (`Engine::task`).
         let record = self.engine.task(tenant, id, Duration::ZERO).await?;
         Ok(match record.map(|r| r.state) {
             Some(TaskState::Failed(f)) if server_failure(&f) => Found::Free(Some(bound)),
-            Some(TaskState::Pending) => {
-                let runner = store
-                    .bound_key(&run_lease(id), now_ms())
-                    .await
-                    .map_err(|_| unavailable())?;
-                if runner.is_some() {
-                    Found::Join(id.to_owned())
-                } else {
-                    Found::Free(Some(bound))
-                }
-            }
             Some(_) => Found::Join(id.to_owned()),
             // The record expired (or the store lost it): nothing left to join.
             None => Found::Free(Some(bound)),
@@ -178,12 +151,8 @@ impl AppState {
             };
             // The record exists before the binding names it, so whoever reads the binding
             // finds the task.
-            let id = self.engine.open_task(tenant, &req).await?;
-            // The lease first, so a repeat that finds the binding finds its runner alive.
-            if let Err(e) = self.take_run_lease(&id).await {
-                self.engine.fail_task(&id, superseded()).await;
-                return Err(e);
-            }
+            let in_process = self.in_process().then_some(timeout);
+            let id = self.engine.open_task(tenant, &req, in_process).await?;
             let value = format!("{}:{id}", key.fingerprint);
             let bound = store
                 .bind_key(
@@ -196,7 +165,6 @@ impl AppState {
                 .await;
             match bound {
                 Ok(true) => {
-                    self.renew_run_lease(tenant, &id);
                     let queue_key = format!("idem:{}", key.scoped);
                     let started = self
                         .start_opened(tenant, id.clone(), req, timeout, hold, Some(queue_key))
@@ -225,52 +193,6 @@ impl AppState {
             }
         }
         Err(unavailable())
-    }
-
-    async fn take_run_lease(&self, id: &str) -> Result<(), ApiError> {
-        let ttl = u64::try_from(self.run_lease_length().as_millis()).unwrap_or(u64::MAX);
-        // The id is fresh, so the lease is unbound: nothing to contend for.
-        self.engine
-            .store()
-            .bind_key(&run_lease(id), None, "1", ttl, now_ms())
-            .await
-            .map_err(|_| unavailable())?;
-        Ok(())
-    }
-
-    /// Renews the run lease until the task ends or another instance took the key over. Not
-    /// tracked for shutdown: the task's own end stops it, and a stopped process lets it lapse.
-    fn renew_run_lease(&self, tenant: &str, id: &str) {
-        let (state, tenant, lease, id) = (
-            self.clone(),
-            tenant.to_owned(),
-            run_lease(id),
-            id.to_owned(),
-        );
-        let length = self.run_lease_length();
-        let ttl = u64::try_from(length.as_millis()).unwrap_or(u64::MAX);
-        tokio::spawn(async move {
-            loop {
-                // Wakes early when the task ends.
-                match state.engine.task(&tenant, &id, length / 3).await {
-                    Ok(Some(r)) if r.state == TaskState::Pending => {}
-                    // The store is away: keep the lease for when it answers again.
-                    Err(_) => {
-                        tokio::time::sleep(length / 6).await;
-                        continue;
-                    }
-                    Ok(_) => return,
-                }
-                let renewed = state
-                    .engine
-                    .store()
-                    .bind_key(&lease, Some("1"), "1", ttl, now_ms())
-                    .await;
-                if matches!(renewed, Ok(false)) {
-                    return;
-                }
-            }
-        });
     }
 
     /// `/v1/solve` with a key: joins or starts the key's task and waits for its answer. A task
@@ -310,11 +232,9 @@ impl AppState {
                         .0
                 }
             };
-            // In slices of a lease: a task whose runner died is never finished, so the key is
-            // looked at again (and taken over once the lease lapsed) rather than waited on.
-            let slice = (Instant::now() + self.run_lease_length() / 3).min(deadline);
-            match self.wait_answer(tenant, &id, slice).await {
-                Err(SolveError::Timeout) if Instant::now() < deadline => continue,
+            // A task whose instance died is taken over by this wait (`Engine::task` looks every
+            // third of a run lease).
+            match self.wait_answer(tenant, &id, deadline).await {
                 Err(SolveError::Failed(f)) if server_failure(&f) && self.engine.is_cut() => {
                     return Ok(Err(SolveError::ShuttingDown));
                 }

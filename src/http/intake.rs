@@ -33,9 +33,15 @@ impl AppState {
         timeout: Duration,
         hold: impl Send + 'static,
     ) -> Result<String, SolveError> {
-        let id = self.engine.open_task(tenant, &req).await?;
+        let in_process = self.in_process().then_some(timeout);
+        let id = self.engine.open_task(tenant, &req, in_process).await?;
         self.start_opened(tenant, id, req, timeout, hold, None)
             .await
+    }
+
+    /// Whether tasks are solved in this process (not handed to a queue).
+    pub(super) fn in_process(&self) -> bool {
+        matches!(self.intake, Intake::InProcess)
     }
 
     /// Solves a task already opened with `Engine::open_task`, here or through the queue (under

@@ -21,6 +21,7 @@ fn record(id: &str, now: u64) -> TaskRecord {
         state: TaskState::Pending,
         finished_at: None,
         reported: false,
+        redo: None,
     }
 }
 
