@@ -259,3 +259,99 @@ async fn a_redis_outage_degrades_and_recovers_without_a_restart() {
         200
     );
 }
+
+/// Tasks submitted for later (`in.php`, `POST /v1/tasks`) on a gateway that is killed while it
+/// solves them: a read on another gateway (`res.php`, `GET /v1/tasks/{id}`) takes each task over
+/// once the killed one's run lease lapsed, and answers it from the provider task the killed one
+/// had submitted. The callers poll as usual and get their answers; the provider is paid once.
+#[tokio::test]
+async fn tasks_of_a_killed_gateway_are_taken_over_by_the_gateway_they_are_read_on() {
+    let redis = RedisServer::start();
+    let sim = SimServer::start(LatencyRange::fixed(Duration::from_secs(4)), 100).await;
+    let lease = "redis_lease_s = 2";
+    let mut a = GatewayProcess::start(&sim, &redis.url(), lease, 0.5).await;
+    let b = GatewayProcess::start(&sim, &redis.url(), lease, 0.5).await;
+    let http = client();
+
+    let submitted: Value = http
+        .post(format!("{}/in.php", a.base))
+        .form(&[
+            ("key", KEY),
+            ("method", "userrecaptcha"),
+            ("googlekey", "6Le-takeover-compat"),
+            ("pageurl", "https://example.com/"),
+            ("json", "1"),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(submitted["status"], 1, "{submitted}");
+    let compat_id = submitted["request"].as_str().unwrap().to_owned();
+    let native: Value = http
+        .post(format!("{}/v1/tasks", a.base))
+        .bearer_auth(KEY)
+        .json(&json!({"kind": "recaptcha_v2", "sitekey": "6Le-takeover-native", "pageurl": "https://example.com/"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let native_id = native["task_id"].as_str().unwrap().to_owned();
+    eventually(
+        Duration::from_secs(10),
+        "both submitted upstream, and noted for adoption",
+        || async { sim.sim.stats().submits == 2 && redis.noted_provider_tasks().await == 2 },
+    )
+    .await;
+    a.kill().await;
+
+    // Polled on B the way clients poll: res.php until it is no longer CAPCHA_NOT_READY.
+    let res_url = format!(
+        "{}/res.php?key={KEY}&action=get&id={compat_id}&json=1",
+        b.base
+    );
+    let read = || async {
+        let v: Value = http
+            .get(&res_url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v
+    };
+    eventually(
+        Duration::from_secs(60),
+        "res.php to answer on B",
+        || async { read().await["request"] != "CAPCHA_NOT_READY" },
+    )
+    .await;
+    let compat = read().await;
+    assert_eq!(compat["status"], 1, "{compat}");
+    let task: Value = http
+        .get(format!("{}/v1/tasks/{native_id}?wait=120", b.base))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(task["status"], "ready", "{task}");
+    assert_eq!(
+        sim.sim.stats().submits,
+        2,
+        "both answers came from the provider tasks the killed gateway submitted"
+    );
+    for token in [
+        compat["request"].as_str().unwrap(),
+        task["result"]["token"].as_str().unwrap(),
+    ] {
+        assert_eq!(verify(&http, &sim, token).await["success"], true);
+    }
+}
