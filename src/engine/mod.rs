@@ -11,6 +11,7 @@ mod metrics;
 mod reusable;
 mod solve;
 pub mod store;
+mod takeover;
 mod tasks;
 mod trace;
 mod types;

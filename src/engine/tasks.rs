@@ -6,6 +6,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::time::Instant;
 
+use super::takeover::{ms, run_lease};
 use super::{Engine, Redo, SolveError, SolveFailure, TaskRecord, TaskState};
 use crate::compat::codes;
 use crate::model::{Reuse, SolveRequest, now_ms};
@@ -17,22 +18,6 @@ pub enum ReportOutcome {
     Duplicate,
     /// No such task for this tenant, or it has no answer to report on.
     UnknownTask,
-}
-
-/// The shortest run lease. A run lease is twice the store's lease on waiters and claims: the
-/// last renewal of a dead instance's run lease is at most a third of it before the death, so by
-/// the time it lapses the store has let the dead instance's claims lapse too, and the instance
-/// that takes the task over adopts the provider task the dead one had submitted
-/// (`lua/lib/target.lua`, `adopt`) instead of paying for the work again beside it.
-const MIN_RUN_LEASE: Duration = Duration::from_secs(15);
-
-/// The binding that says a task's runner is alive.
-fn run_lease(task_id: &str) -> String {
-    format!("run:{task_id}")
-}
-
-fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl Engine {
@@ -49,13 +34,6 @@ impl Engine {
         let id = self.open_task(tenant, &req, Some(timeout)).await?;
         self.start_task(id.clone(), req, timeout, hold);
         Ok(id)
-    }
-
-    /// How long a running task's lease on its record lasts, with a store other instances share
-    /// (none without: nobody else could take the task over).
-    pub fn run_lease_length(&self) -> Option<Duration> {
-        let lease = self.store.lease()?;
-        Some(lease.saturating_mul(2).max(MIN_RUN_LEASE))
     }
 
     /// Solves an opened task ([`Engine::open_task`]) in the background and finishes its record.
@@ -87,7 +65,7 @@ impl Engine {
     }
 
     /// Runs a task whose run lease this instance holds, renewing the lease until it ends.
-    fn run_task(
+    pub(super) fn run_task(
         &self,
         task_id: String,
         req: SolveRequest,
@@ -128,28 +106,6 @@ impl Engine {
             .spawn(tracing::Instrument::instrument(task, span));
     }
 
-    /// Renews a task's run lease every third of its length; the caller stops it when the task
-    /// ends. If another instance took the task over meanwhile (this one was paused past the
-    /// lease), both run it and its record keeps the first result.
-    async fn renew_run_lease(&self, task_id: &str, length: Duration) {
-        let lease = run_lease(task_id);
-        loop {
-            tokio::time::sleep(length / 3).await;
-            let renewed = self
-                .store
-                .bind_key(&lease, Some("1"), "1", ms(length), now_ms())
-                .await;
-            // Bound by nobody: the store restarted empty, or this process was away long enough
-            // for it to lapse. Taken again unless another instance has it.
-            if matches!(renewed, Ok(false)) {
-                let _ = self
-                    .store
-                    .bind_key(&lease, None, "1", ms(length), now_ms())
-                    .await;
-            }
-        }
-    }
-
     /// Records a pending task for `tenant` and returns its id without solving it: with
     /// `serve --queue` a queue worker solves it and finishes the record (docs/QUEUE.md).
     /// `in_process`: the task's timeout when this process will solve it; with a store other
@@ -185,49 +141,6 @@ impl Engine {
             .await
             .map_err(|_| SolveError::Unavailable)?;
         Ok(id)
-    }
-
-    /// Takes over a pending task whose instance died (its run lease lapsed): binds the lease
-    /// (only one reader fleet-wide wins) and runs the task here until its own deadline, or ends
-    /// it if that has passed. Its upstream work is not paid twice: the claim this solve makes
-    /// adopts the provider task the dead instance had submitted.
-    async fn take_over_if_orphaned(&self, record: &TaskRecord) {
-        let (Some(redo), Some(length)) = (&record.redo, self.run_lease_length()) else {
-            return;
-        };
-        let lease = run_lease(&record.id);
-        match self.store.bound_key(&lease, now_ms()).await {
-            Ok(None) => {}
-            Ok(Some(_)) | Err(_) => return,
-        }
-        if !matches!(
-            self.store
-                .bind_key(&lease, None, "1", ms(length), now_ms())
-                .await,
-            Ok(true)
-        ) {
-            return;
-        }
-        let left = redo.deadline_at.saturating_sub(now_ms());
-        let parsed = crate::compat::parse_native_value(redo.request.clone(), Duration::MAX);
-        match parsed {
-            Ok(native) if left > 0 => {
-                tracing::info!(task = %record.id, "taking over a task whose instance stopped renewing it");
-                self.run_task(
-                    record.id.clone(),
-                    native.req,
-                    Duration::from_millis(left),
-                    (),
-                );
-            }
-            Ok(_) => self.fail_task(&record.id, past_deadline()).await,
-            Err(e) => {
-                tracing::warn!(task = %record.id, code = e.code, "a task to take over has a request that does not parse");
-                let failure =
-                    SolveFailure::new(codes::SERVER_ERROR, "the task could not be taken over");
-                self.fail_task(&record.id, failure).await;
-            }
-        }
     }
 
     /// Ends a task that will never be solved (its hand-over to the queue failed), so a reader
@@ -331,7 +244,7 @@ impl Engine {
 }
 
 /// The failure of a task whose deadline passed before it had an answer.
-fn past_deadline() -> SolveFailure {
+pub(super) fn past_deadline() -> SolveFailure {
     SolveFailure::new(
         codes::CAPTCHA_UNSOLVABLE,
         "no answer before the task's deadline",
