@@ -1,7 +1,8 @@
 -- task_finish: writes a task record's result once (promise 6); a second finish changes nothing.
 -- A record that is gone while its task ran (Redis restarted empty) is written again whole from
 -- the copy its instance kept, so its caller can still read the result.
--- KEYS[1] task record (HASH: record json, state json or 'pending', finished_at, reported)
+-- KEYS[1] task record (HASH: record json, state json or 'pending', finished_at, reported, and
+--         while pending, redo: the request another instance needs to take the task over)
 -- ARGV[1] state json   ARGV[2] finished_at (ms)   ARGV[3] retention (ms)
 -- ARGV[4] record json ('' when this instance has no copy)
 -- Returns: 1 when written, 2 when written again whole, 0 when already finished (or gone with no
@@ -15,6 +16,8 @@ if not state then
   return 2
 end
 if state ~= 'pending' then return 0 end
+-- The request kept for a take-over (it may hold an image) is no use once the task ended.
+redis.call('HDEL', KEYS[1], 'redo')
 redis.call('HSET', KEYS[1], 'state', ARGV[1], 'finished_at', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))
 return 1

@@ -91,8 +91,10 @@ pub struct TaskRecord {
     /// Set once the tenant reported the answer, so a second report is refused.
     pub reported: bool,
     /// For a task solved in an instance's own process on a shared store: what another instance
-    /// needs to run it again should that instance die (`Engine::task` takes it over).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// needs to run it again should that instance die (`Engine::task` takes it over). Kept by
+    /// the store beside the record while the task is pending (it may hold an image of
+    /// megabytes) and dropped when the task ends, so it is not part of the record's JSON.
+    #[serde(skip)]
     pub redo: Option<Redo>,
 }
 

@@ -411,6 +411,7 @@ impl Store for MemoryStore {
             // Written once (promise 6): a second finish keeps the first state.
             if record.state == TaskState::Pending {
                 record.state = state;
+                record.redo = None;
                 record.finished_at = Some(now);
                 notify.notify_waiters();
             }

@@ -51,6 +51,7 @@ macro_rules! store_promises {
             reusable::a_reusable_target_adds_no_per_target_figures,
             reusable::nobody_takes_over_a_live_leader_or_a_finished_target,
             records::a_record_is_finished_once_and_reported_once,
+            records::a_pending_records_request_is_kept_until_it_ends,
             records::a_long_poll_ends_when_any_instance_finishes_the_task,
             records::a_sweep_keeps_live_records_and_drops_expired_pooled_answers,
             records::a_sweep_drops_records_past_their_retention_or_pending_limit,

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use captcha_gateway::engine::store::Store;
-use captcha_gateway::engine::{Handout, SolveFailure, TaskRecord, TaskState};
+use captcha_gateway::engine::{Handout, Redo, SolveFailure, TaskRecord, TaskState};
 use captcha_gateway::model::{Kind, Source, now_ms};
 
 use super::backend::*;
@@ -35,6 +35,30 @@ fn ready(text: &str, now: u64) -> TaskState {
 
 async fn get(store: &dyn Store, id: &str) -> Option<TaskRecord> {
     store.get_task(id).await.unwrap()
+}
+
+/// The request kept for a take-over (it may hold an image) is readable while the task is
+/// pending and gone once it ended: a finished record costs only its result.
+pub async fn a_pending_records_request_is_kept_until_it_ends<B: Backend>() {
+    let backend = B::start(Tuning::default()).await;
+    let store = backend.instance().await;
+    let s = &*store;
+    let now = now_ms();
+    let id = task_id();
+    let redo = Redo {
+        request: serde_json::json!({"kind": "image", "body": "aGVsbG8="}),
+        deadline_at: now + 60_000,
+    };
+    let mut pending = record(&id, now);
+    pending.redo = Some(redo.clone());
+    s.create_task(pending).await.unwrap();
+    assert_eq!(get(s, &id).await.unwrap().redo, Some(redo));
+    s.finish_task(&id, ready("done", now), now + 5)
+        .await
+        .unwrap();
+    let done = get(s, &id).await.expect("still readable");
+    assert_eq!(done.state, ready("done", now));
+    assert_eq!(done.redo, None);
 }
 
 pub async fn a_record_is_finished_once_and_reported_once<B: Backend>() {

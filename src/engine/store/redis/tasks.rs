@@ -67,18 +67,26 @@ impl Tasks {
     ) -> Result<(), StoreError> {
         let json =
             serde_json::to_string(&record).map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let redo = match &record.redo {
+            Some(redo) => {
+                serde_json::to_string(redo).map_err(|e| StoreError::Unavailable(e.to_string()))?
+            }
+            None => String::new(),
+        };
         let key = keys::task(&record.id);
         let mut c = conn.clone();
+        let mut fields = vec![
+            ("record", json.as_str()),
+            ("state", "pending"),
+            ("reported", "0"),
+        ];
+        if !redo.is_empty() {
+            // Beside the record, so that the task's end drops it (`task_finish.lua`).
+            fields.push(("redo", redo.as_str()));
+        }
         let r: redis::RedisResult<()> = redis::pipe()
             .atomic()
-            .hset_multiple(
-                &key,
-                &[
-                    ("record", json.as_str()),
-                    ("state", "pending"),
-                    ("reported", "0"),
-                ],
-            )
+            .hset_multiple(&key, &fields)
             .ignore()
             .pexpire(&key, self.pending_ttl.as_millis() as i64)
             .ignore()
@@ -190,6 +198,9 @@ impl Tasks {
             record.state = serde_json::from_str(state)
                 .map_err(|e| StoreError::Unavailable(format!("unreadable task state: {e}")))?;
         }
+        record.redo = fields
+            .get("redo")
+            .and_then(|j| serde_json::from_str(j).ok());
         record.finished_at = fields.get("finished_at").and_then(|v| v.parse().ok());
         record.reported = fields.get("reported").is_some_and(|v| v == "1");
         Ok(Some(record))
