@@ -5,9 +5,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use captcha_gateway::model::Kind;
+use captcha_gateway::model::{Kind, now_ms};
 use captcha_gateway::queue::{NewTask, QueueSettings, ResultStatus};
-use captcha_gateway::sim::LatencyRange;
+use captcha_gateway::sim::{Clock, LatencyRange, SimSettings};
 use serde_json::json;
 
 use super::support::{
@@ -139,9 +139,20 @@ async fn queue_crash_kill_9_loses_nothing_and_repeats_only_dead_workers_tasks() 
 async fn queue_pause_past_the_lease_is_reclaimed_and_the_resumed_worker_writes_nothing() {
     let redis = RedisServer::start();
     let sim = SimServer::start(latency(3000, 3000), 100).await;
+    // The paused worker's provider (same key, another simulator) stands still until the test
+    // moves its clock, so its solve cannot end before it is paused.
+    let stalled = SimServer::with_clock(
+        SimSettings {
+            threads: 100,
+            ..SimSettings::default()
+        },
+        latency(1000, 1000),
+        Clock::manual(now_ms()),
+    )
+    .await;
     let mut conn = raw(&redis.url()).await;
     let paused = WorkerProcess::start(
-        worker_config(sim.addr, &redis.url(), QUEUE_TOML),
+        worker_config(stalled.addr, &redis.url(), QUEUE_TOML),
         &["--concurrency", "1", "--lease-s", "2"],
     )
     .await;
@@ -154,12 +165,16 @@ async fn queue_pause_past_the_lease_is_reclaimed_and_the_resumed_worker_writes_n
         .await
         .unwrap()
         .id;
+    // Solving it, not only delivered: a delivery whose reply is still unread when it stops
+    // times out after the resume, and the worker never learns it held the task (nor that it
+    // lost it).
     eventually(
         Duration::from_secs(10),
-        "the first worker holds the task",
+        "the first worker solving the task",
         || {
             let mut c = conn.clone();
-            async move { pending(&mut c).await == 1 }
+            let stalled = stalled.sim.clone();
+            async move { pending(&mut c).await == 1 && stalled.stats().submits == 1 }
         },
     )
     .await;
@@ -181,6 +196,7 @@ async fn queue_pause_past_the_lease_is_reclaimed_and_the_resumed_worker_writes_n
     assert_eq!(result.attempts, 2);
 
     paused.signal("CONT");
+    stalled.sim.clock().advance(Duration::from_secs(1));
     eventually(
         Duration::from_secs(20),
         "the resumed worker noticing its lost lease",

@@ -4,11 +4,12 @@
 //! the seed's shape whose token verifies at the simulator, also while workers are `kill -9`ed
 //! and replaced.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::process::Stdio;
 use std::time::Duration;
 
-use captcha_gateway::sim::LatencyRange;
+use captcha_gateway::model::now_ms;
+use captcha_gateway::sim::{Clock, LatencyRange, SimSettings};
 use redis::AsyncCommands;
 use serde_json::Value;
 
@@ -19,6 +20,8 @@ use crate::support::redis::RedisServer;
 use crate::support::verify_at;
 
 const WAIT: Duration = Duration::from_secs(60);
+/// Entries one seed worker solves at once (`--concurrency` of [`seed_worker`]).
+const CONCURRENCY: u64 = 16;
 
 /// The crash test's latencies (issue 11): 50-500 ms.
 fn latency() -> LatencyRange {
@@ -29,19 +32,16 @@ fn latency() -> LatencyRange {
 }
 
 async fn seed_worker(sim: &SimServer, redis: &RedisServer) -> WorkerProcess {
-    seed_worker_with(sim, redis, "").await
-}
-
-/// [`seed_worker`] with top-level TOML lines `top`.
-async fn seed_worker_with(sim: &SimServer, redis: &RedisServer, top: &str) -> WorkerProcess {
-    use std::io::Write;
-    let base = worker_config(sim.addr, &redis.url(), "");
-    let mut config = tempfile::NamedTempFile::new().unwrap();
-    let text = std::fs::read_to_string(base.path()).unwrap();
-    writeln!(config, "{top}\n{text}").unwrap();
+    let config = worker_config(sim.addr, &redis.url(), "");
     WorkerProcess::start(
         config,
-        &["--seed-queue", "--concurrency", "16", "--lease-s", "2"],
+        &[
+            "--seed-queue",
+            "--concurrency",
+            &CONCURRENCY.to_string(),
+            "--lease-s",
+            "2",
+        ],
     )
     .await
 }
@@ -195,68 +195,68 @@ async fn the_seeds_producer_loses_nothing_while_seed_workers_are_killed() {
 }
 
 /// A worker frozen (`kill -STOP`) past its lease while it solves: another worker gives its
-/// entries back to the queue and finishes them; thawed (`kill -CONT`), its late outcomes (its
-/// solves' deadline passed while it was frozen) find the entries gone and the results written,
-/// and every result stays the first one.
+/// entries back to the queue and finishes them; thawed (`kill -CONT`), its late answers find
+/// the entries gone and the results written, so it counts each entry lost, writes nothing, and
+/// carries on taking work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_seed_workers_tasks_are_finished_once_by_another() {
     const TASKS: usize = 30;
     let redis = RedisServer::start();
-    // Slow enough that the frozen worker is caught holding tasks.
-    let sim = SimServer::start(
-        LatencyRange {
-            min: Duration::from_millis(800),
-            max: Duration::from_millis(1200),
+    // The frozen worker's provider (same key, another simulator) stands still until the test
+    // moves its clock, so none of its solves ends before it is frozen (its deadline, the default
+    // 180 s, is beyond every wait here). The other worker's provider answers by itself.
+    let stalled = SimServer::with_clock(
+        SimSettings {
+            threads: 500,
+            ..SimSettings::default()
         },
-        500,
+        LatencyRange {
+            min: Duration::from_secs(1),
+            max: Duration::from_secs(1),
+        },
+        Clock::manual(now_ms()),
     )
     .await;
-    // A solve deadline that passes while it is frozen, so its late outcomes come at once.
-    let frozen = seed_worker_with(&sim, &redis, "default_solve_timeout_s = 4").await;
+    let sim = SimServer::start(latency(), 500).await;
+    let mut frozen = seed_worker(&stalled, &redis).await;
     let c = raw(&redis.url()).await;
     let running = producer(&redis, TASKS);
     let list = format!("captcha:processing:{}", frozen.consumer);
-    // Alone so far, so the simulator's tasks are its own: frozen in the middle of solving.
-    eventually(WAIT, "the first worker solving", || {
-        let (mut c, list, sim) = (c.clone(), list.clone(), sim.sim.clone());
-        async move { c.llen::<_, u64>(&list).await.unwrap() > 0 && sim.stats().submits > 0 }
-    })
+    // Frozen with every slot holding a started solve: then no take is in flight, so each listed
+    // entry is one it knows it holds. (A take's reply still unread when it stops times out after
+    // the thaw; the worker then rereads its list, finds it given back, and never learns of those
+    // entries, so it cannot count them lost.)
+    eventually(
+        WAIT,
+        "the first worker solving as many entries as it may",
+        || {
+            let (mut c, list, stalled) = (c.clone(), list.clone(), stalled.sim.clone());
+            async move {
+                let listed: u64 = c.llen(&list).await.unwrap();
+                listed == CONCURRENCY && stalled.stats().submits == CONCURRENCY
+            }
+        },
+    )
     .await;
     frozen.signal("STOP");
     let held: Vec<String> = c.clone().lrange(&list, 0, -1).await.unwrap();
-    assert!(!held.is_empty());
-    let other = seed_worker(&sim, &redis).await;
-    let tokens = all_succeeded(
-        running,
-        &HashSet::from([frozen.consumer.clone(), other.consumer.clone()]),
-    )
-    .await;
+    assert_eq!(held.len() as u64, CONCURRENCY);
+    let mut other = seed_worker(&sim, &redis).await;
+    // Every result, the held entries' included, is the other worker's.
+    let tokens = all_succeeded(running, &HashSet::from([other.consumer.clone()])).await;
     assert_eq!(tokens.len(), TASKS);
     let mut c2 = c.clone();
     let listed: bool = c2.exists(&list).await.unwrap();
     assert!(!listed, "the frozen worker's list was given back");
-    let before: std::collections::HashMap<String, String> =
-        c2.hgetall("captcha:results").await.unwrap();
+    let before: HashMap<String, String> = c2.hgetall("captcha:results").await.unwrap();
     assert_eq!(before.len(), TASKS);
-    // Only the other worker could finish what the frozen one held.
-    for raw_entry in &held {
-        let id = serde_json::from_str::<Value>(raw_entry).unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let r: Value = serde_json::from_str(&before[&id]).unwrap();
-        assert_eq!(r["worker"], other.consumer.as_str(), "{r}");
-    }
 
-    let written_before = before
-        .values()
-        .filter(|r| r.contains(&frozen.consumer))
-        .count() as u64;
     frozen.signal("CONT");
-    // Each held entry's finish finds it given back (`lost`) and its task finished
-    // (`duplicates`), and at least one of its solves ends after the thaw (and writes nothing).
-    // The frozen worker may hold more than was listed when it stopped (a take already sent).
-    let held_n = held.len() as u64;
+    stalled.sim.clock().advance(Duration::from_secs(1));
+    // Each of its solves ends now, finds its entry given back (`lost`) and its task finished
+    // (`duplicates`): as many of each as it held. Every change is printed, so a wait that
+    // fails says what was missing.
+    let seen = std::sync::Mutex::new(None);
     eventually(WAIT, "the thawed worker's late outcomes", || async {
         let lost = frozen.metric("captcha_gateway_seed_queue_lost_total").await;
         let found = frozen
@@ -268,14 +268,48 @@ async fn a_frozen_seed_workers_tasks_are_finished_once_by_another() {
             + frozen
                 .metric("captcha_gateway_seed_queue_failed_total")
                 .await;
-        lost >= held_n && found >= held_n && ended > written_before
+        let now = (lost, found, ended);
+        if seen.lock().unwrap().replace(now) != Some(now) {
+            println!(
+                "thawed worker: lost {lost}, duplicates {found}, solved+failed {ended} \
+                 of {CONCURRENCY} held"
+            );
+        }
+        now == (CONCURRENCY, CONCURRENCY, CONCURRENCY)
     })
     .await;
-    let after: std::collections::HashMap<String, String> =
-        c2.hgetall("captcha:results").await.unwrap();
+    let after: HashMap<String, String> = c2.hgetall("captcha:results").await.unwrap();
     assert_eq!(after, before, "no result was written twice");
     all_verify(&sim, &tokens).await;
+
+    // It carries on: alone now, it takes the next task and solves it.
+    other.signal("TERM");
+    assert!(other.exited().await.success());
+    let entry = serde_json::json!({"id": "after-thaw", "method": "userrecaptcha",
+        "params": {"googlekey": "6Le-thawed", "pageurl": "https://shop.example/thawed"}});
+    let _: u64 = c2.rpush("captcha:queue", entry.to_string()).await.unwrap();
+    eventually(WAIT, "the thawed worker solving a new task", || async {
+        stalled.sim.stats().submits > CONCURRENCY
+    })
+    .await;
+    stalled.sim.clock().advance(Duration::from_secs(1));
+    eventually(WAIT, "the new task's result", || {
+        let mut c = c.clone();
+        async move {
+            c.hexists::<_, _, bool>("captcha:results", "after-thaw")
+                .await
+                .unwrap()
+        }
+    })
+    .await;
+    let written: String = c2.hget("captcha:results", "after-thaw").await.unwrap();
+    let r: Value = serde_json::from_str(&written).unwrap();
+    assert_eq!(r["status"], "success", "{r}");
+    assert_eq!(r["worker"], frozen.consumer.as_str(), "{r}");
+    all_verify(&stalled, &[r["token"].as_str().unwrap().to_owned()]).await;
     drained(&redis).await;
+    frozen.signal("TERM");
+    assert!(frozen.exited().await.success());
 }
 
 /// Redis restarted empty between two batches: the workers reconnect and the next batch is

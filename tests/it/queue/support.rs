@@ -12,11 +12,14 @@ pub async fn open(url: &str, settings: QueueSettings) -> Queue {
     Queue::open(&target, settings).await.expect("queue opens")
 }
 
-/// A plain connection for checks the queue API does not offer.
+/// A plain connection for checks the queue API does not offer. No response timeout: redis-rs's
+/// default (500 ms) failed checks on a loaded machine, and a hung call is ended by the test's
+/// `eventually` deadline or nextest's `terminate-after`.
 pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
     redis::Client::open(url)
         .unwrap()
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&config)
         .await
         .expect("redis answers")
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use captcha_gateway::model::Kind;
-use captcha_gateway::sim::{LatencyRange, SimSettings, Simulator};
+use captcha_gateway::sim::{Clock, LatencyRange, SimSettings, Simulator};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 
@@ -32,11 +32,21 @@ impl SimServer {
     }
 
     /// A simulator with `settings`, every kind solving within `latency`.
-    pub async fn with_settings(mut settings: SimSettings, latency: LatencyRange) -> SimServer {
+    pub async fn with_settings(settings: SimSettings, latency: LatencyRange) -> SimServer {
+        Self::with_clock(settings, latency, Clock::system()).await
+    }
+
+    /// [`with_settings`](Self::with_settings) reading `clock`: on a [`Clock::manual`] no task is
+    /// ready until the test moves it past the task's latency.
+    pub async fn with_clock(
+        mut settings: SimSettings,
+        latency: LatencyRange,
+        clock: Clock,
+    ) -> SimServer {
         for kind in Kind::ALL {
             settings.latency.insert(kind, latency);
         }
-        let sim = Simulator::new(settings);
+        let sim = Simulator::with_clock(settings, clock);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(captcha_gateway::sim::serve(
