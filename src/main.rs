@@ -11,6 +11,12 @@ use captcha_gateway::cli::{Cli, Command};
 use captcha_gateway::serve::{self, StartError};
 use captcha_gateway::{config, shutdown::Shutdown, telemetry};
 
+/// Every process this binary starts (gateway, worker, bench) allocates through mimalloc: the
+/// per-request and per-task paths are dominated by small short-lived allocations, where it is
+/// measurably cheaper than glibc's allocator (docs/BENCHMARKS.md `queue`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Runtime::new() {
