@@ -294,4 +294,9 @@ pub struct WorkerArgs {
     /// Consume seed 003's `captcha:queue` list instead of the stream.
     #[arg(long)]
     pub seed_queue: bool,
+    /// Threads of this process's async runtime. One by default: workers scale out as processes,
+    /// and one thread spends about a quarter less CPU per task than one per core
+    /// (docs/BENCHMARKS.md `queue`) while still handling thousands of tasks a second.
+    #[arg(long, env = "CAPTCHA_GATEWAY_RUNTIME_THREADS", default_value_t = 1)]
+    pub runtime_threads: u16,
 }

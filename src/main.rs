@@ -11,9 +11,27 @@ use captcha_gateway::cli::{Cli, Command};
 use captcha_gateway::serve::{self, StartError};
 use captcha_gateway::{config, shutdown::Shutdown, telemetry};
 
+/// Every process this binary starts (gateway, worker, bench) allocates through mimalloc: the
+/// per-request and per-task paths are dominated by small short-lived allocations, where it is
+/// measurably cheaper than glibc's allocator (docs/BENCHMARKS.md `queue`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Runtime::new() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Worker(args) = &cli.command {
+        if args.runtime_threads == 0 {
+            eprintln!(
+                "error: --runtime-threads must be at least 1 (threads of the worker's runtime)"
+            );
+            return ExitCode::from(2);
+        }
+        // A worker's tasks are I/O waits and small Redis/HTTP exchanges: with one runtime thread
+        // there are no cross-thread wake-ups or hand-overs, and fleets scale by processes.
+        builder.worker_threads(usize::from(args.runtime_threads));
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

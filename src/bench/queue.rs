@@ -91,7 +91,8 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
 
 async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchError> {
     let redis = RedisServer::start().await?;
-    let sim = SimServer::start(s.threads, s.latency).await?;
+    // On its own thread, so its CPU is told apart from the producer's.
+    let sim = SimServer::start_apart(s.threads, s.latency)?;
     let spec = GatewaySpec {
         redis_url: Some(redis.url()),
         tables: s
@@ -115,9 +116,13 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
 
     let bar = load::bar(s.tasks as u64, &format!("queue {}: results", s.name));
     let cpu = || {
-        let workers: f64 = workers.iter().map(|w| rig::cpu_seconds(w.pid())).sum();
-        let redis = rig::cpu_seconds(redis.pid());
-        (workers, redis, rig::cpu_seconds(std::process::id()))
+        let sim = rig::threads_cpu_seconds(rig::SIM_THREAD);
+        Cpu {
+            workers: workers.iter().map(|w| rig::cpu_seconds(w.pid())).sum(),
+            redis: rig::cpu_seconds(redis.pid()),
+            producer: rig::cpu_seconds(std::process::id()) - sim,
+            sim,
+        }
     };
     let calls_before = rig::command_calls(&redis.url()).await?;
     let cpu_before = cpu();
@@ -181,11 +186,7 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
             .get(in_worker_ms.len() / 2)
             .copied()
             .unwrap_or(0);
-        let cpu_ms = ((cpu_after.0 - cpu_before.0)
-            + (cpu_after.1 - cpu_before.1)
-            + (cpu_after.2 - cpu_before.2))
-            * 1000.0
-            / s.tasks as f64;
+        let per_task = cpu_after.minus(&cpu_before).per_task_ms(s.tasks);
         result.info(
             "instant, res.php limit 100/s: tasks/s end to end",
             rate,
@@ -198,9 +199,18 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
         );
         result.info(
             "instant, res.php limit 100/s: CPU per task, all processes",
-            cpu_ms,
+            per_task.total(),
             "ms",
         );
+        let names = [
+            "instant, res.php limit 100/s: worker CPU per task",
+            "instant, res.php limit 100/s: Redis CPU per task",
+            "instant, res.php limit 100/s: producer CPU per task",
+            "instant, res.php limit 100/s: simulator CPU per task",
+        ];
+        for (name, ms) in names.into_iter().zip(per_task.parts()) {
+            result.info(name, ms, "ms");
+        }
         for w in workers {
             w.stop().await;
         }
@@ -240,26 +250,24 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
         stats.submits as f64 / s.tasks as f64,
         "",
     );
-    // Where the machine's time went, per task: the workers, Redis, and this process (the
-    // producer and the simulator).
-    let per_task_ms = |before: f64, after: f64| (after - before) * 1000.0 / s.tasks as f64;
-    let cpu_figures = [
-        ("workers", per_task_ms(cpu_before.0, cpu_after.0)),
-        ("redis", per_task_ms(cpu_before.1, cpu_after.1)),
-        (
-            "producer + simulator",
-            per_task_ms(cpu_before.2, cpu_after.2),
-        ),
-    ];
-    for (who, ms) in cpu_figures {
-        let name: &'static str = match (s.name, who) {
-            ("instant", "workers") => "instant: worker CPU per task",
-            ("instant", "redis") => "instant: Redis CPU per task",
-            ("instant", _) => "instant: producer + simulator CPU per task",
-            (_, "workers") => "seed: worker CPU per task",
-            (_, "redis") => "seed: Redis CPU per task",
-            _ => "seed: producer + simulator CPU per task",
-        };
+    // Where the machine's time went, per task: the workers, Redis, this process's producer and
+    // its simulator.
+    let cpu_per_task = cpu_after.minus(&cpu_before).per_task_ms(s.tasks);
+    let names = match s.name {
+        "instant" => [
+            "instant: worker CPU per task",
+            "instant: Redis CPU per task",
+            "instant: producer CPU per task",
+            "instant: simulator CPU per task",
+        ],
+        _ => [
+            "seed: worker CPU per task",
+            "seed: Redis CPU per task",
+            "seed: producer CPU per task",
+            "seed: simulator CPU per task",
+        ],
+    };
+    for (name, ms) in names.into_iter().zip(cpu_per_task.parts()) {
         result.info(name, ms, "ms");
     }
     let per_task = |name: &str| {
@@ -292,7 +300,7 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
         );
         result.info(
             "floor: Redis alone at one full core (1 / its CPU per task)",
-            1000.0 / per_task_ms(cpu_before.1, cpu_after.1),
+            1000.0 / cpu_per_task.redis,
             "/s",
         );
         let mix: Vec<String> = calls_after
@@ -310,6 +318,46 @@ async fn run_setting(s: &Setting, result: &mut RunResult) -> Result<(), BenchErr
         w.stop().await;
     }
     Ok(())
+}
+
+/// CPU seconds used so far by each part of the run (or, after [`Cpu::per_task_ms`], ms per task).
+#[derive(Debug, Clone, Copy)]
+struct Cpu {
+    workers: f64,
+    redis: f64,
+    /// The bench process without its simulator's thread: enqueueing and waiting for results.
+    producer: f64,
+    sim: f64,
+}
+
+impl Cpu {
+    fn minus(&self, before: &Cpu) -> Cpu {
+        Cpu {
+            workers: self.workers - before.workers,
+            redis: self.redis - before.redis,
+            producer: self.producer - before.producer,
+            sim: self.sim - before.sim,
+        }
+    }
+
+    fn per_task_ms(&self, tasks: usize) -> Cpu {
+        let ms = |s: f64| s * 1000.0 / tasks as f64;
+        Cpu {
+            workers: ms(self.workers),
+            redis: ms(self.redis),
+            producer: ms(self.producer),
+            sim: ms(self.sim),
+        }
+    }
+
+    /// Workers, Redis, producer, simulator: the order of the figures' names.
+    fn parts(&self) -> [f64; 4] {
+        [self.workers, self.redis, self.producer, self.sim]
+    }
+
+    fn total(&self) -> f64 {
+        self.parts().iter().sum()
+    }
 }
 
 /// Completions per second between the 10th and the 90th percentile of completion times.

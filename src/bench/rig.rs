@@ -26,24 +26,24 @@ use crate::serve::Gateway;
 use crate::shutdown::Shutdown;
 use crate::sim::{LatencyRange, SimSettings, Simulator};
 
+/// The name of the threads of a simulator started with [`SimServer::start_apart`]: their CPU
+/// time ([`threads_cpu_seconds`]) is the simulator's, the rest of the bench process's is the
+/// load generator's.
+pub const SIM_THREAD: &str = "bench-sim";
+
 /// A simulator served on a loopback port by the bench process; stops when dropped.
 pub struct SimServer {
     pub sim: Arc<Simulator>,
     pub addr: SocketAddr,
     stop: CancellationToken,
+    /// The simulator's own runtime (`start_apart`); `None` when it shares the bench's.
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl SimServer {
     /// A simulator with `threads` plan threads and every kind solved in `latency`.
     pub async fn start(threads: u32, latency: LatencyRange) -> Result<SimServer, BenchError> {
-        let mut settings = SimSettings {
-            threads,
-            ..SimSettings::default()
-        };
-        for kind in Kind::ALL {
-            settings.latency.insert(kind, latency);
-        }
-        let sim = Simulator::new(settings);
+        let sim = Simulator::new(sim_settings(threads, latency));
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let stop = CancellationToken::new();
@@ -52,13 +52,60 @@ impl SimServer {
             listener,
             stop.clone().cancelled_owned(),
         ));
-        Ok(SimServer { sim, addr, stop })
+        Ok(SimServer {
+            sim,
+            addr,
+            stop,
+            runtime: None,
+        })
     }
+
+    /// The same, served by a runtime of its own (one thread named [`SIM_THREAD`]), so the
+    /// simulator's CPU time can be told apart from the load generator's in the same process.
+    pub fn start_apart(threads: u32, latency: LatencyRange) -> Result<SimServer, BenchError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(SIM_THREAD)
+            .enable_all()
+            .build()?;
+        let sim = Simulator::new(sim_settings(threads, latency));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let stop = CancellationToken::new();
+        let (served, stopped) = (sim.clone(), stop.clone().cancelled_owned());
+        runtime.spawn(async move {
+            // Registered with the reactor of the runtime it runs on: the simulator's own.
+            let listener = TcpListener::from_std(listener)?;
+            crate::sim::serve(served, listener, stopped).await
+        });
+        Ok(SimServer {
+            sim,
+            addr,
+            stop,
+            runtime: Some(runtime),
+        })
+    }
+}
+
+fn sim_settings(threads: u32, latency: LatencyRange) -> SimSettings {
+    let mut settings = SimSettings {
+        threads,
+        ..SimSettings::default()
+    };
+    for kind in Kind::ALL {
+        settings.latency.insert(kind, latency);
+    }
+    settings
 }
 
 impl Drop for SimServer {
     fn drop(&mut self) {
         self.stop.cancel();
+        if let Some(runtime) = self.runtime.take() {
+            // Dropped inside the bench's own runtime, where a blocking shutdown would panic.
+            runtime.shutdown_background();
+        }
     }
 }
 
@@ -359,9 +406,31 @@ async fn ping(port: u16) -> bool {
 /// CPU seconds (user + system, all threads) process `pid` has used, from `/proc/PID/stat`.
 /// Assumes the usual 100 clock ticks per second.
 pub fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat_cpu_seconds(&stat),
+        Err(_) => f64::NAN,
+    }
+}
+
+/// CPU seconds the threads of this process whose name starts with `name` have used (from
+/// `/proc/self/task/*/stat`; threads that already ended are not counted).
+pub fn threads_cpu_seconds(name: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return f64::NAN;
     };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
+        .filter(|stat| {
+            stat.split_once('(')
+                .is_some_and(|(_, rest)| rest.starts_with(name))
+        })
+        .map(|stat| stat_cpu_seconds(&stat))
+        .sum()
+}
+
+/// User + system CPU seconds from a `stat` line of `/proc` (a process's or a thread's).
+fn stat_cpu_seconds(stat: &str) -> f64 {
     // The command name may contain spaces; the fields after its closing parenthesis do not.
     let fields: Vec<&str> = stat
         .rsplit_once(')')
