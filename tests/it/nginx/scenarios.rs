@@ -323,23 +323,8 @@ async fn nginx_moves_what_a_full_gateway_refused_and_callers_never_see_it() {
     )
     .await;
     let nginx = Nginx::start(&bases(&gateways)).await;
-    // The full gateway's `overloaded` refusals of /v1/solve.
-    let refusals = || async {
-        let text = http
-            .get(format!("{}/metrics", gateways[0].base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        text.lines()
-            .filter(|l| l.starts_with("captcha_gateway_requests_total{"))
-            .filter(|l| l.contains("endpoint=\"solve\"") && l.contains("outcome=\"overloaded\""))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum::<u64>()
-    };
-    let requests_before = refusals().await;
+    let full = gateways[0].base.as_str();
+    let requests_before = overloaded_refusals(&http, full, "solve").await;
 
     // POSTs one after another: NGINX's counts are level, so its round-robin tie-break reaches the
     // full one. A solve it refuses (503) is safe to move under its idempotency key: NGINX sends
@@ -348,9 +333,33 @@ async fn nginx_moves_what_a_full_gateway_refused_and_callers_never_see_it() {
     for n in 0..9 {
         outcomes.push(solve(&http, &nginx.base, n).await);
     }
-    let reached_full_one = refusals().await - requests_before;
+    let reached_full_one = overloaded_refusals(&http, full, "solve").await - requests_before;
     assert_all_solved(&outcomes, "with no caller retry");
     assert!(reached_full_one > 0, "NGINX never picked the full gateway");
+
+    // Tasks for later too: a `POST /v1/tasks` the full one refused is moved under its name, and
+    // each caller gets its task id at once.
+    let mut accepted = Vec::new();
+    for n in 0..9 {
+        let res = http
+            .post(format!("{}/v1/tasks", nginx.base))
+            .bearer_auth(crate::support::KEY)
+            .json(&serde_json::json!({"kind": "recaptcha_v2", "sitekey": format!("6Le-task-{n}"), "pageurl": "https://example.com/"}))
+            .send()
+            .await
+            .unwrap();
+        accepted.push(res.status().as_u16());
+    }
+    let tasks_moved = overloaded_refusals(&http, full, "create_task").await;
+    assert!(accepted.iter().all(|&s| s == 202), "{accepted:?}");
+    assert!(
+        tasks_moved > 0,
+        "NGINX never picked the full gateway for a task"
+    );
+    eventually(Duration::from_secs(30), "the nine tasks solved", || async {
+        sim.sim.stats().submits == 9 + 9 + 2
+    })
+    .await;
 
     // A GET it refuses (its /health says overloaded) moves too.
     let direct = http
@@ -372,13 +381,31 @@ async fn nginx_moves_what_a_full_gateway_refused_and_callers_never_see_it() {
     }
     let share = shares(&http, &gateways).await;
     println!(
-        "FIGURE nginx full gateway: 9 POSTs all answered 200, {reached_full_one} of them refused by the full gateway and moved by NGINX, served by {share:?}; GET /health through NGINX {statuses:?}"
+        "FIGURE nginx full gateway: 9 /v1/solve all answered 200 ({reached_full_one} refused by the full gateway and moved by NGINX), 9 POST /v1/tasks all 202 ({tasks_moved} moved), served by {share:?}; GET /health through NGINX {statuses:?}"
     );
     assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
     assert_eq!(share[0], 0, "the full one solved nothing new");
     // Refusals did no work: one upstream task per call plus the two holding it busy.
-    assert_eq!(sim.sim.stats().submits, 9 + 2);
+    assert_eq!(sim.sim.stats().submits, 9 + 9 + 2);
     busy.iter().for_each(tokio::task::JoinHandle::abort);
+}
+
+/// The `overloaded` refusals of `endpoint` that the gateway at `base` counted.
+async fn overloaded_refusals(http: &reqwest::Client, base: &str, endpoint: &str) -> u64 {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("captcha_gateway_requests_total{"))
+        .filter(|l| l.contains(&format!("endpoint=\"{endpoint}\"")))
+        .filter(|l| l.contains("outcome=\"overloaded\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// Active solves on each gateway, from their own `/metrics`.
