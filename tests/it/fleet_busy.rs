@@ -6,7 +6,8 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use captcha_gateway::sim::LatencyRange;
+use captcha_gateway::model::now_ms;
+use captcha_gateway::sim::{Clock, LatencyRange, SimSettings};
 use serde_json::{Value, json};
 
 use crate::support::eventually::eventually;
@@ -51,21 +52,26 @@ async fn waiting(http: &reqwest::Client, base: &str) -> u64 {
 #[tokio::test]
 async fn a_gateway_refuses_with_429_once_callers_wait_for_the_fleets_only_thread() {
     let redis = RedisServer::start();
-    // Long enough that the first solve still holds the thread while the third caller comes on
-    // a busy machine (1.5-2 s was not: the third call came after the first answer once).
-    let latency = LatencyRange {
-        min: Duration::from_millis(3000),
-        max: Duration::from_millis(3500),
-    };
-    let sim = SimServer::start(latency, 100).await;
+    // The simulator's time moves only when the test moves it: the first solve holds the fleet's
+    // thread until the third caller has been refused, however slow the machine (a solve of a
+    // few real seconds once ended first, under load).
+    let sim = SimServer::with_clock(
+        SimSettings {
+            threads: 100,
+            unsolvable_rate: 0.0,
+            ..SimSettings::default()
+        },
+        LatencyRange::fixed(Duration::from_secs(1)),
+        Clock::manual(now_ms()),
+    )
+    .await;
     let extra = "max_thread_waiters = 1";
-    // One thread for the whole fleet; the poller's 20 checks cover the solve time.
-    let a =
-        GatewayProcess::start_with_threads(&sim, &redis.url(), 1, extra, 0.25, Stdio::inherit())
-            .await;
-    let b =
-        GatewayProcess::start_with_threads(&sim, &redis.url(), 1, extra, 0.25, Stdio::inherit())
-            .await;
+    // One thread for the whole fleet; checks every second, so the poller's 20 checks outlast
+    // the wait for the refusal.
+    let a = GatewayProcess::start_with_threads(&sim, &redis.url(), 1, extra, 1.0, Stdio::inherit())
+        .await;
+    let b = GatewayProcess::start_with_threads(&sim, &redis.url(), 1, extra, 1.0, Stdio::inherit())
+        .await;
     let http = client();
 
     let first = tokio::spawn({
@@ -97,6 +103,15 @@ async fn a_gateway_refuses_with_429_once_callers_wait_for_the_fleets_only_thread
     assert_eq!(refused["error"]["code"], "fleet_busy");
     assert_eq!(retry_after.as_deref(), Some("5"));
 
+    // Time moves on: the first answer comes, then the second caller gets the thread and its own.
+    sim.sim.clock().advance(Duration::from_secs(1));
+    eventually(
+        Duration::from_secs(60),
+        "the second caller's submit",
+        || async { sim.sim.stats().submits == 2 },
+    )
+    .await;
+    sim.sim.clock().advance(Duration::from_secs(1));
     for (n, call) in [first, second].into_iter().enumerate() {
         let (status, _, answer) = call.await.unwrap();
         assert_eq!(status, 200, "caller {}: {answer}", n + 1);
@@ -110,7 +125,18 @@ async fn a_gateway_refuses_with_429_once_callers_wait_for_the_fleets_only_thread
         "the refused call started nothing"
     );
     // Retried once the others are done, it is served.
-    let (status, _, answer) = solve(&http, &b.base, 3).await;
+    let retry = tokio::spawn({
+        let (http, base) = (http.clone(), b.base.clone());
+        async move { solve(&http, &base, 3).await }
+    });
+    eventually(
+        Duration::from_secs(60),
+        "the retried call's submit",
+        || async { sim.sim.stats().submits == 3 },
+    )
+    .await;
+    sim.sim.clock().advance(Duration::from_secs(1));
+    let (status, _, answer) = retry.await.unwrap();
     assert_eq!(status, 200, "{answer}");
     assert_eq!(sim.sim.stats().submits, 3);
 }
