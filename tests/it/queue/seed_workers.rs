@@ -285,13 +285,18 @@ async fn a_frozen_seed_workers_tasks_are_finished_once_by_another() {
     // It carries on: alone now, it takes the next task and solves it.
     other.signal("TERM");
     assert!(other.exited().await.success());
+    // Its own held tasks have all ended (above), so its next submit is the new task's: time
+    // moves on once, by the solve time, and the answer comes.
+    let submitted_before = stalled.sim.stats().submits;
     let entry = serde_json::json!({"id": "after-thaw", "method": "userrecaptcha",
         "params": {"googlekey": "6Le-thawed", "pageurl": "https://shop.example/thawed"}});
     let _: u64 = c2.rpush("captcha:queue", entry.to_string()).await.unwrap();
-    // Its simulator's time moves on while the test waits, so whichever of its tasks is running
-    // (the new one, and any it took over from the stopped worker) gets its answer.
+    eventually(WAIT, "the thawed worker solving a new task", || async {
+        stalled.sim.stats().submits > submitted_before
+    })
+    .await;
+    stalled.sim.clock().advance(Duration::from_secs(1));
     eventually(WAIT, "the new task's result", || {
-        stalled.sim.clock().advance(Duration::from_millis(200));
         let mut c = c.clone();
         async move {
             c.hexists::<_, _, bool>("captcha:results", "after-thaw")
