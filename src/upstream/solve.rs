@@ -165,9 +165,7 @@ impl Upstream {
         }
         Instant::now() < deadline
     }
-}
 
-impl Upstream {
     /// The answer `member` produced, counted in its figures.
     fn solution(&self, member: &Member, kind: Kind, solved: provider::Solved) -> Solution {
         member.reports.remember(&solved.task_id, kind, now_ms());
