@@ -63,11 +63,9 @@ impl Engine {
         let (Some(redo), Some(length)) = (&record.redo, self.run_lease_length()) else {
             return;
         };
+        // Binds only an unbound lease: whoever holds it (the runner, or a reader that took the
+        // task over first) keeps it.
         let lease = run_lease(&record.id);
-        match self.store.bound_key(&lease, now_ms()).await {
-            Ok(None) => {}
-            Ok(Some(_)) | Err(_) => return,
-        }
         if !matches!(
             self.store
                 .bind_key(&lease, None, "1", ms(length), now_ms())
@@ -81,7 +79,7 @@ impl Engine {
         match parsed {
             Ok(native) if left > 0 => {
                 tracing::info!(task = %record.id, "taking over a task whose instance stopped renewing it");
-                self.run_task(
+                self.start_task(
                     record.id.clone(),
                     native.req,
                     Duration::from_millis(left),

@@ -37,8 +37,9 @@ impl Engine {
     }
 
     /// Solves an opened task ([`Engine::open_task`]) in the background and finishes its record.
-    /// With a shared store it holds the task's run lease while it runs, so that if this process
-    /// dies, a reader of the record on another instance takes the task over ([`Engine::task`]).
+    /// With a shared store it renews the task's run lease (taken when the task was opened) while
+    /// it runs, so that if this process dies, a reader of the record on another instance takes
+    /// the task over ([`Engine::task`]).
     pub fn start_task(
         &self,
         task_id: String,
@@ -46,32 +47,7 @@ impl Engine {
         timeout: Duration,
         hold: impl Send + 'static,
     ) {
-        let engine = self.clone();
         // In the submitting request's span: the solve's lines carry its request id.
-        let span = tracing::Span::current();
-        let start = async move {
-            if let Some(length) = engine.run_lease_length() {
-                let lease = run_lease(&task_id);
-                // The id is fresh, so the lease is unbound; a store away now leaves it unbound,
-                // and the renewals bind it once the store is back.
-                let _ = engine
-                    .store
-                    .bind_key(&lease, None, "1", ms(length), now_ms())
-                    .await;
-            }
-            engine.run_task(task_id, req, timeout, hold);
-        };
-        tokio::spawn(tracing::Instrument::instrument(start, span));
-    }
-
-    /// Runs a task whose run lease this instance holds, renewing the lease until it ends.
-    pub(super) fn run_task(
-        &self,
-        task_id: String,
-        req: SolveRequest,
-        timeout: Duration,
-        hold: impl Send + 'static,
-    ) {
         let engine = self.clone();
         let span = tracing::Span::current();
         let task = async move {
@@ -125,6 +101,15 @@ impl Engine {
                 request: crate::provider::native_body(req),
                 deadline_at: now_ms().saturating_add(ms(timeout)),
             });
+        if let (Some(_), Some(length)) = (&redo, self.run_lease_length()) {
+            // Before the record exists, so no reader ever finds it pending without a runner.
+            // The id is fresh, so the lease is unbound; a store away now leaves it unbound
+            // (the record cannot be written then either), and renewal binds it later.
+            let _ = self
+                .store
+                .bind_key(&run_lease(&id), None, "1", ms(length), now_ms())
+                .await;
+        }
         let record = TaskRecord {
             id: id.clone(),
             tenant: tenant.to_owned(),
