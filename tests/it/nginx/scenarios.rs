@@ -392,20 +392,9 @@ async fn nginx_moves_what_a_full_gateway_refused_and_callers_never_see_it() {
 
 /// The `overloaded` refusals of `endpoint` that the gateway at `base` counted.
 async fn overloaded_refusals(http: &reqwest::Client, base: &str, endpoint: &str) -> u64 {
-    let text = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with("captcha_gateway_requests_total{"))
-        .filter(|l| l.contains(&format!("endpoint=\"{endpoint}\"")))
-        .filter(|l| l.contains("outcome=\"overloaded\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
+    let endpoint = format!("endpoint=\"{endpoint}\"");
+    let labels = [endpoint.as_str(), "outcome=\"overloaded\""];
+    crate::support::metric_sum_where(http, base, "captcha_gateway_requests_total", &labels).await
 }
 
 /// Active solves on each gateway, from their own `/metrics`.

@@ -189,6 +189,16 @@ pub async fn verify_at(http: &reqwest::Client, sim_base: &str, token: &str) -> V
 
 /// Sum of one metric over its label sets, from a gateway's `/metrics`.
 pub async fn metric_sum(http: &reqwest::Client, base: &str, name: &str) -> u64 {
+    metric_sum_where(http, base, name, &[]).await
+}
+
+/// Sum of one metric over the label sets that hold every one of `labels` (`key="value"`).
+pub async fn metric_sum_where(
+    http: &reqwest::Client,
+    base: &str,
+    name: &str,
+    labels: &[&str],
+) -> u64 {
     let text = http
         .get(format!("{base}/metrics"))
         .send()
@@ -202,6 +212,7 @@ pub async fn metric_sum(http: &reqwest::Client, base: &str, name: &str) -> u64 {
             l.starts_with(name)
                 && (l[name.len()..].starts_with('{') || l[name.len()..].starts_with(' '))
         })
+        .filter(|l| labels.iter().all(|label| l.contains(label)))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .sum()
 }
