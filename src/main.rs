@@ -17,13 +17,16 @@ use captcha_gateway::{config, shutdown::Shutdown, telemetry};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// More runtime threads than this is a typo, not a plan: every one is started at once.
+const MAX_RUNTIME_THREADS: u16 = 256;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Command::Worker(args) = &cli.command {
-        if args.runtime_threads == 0 {
+        if !(1..=MAX_RUNTIME_THREADS).contains(&args.runtime_threads) {
             eprintln!(
-                "error: --runtime-threads must be at least 1 (threads of the worker's runtime)"
+                "error: --runtime-threads must be from 1 to {MAX_RUNTIME_THREADS} (threads of the worker's runtime; 1 is the default)"
             );
             return ExitCode::from(2);
         }

@@ -273,10 +273,14 @@ fn queue_worker_bad_settings_exit_2_with_one_line_naming_the_setting() {
         (out.status.code(), stderr)
     };
     let redis = ["--redis-url", "redis://127.0.0.1:1/0"];
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
         (&[], "--redis-url"),
         (
             &[&redis[..], &["--runtime-threads", "0"]].concat(),
+            "--runtime-threads",
+        ),
+        (
+            &[&redis[..], &["--runtime-threads", "60000"]].concat(),
             "--runtime-threads",
         ),
         (&[&redis[..], &["--lease-s", "0"]].concat(), "--lease-s"),
