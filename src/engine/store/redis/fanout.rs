@@ -72,8 +72,17 @@ impl Local {
         lock(&self.noted).remove(id);
     }
 
-    pub fn set_noted(&self, claim: &str) {
+    /// Marks a running claim as noted; false (and nothing kept) when it already ended, so a note
+    /// that comes after its claim's end leaves nothing behind.
+    pub fn set_noted(&self, claim: &str) -> bool {
+        // Under the claims lock: `remove_claim` takes it first, so it either sees the mark and
+        // removes it, or this sees the claim gone.
+        let claims = lock(&self.claims);
+        if !claims.contains_key(claim) {
+            return false;
+        }
         lock(&self.noted).insert(claim.to_owned());
+        true
     }
 
     pub fn was_noted(&self, claim: &str) -> bool {
@@ -168,4 +177,27 @@ fn seq_of(waiter: &str) -> u64 {
         .rsplit_once(':')
         .and_then(|(_, s)| s.trim_start_matches('s').parse().ok())
         .unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{SolveRequest, TargetPolicy};
+
+    /// A note that arrives after its claim ended must leave nothing behind (a week of quick
+    /// tasks would otherwise fill the set).
+    #[test]
+    fn a_claim_is_marked_noted_only_while_it_runs() {
+        let local = Local::default();
+        let req = SolveRequest::recaptcha_v2("6Le-key", "https://example.com/");
+        let target = Target::of(&req, TargetPolicy::default());
+        local.add_claim("c1", &target);
+        assert!(local.set_noted("c1"));
+        assert!(local.was_noted("c1"));
+        local.remove_claim("c1");
+        assert!(!local.was_noted("c1"));
+        assert!(!local.set_noted("c1"), "ended: nothing to note");
+        assert!(!local.was_noted("c1"));
+        assert!(lock(&local.noted).is_empty());
+    }
 }

@@ -329,8 +329,11 @@ impl Inner {
             task.account.clone(),
             task.task_id.clone(),
         ];
-        // Marked before the script runs: if its reply is lost it may still have run.
-        self.local.set_noted(&claim.0);
+        // Marked before the script runs (if its reply is lost it may still have run); a claim
+        // that already ended needs no note.
+        if !self.local.set_noted(&claim.0) {
+            return Ok(());
+        }
         let op = self.op(&scripts::NOTE, &target.id, Pk::AsRecorded, args);
         // Setting the same note twice is harmless, so a lost reply needs no record.
         self.run_once(&op).await?;
