@@ -36,8 +36,9 @@ async fn solve(http: &reqwest::Client, base: &str, n: usize) -> (u16, Option<Str
     (status, retry_after, res.json().await.unwrap_or(Value::Null))
 }
 
-/// This gateway's callers waiting for a thread, from its `/health`.
-async fn waiting(http: &reqwest::Client, base: &str) -> u64 {
+/// This gateway's callers waiting for a thread and the fleet's threads it knows are taken,
+/// from its `/health`.
+async fn waiting_and_taken(http: &reqwest::Client, base: &str) -> (u64, u64) {
     let health: Value = http
         .get(format!("{base}/health"))
         .send()
@@ -46,7 +47,11 @@ async fn waiting(http: &reqwest::Client, base: &str) -> u64 {
         .json()
         .await
         .unwrap();
-    health["accounts"][0]["waiting"].as_u64().expect("waiting")
+    let account = &health["accounts"][0];
+    (
+        account["waiting"].as_u64().expect("waiting"),
+        account["in_flight"].as_u64().expect("in_flight"),
+    )
 }
 
 #[tokio::test]
@@ -85,14 +90,16 @@ async fn a_gateway_refuses_with_429_once_callers_wait_for_the_fleets_only_thread
     )
     .await;
     // The second caller is not refused: it waits, on the other gateway, for the fleet's thread.
+    // A caller counts as waiting as soon as it asks; the gateway learns that the fleet's thread
+    // is taken from Redis's answer to that ask, which the refusal needs too.
     let second = tokio::spawn({
         let (http, base) = (http.clone(), b.base.clone());
         async move { solve(&http, &base, 2).await }
     });
     eventually(
         Duration::from_secs(10),
-        "the second caller to wait",
-        || async { waiting(&http, &b.base).await == 1 },
+        "the second caller to wait, told the fleet's thread is taken",
+        || async { waiting_and_taken(&http, &b.base).await == (1, 1) },
     )
     .await;
 
