@@ -58,18 +58,23 @@ impl Solver for ParkedSolver {
     }
 }
 
-/// The memory store, with a record of how every task ended.
+/// The memory store, with a record of how every task ended; with `lease`, it passes for a store
+/// other instances share (task records under run leases).
 #[derive(Default)]
 struct RecordingStore {
     inner: MemoryStore,
     finished: Mutex<Vec<&'static str>>,
     shared_finished: Mutex<Vec<bool>>,
+    lease: Option<Duration>,
 }
 
 #[async_trait]
 impl Store for RecordingStore {
     fn instance(&self) -> &str {
         self.inner.instance()
+    }
+    fn lease(&self) -> Option<Duration> {
+        self.lease
     }
     async fn arrive(
         &self,
@@ -202,11 +207,15 @@ struct Rig {
 }
 
 fn rig() -> Rig {
+    rig_on(Arc::new(RecordingStore::default()))
+}
+
+/// An engine with its own solver and cut on `store`, which other rigs may share.
+fn rig_on(store: Arc<RecordingStore>) -> Rig {
     let solver = Arc::new(ParkedSolver {
         parked: Mutex::default(),
         started: watch::Sender::new(0),
     });
-    let store = Arc::new(RecordingStore::default());
     let cut = CancellationToken::new();
     let engine = Engine::new(
         store.clone(),
@@ -316,4 +325,66 @@ async fn a_reusable_leader_cut_short_records_nothing_for_its_followers() {
     for c in callers {
         assert_eq!(c.await.unwrap(), Err(SolveError::ShuttingDown));
     }
+}
+
+#[tokio::test]
+async fn a_task_id_cut_short_with_a_shared_store_is_left_for_another_instance_to_take_over() {
+    let store = Arc::new(RecordingStore {
+        lease: Some(Duration::from_secs(30)),
+        ..RecordingStore::default()
+    });
+    let stopping = rig_on(store.clone());
+    let other = rig_on(store.clone());
+    let req = SolveRequest::recaptcha_v2("6Le-left", "https://example.com/");
+    let id = stopping
+        .engine
+        .submit("t", req, Duration::from_secs(600), ())
+        .await
+        .unwrap();
+    stopping.solver.started(1).await;
+
+    // The signal, then the cut before the answer came.
+    stopping.engine.tracker.close();
+    stopping.cut.cancel();
+    stopping.solver.end_all(Err(SolveFailure::shutting_down()));
+    eventually(HANG, "the stopping instance's work to end", || async {
+        stopping.engine.tracker.is_empty()
+    })
+    .await;
+    let record = store.get_task(&id).await.unwrap().unwrap();
+    assert_eq!(record.state, TaskState::Pending, "the task was not failed");
+
+    // A long poll on the stopping instance answers at once with the task as it is, and the
+    // stopping instance does not take the task over itself.
+    let read = tokio::time::timeout(
+        HANG,
+        stopping.engine.task("t", &id, Duration::from_secs(600)),
+    )
+    .await
+    .expect("a stopping instance does not hold a long poll");
+    assert_eq!(read.unwrap().unwrap().state, TaskState::Pending);
+    assert_eq!(*stopping.solver.started.borrow(), 1);
+
+    // Read on another instance, it is taken over at once (its run lease was let go), and
+    // answered there.
+    let reader = tokio::spawn({
+        let e = other.engine.clone();
+        let id = id.clone();
+        async move { e.task("t", &id, Duration::from_secs(600)).await }
+    });
+    other.solver.started(1).await;
+    other.solver.end_all(Ok(Solution {
+        text: "token-left".into(),
+        user_agent: None,
+        upstream: UpstreamRef {
+            account: "test".into(),
+            task_id: "1".into(),
+        },
+        solved_at: now_ms(),
+    }));
+    let record = reader.await.unwrap().unwrap().unwrap();
+    let TaskState::Ready(handout) = record.state else {
+        panic!("the task taken over was answered: {:?}", record.state);
+    };
+    assert_eq!(handout.answer.text, "token-left");
 }

@@ -16,6 +16,12 @@ use crate::model::now_ms;
 /// (`lua/lib/target.lua`, `adopt`) instead of paying for the work again beside it.
 const MIN_RUN_LEASE: Duration = Duration::from_secs(15);
 
+/// How often a reader of a pending task looks whether its runner is gone. A stopping instance
+/// lets go of its tasks at once, and their callers, moved to another instance, should not wait
+/// a third of a lease to notice; one store call a second per reader is cheap beside the reads
+/// of the record a long poll makes anyway.
+pub(super) const LOOK_FOR_RUNNER: Duration = Duration::from_secs(1);
+
 /// The binding that says a task's runner is alive.
 pub(super) fn run_lease(task_id: &str) -> String {
     format!("run:{task_id}")
@@ -55,6 +61,19 @@ impl Engine {
         }
     }
 
+    /// Leaves a task this instance is stopping before its answer came to whichever instance
+    /// reads it next: the run lease is let go now rather than left to lapse, and the claim the
+    /// cut solve handed back keeps its provider task for that instance to adopt. A lease that
+    /// cannot be let go (the store away) lapses within its length instead.
+    pub(super) async fn hand_back_task(&self, task_id: &str) {
+        // Rebound for a millisecond: the store call that lets go only of our own binding.
+        let _ = self
+            .store
+            .bind_key(&run_lease(task_id), Some("1"), "1", 1, now_ms())
+            .await;
+        tracing::info!(task = %task_id, "stopping before the task's answer came; left for another instance to take over");
+    }
+
     /// Takes over a pending task whose instance died (its run lease lapsed): binds the lease
     /// (only one reader fleet-wide wins) and runs the task here until its own deadline, or ends
     /// it if that has passed. Its upstream work is not paid twice: the claim this solve makes
@@ -63,6 +82,11 @@ impl Engine {
         let (Some(redo), Some(length)) = (&record.redo, self.run_lease_length()) else {
             return;
         };
+        // A stopping instance (its tracker closes at the signal) takes nothing over: it submits
+        // nothing new upstream and would only hand the task back at its cut.
+        if self.tracker.is_closed() {
+            return;
+        }
         // Binds only an unbound lease: whoever holds it (the runner, or a reader that took the
         // task over first) keeps it.
         let lease = run_lease(&record.id);

@@ -6,7 +6,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::time::Instant;
 
-use super::takeover::{ms, run_lease};
+use super::takeover::{LOOK_FOR_RUNNER, ms, run_lease};
 use super::{Engine, Redo, SolveError, SolveFailure, TaskRecord, TaskState};
 use crate::compat::codes;
 use crate::model::{Reuse, SolveRequest, now_ms};
@@ -63,6 +63,12 @@ impl Engine {
                 None => solve.await,
             };
             let state = match solved {
+                // Stopping is not the task's failure: with a shared store another instance
+                // takes it over (and adopts its provider task); only without one is it lost.
+                Err(SolveError::ShuttingDown) if engine.run_lease_length().is_some() => {
+                    engine.hand_back_task(&task_id).await;
+                    return;
+                }
                 Ok(handout) => TaskState::Ready(handout),
                 Err(SolveError::Failed(f)) => TaskState::Failed(f),
                 Err(SolveError::Timeout) => TaskState::Failed(past_deadline()),
@@ -141,9 +147,9 @@ impl Engine {
     }
 
     /// The tenant's task, or `None` when it does not exist, expired, or belongs to another tenant.
-    /// With `wait`, the record once it is finished, or as it is when `wait` runs out. A pending
-    /// task whose instance died is taken over here (see `take_over_if_orphaned`): every reader
-    /// looks at least every third of a run lease.
+    /// With `wait`, the record once it is finished, or as it is when `wait` runs out or this
+    /// instance is cut short. A pending task whose instance died or stopped is taken over here
+    /// (see `take_over_if_orphaned`): every reader looks every [`LOOK_FOR_RUNNER`].
     pub async fn task(
         &self,
         tenant: &str,
@@ -153,11 +159,18 @@ impl Engine {
         let until = Instant::now() + wait;
         loop {
             let left = until.saturating_duration_since(Instant::now());
-            let slice = self.run_lease_length().map_or(left, |l| left.min(l / 3));
-            let record = if slice.is_zero() {
+            let slice = self
+                .run_lease_length()
+                .map_or(left, |_| left.min(LOOK_FOR_RUNNER));
+            let record = if slice.is_zero() || self.is_cut() {
                 self.store.get_task(id).await
             } else {
-                self.store.wait_task(id, slice).await
+                // A stopping instance stops waiting: its reader answers with the task as it is
+                // and reads again elsewhere.
+                tokio::select! {
+                    record = self.store.wait_task(id, slice) => record,
+                    () = self.cut.cancelled() => self.store.get_task(id).await,
+                }
             };
             let record = record
                 .map_err(|_| SolveError::Unavailable)?
@@ -165,7 +178,7 @@ impl Engine {
             let Some(r) = &record else {
                 return Ok(None);
             };
-            if r.state != TaskState::Pending {
+            if r.state != TaskState::Pending || self.is_cut() {
                 return Ok(record);
             }
             self.take_over_if_orphaned(r).await;

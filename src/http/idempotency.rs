@@ -232,8 +232,8 @@ impl AppState {
                         .0
                 }
             };
-            // A task whose instance died is taken over by this wait (`Engine::task` looks every
-            // third of a run lease).
+            // A task whose instance died or stopped is taken over by this wait (`Engine::task`
+            // looks every second).
             match self.wait_answer(tenant, &id, deadline).await {
                 Err(SolveError::Failed(f)) if server_failure(&f) && self.engine.is_cut() => {
                     return Ok(Err(SolveError::ShuttingDown));

@@ -127,6 +127,10 @@ impl AppState {
             match record.map(|r| r.state) {
                 Some(TaskState::Ready(handout)) => return Ok(handout),
                 Some(TaskState::Failed(failure)) => return Err(SolveError::Failed(failure)),
+                // The task is left to another instance (`Engine::task`); so is its caller.
+                Some(TaskState::Pending) if self.engine.is_cut() => {
+                    return Err(SolveError::ShuttingDown);
+                }
                 Some(TaskState::Pending) => continue,
                 None => {
                     return Err(SolveError::Failed(SolveFailure::new(

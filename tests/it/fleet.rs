@@ -260,16 +260,39 @@ async fn a_redis_outage_degrades_and_recovers_without_a_restart() {
     );
 }
 
+/// How the gateway that solves the tasks stops.
+enum Stop {
+    /// `kill -9`: its run leases lapse.
+    Kill,
+    /// SIGTERM with a grace period shorter than the solves: it lets its run leases go.
+    Terminate,
+}
+
 /// Tasks submitted for later (`in.php`, `POST /v1/tasks`) on a gateway that is killed while it
 /// solves them: a read on another gateway (`res.php`, `GET /v1/tasks/{id}`) takes each task over
 /// once the killed one's run lease lapsed, and answers it from the provider task the killed one
 /// had submitted. The callers poll as usual and get their answers; the provider is paid once.
 #[tokio::test]
 async fn tasks_of_a_killed_gateway_are_taken_over_by_the_gateway_they_are_read_on() {
+    tasks_are_taken_over_where_they_are_read(Stop::Kill).await;
+}
+
+/// The same for a gateway stopped (a rolling restart) before its tasks' answers came: it leaves
+/// them to be taken over instead of failing them.
+#[tokio::test]
+async fn tasks_of_a_stopped_gateway_are_taken_over_by_the_gateway_they_are_read_on() {
+    tasks_are_taken_over_where_they_are_read(Stop::Terminate).await;
+}
+
+async fn tasks_are_taken_over_where_they_are_read(stop: Stop) {
     let redis = RedisServer::start();
     let sim = SimServer::start(LatencyRange::fixed(Duration::from_secs(4)), 100).await;
     let lease = "redis_lease_s = 2";
-    let mut a = GatewayProcess::start(&sim, &redis.url(), lease, 0.5).await;
+    let a_toml = match stop {
+        Stop::Kill => lease.to_owned(),
+        Stop::Terminate => format!("{lease}\nshutdown_grace_s = 1"),
+    };
+    let mut a = GatewayProcess::start(&sim, &redis.url(), &a_toml, 0.5).await;
     let b = GatewayProcess::start(&sim, &redis.url(), lease, 0.5).await;
     let http = client();
 
@@ -307,7 +330,14 @@ async fn tasks_of_a_killed_gateway_are_taken_over_by_the_gateway_they_are_read_o
         || async { sim.sim.stats().submits == 2 && redis.noted_provider_tasks().await == 2 },
     )
     .await;
-    a.kill().await;
+    match stop {
+        Stop::Kill => a.kill().await,
+        Stop::Terminate => {
+            a.terminate();
+            let exit = a.exited().await;
+            assert!(exit.success(), "a clean exit after SIGTERM: {exit:?}");
+        }
+    }
 
     // Polled on B the way clients poll: res.php until it is no longer CAPCHA_NOT_READY.
     let res_url = format!(
@@ -346,7 +376,17 @@ async fn tasks_of_a_killed_gateway_are_taken_over_by_the_gateway_they_are_read_o
     assert_eq!(
         sim.sim.stats().submits,
         2,
-        "both answers came from the provider tasks the killed gateway submitted"
+        "both answers came from the provider tasks the stopped gateway submitted"
+    );
+    assert_eq!(
+        metric_sum(
+            &http,
+            &b.base,
+            "captcha_gateway_upstream_tasks_adopted_total"
+        )
+        .await,
+        2,
+        "B adopted both provider tasks"
     );
     for token in [
         compat["request"].as_str().unwrap(),
