@@ -113,6 +113,7 @@ impl Gateway {
             pools,
             tenants,
             intake,
+            request_scoped: Arc::default(),
             callbacks: Callbacks::new(
                 settings.callbacks.clone(),
                 shutdown.token.clone(),

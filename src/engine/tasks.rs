@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use rand::Rng;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::takeover::{LOOK_FOR_RUNNER, ms, run_lease};
 use super::{Engine, Redo, SolveError, SolveFailure, TaskRecord, TaskState};
@@ -47,20 +48,43 @@ impl Engine {
         timeout: Duration,
         hold: impl Send + 'static,
     ) {
+        self.start_task_while(task_id, req, timeout, hold, CancellationToken::new());
+    }
+
+    /// [`Engine::start_task`] for a task that is wanted only until `wanted` fires (its last
+    /// caller left): it then ends at once with `ERROR_SERVER_ERROR`, giving up its place in its
+    /// target's demand like a caller that leaves.
+    pub fn start_task_while(
+        &self,
+        task_id: String,
+        req: SolveRequest,
+        timeout: Duration,
+        hold: impl Send + 'static,
+        wanted: CancellationToken,
+    ) {
         // In the submitting request's span: the solve's lines carry its request id.
         let engine = self.clone();
         let span = tracing::Span::current();
         let task = async move {
             let _hold = hold;
             let solve = engine.solve(req, Instant::now() + timeout);
-            let solved = match engine.run_lease_length() {
-                Some(length) => {
-                    tokio::select! {
-                        solved = solve => solved,
-                        () = engine.renew_run_lease(&task_id, length) => unreachable!("renews until the solve ends"),
+            let run = async {
+                match engine.run_lease_length() {
+                    Some(length) => {
+                        tokio::select! {
+                            solved = solve => solved,
+                            () = engine.renew_run_lease(&task_id, length) => unreachable!("renews until the solve ends"),
+                        }
                     }
+                    None => solve.await,
                 }
-                None => solve.await,
+            };
+            let solved = tokio::select! {
+                solved = run => solved,
+                () = wanted.cancelled() => Err(SolveError::Failed(SolveFailure::new(
+                    codes::SERVER_ERROR,
+                    "every caller waiting on the task left",
+                ))),
             };
             let state = match solved {
                 // Stopping is not the task's failure: with a shared store another instance

@@ -26,6 +26,9 @@ use crate::engine::{Handout, SolveError, SolveFailure, TaskState};
 use crate::model::{SolveRequest, now_ms};
 
 pub const HEADER: &str = "idempotency-key";
+/// `request` marks a key a balancer generated to move the call, not one its caller will come
+/// back with (`super::request_scoped`).
+pub const SCOPE_HEADER: &str = "idempotency-scope";
 /// Longest key accepted; a UUID is 36, Stripe's limit is 255.
 pub const MAX_KEY_LEN: usize = 255;
 /// How many times one call tries to bind a key another call keeps taking first.
@@ -37,6 +40,19 @@ pub struct IdemKey {
     scoped: String,
     /// Hex SHA-256 of the body as JSON with its keys sorted (whitespace and order do not matter).
     fingerprint: String,
+    /// Sent with `Idempotency-Scope: request`: a solve under it ends when its callers leave.
+    request_scoped: bool,
+}
+
+impl IdemKey {
+    /// This key for a task for later (`POST /v1/tasks`): such a task is meant to outlive its
+    /// request whatever the key's scope.
+    pub fn outliving_the_request(self) -> Self {
+        Self {
+            request_scoped: false,
+            ..self
+        }
+    }
 }
 
 fn bad_key(message: impl Into<String>) -> ApiError {
@@ -73,9 +89,19 @@ pub fn read(headers: &HeaderMap, tenant: &str, body: &[u8]) -> Result<Option<Ide
         .ok()
         .and_then(|v| serde_json::to_vec(&v).ok())
         .unwrap_or_else(|| body.to_vec());
+    let request_scoped = match headers.get(SCOPE_HEADER).map(|v| v.as_bytes()) {
+        None => false,
+        Some(b"request") => true,
+        Some(_) => {
+            return Err(bad_key(
+                "`Idempotency-Scope` is `request` (a key that names only this request) or absent",
+            ));
+        }
+    };
     Ok(Some(IdemKey {
         scoped: hex_digest(&[tenant.as_bytes(), key]),
         fingerprint: hex_digest(&[&canonical]),
+        request_scoped,
     }))
 }
 
@@ -164,6 +190,12 @@ impl AppState {
                 )
                 .await;
             match bound {
+                Ok(true) if key.request_scoped && self.in_process() => {
+                    let (wanted, forget) = self.request_scoped.track(&id);
+                    self.engine
+                        .start_task_while(id.clone(), req, timeout, (hold, forget), wanted);
+                    return Ok((id, true));
+                }
                 Ok(true) => {
                     let queue_key = format!("idem:{}", key.scoped);
                     let started = self
@@ -233,7 +265,9 @@ impl AppState {
                 }
             };
             // A task whose instance died or stopped is taken over by this wait (`Engine::task`
-            // looks every second).
+            // looks every second). Under a request-scoped key, the task this process runs ends
+            // if every caller waiting on it here leaves.
+            let _waiting = self.request_scoped.wait_on(&id);
             match self.wait_answer(tenant, &id, deadline).await {
                 Err(SolveError::Failed(f)) if server_failure(&f) && self.engine.is_cut() => {
                     return Ok(Err(SolveError::ShuttingDown));
@@ -270,6 +304,21 @@ mod tests {
     #[test]
     fn no_header_is_no_key() {
         assert_eq!(read(&HeaderMap::new(), "t", b"{}").unwrap(), None);
+    }
+
+    #[test]
+    fn a_scope_is_request_or_absent() {
+        let mut h = headers(&[b"k"]);
+        assert!(!read(&h, "t", b"{}").unwrap().unwrap().request_scoped);
+        h.insert(SCOPE_HEADER, HeaderValue::from_static("request"));
+        let key = read(&h, "t", b"{}").unwrap().unwrap();
+        assert!(key.request_scoped);
+        assert!(!key.outliving_the_request().request_scoped);
+        h.insert(SCOPE_HEADER, HeaderValue::from_static("forever"));
+        assert_eq!(
+            read(&h, "t", b"{}").unwrap_err().code,
+            "bad_idempotency_key"
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod outcome;
 mod parse_tests;
 mod pools;
 pub mod request_id;
+mod request_scoped;
 mod state;
 mod taskapi;
 mod tls;

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::error::ApiError;
-use super::idempotency::{self, Found};
+use super::idempotency::{self, Found, IdemKey};
 use super::input::{self, LimitedBody};
 use super::{AppState, BearerKey, Tenant};
 use crate::callback::Payload;
@@ -117,7 +117,7 @@ pub async fn create_task(
 ) -> Result<Response, ApiError> {
     let tenant = tenant(&state, &key)?;
     let mut native = parse_native(&body, state.limits.max_solve_timeout)?;
-    let idem = idempotency::read(&headers, &tenant.0, &body)?;
+    let idem = idempotency::read(&headers, &tenant.0, &body)?.map(IdemKey::outliving_the_request);
     // A one-chunk body is a slice of hyper's connection read buffer: holding it while the solve
     // waits would keep that buffer and make hyper allocate another (see listen.rs).
     drop(body);

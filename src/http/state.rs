@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::RequestMetrics;
+use super::request_scoped::RequestScoped;
 use super::{Admission, Auth, Intake};
 use crate::callback::Callbacks;
 use crate::engine::Engine;
@@ -66,4 +67,6 @@ pub struct AppState {
     pub callbacks: Arc<Callbacks>,
     /// Solve accepted work here, or hand it to the queue (`serve --queue`).
     pub intake: Intake,
+    /// Callers waiting on solves under request-scoped keys (`Idempotency-Scope: request`).
+    pub request_scoped: Arc<RequestScoped>,
 }

@@ -263,8 +263,9 @@ fn hostile_request(rng: &mut StdRng, http: &reqwest::Client, base: &str) -> Host
             req = req.header("authorization", v);
         }
     }
-    // Headers the gateway reads on its own: a key that binds a task, an id that reaches logs.
-    for header in ["idempotency-key", "x-request-id"] {
+    // Headers the gateway reads on its own: a key that binds a task (and its scope), an id that
+    // reaches logs.
+    for header in ["idempotency-key", "idempotency-scope", "x-request-id"] {
         if rng.random_bool(0.2) {
             if let Ok(v) = reqwest::header::HeaderValue::from_str(&value(rng)) {
                 req = req.header(header, v);

@@ -2,6 +2,7 @@
 //! package) in front of three gateway processes on one Redis and one simulator. The test changes
 //! only the lines the file marks `# address`, so what runs is the shipped file.
 
+mod leaving;
 mod scenarios;
 mod warmup;
 
