@@ -6,8 +6,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use captcha_gateway::model::now_ms;
-use captcha_gateway::sim::{Clock, LatencyRange, SimSettings};
+use captcha_gateway::sim::LatencyRange;
 use serde_json::{Value, json};
 
 use crate::support::eventually::eventually;
@@ -60,16 +59,7 @@ async fn a_gateway_refuses_with_429_once_callers_wait_for_the_fleets_only_thread
     // The simulator's time moves only when the test moves it: the first solve holds the fleet's
     // thread until the third caller has been refused, however slow the machine (a solve of a
     // few real seconds once ended first, under load).
-    let sim = SimServer::with_clock(
-        SimSettings {
-            threads: 100,
-            unsolvable_rate: 0.0,
-            ..SimSettings::default()
-        },
-        LatencyRange::fixed(Duration::from_secs(1)),
-        Clock::manual(now_ms()),
-    )
-    .await;
+    let sim = SimServer::stalled(100).await;
     let extra = "max_thread_waiters = 1";
     // One thread for the whole fleet; checks every second, so the poller's 20 checks outlast
     // the wait for the refusal.

@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use captcha_gateway::sim::{Clock, LatencyRange, SimSettings};
-
 use super::Nginx;
 use crate::support::eventually::eventually;
 use crate::support::fleet::{GatewayProcess, SimServer, client};
@@ -20,16 +18,7 @@ async fn nginx_named_solve_ends_when_its_caller_leaves_and_its_provider_task_ser
     let redis = RedisServer::start();
     // The provider's time moves only when the test moves it: the first caller's task is still
     // running when that caller leaves, however slow the machine.
-    let sim = SimServer::with_clock(
-        SimSettings {
-            threads: 100,
-            unsolvable_rate: 0.0,
-            ..SimSettings::default()
-        },
-        LatencyRange::fixed(Duration::from_secs(1)),
-        Clock::manual(captcha_gateway::model::now_ms()),
-    )
-    .await;
+    let sim = SimServer::stalled(100).await;
     // Checks every 2 s (then 4 s): the 20-check budget outlasts the test.
     let gateway = GatewayProcess::start_with_threads(
         &sim,

@@ -5,9 +5,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use captcha_gateway::model::{Kind, now_ms};
+use captcha_gateway::model::Kind;
 use captcha_gateway::queue::{NewTask, QueueSettings, ResultStatus};
-use captcha_gateway::sim::{Clock, LatencyRange, SimSettings};
+use captcha_gateway::sim::LatencyRange;
 use serde_json::json;
 
 use super::support::{
@@ -141,15 +141,7 @@ async fn queue_pause_past_the_lease_is_reclaimed_and_the_resumed_worker_writes_n
     let sim = SimServer::start(latency(3000, 3000), 100).await;
     // The paused worker's provider (same key, another simulator) stands still until the test
     // moves its clock, so its solve cannot end before it is paused.
-    let stalled = SimServer::with_clock(
-        SimSettings {
-            threads: 100,
-            ..SimSettings::default()
-        },
-        latency(1000, 1000),
-        Clock::manual(now_ms()),
-    )
-    .await;
+    let stalled = SimServer::stalled(100).await;
     let mut conn = raw(&redis.url()).await;
     let paused = WorkerProcess::start(
         worker_config(stalled.addr, &redis.url(), QUEUE_TOML),

@@ -8,8 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::process::Stdio;
 use std::time::Duration;
 
-use captcha_gateway::model::now_ms;
-use captcha_gateway::sim::{Clock, LatencyRange, SimSettings};
+use captcha_gateway::sim::LatencyRange;
 use redis::AsyncCommands;
 use serde_json::Value;
 
@@ -205,18 +204,7 @@ async fn a_frozen_seed_workers_tasks_are_finished_once_by_another() {
     // The frozen worker's provider (same key, another simulator) stands still until the test
     // moves its clock, so none of its solves ends before it is frozen (its deadline, the default
     // 180 s, is beyond every wait here). The other worker's provider answers by itself.
-    let stalled = SimServer::with_clock(
-        SimSettings {
-            threads: 500,
-            ..SimSettings::default()
-        },
-        LatencyRange {
-            min: Duration::from_secs(1),
-            max: Duration::from_secs(1),
-        },
-        Clock::manual(now_ms()),
-    )
-    .await;
+    let stalled = SimServer::stalled(500).await;
     let sim = SimServer::start(latency(), 500).await;
     let mut frozen = seed_worker(&stalled, &redis).await;
     let c = raw(&redis.url()).await;

@@ -36,6 +36,23 @@ impl SimServer {
         Self::with_clock(settings, latency, Clock::system()).await
     }
 
+    /// A simulator with `threads` whose time stands still until the test moves it
+    /// (`sim.clock().advance`): every task is ready 1 s of that time after its submit, so none
+    /// ends before the test says, however slow the machine.
+    pub async fn stalled(threads: u32) -> SimServer {
+        let settings = SimSettings {
+            threads,
+            ..SimSettings::default()
+        };
+        let latency = LatencyRange::fixed(Duration::from_secs(1));
+        Self::with_clock(
+            settings,
+            latency,
+            Clock::manual(captcha_gateway::model::now_ms()),
+        )
+        .await
+    }
+
     /// [`with_settings`](Self::with_settings) reading `clock`: on a [`Clock::manual`] no task is
     /// ready until the test moves it past the task's latency.
     pub async fn with_clock(
