@@ -1,5 +1,5 @@
 //! What the engine counts about the answers it hands out (docs/API.md "Metrics"): answers by
-//! source, solves that ended without one, and three delays by kind. Every caller of
+//! source, solves that ended without one, three delays by kind, and tasks taken over. Every caller of
 //! [`Engine::solve_at`](super::Engine::solve_at) counts here (the compatible and native APIs,
 //! the worker API, queue workers), once per handout.
 
@@ -39,6 +39,8 @@ pub struct EngineMetrics {
     error_codes: Arc<BoundedValues>,
     handout_seconds: KindSeconds,
     ready_to_caller_seconds: KindSeconds,
+    /// Tasks of an instance that died or stopped that this one took over.
+    pub(super) tasks_taken_over: Counter,
 }
 
 impl EngineMetrics {
@@ -87,6 +89,11 @@ impl EngineMetrics {
             "handout_seconds",
             "Time from a caller's request to the answer handed out",
             self.handout_seconds.family(),
+        );
+        registry.register(
+            "tasks_taken_over",
+            "Tasks of an instance that died or stopped before their answer came, taken over here",
+            self.tasks_taken_over.clone(),
         );
         registry.register(
             "ready_to_caller_seconds",

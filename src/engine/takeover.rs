@@ -74,10 +74,10 @@ impl Engine {
         tracing::info!(task = %task_id, "stopping before the task's answer came; left for another instance to take over");
     }
 
-    /// Takes over a pending task whose instance died (its run lease lapsed): binds the lease
-    /// (only one reader fleet-wide wins) and runs the task here until its own deadline, or ends
-    /// it if that has passed. Its upstream work is not paid twice: the claim this solve makes
-    /// adopts the provider task the dead instance had submitted.
+    /// Takes over a pending task whose instance died or stopped (its run lease lapsed or was let
+    /// go): binds the lease (only one reader fleet-wide wins) and runs the task here until its
+    /// own deadline, or ends it if that has passed. Its upstream work is not paid twice: the
+    /// claim this solve makes adopts the provider task the other instance had submitted.
     pub(super) async fn take_over_if_orphaned(&self, record: &TaskRecord) {
         let (Some(redo), Some(length)) = (&record.redo, self.run_lease_length()) else {
             return;
@@ -98,6 +98,7 @@ impl Engine {
         ) {
             return;
         }
+        self.metrics.tasks_taken_over.inc();
         let left = redo.deadline_at.saturating_sub(now_ms());
         let parsed = crate::compat::parse_native_value(redo.request.clone(), Duration::MAX);
         match parsed {

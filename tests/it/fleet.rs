@@ -388,6 +388,11 @@ async fn tasks_are_taken_over_where_they_are_read(stop: Stop) {
         2,
         "B adopted both provider tasks"
     );
+    assert_eq!(
+        metric_sum(&http, &b.base, "captcha_gateway_tasks_taken_over_total").await,
+        2,
+        "B took both tasks over"
+    );
     for token in [
         compat["request"].as_str().unwrap(),
         task["result"]["token"].as_str().unwrap(),
