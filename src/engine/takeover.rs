@@ -22,7 +22,7 @@ const MIN_RUN_LEASE: Duration = Duration::from_secs(15);
 /// of the record a long poll makes anyway.
 pub(super) const LOOK_FOR_RUNNER: Duration = Duration::from_secs(1);
 
-/// The binding that says a task's runner is alive.
+/// The binding that says a task's runner is alive, bound to the runner's instance id.
 pub(super) fn run_lease(task_id: &str) -> String {
     format!("run:{task_id}")
 }
@@ -46,16 +46,17 @@ impl Engine {
         let lease = run_lease(task_id);
         loop {
             tokio::time::sleep(length / 3).await;
+            let me = self.instance();
             let renewed = self
                 .store
-                .bind_key(&lease, Some("1"), "1", ms(length), now_ms())
+                .bind_key(&lease, Some(me), me, ms(length), now_ms())
                 .await;
             // Bound by nobody: the store restarted empty, or this process was away long enough
             // for it to lapse. Taken again unless another instance has it.
             if matches!(renewed, Ok(false)) {
                 let _ = self
                     .store
-                    .bind_key(&lease, None, "1", ms(length), now_ms())
+                    .bind_key(&lease, None, me, ms(length), now_ms())
                     .await;
             }
         }
@@ -66,10 +67,12 @@ impl Engine {
     /// cut solve handed back keeps its provider task for that instance to adopt. A lease that
     /// cannot be let go (the store away) lapses within its length instead.
     pub(super) async fn hand_back_task(&self, task_id: &str) {
-        // Rebound for a millisecond: the store call that lets go only of our own binding.
+        // Rebound for a millisecond: the store call that lets go only of our own binding (one
+        // another instance took while this one was paused stays theirs).
+        let me = self.instance();
         let _ = self
             .store
-            .bind_key(&run_lease(task_id), Some("1"), "1", 1, now_ms())
+            .bind_key(&run_lease(task_id), Some(me), me, 1, now_ms())
             .await;
         tracing::info!(task = %task_id, "stopping before the task's answer came; left for another instance to take over");
     }
@@ -92,7 +95,7 @@ impl Engine {
         let lease = run_lease(&record.id);
         if !matches!(
             self.store
-                .bind_key(&lease, None, "1", ms(length), now_ms())
+                .bind_key(&lease, None, self.instance(), ms(length), now_ms())
                 .await,
             Ok(true)
         ) {

@@ -137,7 +137,7 @@ impl Engine {
             // (the record cannot be written then either), and renewal binds it later.
             let _ = self
                 .store
-                .bind_key(&run_lease(&id), None, "1", ms(length), now_ms())
+                .bind_key(&run_lease(&id), None, self.instance(), ms(length), now_ms())
                 .await;
         }
         let record = TaskRecord {
