@@ -16,10 +16,6 @@ use crate::support::{KEY, metric_sum, solve};
 
 const MIN_REMAINING_MS: u64 = 10_000;
 
-async fn verify(http: &reqwest::Client, sim: &SimServer, token: &str) -> Value {
-    crate::support::verify_at(http, &format!("http://{}", sim.addr), token).await
-}
-
 fn target(i: usize) -> Value {
     match i % 5 {
         t @ 0..=2 => {
@@ -64,7 +60,7 @@ async fn three_gateways_serve_a_thousand_callers_once_fresh_and_exactly() {
             tokens.insert(token.to_owned()),
             "a token was handed out twice"
         );
-        let verdict = verify(&http, &sim, token).await;
+        let verdict = sim.verify(&http, token).await;
         assert_eq!(verdict["success"], true, "{verdict}");
         let lifetime = if v["kind"] == "turnstile" {
             300_000
@@ -144,7 +140,7 @@ async fn a_killed_gateways_claims_expire_and_its_waiting_demand_adopts_its_provi
         let (status, v) = w.await.unwrap();
         assert_eq!(status, 200, "{v}");
         assert_eq!(
-            verify(&http, &sim, v["token"].as_str().unwrap()).await["success"],
+            sim.verify(&http, v["token"].as_str().unwrap()).await["success"],
             true
         );
     }
@@ -195,7 +191,7 @@ async fn a_redis_outage_degrades_and_recovers_without_a_restart() {
     let (status, v) = solve(&http, &gw.base, body("6Le-outage", 30.0)).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(
-        verify(&http, &sim, v["token"].as_str().unwrap()).await["success"],
+        sim.verify(&http, v["token"].as_str().unwrap()).await["success"],
         true
     );
     let submitted = http
@@ -397,6 +393,6 @@ async fn tasks_are_taken_over_where_they_are_read(stop: Stop) {
         compat["request"].as_str().unwrap(),
         task["result"]["token"].as_str().unwrap(),
     ] {
-        assert_eq!(verify(&http, &sim, token).await["success"], true);
+        assert_eq!(sim.verify(&http, token).await["success"], true);
     }
 }

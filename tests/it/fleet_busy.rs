@@ -9,10 +9,10 @@ use std::time::Duration;
 use captcha_gateway::sim::LatencyRange;
 use serde_json::{Value, json};
 
+use crate::support::KEY;
 use crate::support::eventually::eventually;
 use crate::support::fleet::{GatewayProcess, SimServer, client};
 use crate::support::redis::RedisServer;
-use crate::support::{KEY, verify_at};
 
 fn body(n: usize) -> Value {
     json!({"kind": "recaptcha_v2", "sitekey": format!("6Le-busy-{n}"), "pageurl": "https://busy.example.com/"})
@@ -113,7 +113,7 @@ async fn a_gateway_refuses_with_429_once_callers_wait_for_the_fleets_only_thread
         let (status, _, answer) = call.await.unwrap();
         assert_eq!(status, 200, "caller {}: {answer}", n + 1);
         let token = answer["token"].as_str().expect("a token");
-        let verdict = verify_at(&http, &format!("http://{}", sim.addr), token).await;
+        let verdict = sim.verify(&http, token).await;
         assert_eq!(verdict["success"], true, "{verdict}");
     }
     assert_eq!(

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::support::fleet::{GatewayProcess, SimServer, client};
 use crate::support::redis::RedisServer;
-use crate::support::{KEY, TestGateway, fast_settings, verify_at};
+use crate::support::{KEY, TestGateway, fast_settings};
 
 fn body(sitekey: &str) -> Value {
     json!({"kind": "recaptcha_v2", "sitekey": sitekey, "pageurl": "https://idem.example.com/"})
@@ -79,7 +79,7 @@ async fn the_same_key_on_two_gateways_sharing_redis_is_one_upstream_task() {
         "one upstream task for eight calls"
     );
     let token = first["token"].as_str().expect("a token");
-    let verdict = verify_at(&http, &format!("http://{}", sim.addr), token).await;
+    let verdict = sim.verify(&http, token).await;
     assert_eq!(verdict["success"], true, "{verdict}");
 
     // The asynchronous API: one task id from both gateways, however often asked.
@@ -264,7 +264,7 @@ async fn killed_mid_solve(path: &'static str, answer_field: &str) {
         "the killed gateway's provider task answered: it was adopted, not submitted again"
     );
     let token = answer[answer_field].as_str().expect("a token");
-    let verdict = verify_at(&http, &format!("http://{}", sim.addr), token).await;
+    let verdict = sim.verify(&http, token).await;
     assert_eq!(verdict["success"], true, "{verdict}");
     let (_, again) = post(&http, &b.base, path, KEY, "killed-1", &solve).await;
     assert_eq!(

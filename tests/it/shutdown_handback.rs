@@ -80,9 +80,7 @@ async fn stop_a_while_b_waits_on_its_task(grace_s: f64) -> Run {
         .expect("B's caller is answered")
         .unwrap();
     let verdict = match reply["token"].as_str() {
-        Some(token) => {
-            crate::support::verify_at(&http, &format!("http://{}", sim.addr), token).await
-        }
+        Some(token) => sim.verify(&http, token).await,
         None => Value::Null,
     };
     Run {

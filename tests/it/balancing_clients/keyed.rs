@@ -11,11 +11,11 @@ use captcha_gateway_client::{Client, SolveRequest};
 use serde_json::Value;
 
 use crate::clients::python;
+use crate::support::KEY;
 use crate::support::eventually::eventually;
 use crate::support::fault_proxy::{FaultProxy, Mode};
 use crate::support::fleet::{GatewayProcess, SimServer};
 use crate::support::redis::RedisServer;
-use crate::support::{KEY, verify_at};
 
 async fn simulator(min_ms: u64, max_ms: u64) -> SimServer {
     let latency = LatencyRange {
@@ -187,12 +187,7 @@ async fn connection_reset(caller: Caller, sitekey: &'static str) {
         1,
         "{caller:?}: the retry joined the running task"
     );
-    let verdict = verify_at(
-        &reqwest::Client::new(),
-        &format!("http://{}", sim.addr),
-        &token,
-    )
-    .await;
+    let verdict = sim.verify(&reqwest::Client::new(), &token).await;
     assert_eq!(verdict["success"], true, "{verdict}");
     assert!(
         served[1 - running] > 0,
@@ -238,12 +233,7 @@ async fn shut_down(caller: Caller, sitekey: &'static str) {
     gateways[running].terminate();
 
     let (token, served) = call.await.expect("the keyed call is answered");
-    let verdict = verify_at(
-        &reqwest::Client::new(),
-        &format!("http://{}", sim.addr),
-        &token,
-    )
-    .await;
+    let verdict = sim.verify(&reqwest::Client::new(), &token).await;
     assert_eq!(verdict["success"], true, "{verdict}");
     assert!(served[1 - running] > 0, "{caller:?}: {served:?}");
     // The stopped gateway's task was cut, and its provider task answered on the other one: the

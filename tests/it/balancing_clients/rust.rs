@@ -132,7 +132,7 @@ async fn killed_and_restarted(strategy: Strategy) {
     );
     let http = reqwest::Client::new();
     for token in &tokens {
-        let v = crate::support::verify_at(&http, &format!("http://{}", sim.addr), token).await;
+        let v = sim.verify(&http, token).await;
         assert_eq!(v["success"], true, "{v}");
     }
     assert_eq!(sim.sim.stats().verify_ok, calls);

@@ -297,7 +297,7 @@ async fn res_php_keeps_a_polling_client_going_while_redis_is_paused() {
         .strip_prefix("OK|")
         .unwrap_or_else(|| panic!("res.php once Redis is back: {answer}"))
         .to_owned();
-    let verdict = crate::support::verify_at(&http, &format!("http://{}", sim.addr), &token).await;
+    let verdict = sim.verify(&http, &token).await;
     assert_eq!(verdict["success"], true, "{verdict}");
     assert_never_panicked(&log);
 }

@@ -7,7 +7,7 @@ use super::Nginx;
 use crate::support::eventually::eventually;
 use crate::support::fleet::{GatewayProcess, SimServer, client};
 use crate::support::redis::RedisServer;
-use crate::support::{metric_sum, solve, verify_at};
+use crate::support::{metric_sum, solve};
 
 /// A caller that leaves a solve NGINX named for it (it sent no key of its own) takes its demand
 /// with it, as it would without NGINX: the task ends, its admission slot comes back, and the
@@ -44,10 +44,13 @@ async fn nginx_named_solve_ends_when_its_caller_leaves_and_its_provider_task_ser
         async move { metric_sum(&http, &base, name).await }
     };
 
-    let leaving = tokio::spawn({
+    // A caller through NGINX, with no key of its own.
+    let call = || {
         let (http, base, body) = (http.clone(), nginx.base.clone(), body.clone());
-        async move { solve(&http, &base, body).await }
-    });
+        tokio::spawn(async move { solve(&http, &base, body).await })
+    };
+
+    let leaving = call();
     eventually(
         Duration::from_secs(30),
         "the first caller's submit",
@@ -66,10 +69,7 @@ async fn nginx_named_solve_ends_when_its_caller_leaves_and_its_provider_task_ser
     )
     .await;
 
-    let next = tokio::spawn({
-        let (http, base, body) = (http.clone(), nginx.base.clone(), body.clone());
-        async move { solve(&http, &base, body).await }
-    });
+    let next = call();
     eventually(
         Duration::from_secs(30),
         "the next caller to wait",
@@ -80,7 +80,7 @@ async fn nginx_named_solve_ends_when_its_caller_leaves_and_its_provider_task_ser
     let (status, answer) = next.await.unwrap();
     assert_eq!(status, 200, "{answer}");
     let token = answer["token"].as_str().expect("a token");
-    let verdict = verify_at(&http, &format!("http://{}", sim.addr), token).await;
+    let verdict = sim.verify(&http, token).await;
     assert_eq!(verdict["success"], true, "{verdict}");
     assert_eq!(
         sim.sim.stats().submits,

@@ -187,7 +187,7 @@ async fn nginx_loses_no_caller_when_a_gateway_is_killed_or_restarts_warming_up()
     );
     let tokens = outcomes.iter().filter_map(Outcome::token);
     for token in tokens {
-        let v = crate::support::verify_at(&http, &format!("http://{}", sim.addr), token).await;
+        let v = sim.verify(&http, token).await;
         assert_eq!(v["success"], true, "{v}");
     }
 }
@@ -295,7 +295,7 @@ async fn nginx_moves_a_solve_a_killed_gateway_had_started_and_the_provider_solve
     );
     for (_, body) in &outcomes {
         let token = body["token"].as_str().expect("a token");
-        let v = crate::support::verify_at(&http, &format!("http://{}", sim.addr), token).await;
+        let v = sim.verify(&http, token).await;
         assert_eq!(
             v["success"], true,
             "each answer is valid and handed out once: {v}"

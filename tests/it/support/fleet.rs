@@ -53,6 +53,11 @@ impl SimServer {
         .await
     }
 
+    /// The simulator's verdict on `token` (`/verify`: valid, already used, expired or unknown).
+    pub async fn verify(&self, http: &reqwest::Client, token: &str) -> serde_json::Value {
+        super::verify_at(http, &format!("http://{}", self.addr), token).await
+    }
+
     /// [`with_settings`](Self::with_settings) reading `clock`: on a [`Clock::manual`] no task is
     /// ready until the test moves it past the task's latency.
     pub async fn with_clock(
