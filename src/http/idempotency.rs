@@ -89,12 +89,13 @@ pub fn read(headers: &HeaderMap, tenant: &str, body: &[u8]) -> Result<Option<Ide
         .ok()
         .and_then(|v| serde_json::to_vec(&v).ok())
         .unwrap_or_else(|| body.to_vec());
-    let request_scoped = match headers.get(SCOPE_HEADER).map(|v| v.as_bytes()) {
-        None => false,
-        Some(b"request") => true,
-        Some(_) => {
+    let mut scopes = headers.get_all(SCOPE_HEADER).iter().map(|v| v.as_bytes());
+    let request_scoped = match (scopes.next(), scopes.next()) {
+        (None, _) => false,
+        (Some(b"request"), None) => true,
+        _ => {
             return Err(bad_key(
-                "`Idempotency-Scope` is `request` (a key that names only this request) or absent",
+                "`Idempotency-Scope` is one header `request` (a key that names only this request), or absent",
             ));
         }
     };
@@ -314,11 +315,26 @@ mod tests {
         let key = read(&h, "t", b"{}").unwrap().unwrap();
         assert!(key.request_scoped);
         assert!(!key.outliving_the_request().request_scoped);
-        h.insert(SCOPE_HEADER, HeaderValue::from_static("forever"));
+        h.append(SCOPE_HEADER, HeaderValue::from_static("request"));
         assert_eq!(
             read(&h, "t", b"{}").unwrap_err().code,
-            "bad_idempotency_key"
+            "bad_idempotency_key",
+            "sent twice"
         );
+        for bad in [
+            &b"forever"[..],
+            b"REQUEST",
+            b"request ",
+            b"",
+            "r\u{e9}quest".as_bytes(),
+        ] {
+            h.insert(SCOPE_HEADER, HeaderValue::from_bytes(bad).unwrap());
+            assert_eq!(
+                read(&h, "t", b"{}").unwrap_err().code,
+                "bad_idempotency_key",
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]
