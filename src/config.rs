@@ -133,6 +133,14 @@ struct FileConfig {
     redis_ca_file: Option<PathBuf>,
     /// Seconds a crashed instance's waiters and tasks stay counted (default 15).
     redis_lease_s: Option<f64>,
+    /// Run on a Redis whose `maxmemory-policy` evicts keys (refused by default).
+    redis_allow_eviction: Option<bool>,
+    /// Replicas that must hold a hand-out's write before its answer leaves (default 0).
+    redis_handout_replicas: Option<i64>,
+    /// The master's disk must hold a hand-out's write before its answer leaves (default false).
+    redis_handout_fsync: Option<bool>,
+    /// Seconds a hand-out waits for that before its answer is withheld (default 1).
+    redis_handout_wait_s: Option<f64>,
     min_remaining_s: Option<f64>,
     keep_query: Option<bool>,
     task_timeout_s: Option<f64>,
@@ -649,6 +657,28 @@ fn redis_settings(
     }
     if let Some(path) = &file.redis_ca_file {
         settings.target.ca_pem = Some(redis_ca(path, &settings.target.urls)?);
+    }
+    settings.allow_eviction = file.redis_allow_eviction.unwrap_or(false);
+    if let Some(n) = file.redis_handout_replicas {
+        settings.durability.replicas =
+            u32::try_from(n).ok().filter(|n| *n <= 16).ok_or_else(|| {
+                bad(
+                    "redis_handout_replicas",
+                    format!("{n} is out of range"),
+                    "use 0 (do not wait for replicas) to 16, at most the replicas each master has",
+                )
+            })?;
+    }
+    settings.durability.fsync = file.redis_handout_fsync.unwrap_or(false);
+    if let Some(s) = file.redis_handout_wait_s {
+        settings.durability.wait = secs_up_to("redis_handout_wait_s", s, 60.0)?;
+        if settings.durability.wait < Duration::from_millis(1) {
+            return Err(bad(
+                "redis_handout_wait_s",
+                format!("{s:?} seconds is less than a millisecond"),
+                "give 0.001 to 60 seconds (WAIT's timeout counts in milliseconds; 0 would wait forever)",
+            ));
+        }
     }
     Ok(Some(settings))
 }

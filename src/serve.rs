@@ -364,6 +364,14 @@ async fn open_store(
     let store = RedisStore::connect(redis, shutdown.cut.clone())
         .await
         .map_err(|e| StartError::Store(e.to_string()))?;
+    // Read when Redis answered now; otherwise each reading later logs what is wrong as an error.
+    if let Some(p) = store.problems().into_iter().next() {
+        return Err(StartError::Config(ConfigError {
+            setting: p.setting.into(),
+            problem: p.problem,
+            fix: p.fix,
+        }));
+    }
     if !store.ping().await {
         if settings.engine.store_required {
             return Err(StartError::Store(

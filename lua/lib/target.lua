@@ -23,14 +23,19 @@
 -- ARGV[5] poolable: '1' | '0' | '' (not known to the caller: as recorded in stats)
 -- ARGV[6] '' in production; a time in ms only for a store set to an explicit clock (tests of
 --         the store's promises on a clock they control)
--- ARGV[7..] the script's own arguments.
+-- ARGV[7] when the operation was issued (ms, Redis time as its instance last read it, never
+--         later than the truth), or '' when its instance does not know Redis's time yet
+-- ARGV[8..] the script's own arguments. The prelude takes ARGV[7] out of the table, so each
+--         script reads its own arguments from ARGV[7] on (its header numbers them so).
 --
 -- Every time is Redis server time (TIME), so instance clocks do not matter (issue 9, defect 6).
 -- Answers arrive as their remaining life in ms and are stamped with an expiry in Redis time.
 -- Mail: "A|<expires_at>|<answer json>" (an answer) or "F|<failure json>" (a terminal failure).
 --
 -- Operations whose reply may be lost call `replay()` first and end with `done(reply)`: run again
--- under the same op id, they return the recorded reply and change nothing (issue 9, defect 2).
+-- under the same op id, they return the recorded reply and change nothing. Run again after its
+-- record may have expired, an operation refuses (error `CGEXPIRED`) instead of running afresh:
+-- its first run may have happened and been seen by others.
 
 local pool, waiters, wlease, inflight = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local mbox, mlease, stats = KEYS[5], KEYS[6], KEYS[7]
@@ -38,9 +43,14 @@ local opkey, fin, gone = KEYS[8], KEYS[9], KEYS[10]
 local notes, orphans, adopted = KEYS[11], KEYS[12], KEYS[13]
 local op_ttl, min_rem = tonumber(ARGV[1]), tonumber(ARGV[2])
 local mail_ttl, lease = tonumber(ARGV[3]), tonumber(ARGV[4])
+local issued = tonumber(table.remove(ARGV, 7))
 
 local now = clock(ARGV[6])
 local min_expiry = now + min_rem
+
+-- How much older than its record's lifetime an operation may be before it refuses to run: room
+-- for clocks of Cluster nodes that differ by a little (the issue time may come from another node).
+local EXPIRY_MARGIN = 2000
 
 -- Poolability is recorded by every caller that knows the target's kind, so scripts run by an
 -- instance that does not (mail passed on after its deadline) still never pool a GeeTest answer.
@@ -53,7 +63,15 @@ end
 
 local function replay()
   local rec = redis.call('GET', opkey)
-  if rec then return cjson.decode(rec) end
+  if rec then
+    -- A write, so a `WAIT` sent after this replay covers the first run's effects too; and the
+    -- record lives on as long as it is still being asked for.
+    redis.call('PEXPIRE', opkey, op_ttl)
+    return cjson.decode(rec)
+  end
+  if issued and now - issued >= op_ttl - EXPIRY_MARGIN then
+    return redis.error_reply('CGEXPIRED operation older than its record may live')
+  end
   return nil
 end
 

@@ -16,7 +16,7 @@ use prometheus_client::registry::Registry;
 use super::{Engine, Handout, SolveError, Store};
 use crate::model::{Kind, now_ms};
 use crate::telemetry::bounded::BoundedValues;
-use crate::telemetry::collect::{Label, gauges};
+use crate::telemetry::collect::{Label, counters, gauges};
 use crate::telemetry::metrics::KindSeconds;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -120,6 +120,34 @@ impl Collector for StoreUp {
             "store_up",
             "1 while the store answers (the embedded store always), 0 while it is unreachable",
             [(row, u64::from(!self.0.degraded()))],
+        )?;
+        let Some(r) = self.0.server_report() else {
+            return Ok(());
+        };
+        let none: [Label; 0] = [];
+        counters(
+            &mut encoder,
+            "store_operations_retried",
+            "Store operations sent again after their reply was lost",
+            [(none.clone(), r.operations_retried)],
+        )?;
+        counters(
+            &mut encoder,
+            "store_operations_expired",
+            "Store operations refused by Redis because their record may have expired (not run again)",
+            [(none.clone(), r.operations_expired)],
+        )?;
+        counters(
+            &mut encoder,
+            "store_handouts_withheld",
+            "Answers not handed out because Redis did not confirm the hand-out durable in time",
+            [(none.clone(), r.handouts_withheld)],
+        )?;
+        gauges(
+            &mut encoder,
+            "store_handouts_confirmed",
+            "1 while hand-outs are confirmed durable as configured (always 1 with it off)",
+            [(none, u64::from(r.handouts_confirmed))],
         )
     }
 }

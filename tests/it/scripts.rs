@@ -24,6 +24,8 @@ struct Target {
     id: &'static str,
     /// `Some(ms)`: the scripts' explicit clock; `None`: Redis `TIME`.
     clock: Option<u64>,
+    /// When the operations were issued (`None`: not known, never refused as too old).
+    issued: Option<u64>,
     poolable: &'static str,
 }
 
@@ -34,6 +36,7 @@ impl Target {
             conn: client.get_multiplexed_async_connection().await.unwrap(),
             id,
             clock: Some(10_000_000),
+            issued: None,
             poolable: "1",
         }
     }
@@ -43,6 +46,17 @@ impl Target {
     }
 
     async fn run(&mut self, file: &str, op: &str, args: &[&str]) -> Vec<Value> {
+        self.try_run(file, op, args)
+            .await
+            .unwrap_or_else(|e| panic!("{file}.lua: {e}"))
+    }
+
+    async fn try_run(
+        &mut self,
+        file: &str,
+        op: &str,
+        args: &[&str],
+    ) -> redis::RedisResult<Vec<Value>> {
         let body = std::fs::read_to_string(format!("lua/{file}.lua")).unwrap();
         let script = target_script(&body);
         let mut inv = script.prepare_invoke();
@@ -62,13 +76,12 @@ impl Target {
             .arg(30_000)
             .arg(LEASE)
             .arg(self.poolable)
-            .arg(self.clock.map(|c| c.to_string()).unwrap_or_default());
+            .arg(self.clock.map(|c| c.to_string()).unwrap_or_default())
+            .arg(self.issued.map(|t| t.to_string()).unwrap_or_default());
         for a in args {
             inv.arg(*a);
         }
-        inv.invoke_async::<Vec<Value>>(&mut self.conn)
-            .await
-            .unwrap_or_else(|e| panic!("{file}.lua: {e}"))
+        inv.invoke_async::<Vec<Value>>(&mut self.conn).await
     }
 
     async fn zset(&mut self, name: &str) -> Vec<(String, f64)> {
@@ -540,4 +553,121 @@ async fn a_note_for_a_claim_no_longer_in_flight_is_not_kept() {
         .await;
     assert_eq!(t.note("c1", "T1").await, 0);
     assert!(t.hash("notes").await.is_empty());
+}
+
+/// A retry that comes after its operation's record may have expired (its process was paused
+/// longer than the record lives) must not run afresh: the first run may have handed the token
+/// to a waiter already. The script compares the operation's issue time with Redis time and
+/// refuses; a retry whose record is still there answers from it however old it is.
+#[tokio::test]
+async fn an_operation_older_than_its_record_refuses_to_run_afresh() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "expired-op").await;
+    let now = t.clock.unwrap();
+    // Issued ten minutes ago: the record's lifetime in this harness.
+    let long_ago = Some(now - 600_000);
+    t.arrive("a1", "i:1", "c1").await;
+    let first = t
+        .finish_answer("f1", "c1", 60_000, "{\"text\":\"X\"}")
+        .await;
+    assert_eq!(strings(&first[1..]), ["i:1"]);
+
+    // Its record still there, the retry answers from it.
+    t.issued = long_ago;
+    let again = t
+        .finish_answer("f1", "c1", 60_000, "{\"text\":\"X\"}")
+        .await;
+    assert_eq!(again, first);
+
+    // The record gone (expired): the same retry is refused and changes nothing.
+    let _: () = redis::cmd("DEL")
+        .arg(t.key("op:f1"))
+        .query_async(&mut t.conn)
+        .await
+        .unwrap();
+    t.issued = None;
+    t.arrive("a2", "i:2", "c2").await;
+    t.issued = long_ago;
+    let refused = t
+        .try_run(
+            "finish",
+            "f1",
+            &["c1", "A", "60000", "{\"text\":\"X\"}", "r"],
+        )
+        .await
+        .expect_err("an expired retry is refused");
+    assert_eq!(refused.code(), Some("CGEXPIRED"), "{refused}");
+    assert_eq!(t.mbox().await.len(), 1, "the token is in one mailbox only");
+    assert_eq!(
+        t.members("waiters").await,
+        ["i:2"],
+        "the second caller still waits"
+    );
+    assert!(t.zset("pool").await.is_empty(), "nor is it pooled");
+
+    // A fresh operation of the same age is refused too (its process paused before sending
+    // it); one issued a little earlier than the record's lifetime runs.
+    let late = t.try_run("put", "p1", &["60000", "{\"text\":\"Y\"}"]).await;
+    assert_eq!(late.unwrap_err().code(), Some("CGEXPIRED"));
+    t.issued = Some(now - 500_000);
+    t.run("put", "p2", &["60000", "{\"text\":\"Y\"}"]).await;
+    assert_eq!(
+        t.mbox().await.len(),
+        2,
+        "the put reached the waiting caller"
+    );
+}
+
+/// `WAIT` confirms the writes made earlier on its connection; a replay that only read its
+/// record would leave the first run (made on another connection, before a reconnect)
+/// unconfirmed. So a replay writes: it renews the record.
+#[tokio::test]
+async fn a_replayed_operation_writes_so_a_wait_after_it_covers_the_first_run() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "replay-writes").await;
+    t.arrive("a1", "i:1", "c1").await;
+    let _: () = redis::cmd("PEXPIRE")
+        .arg(t.key("op:a1"))
+        .arg(5_000)
+        .query_async(&mut t.conn)
+        .await
+        .unwrap();
+    t.arrive("a1", "i:1", "c1").await;
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(t.key("op:a1"))
+        .query_async(&mut t.conn)
+        .await
+        .unwrap();
+    assert!(
+        ttl > 500_000,
+        "the replay renewed the record (PTTL {ttl} ms)"
+    );
+}
+
+/// A take whose write was not confirmed durable is given back: the mail is in the waiter's
+/// mailbox again with a fresh deadline, and a later take gets it.
+#[tokio::test]
+async fn untaken_mail_is_back_in_the_mailbox_for_the_next_take() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "untake").await;
+    t.arrive("a1", "i:1", "c1").await;
+    t.finish_answer("f1", "c1", 60_000, "{\"text\":\"X\"}")
+        .await;
+    let arrived = "10000000";
+    let taken = t.run("take", "t1", &["i:1", arrived]).await;
+    let mail = strings(&taken[1..2]).remove(0);
+    assert!(t.mbox().await.is_empty());
+    assert_eq!(t.members("gone").await, ["i:1"]);
+    t.clock = Some(t.clock.unwrap() + 20_000);
+    t.run("untake", "u1", &["i:1", &mail]).await;
+    assert_eq!(t.mbox().await, [("i:1".to_owned(), mail.clone())]);
+    assert!(t.members("gone").await.is_empty());
+    let deadline = t.zset("mlease").await;
+    assert_eq!(
+        deadline,
+        [("i:1".to_owned(), (t.clock.unwrap() + 30_000) as f64)]
+    );
+    let again = t.run("take", "t2", &["i:1", arrived]).await;
+    assert_eq!(int(&again[0]), 1);
+    assert_eq!(strings(&again[1..2]), [mail]);
 }

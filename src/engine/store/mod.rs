@@ -312,4 +312,10 @@ pub trait Store: Send + Sync + 'static {
     async fn retire(&self, now: Millis, keep: &HashSet<String>) -> Result<usize, StoreError>;
 
     async fn figures(&self) -> Result<Vec<TargetFigures>, StoreError>;
+
+    /// What a shared store knows of the servers under it and of the operations it could not
+    /// be sure of; `None` for the embedded store.
+    fn server_report(&self) -> Option<redis::ServerReport> {
+        None
+    }
 }

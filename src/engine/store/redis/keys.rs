@@ -35,6 +35,11 @@ pub fn retire_keys(target_id: &str) -> Vec<String> {
     keys
 }
 
+/// What the durable hand-out prober writes and waits for on a target's slot (`durable.rs`).
+pub fn probe(target_id: &str) -> String {
+    format!("cg:{{t:{target_id}}}:probe")
+}
+
 pub fn mbox(target_id: &str) -> String {
     format!("cg:{{t:{target_id}}}:mbox")
 }

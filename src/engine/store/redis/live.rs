@@ -170,6 +170,8 @@ impl Inner {
             .arg(ms(s.lease))
             .arg("")
             .arg(clock)
+            // No issue time: retiring twice is harmless, so it keeps no record.
+            .arg("")
             .arg(ms(s.target_idle));
         let reply = inv.invoke_async::<Vec<Value>>(&mut conn).await;
         match self.seen(reply).map(split_reply) {

@@ -8,13 +8,16 @@
 
 mod askers;
 mod budget;
+mod clock;
 mod conn;
+mod durable;
 mod fanout;
 mod keys;
 mod live;
 mod mail;
 mod ops;
 mod scripts;
+mod server;
 mod shared;
 mod single;
 mod takeover;
@@ -23,6 +26,8 @@ mod wake;
 
 pub use budget::RedisBudget;
 pub use conn::{Conn, RedisTarget};
+pub use durable::Durability;
+pub use server::{ServerFacts, ServerProblem};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -74,6 +79,10 @@ pub struct RedisSettings {
     /// promises can be checked on a clock the test controls. Never set in production, where
     /// instance clocks must not matter.
     pub explicit_clock: bool,
+    /// Run on a server whose `maxmemory-policy` evicts keys (refused at start otherwise).
+    pub allow_eviction: bool,
+    /// What a hand-out waits for before its answer leaves the gateway (`durable.rs`).
+    pub durability: Durability,
 }
 
 impl RedisSettings {
@@ -106,6 +115,11 @@ impl RedisSettings {
             // Covers a Sentinel or Cluster failover (tens of seconds) with room to spare.
             unknown_retry: Duration::from_secs(5 * 60),
             explicit_clock: false,
+            // Evicting keys breaks the promises silently; running anyway must be a choice.
+            allow_eviction: false,
+            // Off: a hand-out costs one round trip, as a single server without persistence
+            // needs (docs/REDIS.md says which faults each setting covers).
+            durability: Durability::default(),
         }
     }
 }
@@ -123,13 +137,51 @@ struct Inner {
     healthy: AtomicBool,
     /// Targets this process registered in `cg:targets`, and when (see `live.rs`).
     known: Mutex<HashMap<String, Millis>>,
-    /// The single server's `run_id` last seen: a change means it restarted (`ops.rs`).
+    /// Every master's `run_id` last seen: a change means one restarted or was replaced
+    /// (`ops.rs`).
     epoch: Mutex<Option<String>>,
+    /// What the servers were when last read (`server.rs`), for `/v1/status`.
+    facts: Mutex<Option<ServerFacts>>,
+    /// Redis's time as this instance reads it, to stamp operations (`clock.rs`).
+    redis_clock: clock::RedisClock,
+    /// Hand-outs' own connections and their confirmation, when durable hand-outs are on.
+    durable: Option<Arc<durable::Durable>>,
+    counters: Counters,
     /// The latest caller time, for a store on an explicit clock (`ops.rs`).
     clock: AtomicU64,
     next_id: AtomicU64,
     /// Reusable targets this instance leads, whose locks the renewer extends.
     leads: takeover::Leads,
+}
+
+/// What `/v1/status` shows of the Redis store (docs/API.md "Status") and `/metrics` counts.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ServerReport {
+    /// The servers as last read; `None` before Redis was ever reached.
+    pub server: Option<ServerFacts>,
+    /// What is wrong with them for this gateway's settings (also logged as errors).
+    pub problems: Vec<String>,
+    /// Replicas a hand-out waits for (`redis_handout_replicas`).
+    pub handout_replicas: u32,
+    /// Whether a hand-out waits for the master's disk (`redis_handout_fsync`).
+    pub handout_fsync: bool,
+    /// False while hand-outs cannot be confirmed (callers are solved alone meanwhile).
+    pub handouts_confirmed: bool,
+    /// Answers withheld because their hand-out was not confirmed in time, since start.
+    pub handouts_withheld: u64,
+    /// Operations sent again after their reply was lost, since start.
+    pub operations_retried: u64,
+    /// Operations a script refused because their record may have expired, since start.
+    pub operations_expired: u64,
+}
+
+/// What became of operations whose outcome was unknown.
+#[derive(Default)]
+struct Counters {
+    /// Operations sent again after their reply was lost.
+    retried: AtomicU64,
+    /// Operations a script refused because their record may have expired.
+    expired: AtomicU64,
 }
 
 fn unavailable(e: redis::RedisError) -> StoreError {
@@ -179,6 +231,14 @@ impl RedisStore {
             use rand::Rng;
             format!("{:016x}", rand::rng().random::<u64>())
         };
+        let durable = match settings.durability.is_on() {
+            true => Some(Arc::new(
+                durable::Durable::open(settings.durability, &settings.target)
+                    .await
+                    .map_err(unavailable)?,
+            )),
+            false => None,
+        };
         let inner = Arc::new(Inner {
             conn,
             tasks: tasks::Tasks::new(settings.retention, settings.pending_ttl),
@@ -188,14 +248,31 @@ impl RedisStore {
             healthy: AtomicBool::new(true),
             known: Mutex::default(),
             epoch: Mutex::default(),
+            facts: Mutex::default(),
+            redis_clock: clock::RedisClock::default(),
+            durable,
+            counters: Counters::default(),
             clock: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
             leads: takeover::Leads::default(),
         });
-        inner.current_epoch().await;
+        inner.read_server().await;
+        if let Some(durable) = &inner.durable {
+            tokio::spawn(durable::prober(durable.clone(), shutdown.clone()));
+        }
         tokio::spawn(inbox_reader(inner.clone(), blocking, shutdown.clone()));
         tokio::spawn(renewer(inner.clone(), shutdown));
         Ok(RedisStore { inner })
+    }
+
+    /// What keeps the gateway from running on the servers as last read: an evicting policy not
+    /// allowed, a durability setting they cannot honour. Empty when they could not be read.
+    pub fn problems(&self) -> Vec<ServerProblem> {
+        let s = &self.inner.settings;
+        self.inner
+            .facts()
+            .map(|f| f.problems(s.allow_eviction, &s.durability))
+            .unwrap_or_default()
     }
 
     /// Whether Redis answers a `PING` now.
@@ -213,6 +290,35 @@ impl RedisStore {
 impl Inner {
     fn conn(&self) -> Conn {
         self.conn.clone()
+    }
+
+    /// Reads the servers (their facts and epoch) and Redis's clock; logs what is wrong with them
+    /// when that changed.
+    async fn read_server(&self) {
+        if self.redis_clock.sync(&self.conn).await.is_err() {
+            return;
+        }
+        self.current_epoch().await;
+    }
+
+    fn facts(&self) -> Option<ServerFacts> {
+        self.facts.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Keeps the servers' facts; a problem that appeared since the last reading (a failover to
+    /// a server set up otherwise) is logged as an error once.
+    fn note_facts(&self, facts: ServerFacts) {
+        let s = &self.settings;
+        let new = facts.problems(s.allow_eviction, &s.durability);
+        let mut kept = self.facts.lock().unwrap_or_else(|e| e.into_inner());
+        let old = kept
+            .as_ref()
+            .map(|f| f.problems(s.allow_eviction, &s.durability))
+            .unwrap_or_default();
+        for p in new.iter().filter(|p| !old.contains(p)) {
+            tracing::error!(setting = p.setting, "{}; {}", p.problem, p.fix);
+        }
+        *kept = Some(facts);
     }
 
     /// A fresh id of this instance: `<instance>:<prefix><n>`.
@@ -266,7 +372,8 @@ impl Store for RedisStore {
     }
 
     fn degraded(&self) -> bool {
-        !self.inner.healthy.load(Ordering::Relaxed)
+        let unconfirmed = self.inner.durable.as_ref().is_some_and(|d| !d.ok());
+        !self.inner.healthy.load(Ordering::Relaxed) || unconfirmed
     }
 
     async fn arrive(
@@ -478,5 +585,25 @@ impl Store for RedisStore {
 
     async fn figures(&self) -> Result<Vec<TargetFigures>, StoreError> {
         self.inner.live_figures().await
+    }
+
+    fn server_report(&self) -> Option<ServerReport> {
+        let inner = &self.inner;
+        let s = &inner.settings;
+        let durable = inner.durable.as_deref();
+        Some(ServerReport {
+            problems: self
+                .problems()
+                .into_iter()
+                .map(|p| format!("{}: {}", p.setting, p.problem))
+                .collect(),
+            server: inner.facts(),
+            handout_replicas: s.durability.replicas,
+            handout_fsync: s.durability.fsync,
+            handouts_confirmed: durable.is_none_or(|d| d.ok()),
+            handouts_withheld: durable.map_or(0, |d| d.withheld()),
+            operations_retried: inner.counters.retried.load(Ordering::Relaxed),
+            operations_expired: inner.counters.expired.load(Ordering::Relaxed),
+        })
     }
 }

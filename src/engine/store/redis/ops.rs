@@ -1,4 +1,4 @@
-//! Running target scripts when a reply can be lost (issue 9, defect 2).
+//! Running target scripts when a reply can be lost.
 //!
 //! A script whose reply never arrives (a timeout, a dropped connection, Redis paused) may or may
 //! not have run, and on Cluster redis-rs may send it twice. So every operation that hands
@@ -7,17 +7,22 @@
 //! nothing. A caller whose outcome is unknown retries the same operation until it is known, and
 //! never acts on a guess.
 //!
-//! Two limits, both on the side of losing rather than doubling: retries stop after
-//! [`RedisSettings::unknown_retry`] (well inside the record's lifetime), and they stop at once
-//! when a single server's `run_id` changed (it restarted, maybe empty: the record may be gone
-//! while the first run's effects were already seen by others).
+//! Retries stop, on the side of losing rather than doubling:
+//! - after [`RedisSettings::unknown_retry`] (well inside the record's lifetime);
+//! - when the script finds the operation older than its record may live (it carries the Redis
+//!   time it was issued at, so a process that paused between two tries cannot run it afresh);
+//! - when a master's `run_id` changed (it restarted, maybe empty, or a replica took its place:
+//!   the record may be gone while the first run's effects were already seen by others), or
+//!   when it cannot be read to tell.
+//!
+//! [`RedisSettings::unknown_retry`]: super::RedisSettings::unknown_retry
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use redis::{RedisError, Script, Value};
 use tokio::time::Instant;
 
-use super::conn::Conn;
 use super::{Inner, keys, ms};
 use crate::engine::store::StoreError;
 
@@ -39,9 +44,15 @@ impl From<OpError> for StoreError {
 }
 
 /// Whether an error proves the script never ran: the connection was refused, or Redis answered
-/// with an error instead of running it (loading, busy, a Cluster redirection it could not follow).
+/// with an error instead of running it (loading, busy, a Cluster redirection it could not follow,
+/// or the script refusing an operation older than its record).
 fn never_ran(e: &RedisError) -> bool {
     e.is_connection_refusal() || !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped())
+}
+
+/// The error a target script answers when an operation is older than its record may live.
+fn expired(e: &RedisError) -> bool {
+    e.code() == Some("CGEXPIRED")
 }
 
 /// Whether a target script is poolable: '1', '0', or '' (as recorded in the target's stats).
@@ -80,6 +91,12 @@ pub(super) struct Op<'a> {
     /// How long its reply is kept, when shorter than the store's `op_ttl`; its retries stop
     /// at half of it.
     pub ttl: Option<Duration>,
+    /// When it was issued, in Redis time as this instance reads it (`clock.rs`); `None` before
+    /// the first reading, and then it is never retried.
+    pub issued: Option<u64>,
+    /// Its reply may hand an answer out: with durable hand-outs its write is confirmed first
+    /// (`durable.rs`).
+    pub handout: bool,
 }
 
 impl Op<'_> {
@@ -97,6 +114,18 @@ impl Op<'_> {
         self.ttl = Some(ttl);
         self
     }
+
+    pub fn handout(mut self) -> Self {
+        self.handout = true;
+        self
+    }
+}
+
+/// A script's reply and whether the write it made is confirmed as durable hand-outs require
+/// (always true for a script that hands nothing out, or with durable hand-outs off).
+pub(super) struct Ran {
+    pub values: Vec<Value>,
+    pub confirmed: bool,
 }
 
 impl Inner {
@@ -117,6 +146,8 @@ impl Inner {
             now: None,
             min_remaining: None,
             ttl: None,
+            issued: self.redis_clock.now(),
+            handout: false,
         }
     }
 
@@ -150,33 +181,48 @@ impl Inner {
         }
     }
 
-    async fn attempt(&self, op: &Op<'_>) -> redis::RedisResult<Vec<Value>> {
+    async fn attempt(&self, op: &Op<'_>) -> redis::RedisResult<Ran> {
         let mut inv = op.script.prepare_invoke();
         for key in keys::target_keys(op.target_id, &op.id) {
             inv.key(key);
         }
         let s = &self.settings;
-        let clock = match s.explicit_clock {
-            true => op.now.unwrap_or_else(|| self.local_now()).to_string(),
-            false => String::new(),
+        let (clock, issued) = match s.explicit_clock {
+            true => {
+                let now = op.now.unwrap_or_else(|| self.local_now());
+                (now.to_string(), op.issued.unwrap_or(now).to_string())
+            }
+            false => (
+                String::new(),
+                op.issued.map(|t| t.to_string()).unwrap_or_default(),
+            ),
         };
         inv.arg(ms(op.ttl.unwrap_or(s.op_ttl)))
             .arg(op.min_remaining.unwrap_or_else(|| ms(s.min_remaining)))
             .arg(ms(s.mail_ttl))
             .arg(ms(s.lease))
             .arg(op.pk.arg())
-            .arg(clock);
+            .arg(clock)
+            .arg(issued);
         for a in &op.args {
             inv.arg(a);
         }
+        if let (true, Some(durable)) = (op.handout, &self.durable) {
+            let (values, confirmed) = durable.run(&inv).await?;
+            return Ok(Ran { values, confirmed });
+        }
         let mut conn = self.conn();
-        inv.invoke_async::<Vec<Value>>(&mut conn).await
+        let values = inv.invoke_async::<Vec<Value>>(&mut conn).await?;
+        Ok(Ran {
+            values,
+            confirmed: true,
+        })
     }
 
     /// Runs `op` once, for scripts that are safe to run twice (reads, renewals, retirement).
     pub(super) async fn run_once(&self, op: &Op<'_>) -> Result<Vec<Value>, StoreError> {
         let r = self.attempt(op).await;
-        self.seen(r)
+        self.seen(r).map(|ran| ran.values)
     }
 
     /// Runs `op` until its outcome is known: the reply of its one run, or [`OpError::NotRun`]
@@ -184,13 +230,23 @@ impl Inner {
     /// out or Redis restarted; `patient: false` gives it after the first unknown attempt
     /// (the caller then finishes with [`Inner::resolve`]).
     pub(super) async fn run(&self, op: &Op<'_>, patient: bool) -> Result<Vec<Value>, OpError> {
+        self.run_handout(op, patient).await.map(|ran| ran.values)
+    }
+
+    /// [`run`](Self::run), also telling whether a hand-out's write is confirmed.
+    pub(super) async fn run_handout(&self, op: &Op<'_>, patient: bool) -> Result<Ran, OpError> {
         let epoch = self.epoch();
         match self.attempt(op).await {
-            Ok(v) => {
+            Ok(ran) => {
                 let _ = self.seen(Ok(()));
-                Ok(v)
+                Ok(ran)
             }
-            Err(e) if never_ran(&e) => Err(OpError::NotRun(self.seen::<()>(Err(e)).unwrap_err())),
+            Err(e) if never_ran(&e) => {
+                if expired(&e) {
+                    self.counters.expired.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(OpError::NotRun(self.seen::<()>(Err(e)).unwrap_err()))
+            }
             Err(e) => {
                 let e = self.seen::<()>(Err(e)).unwrap_err();
                 if !patient {
@@ -202,12 +258,19 @@ impl Inner {
     }
 
     /// Retries `op`, whose first run's outcome is unknown, until the outcome is known. `epoch` is
-    /// the server's `run_id` from before that first run.
-    pub(super) async fn resolve(
-        &self,
-        op: &Op<'_>,
-        epoch: Option<String>,
-    ) -> Result<Vec<Value>, OpError> {
+    /// every master's `run_id` from before that first run.
+    pub(super) async fn resolve(&self, op: &Op<'_>, epoch: Option<String>) -> Result<Ran, OpError> {
+        let gone = |why: &str| {
+            tracing::warn!("{why}; not repeating an operation whose outcome is unknown");
+            Err(OpError::Unknown(StoreError::Unavailable(format!(
+                "{why}; outcome unknown"
+            ))))
+        };
+        let (Some(before), Some(_)) = (epoch, op.issued) else {
+            // Without both, neither a restart nor an expired record could be told apart from a
+            // first run.
+            return gone("redis was never read before this operation");
+        };
         let horizon = match op.ttl {
             Some(ttl) => (ttl / 2).min(self.settings.unknown_retry),
             None => self.settings.unknown_retry,
@@ -217,56 +280,61 @@ impl Inner {
         loop {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(1));
-            if let (Some(before), Some(now)) = (&epoch, self.current_epoch().await) {
-                if *before != now {
-                    tracing::warn!(
-                        "redis restarted while an operation's outcome was unknown; not repeating it"
-                    );
-                    return Err(OpError::Unknown(StoreError::Unavailable(
-                        "redis restarted; outcome unknown".into(),
-                    )));
-                }
+            if Instant::now() >= give_up {
+                tracing::warn!("an operation's outcome stayed unknown; giving up");
+                return Err(OpError::Unknown(StoreError::Unavailable(
+                    "outcome unknown".into(),
+                )));
             }
+            // Run again only where the record can still be: the same masters as before.
+            match self.current_epoch().await {
+                Some(now) if now == before => {}
+                Some(_) => return gone("a redis master restarted or was replaced"),
+                None => continue,
+            }
+            self.counters.retried.fetch_add(1, Ordering::Relaxed);
             let r = self.attempt(op).await;
-            match self.seen(r) {
-                Ok(v) => return Ok(v),
-                Err(e) if Instant::now() >= give_up => {
-                    tracing::warn!(error = %e, "an operation's outcome stayed unknown; giving up");
-                    return Err(OpError::Unknown(e));
+            match r {
+                Err(e) if expired(&e) => {
+                    self.counters.expired.fetch_add(1, Ordering::Relaxed);
+                    let _ = self.seen::<()>(Ok(()));
+                    return gone("the operation outlived its record");
                 }
-                Err(_) => {}
+                r => {
+                    if let Ok(ran) = self.seen(r) {
+                        return Ok(ran);
+                    }
+                }
             }
         }
     }
 
-    /// The `run_id` last seen for a single server (a Cluster has one per node: `None`).
+    /// Every master's `run_id` as last read (`None` before the first reading).
     pub(super) fn epoch(&self) -> Option<String> {
         self.epoch.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Asks a single server for its `run_id` now, and records it. When it changed, the server
-    /// restarted: targets this instance registered may be gone, so they are registered again on
-    /// their next use.
+    /// Reads the servers now (`server.rs`) and records what they are: their epoch, the facts
+    /// `/v1/status` shows, how hand-outs are confirmed. When a master restarted or was
+    /// replaced, targets this instance registered may be gone, so they are registered again on
+    /// their next use. `None` when Redis cannot be read.
     pub(super) async fn current_epoch(&self) -> Option<String> {
-        let Conn::Single(_) = &self.conn else {
-            return None;
-        };
-        let mut conn = self.conn();
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query_async(&mut conn)
-            .await
-            .ok()?;
-        let run_id = info
-            .lines()
-            .find_map(|l| l.strip_prefix("run_id:"))
-            .map(|id| id.trim().to_owned())?;
-        let mut epoch = self.epoch.lock().unwrap_or_else(|e| e.into_inner());
-        if epoch.as_ref().is_some_and(|before| *before != run_id) {
-            tracing::warn!("redis restarted; registering live targets again");
-            self.known.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let facts = super::server::read(&self.conn).await.ok()?;
+        let now = facts.epoch();
+        {
+            let mut epoch = self.epoch.lock().unwrap_or_else(|e| e.into_inner());
+            if epoch.as_ref().is_some_and(|before| *before != now) {
+                tracing::warn!(
+                    "a redis master restarted or was replaced; registering live targets again"
+                );
+                self.known.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            }
+            *epoch = Some(now.clone());
         }
-        *epoch = Some(run_id.clone());
-        Some(run_id)
+        if let Some(durable) = &self.durable {
+            durable.update(Some(&facts));
+        }
+        self.note_facts(facts);
+        Some(now)
     }
 }

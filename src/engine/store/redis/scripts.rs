@@ -47,6 +47,7 @@ pub static COUNTS: LazyLock<Script> = target_script!("counts.lua");
 pub static COVER: LazyLock<Script> = target_script!("cover.lua");
 pub static RETIRE: LazyLock<Script> = target_script!("retire.lua");
 pub static TAKE: LazyLock<Script> = target_script!("take.lua");
+pub static UNTAKE: LazyLock<Script> = target_script!("untake.lua");
 pub static RENEW: LazyLock<Script> = target_script!("renew.lua");
 pub static NOTE: LazyLock<Script> = target_script!("note.lua");
 pub static ANNOUNCE: LazyLock<Script> = script!("announce.lua");

@@ -96,15 +96,16 @@ pub(super) async fn arrive(
         )
         .at(now)
         .min_remaining(min_remaining_ms)
-        .ttl(ARRIVAL_RECORD);
+        .ttl(ARRIVAL_RECORD)
+        .handout();
     let epoch = inner.epoch();
-    let values = match inner.run(&op, false).await {
-        Ok(v) => v,
+    let ran = match inner.run_handout(&op, false).await {
+        Ok(ran) => ran,
         Err(e) => {
             inner.local.take_waiter(&waiter.0);
             if let OpError::Unknown(_) = e {
                 let (inner, target, waiter) = (inner.clone(), target.clone(), waiter.0.clone());
-                let (args, id) = (op.args.clone(), op.id.clone());
+                let (args, id, issued) = (op.args.clone(), op.id.clone(), op.issued);
                 tokio::spawn(async move {
                     let op = super::ops::Op {
                         script: &scripts::ARRIVE,
@@ -115,15 +116,20 @@ pub(super) async fn arrive(
                         now: Some(now),
                         min_remaining: Some(min_remaining_ms),
                         ttl: Some(ARRIVAL_RECORD),
+                        issued,
+                        handout: true,
                     };
-                    if let Ok(values) = inner.resolve(&op, epoch).await {
-                        inner.undo_arrival(&target, &waiter, &claim, values).await;
+                    if let Ok(ran) = inner.resolve(&op, epoch).await {
+                        inner
+                            .undo_arrival(&target, &waiter, &claim, ran.values)
+                            .await;
                     }
                 });
             }
             return Err(e.into());
         }
     };
+    let values = ran.values;
     let code = int(values.first());
     let arrived = u64::try_from(int(values.get(1))).unwrap_or(0);
     let woken = split_reply_all(values.iter().skip(4).cloned().collect());
@@ -133,7 +139,15 @@ pub(super) async fn arrive(
             let json = text(values.get(2));
             let answer: Answer = serde_json::from_str(&json)
                 .map_err(|e| StoreError::Unavailable(format!("unreadable pooled answer: {e}")))?;
-            Arrival::Pooled(restamp(answer, int(values.get(3)), at))
+            let answer = restamp(answer, int(values.get(3)), at);
+            if !ran.confirmed {
+                inner.withhold(target, answer, at).await;
+                inner.notify(&target.id, woken).await;
+                return Err(StoreError::Unavailable(
+                    "a pool take was not confirmed durable in time".into(),
+                ));
+            }
+            Arrival::Pooled(answer)
         }
         2 => {
             inner.local.set_arrived(&waiter.0, arrived);
@@ -153,6 +167,18 @@ pub(super) async fn arrive(
 }
 
 impl Inner {
+    /// An answer taken out of Redis for a caller whose hand-out could not be confirmed: it goes
+    /// back (to the oldest waiter, else the pool), where it is once whether the take survives a
+    /// failover or not, and hand-outs count as unconfirmed until a probe says otherwise.
+    pub(super) async fn withhold(&self, target: &Target, answer: Answer, now: Millis) {
+        if let Some(durable) = &self.durable {
+            durable.unconfirmed(super::keys::probe(&target.id));
+        }
+        if let Err(e) = self.put(target, answer, now).await {
+            tracing::warn!(error = %e, "could not put back an answer whose hand-out was withheld");
+        }
+    }
+
     /// An arrival the caller did not wait for: whatever it was given goes back.
     async fn undo_arrival(&self, target: &Target, waiter: &str, claim: &str, values: Vec<Value>) {
         let woken = split_reply_all(values.iter().skip(4).cloned().collect());

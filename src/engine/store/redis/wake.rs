@@ -12,6 +12,7 @@ use super::conn::Conn;
 use super::fanout::{self, instance_of};
 use super::ops::Pk;
 use super::{Inner, keys, mail, ms, poolable, scripts, single, split_reply, split_reply_all};
+use crate::engine::store::StoreError;
 use crate::model::{Answer, now_ms};
 
 impl Inner {
@@ -53,17 +54,27 @@ impl Inner {
             Some(at) if !fanout::is_follower(waiter) => at.to_string(),
             _ => String::new(),
         };
-        let op = self.op(
+        let follower = fanout::is_follower(waiter);
+        if !follower && self.durable.as_ref().is_some_and(|d| !d.ok()) {
+            // Hand-outs cannot be confirmed now: the mail stays, and the renewer's look for mail
+            // of this instance's waiters takes it once they can.
+            return Vec::new();
+        }
+        let mut op = self.op(
             &scripts::TAKE,
             target_id,
             Pk::AsRecorded,
             vec![waiter.to_owned(), arrived],
         );
-        let Ok(values) = self.run(&op, true).await else {
+        // A reusable answer is shared anyway: only a single-use one is a hand-out to confirm.
+        if !follower {
+            op = op.handout();
+        }
+        let Ok(ran) = self.run_handout(&op, true).await else {
             // Unknown after every retry: the mail's deadline passes it on if it is still there.
             return Vec::new();
         };
-        let (code, rest) = split_reply(values);
+        let (code, rest) = split_reply(ran.values);
         if code != 1 {
             // No mail (taken or passed on), or a stale answer: the waiter is back in the queue.
             return Vec::new();
@@ -72,6 +83,10 @@ impl Inner {
             [m, left, ..] => (m, left.parse::<i64>().unwrap_or(0)),
             _ => return Vec::new(),
         };
+        if !ran.confirmed {
+            self.untake(target_id, waiter, mail_text).await;
+            return Vec::new();
+        }
         let Some(delivery) = mail::decode(mail_text) else {
             tracing::warn!("unreadable mail dropped");
             return Vec::new();
@@ -108,6 +123,22 @@ impl Inner {
                 .map(|w| (target_id.to_owned(), w))
                 .collect(),
             Err(_) => Vec::new(),
+        }
+    }
+}
+
+impl Inner {
+    /// Mail taken for `waiter` whose take was not confirmed durable in time goes back to its
+    /// mailbox (`untake.lua`): it is there once whether the take survives a failover or not,
+    /// and this instance takes it again once hand-outs are confirmed.
+    async fn untake(&self, target_id: &str, waiter: &str, mail: &str) {
+        if let Some(durable) = &self.durable {
+            durable.unconfirmed(keys::probe(target_id));
+        }
+        let args = vec![waiter.to_owned(), mail.to_owned()];
+        let op = self.op(&scripts::UNTAKE, target_id, Pk::AsRecorded, args);
+        if let Err(e) = self.run(&op, true).await {
+            tracing::warn!(error = %StoreError::from(e), "could not give back mail whose hand-out was withheld");
         }
     }
 }
@@ -172,7 +203,7 @@ pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
             continue;
         }
         inner.renew_shared().await;
-        inner.current_epoch().await;
+        inner.read_server().await;
         for (target_id, (target, waiters, claims)) in inner.local.by_target() {
             // Registered again if Redis restarted empty (the epoch check forgot what was known).
             let _ = inner.note_target(&target, now_ms()).await;
