@@ -48,9 +48,9 @@ local issued = tonumber(table.remove(ARGV, 7))
 local now = clock(ARGV[6])
 local min_expiry = now + min_rem
 
--- How much older than its record's lifetime an operation may be before it refuses to run: room
--- for clocks of Cluster nodes that differ by a little (the issue time may come from another node).
-local EXPIRY_MARGIN = 2000
+-- How much sooner than its record's lifetime an operation refuses to run: room for the clocks of
+-- Cluster nodes to differ a little (its issue time may have been read from another node).
+local expiry_margin = math.min(2000, math.floor(op_ttl / 4))
 
 -- Poolability is recorded by every caller that knows the target's kind, so scripts run by an
 -- instance that does not (mail passed on after its deadline) still never pool a GeeTest answer.
@@ -69,7 +69,7 @@ local function replay()
     redis.call('PEXPIRE', opkey, op_ttl)
     return cjson.decode(rec)
   end
-  if issued and now - issued >= op_ttl - EXPIRY_MARGIN then
+  if issued and now - issued >= op_ttl - expiry_margin then
     return redis.error_reply('CGEXPIRED operation older than its record may live')
   end
   return nil

@@ -199,6 +199,7 @@ pub async fn report(i: Inputs<'_>) -> StatusReport {
             ready_to_caller: percentiles(&sum.ready_to_caller),
         },
         errors: errors(&sum, Duration::from_millis(i.mine.window_ms)),
+        redis: i.state.engine.store().server_report(),
     }
 }
 

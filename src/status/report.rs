@@ -29,6 +29,11 @@ pub struct StatusReport {
     pub queue: Option<QueueRow>,
     pub latency: Latency,
     pub errors: Vec<ErrorRow>,
+    /// The Redis servers under the store (version, eviction policy, persistence, replicas), how
+    /// hand-outs are confirmed, and operations the store could not be sure of; `None` with the
+    /// embedded store.
+    #[serde(default)]
+    pub redis: Option<crate::engine::store::redis::ServerReport>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -196,7 +196,7 @@ pub struct RedisCluster {
 }
 
 /// `redis-cli -p <port> <args>`'s output, empty when the node does not answer.
-fn cli(port: u16, args: &[&str]) -> String {
+pub fn cli(port: u16, args: &[&str]) -> String {
     Command::new("redis-cli")
         .args(["-p", &port.to_string()])
         .args(args)

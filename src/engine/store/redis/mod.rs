@@ -147,6 +147,8 @@ struct Inner {
     /// Hand-outs' own connections and their confirmation, when durable hand-outs are on.
     durable: Option<Arc<durable::Durable>>,
     counters: Counters,
+    /// Set once `connect` returned: later readings log what is wrong with the servers.
+    started: AtomicBool,
     /// The latest caller time, for a store on an explicit clock (`ops.rs`).
     clock: AtomicU64,
     next_id: AtomicU64,
@@ -252,11 +254,13 @@ impl RedisStore {
             redis_clock: clock::RedisClock::default(),
             durable,
             counters: Counters::default(),
+            started: AtomicBool::new(false),
             clock: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
             leads: takeover::Leads::default(),
         });
         inner.read_server().await;
+        inner.started.store(true, Ordering::Relaxed);
         if let Some(durable) = &inner.durable {
             tokio::spawn(durable::prober(durable.clone(), shutdown.clone()));
         }
@@ -315,7 +319,9 @@ impl Inner {
             .as_ref()
             .map(|f| f.problems(s.allow_eviction, &s.durability))
             .unwrap_or_default();
-        for p in new.iter().filter(|p| !old.contains(p)) {
+        // The reading made while connecting is the start's to refuse (`serve`'s one line).
+        let quiet = !self.started.load(Ordering::Relaxed);
+        for p in new.iter().filter(|p| !quiet && !old.contains(p)) {
             tracing::error!(setting = p.setting, "{}; {}", p.problem, p.fix);
         }
         *kept = Some(facts);

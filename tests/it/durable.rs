@@ -1,0 +1,260 @@
+//! What Redis can undo, at the `Store` seam on real servers: a hand-out whose write a replica
+//! never confirmed (durable hand-outs withhold it and give it back), a retry that comes after
+//! its operation's record expired (refused, never run afresh), and a restarted master that
+//! retries must recognise on a Cluster as on a single server.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use captcha_gateway::engine::store::redis::{Durability, RedisSettings, RedisStore};
+use captcha_gateway::engine::store::{Arrival, Store, TaskOutcome, WaiterId};
+use captcha_gateway::model::{Answer, SolveRequest, Target, TargetPolicy, now_ms};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::eventually::eventually;
+use crate::support::fault_proxy::{FaultProxy, Mode};
+use crate::support::redis::{RedisCluster, RedisServer};
+
+const MIN_REMAINING: u64 = 10_000;
+const SOON: Duration = Duration::from_secs(20);
+static NEXT: AtomicU64 = AtomicU64::new(1);
+
+fn target(name: &str) -> Target {
+    let req = SolveRequest::recaptcha_v2(
+        "6Le-durable",
+        format!(
+            "https://durable.example/{name}/{}",
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ),
+    );
+    Target::of(&req, TargetPolicy::default())
+}
+
+fn answer() -> Answer {
+    let now = now_ms();
+    Answer {
+        text: format!("tok-{}", NEXT.fetch_add(1, Ordering::Relaxed)),
+        user_agent: None,
+        solved_at: now,
+        expires_at: now + 120_000,
+        upstream: None,
+    }
+}
+
+fn waiter(store: &dyn Store) -> WaiterId {
+    WaiterId::new(store.instance(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A master and its replica, in sync.
+fn master_and_replica() -> (RedisServer, RedisServer) {
+    let master = RedisServer::start();
+    let port = master.port.to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let synced = || {
+        let info = crate::support::redis::cli(replica.port, &["info", "replication"]);
+        info.contains("master_link_status:up")
+    };
+    let start = std::time::Instant::now();
+    while !synced() {
+        assert!(start.elapsed() < SOON, "the replica never synced");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (master, replica)
+}
+
+async fn store_with(url: String, tune: impl FnOnce(&mut RedisSettings)) -> Arc<RedisStore> {
+    let mut settings = RedisSettings::new(vec![url], false);
+    settings.lease = Duration::from_millis(1_500);
+    tune(&mut settings);
+    Arc::new(
+        RedisStore::connect(settings, CancellationToken::new())
+            .await
+            .expect("redis store"),
+    )
+}
+
+fn waiting_on_one_replica(s: &mut RedisSettings) {
+    s.durability = Durability {
+        replicas: 1,
+        fsync: false,
+        wait: Duration::from_millis(200),
+    };
+}
+
+/// A pooled answer whose take the replica has not confirmed (it is frozen) is not handed out:
+/// the caller is told the store is away (it solves alone), the answer is back in the pool, and
+/// hand-outs count as unconfirmed until a probe confirms again. Without the setting the same
+/// take is handed out at once: the write a failover to that replica would undo.
+#[tokio::test]
+async fn a_pool_take_a_replica_has_not_confirmed_is_withheld_and_given_back() {
+    let (master, replica) = master_and_replica();
+    let durable = store_with(master.url(), waiting_on_one_replica).await;
+    let plain = store_with(master.url(), |_| {}).await;
+    let (t, plain_t) = (target("pool"), target("plain"));
+    durable.put(&t, answer(), now_ms()).await.unwrap();
+    plain.put(&plain_t, answer(), now_ms()).await.unwrap();
+
+    replica.pause();
+    let arrival = durable
+        .arrive(&t, &waiter(&*durable), now_ms(), MIN_REMAINING)
+        .await;
+    assert!(
+        arrival.is_err(),
+        "an unconfirmed pool take is not a hand-out"
+    );
+    let counts = durable.counts(&t, now_ms(), MIN_REMAINING).await.unwrap();
+    assert_eq!(counts.pooled, 1, "the answer is back in the pool");
+    let report = durable.server_report().unwrap();
+    assert_eq!(report.handouts_withheld, 1);
+    assert!(!report.handouts_confirmed);
+    assert!(durable.degraded(), "callers are solved alone meanwhile");
+    let unconfirmed = plain
+        .arrive(&plain_t, &waiter(&*plain), now_ms(), MIN_REMAINING)
+        .await
+        .unwrap();
+    assert!(
+        matches!(unconfirmed, Arrival::Pooled(_)),
+        "without the setting the take is handed out before any replica has it"
+    );
+
+    replica.resume();
+    eventually(SOON, "hand-outs confirmed again", || async {
+        !durable.degraded()
+    })
+    .await;
+    let arrival = durable
+        .arrive(&t, &waiter(&*durable), now_ms(), MIN_REMAINING)
+        .await
+        .unwrap();
+    assert!(
+        matches!(arrival, Arrival::Pooled(_)),
+        "now it is handed out"
+    );
+    assert!(durable.server_report().unwrap().handouts_confirmed);
+}
+
+/// Mail whose take the replica has not confirmed stays in the waiter's mailbox, and reaches the
+/// waiter (once) when the replica is back.
+#[tokio::test]
+async fn mail_a_replica_has_not_confirmed_reaches_its_caller_once_it_is() {
+    let (master, replica) = master_and_replica();
+    let store = store_with(master.url(), waiting_on_one_replica).await;
+    let t = target("mail");
+    let w = waiter(&*store);
+    let Arrival::Start(mut rx, claim) =
+        store.arrive(&t, &w, now_ms(), MIN_REMAINING).await.unwrap()
+    else {
+        panic!("the first caller starts a task");
+    };
+
+    replica.pause();
+    let token = answer();
+    store
+        .finish(
+            &t,
+            &claim,
+            TaskOutcome::Answer(token.clone()),
+            true,
+            now_ms(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        rx.try_recv().ok(),
+        None,
+        "not handed over before the take is confirmed"
+    );
+    assert_eq!(store.server_report().unwrap().handouts_withheld, 1);
+    let mut conn = redis::Client::open(master.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mbox: Vec<(String, String)> = redis::cmd("HGETALL")
+        .arg(format!("cg:{{t:{}}}:mbox", t.id))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(mbox.len(), 1, "the mail is back in the mailbox: {mbox:?}");
+
+    replica.resume();
+    let got = tokio::time::timeout(SOON, &mut rx)
+        .await
+        .expect("the caller gets its mail once hand-outs are confirmed")
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.text, token.text);
+}
+
+/// A retry of `finish` that comes after the operation's record expired (this process was frozen
+/// between two tries, longer than the record lives) used to run afresh and place the same
+/// token a second time. The script now sees the operation is older than its record can be and
+/// refuses: the outcome stays unknown, and the token is in one place only.
+#[tokio::test(flavor = "current_thread")]
+async fn a_retry_after_a_pause_longer_than_its_record_does_not_run_afresh() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(([127, 0, 0, 1], redis.port).into()).await;
+    let op_ttl = Duration::from_secs(4);
+    let store = store_with(format!("redis://127.0.0.1:{}/", proxy.port()), |s| {
+        s.op_ttl = op_ttl;
+        s.target.response_timeout = Duration::from_millis(500);
+    })
+    .await;
+    let t = target("stall");
+    let w = waiter(&*store);
+    let Arrival::Start(_rx, claim) = store.arrive(&t, &w, now_ms(), MIN_REMAINING).await.unwrap()
+    else {
+        panic!("the first caller starts a task");
+    };
+
+    proxy.set(Mode::DropReplies);
+    let finishing = {
+        let (store, t) = (store.clone(), t.clone());
+        tokio::spawn(async move {
+            store
+                .finish(&t, &claim, TaskOutcome::Answer(answer()), true, now_ms())
+                .await
+        })
+    };
+    eventually(SOON, "the finish ran and its reply was lost", || async {
+        proxy.swallowed() > 0
+    })
+    .await;
+    proxy.set(Mode::Pass);
+    // The whole process frozen (this test's only thread blocked) past the record's life.
+    std::thread::sleep(op_ttl + Duration::from_secs(1));
+
+    let outcome = finishing.await.unwrap();
+    assert!(outcome.is_err(), "the outcome stays unknown: {outcome:?}");
+    let counts = store.counts(&t, now_ms(), MIN_REMAINING).await.unwrap();
+    assert_eq!(counts.pooled, 0, "the token was not placed a second time");
+    let report = store.server_report().unwrap();
+    assert!(report.operations_expired >= 1, "{report:?}");
+}
+
+/// A Cluster master restarted (empty, inside the node timeout, so no failover) changes the
+/// epoch retries compare: its `run_id` is read from every master, not only from a single
+/// server as before.
+#[tokio::test]
+async fn a_restarted_cluster_master_is_recognised() {
+    let mut cluster = RedisCluster::start();
+    let mut settings =
+        RedisSettings::new(cluster.urls().split(',').map(str::to_owned).collect(), true);
+    settings.lease = Duration::from_millis(1_500);
+    let store = RedisStore::connect(settings, CancellationToken::new())
+        .await
+        .unwrap();
+    let before = store.server_report().unwrap().server.unwrap().run_ids;
+    assert_eq!(before.len(), 3, "one run_id per master: {before:?}");
+    cluster.nodes[0].restart();
+    eventually(SOON, "the restarted master's new run_id", || async {
+        let now = store
+            .server_report()
+            .and_then(|r| r.server)
+            .map(|s| s.run_ids)
+            .unwrap_or_default();
+        now.len() == 3 && now != before
+    })
+    .await;
+}
