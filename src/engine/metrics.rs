@@ -143,6 +143,12 @@ impl Collector for StoreUp {
             "Answers not handed out because Redis did not confirm the hand-out durable in time",
             [(none.clone(), r.handouts_withheld)],
         )?;
+        counters(
+            &mut encoder,
+            "store_callers_released",
+            "Waiting callers solved alone because their answer could not be handed out durably",
+            [(none.clone(), r.callers_released)],
+        )?;
         gauges(
             &mut encoder,
             "store_handouts_confirmed",

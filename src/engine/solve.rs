@@ -290,7 +290,8 @@ impl Engine {
                 rx
             }
             Arrival::Start(rx, claim) => {
-                self.start_single_use(target.clone(), req, poolable, claim, priority, None);
+                let task = req.clone();
+                self.start_single_use(target.clone(), task, poolable, claim, priority, None);
                 rx
             }
         };
@@ -301,7 +302,12 @@ impl Engine {
             rx: Some(rx),
             poolable,
         };
-        let delivery = guard.wait(deadline).await?;
+        let delivery = match guard.wait(deadline).await {
+            // The store let this caller go (it cannot hand its answer out safely now): solved
+            // alone, as when the store is away.
+            Err(SolveError::Unavailable) => return self.degraded(req, deadline, priority).await,
+            waited => waited?,
+        };
         delivery
             .map(|answer| {
                 super::trace::handed(&answer, Source::Solved);

@@ -82,6 +82,11 @@ async fn run(engine: Engine, pools: Arc<Pools>, token: CancellationToken) {
 
 /// One pass: starts every pool's whole deficit at once. Returns how many refills started.
 pub(crate) async fn top_up(engine: &Engine, pools: &Pools, now: Instant) -> u64 {
+    // A store that cannot hand answers out now (unreachable, or hand-outs not confirmed durable)
+    // gets no refills: no caller could take them before they expire.
+    if engine.store().degraded() {
+        return 0;
+    }
     let max_backoff = pools.settings().max_backoff;
     let mut started = 0;
     for pool in pools.list() {

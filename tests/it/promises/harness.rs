@@ -2,11 +2,12 @@
 //! and callers spread over whichever gateways are live, each caller's handout recorded for the
 //! history check.
 
+use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use captcha_gateway::model::now_ms;
+use captcha_gateway::model::{Kind, now_ms};
 use captcha_gateway::sim::{LatencyRange, SimSettings};
 use serde_json::{Value, json};
 use tokio::process::Child;
@@ -26,6 +27,13 @@ pub const CALLER_TIMEOUT_S: f64 = 25.0;
 pub const HTTP_SLACK: Duration = Duration::from_secs(3);
 /// Pool size of each pooled target.
 pub const POOL_SIZE: u64 = 4;
+/// The gateways' `min_remaining_s` (its default): life an answer must have left when handed out.
+pub const MIN_REMAINING_S: u64 = 10;
+/// The life of every answer of the scenarios (reCAPTCHA v2 and Turnstile, at the simulator and
+/// in the gateways): just above `min_remaining`, so an answer handed out more than
+/// `LIFETIME_S - MIN_REMAINING_S` seconds after it was ready breaks the history check, where
+/// the real lifetimes (minutes) would let any stale hand-out of a short scenario pass.
+pub const LIFETIME_S: u64 = 20;
 /// Bound on waits for the rig itself (a gateway exiting, load building up): only ends a hang.
 pub const SOON: Duration = Duration::from_secs(30);
 
@@ -107,8 +115,15 @@ pub struct Fleet {
     pub http: reqwest::Client,
     pub gateways: Vec<Option<Gateway>>,
     live: Arc<Mutex<Vec<(usize, String)>>>,
-    pools: bool,
+    pub pools: bool,
     extra_toml: String,
+    /// When the fleet started: pools restock once per answer's usable life from then.
+    pub started: Instant,
+    /// When each gateway the scenario stopped or killed was signalled (Unix ms): only its
+    /// callers that ended after that may have an error.
+    pub signalled: Mutex<HashMap<usize, u64>>,
+    /// How long every answer lives ([`LIFETIME_S`] unless the scenario says otherwise).
+    pub lifetime_s: u64,
 }
 
 impl Fleet {
@@ -127,14 +142,29 @@ impl Fleet {
         pools: bool,
         wrappers: &[&[&str]],
     ) -> Fleet {
-        let sim = SimServer::with_settings(
-            SimSettings {
-                threads: 5000,
-                ..SimSettings::default()
-            },
-            latency,
-        )
-        .await;
+        Self::start_lived(redis_url, latency, extra_toml, pools, wrappers, LIFETIME_S).await
+    }
+
+    /// [`start_wrapped`](Self::start_wrapped) with answers living `lifetime_s` (a scenario whose
+    /// fault outlasts [`LIFETIME_S`]'s usable life on purpose).
+    pub async fn start_lived(
+        redis_url: &str,
+        latency: LatencyRange,
+        extra_toml: &str,
+        pools: bool,
+        wrappers: &[&[&str]],
+        lifetime_s: u64,
+    ) -> Fleet {
+        let mut settings = SimSettings {
+            threads: 5000,
+            ..SimSettings::default()
+        };
+        for kind in [Kind::RecaptchaV2, Kind::Turnstile] {
+            settings
+                .lifetimes
+                .insert(kind, Duration::from_secs(lifetime_s));
+        }
+        let sim = SimServer::with_settings(settings, latency).await;
         let mut fleet = Fleet {
             sim,
             redis_url: redis_url.to_owned(),
@@ -143,6 +173,9 @@ impl Fleet {
             live: Arc::default(),
             pools,
             extra_toml: extra_toml.to_owned(),
+            started: Instant::now(),
+            signalled: Mutex::default(),
+            lifetime_s,
         };
         for wrapper in wrappers {
             fleet.add(wrapper).await;
@@ -158,11 +191,14 @@ impl Fleet {
             config,
             "provider = \"captchaai\"\nprovider_url = \"http://{sim}\"\nlisten = \"127.0.0.1:0\"\n\
              threads = 2000\nmax_concurrent = 20000\nwarmup_s = 0\nredis_url = \"{redis}\"\nredis_lease_s = {LEASE_S}\n\
-             {extra_toml}\n\n[poll]\nfirst_check_s = 0.25\ninterval_s = 0.25\nmax_polls_per_task = 60\n\
+             min_remaining_s = {MIN_REMAINING_S}\n{extra_toml}\n\n\
+             [lifetimes]\nrecaptcha_v2 = {lifetime}\nturnstile = {lifetime}\n\n\
+             [poll]\nfirst_check_s = 0.25\ninterval_s = 0.25\nmax_polls_per_task = 60\n\
              max_requests_per_second = 2000\n\n{pools}",
             sim = self.sim.addr,
             redis = self.redis_url,
             extra_toml = self.extra_toml,
+            lifetime = self.lifetime_s,
             pools = if self.pools { pools_toml() } else { String::new() },
         )
         .unwrap();
@@ -198,6 +234,7 @@ impl Fleet {
     pub async fn terminate(&mut self, i: usize) -> std::process::ExitStatus {
         self.retire(i);
         let mut gw = self.gateways[i].take().expect("a running gateway");
+        self.signalled.lock().unwrap().insert(i, now_ms());
         signal(gw.pid(), "TERM");
         tokio::time::timeout(SOON, gw.child.wait())
             .await
@@ -211,7 +248,31 @@ impl Fleet {
     pub async fn kill(&mut self, i: usize) {
         self.retire(i);
         let mut gw = self.gateways[i].take().expect("a running gateway");
+        self.signalled.lock().unwrap().insert(i, now_ms());
         gw.child.kill().await.unwrap();
+    }
+
+    /// The sum of a metric over every live gateway's `/metrics` (series holding every one of
+    /// `labels`): what the fleet did, e.g. pool hits, while a fault lasted.
+    pub async fn metric(&self, name: &str, labels: &[&str]) -> u64 {
+        let bases: Vec<String> = self
+            .live
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, b)| b.clone())
+            .collect();
+        let mut sum = 0;
+        for base in bases {
+            sum += crate::support::metric_sum_where(&self.http, &base, name, labels).await;
+        }
+        sum
+    }
+
+    /// Answers handed out from pools so far, over the live gateways.
+    pub async fn pool_hits(&self) -> u64 {
+        self.metric("captcha_gateway_answers_total", &["source=\"pool\""])
+            .await
     }
 
     /// The last `lines` lines of each running gateway's log (warnings and errors), for a

@@ -9,7 +9,10 @@
 //!
 //! `redis_faults.rs`: Redis paused, restarted empty, replies lost, a Cluster failover.
 //! `gateway_faults.rs`: a rolling restart, clock skew, a reusable target's leader killed.
+//! `durability.rs`: Redis losing acknowledged writes (a lagging replica promoted, a host crash),
+//! with durable hand-outs on and off.
 
+mod durability;
 mod gateway_faults;
 mod harness;
 mod history;

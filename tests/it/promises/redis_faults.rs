@@ -1,7 +1,6 @@
 //! Redis breaking under a loaded fleet: paused, restarted empty, replies lost after the command
 //! ran, a Cluster master killed so its replica takes over.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use super::harness::{Fleet, LEASE_S, POOLED_TASKS, SOON, join, redis_cli};
@@ -24,11 +23,7 @@ fn lease() -> Duration {
 /// failover may lose pooled answers (docs/REDIS.md: a degraded instance pools nothing, and a
 /// task running when Redis went away is still counted, so nothing else is spent twice).
 fn rules() -> Rules {
-    Rules {
-        stopped: HashSet::new(),
-        extra_tasks: 2 * POOLED_TASKS,
-        extra_why: "the pools' stock and one restock",
-    }
+    Rules::allowing(2 * POOLED_TASKS, "the pools' stock and one restock")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

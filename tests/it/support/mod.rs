@@ -173,6 +173,7 @@ pub mod certs;
 pub mod eventually;
 pub mod fault_proxy;
 pub mod fleet;
+pub mod host_crash;
 pub mod redis;
 
 /// A simulator's `/verify` answer for `token`; `sim_base` is `http://host:port`.

@@ -20,6 +20,7 @@ pub struct RedisServer {
     pub port: u16,
     dir: tempfile::TempDir,
     extra: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 fn ping(port: u16) -> bool {
@@ -55,12 +56,18 @@ impl RedisServer {
 
     /// Starts a server with extra `redis-server` arguments.
     pub fn start_with(extra: &[&str]) -> Self {
+        Self::start_with_env(extra, Vec::new())
+    }
+
+    /// Starts a server with extra arguments and environment (e.g. a preloaded library).
+    pub fn start_with_env(extra: &[&str], env: Vec<(String, String)>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut server = RedisServer {
             child: None,
             port: 0,
             dir,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            env,
         };
         for _ in 0..5 {
             server.port = free_port();
@@ -96,6 +103,7 @@ impl RedisServer {
             .arg("--logfile")
             .arg(self.log_path())
             .args(&self.extra)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -162,8 +170,9 @@ impl RedisServer {
         signal(self.pid().expect("a running redis-server"), "CONT");
     }
 
-    /// Starts it again on the same port, empty (as after a crash without persistence: the
-    /// server runs with `--save ""` and `--appendonly no`, so nothing is reloaded).
+    /// Starts it again on the same port: empty (as after a crash without persistence: the
+    /// server runs with `--save ""` and `--appendonly no`, so nothing is reloaded), or from its
+    /// append-only file when started with `--appendonly yes`.
     pub fn restart(&mut self) {
         self.kill();
         assert!(
@@ -219,6 +228,9 @@ impl RedisCluster {
         let nodes: Vec<RedisServer> = (0..3 * (1 + replicas))
             .map(|_| {
                 RedisServer::start_with(&[
+                    // Tests make a replica fall behind with DEBUG SLEEP.
+                    "--enable-debug-command",
+                    "local",
                     "--cluster-enabled",
                     "yes",
                     "--cluster-node-timeout",
@@ -323,6 +335,22 @@ impl RedisCluster {
             .find(|n| n.port == port)
             .expect("a node of this cluster");
         node.kill();
+    }
+
+    /// The port of the replica of the master on `port`.
+    pub fn replica_of(&self, port: u16) -> Option<u16> {
+        let text = self.nodes_text();
+        let master_id = text.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.get(1)?
+                .contains(&format!(":{port}@"))
+                .then(|| f[0].to_owned())
+        })?;
+        text.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(3)? == &master_id).then_some(())?;
+            f.get(1)?.split(['@', ':']).nth(1)?.parse().ok()
+        })
     }
 
     /// A replica has taken over from the dead master on `port` and every slot is served again

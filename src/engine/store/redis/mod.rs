@@ -175,6 +175,9 @@ pub struct ServerReport {
     pub operations_retried: u64,
     /// Operations a script refused because their record may have expired, since start.
     pub operations_expired: u64,
+    /// Waiting callers let go to be solved alone because their answer could not be handed
+    /// out durably, since start.
+    pub callers_released: u64,
 }
 
 /// What became of operations whose outcome was unknown.
@@ -184,6 +187,9 @@ struct Counters {
     retried: AtomicU64,
     /// Operations a script refused because their record may have expired.
     expired: AtomicU64,
+    /// Waiting callers let go to be solved alone because their answer could not be handed out
+    /// durably.
+    released: AtomicU64,
 }
 
 fn unavailable(e: redis::RedisError) -> StoreError {
@@ -610,6 +616,7 @@ impl Store for RedisStore {
             handouts_withheld: durable.map_or(0, |d| d.withheld()),
             operations_retried: inner.counters.retried.load(Ordering::Relaxed),
             operations_expired: inner.counters.expired.load(Ordering::Relaxed),
+            callers_released: inner.counters.released.load(Ordering::Relaxed),
         })
     }
 }

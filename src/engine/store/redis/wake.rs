@@ -56,8 +56,10 @@ impl Inner {
         };
         let follower = fanout::is_follower(waiter);
         if !follower && self.durable.as_ref().is_some_and(|d| !d.ok()) {
-            // Hand-outs cannot be confirmed now: the mail stays, and the renewer's look for mail
-            // of this instance's waiters takes it once they can.
+            // Hand-outs cannot be confirmed now (maybe not for long: a master without its
+            // replicas): the mail stays for its deadline to pass on, and the caller is let go to
+            // be solved alone rather than wait for a confirmation that may never come.
+            self.release(waiter);
             return Vec::new();
         }
         let mut op = self.op(
@@ -85,6 +87,7 @@ impl Inner {
         };
         if !ran.confirmed {
             self.untake(target_id, waiter, mail_text).await;
+            self.release(waiter);
             return Vec::new();
         }
         let Some(delivery) = mail::decode(mail_text) else {
@@ -128,9 +131,16 @@ impl Inner {
 }
 
 impl Inner {
+    /// Lets this instance's `waiter` go: its caller finds its wait closed and is solved alone.
+    fn release(&self, waiter: &str) {
+        if self.local.take_waiter(waiter).is_some() {
+            self.counters.released.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Mail taken for `waiter` whose take was not confirmed durable in time goes back to its
     /// mailbox (`untake.lua`): it is there once whether the take survives a failover or not,
-    /// and this instance takes it again once hand-outs are confirmed.
+    /// and its deadline passes it on to the next waiter or the pool.
     async fn untake(&self, target_id: &str, waiter: &str, mail: &str) {
         if let Some(durable) = &self.durable {
             durable.unconfirmed(keys::probe(target_id));
