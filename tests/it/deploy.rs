@@ -1,7 +1,8 @@
 //! The deployment files (deploy/k8s, compose.yaml, Dockerfile), checked without a cluster or a
 //! Docker engine: every Kubernetes object against the official schemas (kubernetes-validate,
 //! strict), the KEDA objects against the fields KEDA reads, names, ports, the stream and the
-//! consumer group across files and against what the workers use, the Docker build context against what cargo reads (deploy_image.rs
+//! consumer group across files and against what the workers use, the NetworkPolicies against the
+//! pods and ports they name, the Docker build context against what cargo reads (deploy_image.rs
 //! builds from it), the command lines against the binary's own `--help`, and the TOML files
 //! against the real settings loader. The checks live in tests/python/validate_deploy.py and its
 //! deploycheck/ modules; the values they must agree on live here.
@@ -270,7 +271,7 @@ fn break_file(root: &Path, file: &str, from: &str, to: &str) {
     std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
 }
 
-/// Each check can fail: a copy of the files with sixteen typical mistakes, each reported by
+/// Each check can fail: a copy of the files with eighteen typical mistakes, each reported by
 /// name.
 #[test]
 fn the_checks_report_a_broken_deployment() {
@@ -388,6 +389,20 @@ fn the_checks_report_a_broken_deployment() {
             "!Cargo.lock\n",
             "!Cargo.lock\n!.env\n",
             "lets .env into the build context",
+        ),
+        (
+            "k8s",
+            "deploy/k8s/network.yaml",
+            "              app.kubernetes.io/component: worker\n        - namespaceSelector",
+            "              app.kubernetes.io/component: workers\n        - namespaceSelector",
+            "'app.kubernetes.io/component': 'workers'}} selects no pods of deploy/k8s",
+        ),
+        (
+            "k8s",
+            "deploy/k8s/network.yaml",
+            "        - port: http\n",
+            "        - port: metrics\n",
+            "port metrics/TCP is no containerPort of Deployment/captcha-gateway",
         ),
     ];
     for (_, file, from, to, _) in mistakes {
