@@ -6,10 +6,15 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 # Only what the build reads (.dockerignore keeps the rest out): the Lua scripts and the OpenAPI
-# document are compiled into the binary (include_str!), so the runtime stage needs neither;
-# benches/ only because Cargo.toml names a bench target, and cargo refuses a missing one.
+# document are compiled into the binary (include_str!), so the runtime stage needs neither.
+# Cargo loads the whole workspace even to build one binary: every member's manifest, the library
+# it declares and the bench targets named without a path, dev-dependencies included. So client/
+# (a member, and the tests' dev-dependency) is here although the image never links it, and
+# benches/ only because a manifest names a bench target. tests/it/deploy_image.rs builds from
+# exactly what these lines copy, offline.
 COPY Cargo.toml Cargo.lock ./
 COPY balance balance
+COPY client client
 COPY benches benches
 COPY docs/openapi.json docs/openapi.json
 COPY lua lua

@@ -1,10 +1,11 @@
 //! The deployment files (deploy/k8s, compose.yaml, Dockerfile), checked without a cluster or a
 //! Docker engine: every Kubernetes object against the official schemas (kubernetes-validate,
 //! strict), the KEDA objects against the fields KEDA reads, names, ports, the stream and the
-//! consumer group across files and against what the workers use, the command lines against the
-//! binary's own `--help`, and the TOML files against the real settings loader. The checks live
-//! in tests/python/validate_deploy.py and its deploycheck/ modules; the values they must agree on
-//! live here.
+//! consumer group across files and against what the workers use, the NetworkPolicies against the
+//! pods and ports they name, the Docker build context against what cargo reads (deploy_image.rs
+//! builds from it), the command lines against the binary's own `--help`, and the TOML files
+//! against the real settings loader. The checks live in tests/python/validate_deploy.py and its
+//! deploycheck/ modules; the values they must agree on live here.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -59,11 +60,17 @@ pub(crate) fn repo() -> PathBuf {
 
 /// Runs one section of validate_deploy.py against the files under `root`.
 pub(crate) fn section(root: &Path, name: &str) -> Value {
+    section_with(root, name, &[])
+}
+
+/// Runs one section of validate_deploy.py with the section's own further arguments.
+pub(crate) fn section_with(root: &Path, name: &str, more: &[&Path]) -> Value {
     let out = Command::new(python())
         .arg(repo().join("tests/python/validate_deploy.py"))
         .arg(root)
         .arg(name)
         .arg(expected().to_string())
+        .args(more)
         // No __pycache__ written into the source tree.
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
@@ -76,7 +83,7 @@ pub(crate) fn section(root: &Path, name: &str) -> Value {
     serde_json::from_slice(&out.stdout).expect("validate_deploy.py prints JSON")
 }
 
-fn errors(report: &Value) -> Vec<String> {
+pub(crate) fn errors(report: &Value) -> Vec<String> {
     report["errors"]
         .as_array()
         .expect("an errors list")
@@ -207,8 +214,8 @@ fn deploy_config_files_load_as_settings() {
     }
 }
 
-/// A copy of the files the checks read, small ones copied (so they can be broken) and the
-/// source folders linked.
+/// A copy of the files the checks read, so they can be broken. The source folders are copied
+/// too, not linked: Docker sends a link as a link, and the build context check walks them.
 fn scratch_copy() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let root = repo();
@@ -234,10 +241,26 @@ fn scratch_copy() -> tempfile::TempDir {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), k8s.join(entry.file_name())).unwrap();
     }
-    for folder in ["src", "lua", "balance", "benches"] {
-        std::os::unix::fs::symlink(root.join(folder), dir.path().join(folder)).unwrap();
+    for folder in ["src", "lua", "balance", "benches", "client"] {
+        copy_tree(&root.join(folder), &dir.path().join(folder));
     }
     dir
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == "target" {
+            continue;
+        }
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &to.join(&name));
+        } else {
+            std::fs::copy(entry.path(), to.join(&name)).unwrap();
+        }
+    }
 }
 
 /// Replaces `from` (which must be there) by `to` in one copied file.
@@ -248,11 +271,14 @@ fn break_file(root: &Path, file: &str, from: &str, to: &str) {
     std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
 }
 
-/// Each check can fail: a copy of the files with twelve typical mistakes, each reported by name.
+/// Each check can fail: a copy of the files with eighteen typical mistakes, each reported by
+/// name.
 #[test]
 fn the_checks_report_a_broken_deployment() {
     let dir = scratch_copy();
     let root = dir.path();
+    // A stray secret beside the sources, for the .dockerignore mistake below to let in.
+    std::fs::write(root.join(".env"), "CAPTCHAAI_API_KEY=x\n").unwrap();
     for section_name in ["k8s", "keda", "compose", "docker"] {
         let clean = errors(&section(root, section_name));
         assert!(clean.is_empty(), "the unbroken copy passes: {clean:?}");
@@ -341,7 +367,42 @@ fn the_checks_report_a_broken_deployment() {
             "Dockerfile",
             "COPY lua lua\n",
             "",
-            "no COPY brings it",
+            "the build reads lua/lib/clock.lua (include_str!) but no COPY brings it",
+        ),
+        (
+            "docker",
+            "Dockerfile",
+            "COPY client client\n",
+            "",
+            "the build reads client/Cargo.toml (workspace member client) but no COPY brings it",
+        ),
+        (
+            "docker",
+            ".dockerignore",
+            "!balance/benches\n",
+            "",
+            "the build reads balance/benches/select.rs (the [[bench]] select of balance/Cargo.toml)",
+        ),
+        (
+            "docker",
+            ".dockerignore",
+            "!Cargo.lock\n",
+            "!Cargo.lock\n!.env\n",
+            "lets .env into the build context",
+        ),
+        (
+            "k8s",
+            "deploy/k8s/network.yaml",
+            "              app.kubernetes.io/component: worker\n        - namespaceSelector",
+            "              app.kubernetes.io/component: workers\n        - namespaceSelector",
+            "'app.kubernetes.io/component': 'workers'}} selects no pods of deploy/k8s",
+        ),
+        (
+            "k8s",
+            "deploy/k8s/network.yaml",
+            "        - port: http\n",
+            "        - port: metrics\n",
+            "port metrics/TCP is no containerPort of Deployment/captcha-gateway",
         ),
     ];
     for (_, file, from, to, _) in mistakes {

@@ -16,6 +16,7 @@ mod conformance;
 mod contract;
 mod dashboard;
 mod deploy;
+mod deploy_image;
 mod deploy_keda;
 mod docs;
 mod durable;

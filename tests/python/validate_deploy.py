@@ -3,9 +3,11 @@ tests/it/deploy.rs, which passes the values every part must agree on.
 
     validate_deploy.py ROOT SECTION EXPECTED_JSON
 
-SECTION is one of k8s, keda, compose, docker, facts. Prints one JSON object: `errors` (a list of
-"file: what is wrong" lines, empty when all is well) and, for `facts`, what the Rust side checks
-against the binary itself (the command lines and the TOML files the containers get).
+SECTION is one of k8s, keda, compose, docker, facts, context, image. Prints one JSON object:
+`errors` (a list of "file: what is wrong" lines, empty when all is well) and, for `facts`, what the
+Rust side checks against the binary itself (the command lines and the TOML files the containers
+get); for `context`, the paths of ROOT's Docker build context; for `image` (one more argument, an
+empty folder OUT), the build stage's files written under OUT, its WORKDIR and its cargo command.
 """
 
 import json
@@ -13,7 +15,8 @@ import os
 import sys
 
 from deploycheck.compose import check_compose, compose_services
-from deploycheck.docker import check_docker, dockerfile_instructions
+from deploycheck.context import ContextError, context_files, dockerfile_instructions, lay_out
+from deploycheck.docker import check_docker
 from deploycheck.files import (
     Report, config_toml, flag_value, gateway_containers, k8s_objects, name_of, of_kind, pod_spec,
     role_deployment,
@@ -73,6 +76,13 @@ def main():
               "docker": check_docker}
     if section == "facts":
         extra = facts(root)
+    elif section == "context":
+        extra = {"context": context_files(root)}
+    elif section == "image":
+        try:
+            extra = lay_out(root, sys.argv[4])
+        except ContextError as e:
+            r.errors.append(str(e))
     else:
         checks[section](root, expected, r)
     print(json.dumps({"errors": r.errors, **extra}))

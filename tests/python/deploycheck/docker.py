@@ -1,56 +1,17 @@
-"""The Dockerfile and .dockerignore: stages, user, ports, and that the build context holds
-every file the build reads."""
+"""The Dockerfile and .dockerignore: stages, user, ports, what the build context lets in, and
+that the build stage holds every file cargo reads (the layout itself: context.py)."""
 
 import os
 import re
 
+from deploycheck.cargo import cargo_inputs
+from deploycheck.context import (
+    ContextError, build_stage, context_files, copy_operands, dockerfile_instructions, plan_copies,
+    sources_in, split_flags,
+)
 
-
-def dockerfile_instructions(root):
-    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
-    text = open(os.path.join(root, "Dockerfile")).read()
-    out, current = [], ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not current and (not stripped or stripped.startswith("#")):
-            continue
-        if stripped.endswith("\\"):
-            current += stripped[:-1] + " "
-            continue
-        current += stripped
-        word, _, rest = current.partition(" ")
-        out.append((word.upper(), rest.strip()))
-        current = ""
-    return out
-
-
-def dockerignore_included(root):
-    """The paths an allow-list .dockerignore (`*` then `!path` lines) lets into the context."""
-    lines = [l.strip() for l in open(os.path.join(root, ".dockerignore"))
-             if l.strip() and not l.strip().startswith("#")]
-    if not lines or lines[0] != "*":
-        return None
-    return [l[1:].rstrip("/") for l in lines[1:] if l.startswith("!")]
-
-
-def included_by(path, allowed):
-    return any(path == a or path.startswith(a + "/") for a in allowed)
-
-
-def compiled_in_files(root):
-    """Files the Rust build reads through include_str!/include_bytes!, relative to root."""
-    found = set()
-    for base in ("src", "balance/src"):
-        for folder, _, files in os.walk(os.path.join(root, base)):
-            for name in files:
-                if not name.endswith(".rs"):
-                    continue
-                path = os.path.join(folder, name)
-                text = open(path).read()
-                for m in re.finditer(r'include_(?:str|bytes)!\(\s*(?:concat!\(\s*)?"([^"]+)"', text):
-                    target = os.path.normpath(os.path.join(folder, m.group(1)))
-                    found.add(os.path.relpath(target, root))
-    return found
+# What must never reach the builder: build output, history, and anything that looks like a key.
+CONTEXT_NEVER = re.compile(r"(^|/)(target|\.git)(/|$)|(^|/)\.env$|\.(pem|key|p12)$")
 
 
 def check_docker(root, expected, r):
@@ -78,27 +39,86 @@ def check_docker(root, expected, r):
     r.check(any(w == "HEALTHCHECK" for w, _ in steps)
             or re.search(r"#.*No HEALTHCHECK:", open(os.path.join(root, "Dockerfile")).read()),
             where, "neither a HEALTHCHECK nor a comment saying why none")
-    allowed = dockerignore_included(root)
-    r.check(allowed is not None, ".dockerignore", "must be an allow-list: `*` then `!path` lines")
-    copied = []
+    r.check(first_pattern(root) == "*", ".dockerignore",
+            "must be an allow-list: `*` first, then `!path` lines")
+    sources = copy_sources(root, steps, stages)
+    for src, problem in sources:
+        r.errors.append(f"{where}: COPY {src}: {problem}")
+    if not sources:
+        check_layout(root, r)
+
+
+def first_pattern(root):
+    path = os.path.join(root, ".dockerignore")
+    lines = [l.strip() for l in open(path)] if os.path.exists(path) else []
+    return next((l for l in lines if l and not l.startswith("#")), None)
+
+
+def copy_sources(root, steps, stages):
+    """(source, problem) for each COPY source of the build stage that Docker would not find,
+    and each --from naming no earlier stage."""
+    try:
+        chain = build_stage(steps)
+    except ContextError as e:
+        return [("", str(e))]
+    context = context_files(root)
+    out = []
+    for _, _, body in chain:
+        for word, args in body:
+            if word != "COPY":
+                continue
+            flags, rest = split_flags(args)
+            if any(f.startswith("--from") for f in flags):
+                continue
+            try:
+                srcs, _ = copy_operands(rest)
+            except (ContextError, ValueError) as e:
+                out.append((rest, str(e)))
+                continue
+            for src in srcs:
+                if src in (".", "./"):
+                    out.append((src, "copies the whole context"))
+                elif not sources_in(context, src):
+                    exists = os.path.exists(os.path.join(root, src))
+                    out.append((src, "left out by .dockerignore: let it in with a `!` line"
+                                if exists else "does not exist"))
     for word, args in steps:
-        if word != "COPY":
+        m = re.search(r"--from=(\S+)", args) if word == "COPY" else None
+        if m and m.group(1) not in stages:
+            out.append((m.group(1), "--from names no build stage"))
+    return out
+
+
+def expand_folders(root, needed):
+    """A folder needed whole (include_str!(concat!("lua/", $file)) names only its folder)
+    stands for every file under it."""
+    out = {}
+    for path, why in needed.items():
+        full = os.path.join(root, path)
+        if not os.path.isdir(full):
+            out[path] = why
             continue
-        parts = [p for p in args.split() if not p.startswith("--")]
-        from_stage = re.search(r"--from=(\S+)", args)
-        if from_stage:
-            r.check(from_stage.group(1) in stages, where,
-                    f"COPY --from={from_stage.group(1)}: no such build stage")
-            continue
-        for src in parts[:-1]:
-            copied.append(src.rstrip("/"))
-            r.check(src not in (".", "./"), where, "COPY . copies the whole context")
-            r.check(os.path.exists(os.path.join(root, src)), where, f"COPY {src}: does not exist")
-            if allowed is not None:
-                r.check(included_by(src.rstrip("/"), allowed), ".dockerignore",
-                        f"leaves out {src}, which the Dockerfile copies")
-    for needed in sorted(compiled_in_files(root)):
-        r.check(included_by(needed, copied), where,
-                f"the build reads {needed} (include_str!) but no COPY brings it")
-    for src in ("Cargo.toml", "Cargo.lock", "src"):
-        r.check(src in copied, where, f"does not COPY {src}")
+        for folder, _, files in os.walk(full):
+            for name in files:
+                out[os.path.relpath(os.path.join(folder, name), root)] = why
+    return out
+
+
+def check_layout(root, r):
+    """Each file cargo reads is where cargo looks for it in the build stage, and the context
+    carries nothing it must not."""
+    for path in context_files(root):
+        r.check(not CONTEXT_NEVER.search(path), ".dockerignore",
+                f"lets {path} into the build context")
+    try:
+        layout, workdir, _, _ = plan_copies(root, dockerfile_instructions(root))
+    except ContextError as e:
+        r.errors.append(f"Dockerfile: {e}")
+        return
+    needed, problems = cargo_inputs(root)
+    for problem in problems:
+        r.errors.append(f"Cargo.toml: {problem}")
+    prefix = workdir.rstrip("/") + "/"
+    for path, why in sorted(expand_folders(root, needed).items()):
+        r.check(layout.get(prefix + path) == path, "Dockerfile",
+                f"the build reads {path} ({why}) but no COPY brings it to {prefix}{path}")

@@ -11,6 +11,7 @@ from deploycheck.files import (
     GATEWAY_IMAGE, KEDA_API, flag_value, k8s_objects, kustomization, name_of, of_kind, pod_spec, port_of,
     read_text, redact, role_deployment, selects, config_toml, check_redis_args,
 )
+from deploycheck.network import check_network_policies
 
 # Kubernetes versions every object must validate against (strict: no unknown field): the oldest
 # the manifests support (preStop `sleep` is on by default from 1.30) and the newest schema that
@@ -50,6 +51,7 @@ def check_k8s(root, expected, r):
     check_containers(objects, expected, r)
     check_secrets_documented(root, objects, expected, r)
     check_redis(objects, r)
+    check_network_policies(objects, r)
 
 
 def check_kustomization(root, kust, r):
