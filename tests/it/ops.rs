@@ -353,3 +353,19 @@ async fn the_shipped_nginx_config_does_not_forward_the_operations_endpoints() {
         );
     }
 }
+
+#[test]
+fn a_worker_given_two_different_listeners_says_so() {
+    let worker = [
+        "worker",
+        "--provider",
+        "sim",
+        "--listen",
+        "127.0.0.1:0",
+        "--ops-listen",
+        "127.0.0.1:9",
+        "--redis-url",
+        "redis://127.0.0.1:1/0",
+    ];
+    assert_config_error(&worker, &[], "--ops-listen");
+}
