@@ -141,7 +141,7 @@ impl Gateway {
         state
             .status
             .spawn_sampler(crate::status::Sources::of(&state), &shutdown);
-        let ops_router = http::ops_router(state.clone());
+        let ops = ops_listener.map(|listener| (listener, http::ops_router(state.clone())));
         let auth = state.auth.clone();
         let mut router = http::router(state);
         if let Some((sim, _)) = &simulator {
@@ -155,7 +155,7 @@ impl Gateway {
         let tls = settings.tls.as_ref().map(http::TlsSettings::acceptor);
         let scheme = if tls.is_some() { "https" } else { "http" };
         let grace = settings.shutdown_grace;
-        if let Some(listener) = ops_listener {
+        if let Some((listener, ops_router)) = ops {
             // Plain HTTP: kubelet probes and Prometheus scrape it on the pod network. It stops
             // with the API port, after the same grace.
             let token = shutdown.token.clone();
