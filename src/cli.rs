@@ -114,6 +114,14 @@ pub struct ServeArgs {
     /// The PEM private key of --tls-cert.
     #[arg(long, env = "CAPTCHA_GATEWAY_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
+    /// Serve /metrics, /v1/status and the dashboard on this address instead of --listen (with
+    /// /livez, /readyz and /health); the API port then answers 404 for them.
+    #[arg(long, env = "CAPTCHA_GATEWAY_OPS_LISTEN")]
+    pub ops_listen: Option<SocketAddr>,
+    /// File holding the operations key that /metrics, /v1/status and the dashboard require as
+    /// `Authorization: Bearer` (or set CAPTCHA_GATEWAY_OPS_KEY).
+    #[arg(long)]
+    pub ops_key_file: Option<PathBuf>,
 }
 
 /// How a long-running command writes its log lines (docs/CONFIGURATION.md "Logs"); which lines
@@ -226,8 +234,11 @@ pub struct StatusArgs {
         default_value = "http://127.0.0.1:8080"
     )]
     pub url: String,
-    /// A gateway key, sent as `Authorization: Bearer` (for a proxy in front that asks for one;
-    /// the gateway serves its status without a key, as it serves `/metrics`).
+    /// The gateway's operations key (its `ops_key`), sent as `Authorization: Bearer`.
+    #[arg(long, env = "CAPTCHA_GATEWAY_OPS_KEY", hide_env_values = true)]
+    pub ops_key: Option<Secret>,
+    /// A key for a proxy in front that asks for one, sent as `Authorization: Bearer` when no
+    /// --ops-key is given.
     #[arg(long, env = "CAPTCHA_GATEWAY_KEY", hide_env_values = true)]
     pub key: Option<Secret>,
     /// Seconds to wait for the gateway's answer.

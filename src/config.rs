@@ -103,6 +103,8 @@ pub struct Settings {
     /// How often the status page's history is sampled and, with Redis, this instance's figures
     /// published to the fleet (`crate::status`; no flag: tests shorten it).
     pub status_every: Duration,
+    /// The operations endpoints' listener and key (docs/SECURITY.md "Endpoints").
+    pub ops: crate::http::OpsSettings,
 }
 
 /// The TOML file: every flag, plus the knobs that have no flag.
@@ -184,6 +186,11 @@ struct FileConfig {
     /// The task queue's settings (docs/QUEUE.md "Settings").
     #[serde(default)]
     queue: crate::queue::QueueFile,
+    /// The operations endpoints' own listener, key and place (docs/CONFIGURATION.md).
+    ops_listen: Option<SocketAddr>,
+    ops_key: Option<String>,
+    ops_key_file: Option<PathBuf>,
+    ops_on_api_port: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -349,6 +356,22 @@ pub fn load_serve(
         ));
     }
 
+    let (ops, ops_key) = crate::http::ops_settings(
+        crate::http::OpsInput {
+            listen: args.ops_listen.or(file.ops_listen),
+            key_env: env(crate::http::OPS_KEY_ENV)
+                .filter(|k| !k.trim().is_empty())
+                .map(Secret),
+            key_file: args
+                .ops_key_file
+                .as_deref()
+                .or(file.ops_key_file.as_deref()),
+            key: file.ops_key.as_deref(),
+            on_api_port: file.ops_on_api_port.unwrap_or(false),
+        },
+        listen,
+    )?;
+
     let max_concurrent = args
         .max_concurrent
         .or(file.max_concurrent)
@@ -486,7 +509,8 @@ pub fn load_serve(
         None => crate::serve::SHUTDOWN_GRACE,
     };
 
-    let log_secrets = log_secrets(args, &file, provider_key.as_ref(), &keys, &accounts);
+    let mut log_secrets = log_secrets(args, &file, provider_key.as_ref(), &keys, &accounts);
+    log_secrets.extend(ops_key);
     Ok(Settings {
         listen,
         provider,
@@ -520,6 +544,7 @@ pub fn load_serve(
         enqueue_to,
         queue: file.queue.clone(),
         status_every: crate::status::DEFAULT_EVERY,
+        ops,
     })
 }
 

@@ -45,6 +45,8 @@ pub enum StartError {
 /// A running gateway: where it listens, and its in-process simulator when `--provider sim`.
 pub struct Gateway {
     pub addr: SocketAddr,
+    /// The operations listener's address, with `--ops-listen`.
+    pub ops_addr: Option<SocketAddr>,
     pub simulator: Option<(Arc<Simulator>, SocketAddr)>,
     pub shutdown: Shutdown,
     /// `https` with `--tls-cert`, else `http`.
@@ -64,6 +66,20 @@ impl Gateway {
             })
         })?;
         let addr = listener.local_addr()?;
+        let ops_listener = match settings.ops.listen {
+            Some(ops) => Some(TcpListener::bind(ops).await.map_err(|e| {
+                StartError::Config(ConfigError {
+                    setting: "--ops-listen".into(),
+                    problem: format!("cannot listen on {ops}: {e}"),
+                    fix: "pick a free address, e.g. --ops-listen 0.0.0.0:9090".into(),
+                })
+            })?),
+            None => None,
+        };
+        let ops_addr = ops_listener
+            .as_ref()
+            .map(TcpListener::local_addr)
+            .transpose()?;
 
         let Solving {
             engine,
@@ -120,25 +136,44 @@ impl Gateway {
                 shutdown.tracker.clone(),
             )
             .map_err(|e| StartError::Io(std::io::Error::other(e.to_string())))?,
+            ops: Arc::new(settings.ops.clone()),
         };
         state
             .status
             .spawn_sampler(crate::status::Sources::of(&state), &shutdown);
+        let ops = ops_listener.map(|listener| (listener, http::ops_router(state.clone())));
+        let auth = state.auth.clone();
         let mut router = http::router(state);
         if let Some((sim, _)) = &simulator {
-            // One port for the quick start: the simulator's /verify and /stats under /sim.
-            router = router.nest("/sim", sim::router(sim.clone()));
+            // One port for the quick start: the simulator's /verify and /stats under /sim; its
+            // controls need a gateway key when the gateway has keys.
+            let guarded = sim::router(sim.clone())
+                .layer(axum::middleware::from_fn_with_state(auth, http::sim_guard));
+            router = router.nest("/sim", guarded);
         }
         let token = shutdown.token.clone();
         let tls = settings.tls.as_ref().map(http::TlsSettings::acceptor);
         let scheme = if tls.is_some() { "https" } else { "http" };
         let grace = settings.shutdown_grace;
+        if let Some((listener, ops_router)) = ops {
+            // Plain HTTP: kubelet probes and Prometheus scrape it on the pod network. It stops
+            // with the API port, after the same grace.
+            let token = shutdown.token.clone();
+            tokio::spawn(async move {
+                let served =
+                    http::serve(listener, ops_router, None, token.cancelled_owned(), grace).await;
+                if let Err(e) = served {
+                    tracing::error!(error = %e, "operations listener stopped");
+                }
+            });
+        }
         let server = tokio::spawn(async move {
             http::serve(listener, router, tls, token.cancelled_owned(), grace).await
         });
-        tracing::info!(%addr, accounts, threads, scheme, "gateway listening");
+        tracing::info!(%addr, ops_addr = ?ops_addr, accounts, threads, scheme, "gateway listening");
         Ok(Gateway {
             addr,
+            ops_addr,
             simulator,
             shutdown,
             scheme,
@@ -247,6 +282,9 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> Result<(), StartErro
         "captcha-gateway listening on {}://{}",
         gateway.scheme, gateway.addr
     );
+    if let Some(ops) = gateway.ops_addr {
+        println!("operations listening on http://{ops}");
+    }
     if let Some((_, sim_addr)) = &gateway.simulator {
         println!(
             "simulator listening on http://{sim_addr} (also under http://{}/sim)",

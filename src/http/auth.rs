@@ -5,8 +5,8 @@
 use std::convert::Infallible;
 
 use axum::extract::FromRequestParts;
-use axum::http::header;
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
 use sha2::{Digest, Sha256};
 
 use crate::tenants::{KeyDigest, TenantSpec};
@@ -35,16 +35,18 @@ impl<S: Send + Sync> FromRequestParts<S> for BearerKey {
     type Rejection = Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let value = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        let key = value.and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        });
-        Ok(Self(key.map(str::to_owned)))
+        Ok(Self(bearer(&parts.headers).map(str::to_owned)))
     }
+}
+
+/// The key of an `Authorization: Bearer <key>` header.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())?;
+    value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,8 @@
 //! The HTTP API (docs/API.md): the 2captcha-compatible endpoints, the native JSON API,
 //! the seed 002 worker API, the pool endpoints and the operations endpoints, on one axum router.
 //!
-//! Owns: routing, authentication of gateway keys, admission (load shedding), turning engine
+//! Owns: routing (the API port, and the operations port of `--ops-listen`), authentication of
+//! gateway keys and of the operations key, admission (load shedding), turning engine
 //! results into each protocol's replies. Does not own: solving (engine) or wire parsing that the
 //! simulator shares (compat).
 
@@ -19,12 +20,14 @@ mod metrics;
 mod native;
 mod openapi;
 mod ops;
+mod ops_access;
 mod outcome;
 #[cfg(test)]
 mod parse_tests;
 mod pools;
 pub mod request_id;
 mod request_scoped;
+mod sim_guard;
 mod state;
 mod taskapi;
 mod tls;
@@ -32,12 +35,16 @@ mod usage;
 mod worker;
 
 pub use admission::Admission;
-pub use auth::{Auth, AuthError, BearerKey, KEY_LEN, Tenant, key_tenant};
+pub use auth::{Auth, AuthError, BearerKey, KEY_LEN, Tenant, bearer, key_tenant};
 pub use entry::parse_native_body;
 pub use intake::Intake;
 pub use listen::serve;
 pub use metrics::{AdmissionFigures, RequestMetrics};
 pub use openapi::OPENAPI_JSON;
+pub use ops_access::{
+    OPS_KEY_ENV, OpsInput, OpsSettings, refusal as ops_refusal, settings as ops_settings,
+};
+pub use sim_guard::sim_guard;
 pub use state::{AppState, Limits};
 pub use tls::{TlsSettings, settings as tls_settings};
 
@@ -63,9 +70,19 @@ fn taskapi_routes() -> Router<AppState> {
         .route("/reportCorrectRecaptcha", post(taskapi::report_correct))
 }
 
-/// Every route of the gateway.
-pub fn router(state: AppState) -> Router {
+/// The operations endpoints that show the business (tenants, sites, threads): on the
+/// operations port, and on the API port unless `--ops-listen` moved them (`ops_access`).
+fn ops_routes() -> Router<AppState> {
     Router::new()
+        .route("/metrics", get(ops::metrics))
+        .route("/", get(ops::index))
+        .route("/v1/status", get(ops::status))
+}
+
+/// Every route of the API port. Probes and `/health` stay here whatever `--ops-listen` says:
+/// load balancers and seed 002's clients ask the port they send work to.
+pub fn router(state: AppState) -> Router {
+    let mut routes = Router::new()
         .route("/in.php", any(compat::submit))
         .route("/res.php", any(compat::result))
         .merge(taskapi_routes())
@@ -79,10 +96,25 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(worker::health))
         .route("/livez", get(ops::livez))
         .route("/readyz", get(ops::readyz))
-        .route("/metrics", get(ops::metrics))
-        .route("/", get(ops::index))
-        .route("/v1/status", get(ops::status))
-        .route("/openapi.json", get(openapi::document))
+        .route("/openapi.json", get(openapi::document));
+    if state.ops.on_api_port() {
+        routes = routes.merge(ops_routes());
+    }
+    layered(routes, state)
+}
+
+/// The operations port (`--ops-listen`): probes, `/health` and the business figures, nothing
+/// that solves.
+pub fn ops_router(state: AppState) -> Router {
+    let routes = ops_routes()
+        .route("/health", get(worker::health))
+        .route("/livez", get(ops::livez))
+        .route("/readyz", get(ops::readyz));
+    layered(routes, state)
+}
+
+fn layered(routes: Router<AppState>, state: AppState) -> Router {
+    routes
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             outcome::count,

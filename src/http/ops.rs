@@ -1,12 +1,13 @@
 //! Operations endpoints: liveness, readiness, Prometheus metrics, the live status and its
-//! dashboard.
+//! dashboard. The last three show tenants, sites and threads, so they answer only what
+//! `ops_access` lets through (the operations key, when one is set).
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::AppState;
+use super::{AppState, BearerKey, ops_access};
 use crate::pools::GroupBy;
 use crate::telemetry::metrics::CONTENT_TYPE;
 
@@ -34,7 +35,10 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str)
     (StatusCode::OK, "ready")
 }
 
-pub async fn metrics(State(state): State<AppState>) -> Response {
+pub async fn metrics(State(state): State<AppState>, key: BearerKey) -> Response {
+    if !state.ops.allows(key.as_deref()) {
+        return ops_access::refusal();
+    }
     let text = state.exposition.render().await;
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response()
 }
@@ -42,7 +46,23 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
 /// The dashboard (`crate::status::page`): one page with its styles and script inline, drawing
 /// `GET /v1/status`; the policy lets it load nothing else. Without script, a plain table of the
 /// per-target figures (the rows `/metrics` shows) stands in.
-pub async fn index(State(state): State<AppState>) -> Response {
+///
+/// Without the operations key (when one is set) the answer is 401 with the page and no figure
+/// in it: a browser sends no header when it opens a page, so the page's script sends the key
+/// with its own fetches (given once as `/#key=...` and kept in the tab's session storage; a
+/// fragment never reaches the server or its logs).
+pub async fn index(State(state): State<AppState>, key: BearerKey) -> Response {
+    if !state.ops.allows(key.as_deref()) {
+        let note = "<p>This gateway's figures need its operations key: open this page as \
+                    <code>/#key=&lt;operations key&gt;</code>, with script on.</p>";
+        let mut refused = page(crate::status::page::with_fallback(note));
+        *refused.status_mut() = StatusCode::UNAUTHORIZED;
+        let (name, value) = ops_access::challenge();
+        refused
+            .headers_mut()
+            .insert(name, header::HeaderValue::from_static(value));
+        return refused;
+    }
     let figures = state.engine.store().figures().await.unwrap_or_default();
     let top = state.engine.settings().metrics_top_targets;
     let views = state.pools.top_views(figures, top, GroupBy::Label);
@@ -64,6 +84,11 @@ pub async fn index(State(state): State<AppState>) -> Response {
         state.upstream.in_flight(),
         state.upstream.threads(),
     );
+    page(crate::status::page::with_fallback(&fallback))
+}
+
+/// The dashboard's HTML with its headers.
+fn page(html: String) -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -74,14 +99,17 @@ pub async fn index(State(state): State<AppState>) -> Response {
             ),
             (header::CACHE_CONTROL, "no-cache"),
         ],
-        crate::status::page::with_fallback(&fallback),
+        html,
     )
         .into_response()
 }
 
-/// `GET /v1/status`: the live figures (docs/API.md "Status"), open like `/metrics` and `/`:
-/// figures only, no key, token or tenant's data.
-pub async fn status(State(state): State<AppState>) -> Response {
+/// `GET /v1/status`: the live figures (docs/API.md "Status"), behind the operations key like
+/// `/metrics` and `/`.
+pub async fn status(State(state): State<AppState>, key: BearerKey) -> Response {
+    if !state.ops.allows(key.as_deref()) {
+        return ops_access::refusal();
+    }
     let report = state.status.report(&state).await;
     ([(header::CACHE_CONTROL, "no-store")], Json(report)).into_response()
 }

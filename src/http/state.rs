@@ -69,4 +69,6 @@ pub struct AppState {
     pub intake: Intake,
     /// Callers waiting on solves under request-scoped keys (`Idempotency-Scope: request`).
     pub request_scoped: Arc<RequestScoped>,
+    /// Where `/metrics`, `/v1/status` and `/` are served and the key they ask for.
+    pub ops: Arc<super::OpsSettings>,
 }

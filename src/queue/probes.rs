@@ -1,6 +1,7 @@
 //! What a worker serves on `--listen`, in either mode (the stream, or seed 003's list):
 //! `/livez`, `/readyz` (Redis answers and an account can take work), and `/metrics` (the mode's
-//! own figures first, then the engine's usual ones).
+//! own figures first, then the engine's usual ones), which asks for the operations key when one
+//! is set, as a gateway's does (`http::OpsSettings`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::ConfigError;
 use crate::engine::store::redis::Conn;
-use crate::http::{Admission, AdmissionFigures};
+use crate::http::{Admission, AdmissionFigures, BearerKey, OpsSettings};
 use crate::serve::{Solving, StartError};
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::CONTENT_TYPE;
@@ -37,6 +38,7 @@ struct Probes {
     conn: Conn,
     upstream: Arc<Upstream>,
     metrics: Arc<Metrics>,
+    ops: Arc<OpsSettings>,
 }
 
 /// Serves the probes until `stop`; `register_own` adds the mode's own figures to the engine's.
@@ -44,6 +46,7 @@ pub(crate) fn spawn(
     conn: Conn,
     solving: &Solving,
     concurrency: u32,
+    ops: &OpsSettings,
     register_own: impl FnOnce(&mut Metrics),
     listener: TcpListener,
     stop: CancellationToken,
@@ -58,6 +61,7 @@ pub(crate) fn spawn(
         conn,
         upstream: solving.upstream.clone(),
         metrics: Arc::new(metrics),
+        ops: Arc::new(ops.clone()),
     };
     let router = Router::new()
         .route("/livez", get(|| async { "ok" }))
@@ -90,7 +94,10 @@ async fn readyz(State(p): State<Probes>) -> (StatusCode, &'static str) {
     (StatusCode::OK, "ready")
 }
 
-async fn serve_metrics(State(p): State<Probes>) -> Response {
+async fn serve_metrics(State(p): State<Probes>, key: BearerKey) -> Response {
+    if !p.ops.allows(key.as_deref()) {
+        return crate::http::ops_refusal();
+    }
     let text = p.metrics.render().await;
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response()
 }

@@ -33,7 +33,7 @@ async fn fetch(args: &StatusArgs) -> Result<StatusReport, String> {
         .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
     let url = format!("{}/v1/status", args.url.trim_end_matches('/'));
     let mut req = http.get(&url);
-    if let Some(key) = &args.key {
+    if let Some(key) = args.ops_key.as_ref().or(args.key.as_ref()) {
         req = req.bearer_auth(&key.0);
     }
     // reqwest's error text names the URL, which may hold a password: say what failed instead.
@@ -49,6 +49,11 @@ async fn fetch(args: &StatusArgs) -> Result<StatusReport, String> {
         };
         format!("cannot reach the gateway at {shown} ({why})")
     })?;
+    if res.status() == reqwest::StatusCode::UNAUTHORIZED {
+        return Err(format!(
+            "the gateway at {shown} wants its operations key: pass --ops-key or set CAPTCHA_GATEWAY_OPS_KEY"
+        ));
+    }
     if !res.status().is_success() {
         return Err(format!(
             "the gateway at {shown} answered HTTP {} to /v1/status",

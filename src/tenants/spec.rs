@@ -32,7 +32,7 @@ impl KeyDigest {
     }
 
     /// `sha256:<64 hex digits>`.
-    fn parse(written: &str) -> Option<Self> {
+    pub fn parse(written: &str) -> Option<Self> {
         let hex_part = written.strip_prefix(DIGEST_PREFIX)?;
         let mut bytes = [0u8; 32];
         hex::decode_to_slice(hex_part, &mut bytes).ok()?;

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 const BIN: &str = env!("CARGO_BIN_EXE_captcha-gateway");
 
 /// Runs the binary with a clean environment; returns (exit code, stderr).
-fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+pub(crate) fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let out = Command::new(BIN)
         .args(args)
         .env_clear()

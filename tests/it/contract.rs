@@ -216,9 +216,20 @@ async fn keyed_gateway(settings: captcha_gateway::config::Settings) -> TestGatew
 #[tokio::test]
 async fn live_answers_of_every_operation_match_the_document() {
     let doc = document();
-    let gw = keyed_gateway(fast_settings()).await;
+    // With an operations key, so both answers of the operations endpoints are checked.
+    let ops_key = "ops-ContractKey-0123456789";
+    let mut settings = fast_settings();
+    let ops = captcha_gateway::http::OpsInput {
+        key_env: Some(Secret(ops_key.to_owned())),
+        ..Default::default()
+    };
+    settings.ops = captcha_gateway::http::ops_settings(ops, settings.listen)
+        .unwrap()
+        .0;
+    let gw = keyed_gateway(settings).await;
     let http = &gw.http;
     let bearer = format!("Bearer {KEY}");
+    let ops = |path: &str| http.get(gw.url(path)).bearer_auth(ops_key);
     let post = |path: &str, body: &str| {
         http.post(gw.url(path))
             .header("authorization", &bearer)
@@ -254,9 +265,12 @@ async fn live_answers_of_every_operation_match_the_document() {
         ("get", "/health", http.get(gw.url("/health")), 200),
         ("get", "/livez", http.get(gw.url("/livez")), 200),
         ("get", "/readyz", http.get(gw.url("/readyz")), 200),
-        ("get", "/metrics", http.get(gw.url("/metrics")), 200),
-        ("get", "/v1/status", http.get(gw.url("/v1/status")), 200),
-        ("get", "/", http.get(gw.url("/")), 200),
+        ("get", "/metrics", ops("/metrics"), 200),
+        ("get", "/metrics", get("/metrics"), 401),
+        ("get", "/v1/status", ops("/v1/status"), 200),
+        ("get", "/v1/status", http.get(gw.url("/v1/status")), 401),
+        ("get", "/", ops("/"), 200),
+        ("get", "/", http.get(gw.url("/")), 401),
         ("get", "/openapi.json", http.get(gw.url("/openapi.json")), 200),
     ];
     for (method, path, req, expected) in cases {

@@ -29,6 +29,8 @@ pub(crate) fn stream() -> String {
 pub(crate) const GROUP: &str = captcha_gateway::queue::keys::GROUP;
 const GATEWAY_PORT: u16 = 8080;
 const WORKER_PORT: u16 = 9090;
+/// The gateway's operations port (`--ops-listen`): the worker's shape.
+const OPS_PORT: u16 = 9090;
 /// The workers' longest retry delay by default (`[queue] retry_cap_s`): KEDA's cooldown must
 /// outlast it.
 fn retry_cap_s() -> f64 {
@@ -44,12 +46,14 @@ fn expected() -> Value {
         "group": GROUP,
         "gateway_port": GATEWAY_PORT,
         "worker_port": WORKER_PORT,
+        "ops_port": OPS_PORT,
         "retry_cap_s": retry_cap_s(),
         // The Secrets the pods and KEDA read, and their keys: docs/DEPLOY.md creates each.
         "secrets": {
             "captcha-gateway-provider": ["api-key"],
             "captcha-gateway-redis": ["password"],
             "captcha-gateway-clients": ["keys"],
+            "captcha-gateway-ops": ["key"],
         },
     })
 }
@@ -340,6 +344,13 @@ fn the_checks_report_a_broken_deployment() {
             "$(REDIS_PASSWORD)@captcha-redis",
             "hunter2@captcha-redis",
             "REDIS_URL holds a literal password",
+        ),
+        (
+            "k8s",
+            "deploy/k8s/gateway.yaml",
+            "              path: /livez\n              port: ops",
+            "              path: /livez\n              port: http",
+            "startupProbe must probe the operations port 9090",
         ),
         (
             "k8s",

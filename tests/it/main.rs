@@ -33,6 +33,7 @@ mod metrics_series;
 mod native_api;
 mod nginx;
 mod observability;
+mod ops;
 mod pools;
 mod promises;
 mod queue;

@@ -250,3 +250,80 @@ async fn operations_endpoints_answer() {
     assert_eq!(status, 200);
     assert!(page.contains("recaptcha_v2:example.com"));
 }
+
+/// A second gateway key: another tenant.
+const OTHER: &str = "fedcba9876543210fedcba9876543210";
+
+/// Another tenant's task id answers a long poll at once and exactly like an unknown id: the
+/// tenant filter runs before the wait, so how long the answer takes says nothing about whether
+/// the id exists. The simulator's clock stands still, so the owner's task stays pending until
+/// its own deadline (20 s) ends it; had the foreign poll waited, it would have answered only
+/// then (the task ended) or at its 60 s.
+#[tokio::test]
+async fn another_tenants_task_id_answers_a_long_poll_at_once_like_an_unknown_id() {
+    use captcha_gateway::cli::{ProviderName, ServeArgs};
+    use captcha_gateway::config::{self, Secret};
+
+    let sim = crate::support::fleet::SimServer::stalled(10).await;
+    let args = ServeArgs {
+        listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        provider: Some(ProviderName::Captchaai),
+        provider_url: Some(format!("http://{}", sim.addr)),
+        threads: Some(10),
+        gateway_keys: vec![Secret(KEY.into()), Secret(OTHER.into())],
+        ..ServeArgs::default()
+    };
+    let env = |name: &str| (name == "CAPTCHAAI_API_KEY").then(|| KEY.to_owned());
+    let mut settings = config::load_serve(&args, &env).expect("test settings are valid");
+    settings.warmup = Duration::ZERO;
+    let gw = TestGateway::with(settings).await;
+
+    let created = gw
+        .http
+        .post(gw.url("/v1/tasks"))
+        .bearer_auth(KEY)
+        .json(&json!({"kind": "turnstile", "sitekey": "0x4AAA-owned", "pageurl": "https://owned.example/", "timeout_s": 20}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 202);
+    let id = created.json::<Value>().await.unwrap()["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    eventually(
+        Duration::from_secs(10),
+        "the owner's upstream submit",
+        || async { sim.sim.stats().submits == 1 },
+    )
+    .await;
+
+    let poll = |id: String, key: &'static str| {
+        let (http, url) = (gw.http.clone(), gw.url(&format!("/v1/tasks/{id}?wait=60")));
+        async move {
+            let res = http.get(url).bearer_auth(key).send().await.unwrap();
+            (res.status().as_u16(), res.text().await.unwrap())
+        }
+    };
+    let foreign = poll(id.clone(), OTHER).await;
+    let owner: Value = gw
+        .http
+        .get(gw.url(&format!("/v1/tasks/{id}")))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        owner["status"], "pending",
+        "the foreign poll must answer while the owner's task is still pending: {owner}"
+    );
+    let unknown = poll("123456789012345".into(), OTHER).await;
+    assert_eq!(foreign.0, 404, "{}", foreign.1);
+    assert_eq!(
+        foreign, unknown,
+        "a foreign id reads exactly as an unknown one"
+    );
+}

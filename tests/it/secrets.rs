@@ -1,6 +1,6 @@
 //! Promise 8, secrets stay: the client and fleet scenarios run with distinctive secrets (provider
-//! keys, gateway keys, a Redis password, proxy passwords, user info and query strings in page
-//! URLs), every log line at every level and every response body and header is collected, and
+//! keys, gateway keys, an operations key, a Redis password, proxy passwords, user info and query
+//! strings in page URLs), every log line at every level and every response body and header is collected, and
 //! none may contain any of them.
 
 use std::io::Write;
@@ -30,6 +30,7 @@ struct Secrets {
     page_query: String,
     tenant_key: String,
     callback_secret: String,
+    ops_key: String,
 }
 
 impl Secrets {
@@ -53,10 +54,11 @@ impl Secrets {
             page_query: r("QrySecret", 20),
             tenant_key: r("TenantKey0", 32),
             callback_secret: r("HookSecret", 24),
+            ops_key: r("OpsKey0", 32),
         }
     }
 
-    fn all(&self) -> [(&'static str, &str); 10] {
+    fn all(&self) -> [(&'static str, &str); 11] {
         [
             ("provider key", &self.provider_key),
             ("wrong provider key", &self.wrong_provider_key),
@@ -68,6 +70,7 @@ impl Secrets {
             ("page URL query", &self.page_query),
             ("tenant key", &self.tenant_key),
             ("callback URL secret", &self.callback_secret),
+            ("operations key", &self.ops_key),
         ]
     }
 }
@@ -237,9 +240,9 @@ async fn no_secret_reaches_a_log_line_a_response_or_a_label() {
         "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nthreads = 50\n\
          gateway_keys = [\"{}\"]\nredis_url = \"{redis_url}\"\n\
          callback_hosts = [\"localhost\"]\ncallback_allow_networks = [\"127.0.0.1/32\", \"::1/128\"]\n\
-         callback_attempts = 2\n\
+         callback_attempts = 2\nops_key = \"{}\"\n\
          [[tenants]]\nname = \"team\"\nkeys = [\"{}\"]\nmax_concurrent = 50\n",
-        sim.addr, s.gateway_key, s.tenant_key
+        sim.addr, s.gateway_key, s.ops_key, s.tenant_key
     );
     let poll = "[poll]\nfirst_check_s = 0.05\ninterval_s = 0.05\nmax_requests_per_second = 500\n";
     let a = Gateway::start("a", &format!("{common}{poll}"), &s.provider_key, &log).await;
@@ -385,10 +388,13 @@ async fn no_secret_reaches_a_log_line_a_response_or_a_label() {
     rec.get(c.url(&format!("/res.php?key={key}&action=getbalance")))
         .await;
 
-    // Every operations page, on every instance.
+    // Every operations page, on every instance, with the operations key (a and b ask for it)
+    // and without.
     for gw in [&a, &b, &c] {
-        for path in ["/metrics", "/health", "/"] {
+        for path in ["/metrics", "/health", "/", "/v1/status"] {
             rec.get(gw.url(path)).await;
+            rec.send(rec.http.get(gw.url(path)).bearer_auth(&s.ops_key))
+                .await;
         }
         rec.send(rec.http.get(gw.url("/v1/pools")).bearer_auth(key))
             .await;

@@ -433,11 +433,12 @@ fn bad_tenant_and_tls_settings_exit_2_naming_the_setting_never_the_key() {
     let (code, stderr) = serve_with_config("", &["--tls-cert", junk, "--tls-key", junk]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--tls-cert"), "{stderr}");
-    // Tenants' keys are keys: a gateway with only tenants may listen beyond loopback.
+    // Tenants' keys are keys: a gateway with only tenants may listen beyond loopback (its
+    // operations endpoints on a port of their own).
     let mut file = tempfile::NamedTempFile::new().unwrap();
     write!(
         file,
-        "provider = \"sim\"\nlisten = \"0.0.0.0:0\"\n{}",
+        "provider = \"sim\"\nlisten = \"0.0.0.0:0\"\nops_listen = \"127.0.0.1:0\"\n{}",
         tenant("a", &alpha_key)
     )
     .unwrap();

@@ -70,6 +70,7 @@ pub async fn run(
         probes_conn,
         &solving,
         u32::try_from(seed.concurrency).unwrap_or(u32::MAX),
+        &settings.serve.ops,
         |metrics| figures.register(metrics.registry()),
         listener,
         background.clone(),

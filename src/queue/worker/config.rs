@@ -16,7 +16,7 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(25);
 pub struct WorkerSettings {
     pub serve: Settings,
     pub queue: QueueSettings,
-    /// Where /livez, /readyz and /metrics are served.
+    /// Where /livez, /readyz and /metrics are served (`--listen` or `--ops-listen`).
     pub listen: SocketAddr,
     pub grace: Duration,
 }
@@ -27,12 +27,21 @@ pub fn load(
 ) -> Result<WorkerSettings, ConfigError> {
     // The worker's listener serves no API, so serve's rule (a key when not on loopback) does
     // not apply: take it out before serve's settings are read.
-    let listen = args
-        .serve
-        .listen
-        .take()
-        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 9090)));
+    let listen = args.serve.listen.take();
     let serve = config::load_serve(&args.serve, env)?;
+    // The worker's one listener is an operations listener: `--ops-listen` (or the shared file's
+    // `ops_listen`) names it as well as `--listen` does, and two different names are a mistake.
+    let listen = match (listen, serve.ops.listen) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(ConfigError {
+                setting: "--ops-listen".into(),
+                problem: format!("is {b} but --listen is {a}; a worker serves one listener"),
+                fix: "give the worker one of them".into(),
+            });
+        }
+        (Some(a), _) | (None, Some(a)) => a,
+        (None, None) => SocketAddr::from(([0, 0, 0, 0], 9090)),
+    };
     if serve.redis.is_none() {
         return Err(ConfigError {
             setting: "--redis-url".into(),

@@ -123,6 +123,7 @@ pub async fn start(settings: WorkerSettings, shutdown: Shutdown) -> Result<Start
         probes_conn,
         &solving,
         settings.queue.concurrency,
+        &settings.serve.ops,
         |metrics| metrics::register(&worker, metrics),
         listener,
         background.clone(),

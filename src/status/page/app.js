@@ -223,10 +223,36 @@ function render(r) {
   document.body.setAttribute("data-window-s", String(r.window_s));
 }
 
+// The operations key, when the gateway asks for one: given once in the address as #key=...
+// (a fragment reaches no server and no log), then kept for this tab only and taken out of the
+// address bar and its history entry.
+let memoKey = null;
+function opsKey() {
+  const m = /^#key=(.+)$/.exec(location.hash);
+  if (m) {
+    memoKey = decodeURIComponent(m[1]);
+    try { sessionStorage.setItem("ops-key", memoKey); } catch (e) { /* kept in memoKey */ }
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  if (memoKey === null) {
+    try { memoKey = sessionStorage.getItem("ops-key"); } catch (e) { /* none kept */ }
+  }
+  return memoKey;
+}
+
 let every = 5000;
 async function refresh() {
   try {
-    const res = await fetch("/v1/status", { cache: "no-store" });
+    const key = opsKey();
+    const headers = key ? { Authorization: "Bearer " + key } : {};
+    const res = await fetch("/v1/status", { cache: "no-store", headers });
+    if (res.status === 401) {
+      document.body.setAttribute("data-status", "key-needed");
+      document.getElementById("updated").textContent = (key ? "the operations key was refused" :
+        "this gateway needs its operations key") + ": open this page as /#key=<operations key>";
+      setTimeout(refresh, every);
+      return;
+    }
     if (!res.ok) throw new Error("HTTP " + res.status);
     const r = await res.json();
     every = Math.max(2000, Math.min(30000, (r.interval_s || 5) * 1000));

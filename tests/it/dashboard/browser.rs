@@ -1,14 +1,16 @@
 //! The dashboard in headless Chromium (Debian's `chromium`, which `scripts/test` installs):
 //! under load the rendered page shows non-zero live figures, and each matches a `/metrics`
 //! scrape taken around the page load (counters between the scrape before and the one after);
-//! once the load stops and the pool is full, the page and the metrics agree exactly. A
-//! screenshot goes to `target/dashboard.png`.
+//! once the load stops and the pool is full, the page and the metrics agree exactly. The
+//! gateway has an operations key: the page opened without it shows no figure and says so, and
+//! opened as `/#key=...` it sends the key with its reads. A screenshot goes to
+//! `target/dashboard.png`.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use super::{Load, POOL_LABEL, POOL_SIZE, Scrape, pool, status};
+use super::{Load, OPS_KEY, POOL_LABEL, POOL_SIZE, Scrape, pool, status};
 use crate::support::eventually::eventually;
 use crate::support::{TestGateway, fast_settings};
 
@@ -116,7 +118,15 @@ async fn the_dashboard_shows_live_figures_that_match_metrics() {
     // Samples every second: a ring of 180 reaches back three minutes, so the page's history
     // fills quickly and its windowed figures cover the whole test.
     settings.status_every = Duration::from_secs(1);
+    let ops = captcha_gateway::http::OpsInput {
+        key_env: Some(captcha_gateway::config::Secret(OPS_KEY.into())),
+        ..Default::default()
+    };
+    settings.ops = captcha_gateway::http::ops_settings(ops, settings.listen)
+        .unwrap()
+        .0;
     let gw = TestGateway::with(settings).await;
+    let with_key = gw.url(&format!("/#key={OPS_KEY}"));
     let load = Load::start(&gw, 8);
     eventually(
         Duration::from_secs(60),
@@ -135,17 +145,27 @@ async fn the_dashboard_shows_live_figures_that_match_metrics() {
     )
     .await;
 
+    let keyless = chromium(&["--dump-dom".into()], &gw.url("/")).await;
+    assert!(
+        keyless.contains("data-status=\"key-needed\""),
+        "without the key the page says it needs one"
+    );
+    assert!(
+        !keyless.contains(POOL_LABEL),
+        "without the key no figure shows"
+    );
+
     let before = Scrape::take(&gw).await;
-    let dom = chromium(&["--dump-dom".into()], &gw.url("/")).await;
+    let dom = chromium(&["--dump-dom".into()], &with_key).await;
     let after = Scrape::take(&gw).await;
     let shot = screenshot_path();
-    chromium(&[format!("--screenshot={}", shot.display())], &gw.url("/")).await;
+    chromium(&[format!("--screenshot={}", shot.display())], &with_key).await;
     let answered = load.answers.clone();
     load.stop().await;
 
     assert!(
         dom.contains("data-status=\"ok\""),
-        "the page loaded /v1/status"
+        "the page loaded /v1/status with the key"
     );
     assert_eq!(figure_after(&dom, 0, "store").as_deref(), Some("memory"));
     assert_eq!(figure(&dom, "instances"), 1.0);
@@ -225,7 +245,7 @@ async fn the_dashboard_shows_live_figures_that_match_metrics() {
         s.sum(POOL_READY, &target) == POOL_SIZE && s.sum(TARGET_IN_FLIGHT, "") == 0
     })
     .await;
-    let rest = chromium(&["--dump-dom".into()], &gw.url("/")).await;
+    let rest = chromium(&["--dump-dom".into()], &with_key).await;
     let scrape = Scrape::take(&gw).await;
     assert_eq!(
         pool_figure(&rest, POOL_LABEL, "pool-ready"),

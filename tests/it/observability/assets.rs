@@ -163,7 +163,18 @@ fn the_alert_rules_pass_promtool_and_their_unit_tests() {
     assert!(checked.contains("SUCCESS"), "{checked}");
     let tested = promtool(&dir, &["test", "rules", "alerts_test.yml"]);
     assert!(tested.contains("SUCCESS"), "{tested}");
-    promtool(&dir, &["check", "config", "prometheus.yml"]);
+    // Checked where it would run: beside its rules and the operations key file it reads (its
+    // content is the operator's; promtool wants the file to exist).
+    let deployed = tempfile::tempdir().unwrap();
+    for file in ["prometheus.yml", "alerts.yml"] {
+        std::fs::copy(dir.join(file), deployed.path().join(file)).unwrap();
+    }
+    std::fs::write(
+        deployed.path().join("captcha-gateway-ops.key"),
+        "ops-key-of-the-operator-0123\n",
+    )
+    .unwrap();
+    promtool(deployed.path(), &["check", "config", "prometheus.yml"]);
 }
 
 #[test]

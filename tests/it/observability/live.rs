@@ -6,8 +6,9 @@
 //! 1. every metric, label and label value that a panel, a dashboard variable, an alert or
 //!    docs/OPERATIONS.md queries is in what the two processes expose (`up` excepted: Prometheus
 //!    makes it itself);
-//! 2. on a real Prometheus scraping both, every panel query returns series, every variable has
-//!    values and every alert rule evaluates without error;
+//! 2. on a real Prometheus scraping both (the front end on its operations port, both with the
+//!    operations key, as deploy/prometheus does), every panel query returns series, every
+//!    variable has values and every alert rule evaluates without error;
 //! 3. stopping the worker raises CaptchaGatewayTargetDown for it, stopping Redis raises
 //!    CaptchaGatewayRedisDown for the front end, and no alert the test does not provoke is
 //!    raised.
@@ -54,6 +55,9 @@ fn common(redis: &str, sim: std::net::SocketAddr) -> String {
     )
 }
 
+/// The operations key both processes ask for on `/metrics`.
+const OPS_KEY: &str = "ops-ObservabilityKey-0123456789";
+
 /// `captcha-gateway worker` with `config`; returns the process and its base URL.
 async fn start_worker(config: &std::path::Path) -> (tokio::process::Child, String) {
     use tokio::io::AsyncBufReadExt;
@@ -62,6 +66,7 @@ async fn start_worker(config: &std::path::Path) -> (tokio::process::Child, Strin
         .args(["--listen", "127.0.0.1:0", "--queue", "captcha"])
         .env_clear()
         .env("RUST_LOG", "warn")
+        .env("CAPTCHA_GATEWAY_OPS_KEY", OPS_KEY)
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -175,7 +180,12 @@ async fn load(http: &reqwest::Client, base: &str, round: usize) {
 }
 
 async fn scrape(http: &reqwest::Client, base: &str) -> String {
-    let res = http.get(format!("{base}/metrics")).send().await.unwrap();
+    let res = http
+        .get(format!("{base}/metrics"))
+        .bearer_auth(OPS_KEY)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 200, "{base}/metrics");
     res.text().await.unwrap()
 }
@@ -200,15 +210,27 @@ async fn the_dashboard_and_the_alerts_work_on_a_live_front_end_and_worker() {
     sim.sim.set_faults(faulty).unwrap();
     let common = common(&redis.url(), sim.addr);
     let front_config = toml_file(&format!(
-        "{common}[[tenants]]\nname = \"alpha\"\nkeys = [\"{KEY}\"]\n\
+        "ops_listen = \"127.0.0.1:0\"\n{common}[[tenants]]\nname = \"alpha\"\nkeys = [\"{KEY}\"]\n\
          max_concurrent = 1000\nmax_solves_per_hour = 100000\n"
     ));
     let worker_config = toml_file(&format!(
         "{common}[[pools]]\nkind = \"turnstile\"\nsitekey = \"{POOL_SITEKEY}\"\n\
          pageurl = \"{POOL_PAGE}\"\nsize = 4\n"
     ));
-    let env = [("RUST_LOG", "warn"), ("CAPTCHA_GATEWAY_QUEUE", "captcha")];
-    let (_front, front, _) = spawn_serve(front_config.path(), &env, Stdio::inherit()).await;
+    let env = [
+        ("RUST_LOG", "warn"),
+        ("CAPTCHA_GATEWAY_QUEUE", "captcha"),
+        ("CAPTCHA_GATEWAY_OPS_KEY", OPS_KEY),
+    ];
+    let (_front, front, mut lines) = spawn_serve(front_config.path(), &env, Stdio::inherit()).await;
+    // Its figures are on its operations port, not on the port callers use.
+    let line = lines.next_line().await.unwrap().unwrap_or_default();
+    let front_ops = line
+        .strip_prefix("operations listening on ")
+        .unwrap_or_else(|| panic!("no operations listener announced: {line:?}"))
+        .trim()
+        .to_owned();
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     let (mut worker_process, worker) = start_worker(worker_config.path()).await;
 
     let (exprs, variables) = dashboard_queries(&dashboard());
@@ -242,7 +264,7 @@ async fn the_dashboard_and_the_alerts_work_on_a_live_front_end_and_worker() {
     let started = std::time::Instant::now();
     for round in 0.. {
         load(&http, &front, round).await;
-        let mut scraped = samples(&scrape(&http, &front).await);
+        let mut scraped = samples(&scrape(&http, &front_ops).await);
         scraped.extend(samples(&scrape(&http, &worker).await));
         let upstream_result = |class: &str| {
             scraped.iter().any(|(n, l)| {
@@ -276,10 +298,11 @@ async fn the_dashboard_and_the_alerts_work_on_a_live_front_end_and_worker() {
     let host = |base: &str| base.trim_start_matches("http://").to_owned();
     let prometheus = Prometheus::start(
         &[
-            ("captcha-gateway", vec![host(&front)]),
+            ("captcha-gateway", vec![host(&front_ops)]),
             ("captcha-worker", vec![host(&worker)]),
         ],
         &repo().join("deploy/prometheus/alerts.yml"),
+        Some(OPS_KEY),
     )
     .await;
     let mut empty = Vec::new();
@@ -361,7 +384,7 @@ async fn the_dashboard_and_the_alerts_work_on_a_live_front_end_and_worker() {
     eventually(
         Duration::from_secs(60),
         "RedisDown for the front end",
-        || active("CaptchaGatewayRedisDown", "instance", host(&front)),
+        || active("CaptchaGatewayRedisDown", "instance", host(&front_ops)),
     )
     .await;
     // Waste and capacity errors are provoked on purpose (answers usable for 2 s, injected

@@ -21,9 +21,25 @@ pub struct Prometheus {
 }
 
 impl Prometheus {
-    /// Scrapes `jobs` (job name, `host:port` targets) and loads `rules`.
-    pub async fn start(jobs: &[(&str, Vec<String>)], rules: &Path) -> Prometheus {
+    /// Scrapes `jobs` (job name, `host:port` targets) and loads `rules`; with `ops_key`, every
+    /// scrape sends it as `Authorization: Bearer`, read from a file as deploy/prometheus does.
+    pub async fn start(
+        jobs: &[(&str, Vec<String>)],
+        rules: &Path,
+        ops_key: Option<&str>,
+    ) -> Prometheus {
         let dir = tempfile::tempdir().unwrap();
+        let authorization = match ops_key {
+            Some(key) => {
+                let file = dir.path().join("ops-key");
+                std::fs::write(&file, format!("{key}\n")).unwrap();
+                format!(
+                    "    authorization:\n      credentials_file: {}\n",
+                    file.display()
+                )
+            }
+            None => String::new(),
+        };
         std::fs::copy(rules, dir.path().join("alerts.yml")).unwrap();
         let mut config = String::from(
             "global:\n  scrape_interval: 5s\n  scrape_timeout: 5s\n  evaluation_interval: 1s\n\
@@ -32,7 +48,7 @@ impl Prometheus {
         for (job, targets) in jobs {
             let targets = serde_json::to_string(targets).unwrap();
             config.push_str(&format!(
-                "  - job_name: {job}\n    static_configs:\n      - targets: {targets}\n"
+                "  - job_name: {job}\n{authorization}    static_configs:\n      - targets: {targets}\n"
             ));
         }
         let config_path = dir.path().join("prometheus.yml");

@@ -56,6 +56,9 @@ def check_compose(root, expected, r):
             r.check(depends.get("redis", {}).get("condition") == "service_healthy", swhere,
                     "must wait for a healthy redis")
     gw = services["gateway"]
+    ops = flag_value(gw.get("command", []), "--ops-listen")
+    r.check(ops is not None and port_of(ops) == expected["ops_port"], f"{where} gateway",
+            f"--ops-listen {ops}: /metrics, /v1/status and / belong on port {expected['ops_port']}")
     published = [p for p in gw.get("ports", []) if str(p).endswith(f":{expected['gateway_port']}")]
     r.check(len(published) == 1, f"{where} gateway",
             f"must publish port {expected['gateway_port']}")

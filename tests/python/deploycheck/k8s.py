@@ -192,9 +192,12 @@ def check_containers(objects, expected, r):
         r.check(listen is not None and listen.startswith("0.0.0.0:"), where,
                 "--listen must take every address of the pod (0.0.0.0)")
         ports = [p["containerPort"] for p in c.get("ports", [])]
-        r.check(ports == [expected[port_key]], where,
-                f"containerPorts {ports}: the contract's port is {expected[port_key]}")
+        # A gateway has two ports: callers' and the operations port (--ops-listen); a worker's
+        # one port is an operations port already.
+        want = [expected[port_key]] + ([expected["ops_port"]] if role == "serve" else [])
+        r.check(ports == want, where, f"containerPorts {ports}: the contract's ports are {want}")
         check_probes(where, c, r, {"livenessProbe": "/livez", "readinessProbe": "/readyz"})
+        check_ops(where, objects, d, c, role, expected, r)
         queue = flag_value(argv, "--queue")
         r.check(queue == expected["queue"], where,
                 f"--queue {queue}: the workers' queue is {expected['queue']}")
@@ -228,6 +231,33 @@ def check_containers(objects, expected, r):
             r.check(grace > pre_stop + shutdown, where,
                     f"terminationGracePeriodSeconds {grace} must exceed the preStop sleep"
                     f" {pre_stop} s plus shutdown_grace_s {shutdown} s")
+
+
+def check_ops(where, objects, deployment, container, role, expected, r):
+    """The operations endpoints: on their own port, probed there, never behind the Service, and
+    guarded by the operations key from its Secret."""
+    argv = container["args"]
+    ops_port = expected["ops_port"] if role == "serve" else expected["worker_port"]
+    if role == "serve":
+        ops = flag_value(argv, "--ops-listen")
+        r.check(ops is not None and ops.startswith("0.0.0.0:") and port_of(ops) == ops_port,
+                where, f"--ops-listen {ops}: the operations port is 0.0.0.0:{ops_port}")
+    named = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        port = container.get(probe, {}).get("httpGet", {}).get("port")
+        r.check(named.get(port, port) == ops_port, where,
+                f"{probe} must probe the operations port {ops_port} (got {port})")
+    labels = deployment["spec"]["template"]["metadata"].get("labels", {})
+    for f, svc in of_kind(objects, "Service"):
+        if not selects(svc["spec"]["selector"], labels):
+            continue
+        for sp in svc["spec"]["ports"]:
+            target = sp.get("targetPort", sp["port"])
+            r.check(named.get(target, target) != ops_port, f"{f} Service/{name_of(svc)}",
+                    f"exposes the operations port {ops_port}: scrape and probe the pods directly")
+    env = {e["name"]: e for e in container.get("env", [])}
+    r.check("secretKeyRef" in env.get("CAPTCHA_GATEWAY_OPS_KEY", {}).get("valueFrom", {}), where,
+            "CAPTCHA_GATEWAY_OPS_KEY must come from a Secret (the operations key)")
 
 
 def check_secrets_documented(root, objects, expected, r):
