@@ -87,6 +87,8 @@ impl Gateway {
         requests.register(metrics.registry());
         let registry = metrics.registry();
         registry.register_collector(Box::new(http::AdmissionFigures(admission.clone())));
+        let connections = http::Connections::new(settings.connections);
+        connections.register(registry);
         crate::tenants::metrics::register(tenants.clone(), registry);
         if let http::Intake::Queued(queue) = &intake {
             crate::queue::figures::QueueDepth::register((**queue).clone(), &mut metrics);
@@ -134,7 +136,15 @@ impl Gateway {
         let scheme = if tls.is_some() { "https" } else { "http" };
         let grace = settings.shutdown_grace;
         let server = tokio::spawn(async move {
-            http::serve(listener, router, tls, token.cancelled_owned(), grace).await
+            http::serve(
+                listener,
+                router,
+                tls,
+                token.cancelled_owned(),
+                grace,
+                connections,
+            )
+            .await
         });
         tracing::info!(%addr, accounts, threads, scheme, "gateway listening");
         Ok(Gateway {

@@ -8,6 +8,7 @@
 mod admission;
 mod auth;
 mod compat;
+mod conn;
 mod entry;
 mod error;
 mod fleet_busy;
@@ -33,6 +34,7 @@ mod worker;
 
 pub use admission::Admission;
 pub use auth::{Auth, AuthError, BearerKey, KEY_LEN, Tenant, key_tenant};
+pub use conn::{ConnSettings, Connections, ConnectionsFile};
 pub use entry::parse_native_body;
 pub use intake::Intake;
 pub use listen::serve;

@@ -72,6 +72,7 @@ pub async fn run(
         u32::try_from(seed.concurrency).unwrap_or(u32::MAX),
         |metrics| figures.register(metrics.registry()),
         listener,
+        settings.serve.connections,
         background.clone(),
     );
     crate::status::publish_worker(&solving, settings.serve.status_every, &target, &shutdown).await;

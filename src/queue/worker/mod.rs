@@ -125,6 +125,7 @@ pub async fn start(settings: WorkerSettings, shutdown: Shutdown) -> Result<Start
         settings.queue.concurrency,
         |metrics| metrics::register(&worker, metrics),
         listener,
+        settings.serve.connections,
         background.clone(),
     );
     crate::status::publish_worker(
