@@ -39,12 +39,17 @@ impl<S: Send + Sync> FromRequestParts<S> for BearerKey {
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        let key = value.and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        });
-        Ok(Self(key.map(str::to_owned)))
+        Ok(Self(value.and_then(bearer_key).map(str::to_owned)))
     }
+}
+
+/// The key of an `Authorization` value with the `Bearer` scheme, in any case: RFC 7235 makes
+/// the scheme case-insensitive, and one or more spaces may follow it.
+fn bearer_key(value: &str) -> Option<&str> {
+    let (scheme, key) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| key.trim_start_matches(' '))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,6 +173,28 @@ mod tests {
             auth.tenant(Some("eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee")),
             Err(AuthError::UnknownKey)
         );
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_read_in_any_case() {
+        let key = "0123456789abcdef0123456789abcdef";
+        for value in [
+            format!("Bearer {key}"),
+            format!("bearer {key}"),
+            format!("BEARER {key}"),
+            format!("bEaReR  {key}"),
+        ] {
+            assert_eq!(bearer_key(&value), Some(key), "{value}");
+        }
+        for value in [
+            format!("Basic {key}"),
+            format!("Bearer{key}"),
+            format!("Bearers {key}"),
+            key.to_owned(),
+            String::new(),
+        ] {
+            assert_eq!(bearer_key(&value), None, "{value}");
+        }
     }
 
     #[test]

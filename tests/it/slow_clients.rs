@@ -1,8 +1,9 @@
 //! Slow, silent and idle clients against the real binary, over real sockets: every stalled
 //! connection is closed by the timeout of the phase it stalls in (docs/CONFIGURATION.md
 //! "Connections") while a caller waiting longer than every timeout for its solve is served; the
-//! connection cap answers 503 with `Retry-After`. Timeouts are set short in each test's
-//! configuration, and every wait is for a socket's end, bounded only to end a hang.
+//! connection cap answers 503 with `Retry-After`; a request without a valid key is refused
+//! before its body is read. Timeouts are set short in each test's configuration, and every wait
+//! is for a socket's end, bounded only to end a hang.
 
 use std::io::Write;
 use std::process::Stdio;
@@ -362,6 +363,80 @@ async fn past_the_cap_a_connection_is_answered_503_and_a_freed_place_is_served_a
         },
     )
     .await;
+}
+
+/// Sends a head declaring a 5 MB body and 64 KiB of it, then only reads: the answer must come
+/// without the rest of the body. Returns the status line and the body of the answer.
+async fn refused_before_the_body(addr: &str, head: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(&vec![b'a'; 64 * 1024]).await.unwrap();
+    let (status, _, body) = tokio::time::timeout(HANG, read_response(&mut s))
+        .await
+        .unwrap_or_else(|_| panic!("answered before the body was sent: {head}"));
+    // The connection is closed rather than the rest of the body read.
+    tokio::time::timeout(HANG, until_closed(&mut s))
+        .await
+        .expect("the connection is closed after the refusal");
+    (status, body)
+}
+
+#[tokio::test]
+async fn a_big_body_without_a_valid_key_is_refused_before_it_is_read() {
+    let gw = Gateway::start("", "100ms").await;
+    let wrong = "ffffffffffffffffffffffffffffffff";
+    let length = "Content-Length: 5000000\r\n";
+    let native = |auth: &str| {
+        format!(
+            "POST /v1/solve HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n{length}{auth}\r\n"
+        )
+    };
+
+    let (status, body) = refused_before_the_body(&gw.addr, &native("")).await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (401, Some("ERROR_WRONG_USER_KEY"))
+    );
+    let (status, body) = refused_before_the_body(
+        &gw.addr,
+        &native(&format!("Authorization: Bearer {wrong}\r\n")),
+    )
+    .await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (401, Some("ERROR_KEY_DOES_NOT_EXIST"))
+    );
+    let tokens = format!(
+        "POST /v1/pools/tokens HTTP/1.1\r\nHost: gw\r\n{length}Authorization: bearer {wrong}\r\n\r\n"
+    );
+    assert_eq!(refused_before_the_body(&gw.addr, &tokens).await.0, 401);
+    let seed = format!(
+        "POST /solve HTTP/1.1\r\nHost: gw\r\n{length}Authorization: Bearer {wrong}\r\n\r\n"
+    );
+    assert_eq!(refused_before_the_body(&gw.addr, &seed).await.0, 401);
+    // The compatible API: the key in the query string decides, in its protocol.
+    let compat = format!(
+        "POST /in.php?key={wrong}&json=1 HTTP/1.1\r\nHost: gw\r\n{length}Content-Type: multipart/form-data; boundary=x\r\n\r\n"
+    );
+    let (status, body) = refused_before_the_body(&gw.addr, &compat).await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (status, v["request"].as_str()),
+        (200, Some("ERROR_KEY_DOES_NOT_EXIST"))
+    );
+    // With a valid key, a body declared over the limit is refused unread too.
+    let (status, body) = refused_before_the_body(
+        &gw.addr,
+        &native(&format!("Authorization: BEARER {KEY}\r\n")),
+    )
+    .await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (413, Some("body_too_large"))
+    );
 }
 
 #[test]
