@@ -89,6 +89,8 @@ pub struct Settings {
     pub tls: Option<crate::http::TlsSettings>,
     /// How long shutdown waits for in-flight requests and tasks before cutting them short.
     pub shutdown_grace: Duration,
+    /// Client connections: timeouts for slow clients and the cap (`[connections]`).
+    pub connections: crate::http::ConnSettings,
     /// Result callbacks (`pingback`, `callback_url`): allow-list and delivery limits.
     pub callbacks: CallbackSettings,
     /// `[[accounts]]`; empty: the one account of `provider`, `provider_url`, the key and `threads`.
@@ -167,6 +169,9 @@ struct FileConfig {
     tls_key: Option<PathBuf>,
     /// Seconds shutdown waits for in-flight work (default `serve::SHUTDOWN_GRACE`).
     shutdown_grace_s: Option<f64>,
+    /// Timeouts for slow clients and the connection cap (docs/CONFIGURATION.md "Connections").
+    #[serde(default)]
+    connections: crate::http::ConnectionsFile,
     /// Hosts callbacks may go to (`*.example.com` for subdomains); empty refuses callbacks.
     #[serde(default)]
     callback_hosts: Vec<String>,
@@ -538,6 +543,7 @@ pub fn load_serve(
         tenants,
         tls,
         shutdown_grace,
+        connections: file.connections.settings()?,
         callbacks,
         accounts,
         upstream: crate::upstream::UpstreamSettings::default(),

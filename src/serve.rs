@@ -103,6 +103,8 @@ impl Gateway {
         requests.register(metrics.registry());
         let registry = metrics.registry();
         registry.register_collector(Box::new(http::AdmissionFigures(admission.clone())));
+        let connections = http::Connections::new(settings.connections);
+        connections.register(registry);
         crate::tenants::metrics::register(tenants.clone(), registry);
         if let http::Intake::Queued(queue) = &intake {
             crate::queue::figures::QueueDepth::register((**queue).clone(), &mut metrics);
@@ -159,16 +161,28 @@ impl Gateway {
             // Plain HTTP: kubelet probes and Prometheus scrape it on the pod network. It stops
             // with the API port, after the same grace.
             let token = shutdown.token.clone();
+            // Its own cap (not counted in the API port's figures), so a flood of API connections
+            // never keeps probes and scrapes out, and the same timeouts.
+            let ops_connections = http::Connections::new(settings.connections);
             tokio::spawn(async move {
+                let stop = token.cancelled_owned();
                 let served =
-                    http::serve(listener, ops_router, None, token.cancelled_owned(), grace).await;
+                    http::serve(listener, ops_router, None, stop, grace, ops_connections).await;
                 if let Err(e) = served {
                     tracing::error!(error = %e, "operations listener stopped");
                 }
             });
         }
         let server = tokio::spawn(async move {
-            http::serve(listener, router, tls, token.cancelled_owned(), grace).await
+            http::serve(
+                listener,
+                router,
+                tls,
+                token.cancelled_owned(),
+                grace,
+                connections,
+            )
+            .await
         });
         tracing::info!(%addr, ops_addr = ?ops_addr, accounts, threads, scheme, "gateway listening");
         Ok(Gateway {

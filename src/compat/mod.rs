@@ -16,6 +16,6 @@ mod submit;
 pub use native::{
     NativeRequest, checked_seconds, out_of_range, parse_native, parse_native_value, seconds_value,
 };
-pub use params::Params;
+pub use params::{Params, declared_over};
 pub use reply::{Mode, Reply};
 pub use submit::parse_submit;

@@ -16,6 +16,13 @@ pub struct Params {
     files: HashMap<String, Bytes>,
 }
 
+/// Whether `body` declares (`Content-Length`) more than `max` bytes: refused before a byte of it
+/// is read, where reading up to the limit first would only waste the time.
+pub fn declared_over(body: &axum::body::Body, max: usize) -> bool {
+    use axum::body::HttpBody;
+    body.size_hint().lower() > u64::try_from(max).unwrap_or(u64::MAX)
+}
+
 impl Params {
     /// Reads parameters from a query string and a body. Never fails: a body that does not parse
     /// as its declared encoding contributes nothing, and the missing parameters are reported by
@@ -49,7 +56,12 @@ impl Params {
             .headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok());
-        match axum::body::to_bytes(body, max_body).await {
+        let read = if declared_over(&body, max_body) {
+            Err(())
+        } else {
+            axum::body::to_bytes(body, max_body).await.map_err(drop)
+        };
+        match read {
             Ok(body) => Ok(Params::read(query, content_type, body).await),
             Err(_) => {
                 let query_only = Params::read(query, None, Bytes::new()).await;

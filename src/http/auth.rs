@@ -39,14 +39,20 @@ impl<S: Send + Sync> FromRequestParts<S> for BearerKey {
     }
 }
 
-/// The key of an `Authorization: Bearer <key>` header.
+/// The key of an `Authorization: Bearer <key>` header, the scheme in any case: RFC 7235 makes it
+/// case-insensitive, and one or more spaces may follow it.
 pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())?;
-    value
-        .strip_prefix("Bearer ")
-        .or_else(|| value.strip_prefix("bearer "))
+    bearer_key(value)
+}
+
+fn bearer_key(value: &str) -> Option<&str> {
+    let (scheme, key) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| key.trim_start_matches(' '))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,6 +176,28 @@ mod tests {
             auth.tenant(Some("eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee")),
             Err(AuthError::UnknownKey)
         );
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_read_in_any_case() {
+        let key = "0123456789abcdef0123456789abcdef";
+        for value in [
+            format!("Bearer {key}"),
+            format!("bearer {key}"),
+            format!("BEARER {key}"),
+            format!("bEaReR  {key}"),
+        ] {
+            assert_eq!(bearer_key(&value), Some(key), "{value}");
+        }
+        for value in [
+            format!("Basic {key}"),
+            format!("Bearer{key}"),
+            format!("Bearers {key}"),
+            key.to_owned(),
+            String::new(),
+        ] {
+            assert_eq!(bearer_key(&value), None, "{value}");
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use axum::body::HttpBody;
 use axum::extract::{Request, State};
 use serde_json::json;
 
@@ -15,7 +16,7 @@ use crate::engine::{ReportOutcome, TaskRecord, TaskState};
 const MAX_BATCH_IDS: usize = 100;
 
 pub async fn submit(State(state): State<AppState>, req: Request) -> Reply {
-    let reply = match Params::from_request(req, state.limits.max_body_bytes).await {
+    let reply = match read_params(&state, req).await {
         Ok(params) => submit_task(&state, &params).await,
         Err(reply) => reply,
     };
@@ -24,12 +25,33 @@ pub async fn submit(State(state): State<AppState>, req: Request) -> Reply {
 }
 
 pub async fn result(State(state): State<AppState>, req: Request) -> Reply {
-    let reply = match Params::from_request(req, state.limits.max_body_bytes).await {
+    let reply = match read_params(&state, req).await {
         Ok(params) => result_action(&state, &params).await,
         Err(reply) => reply,
     };
     state.metrics.compat_request("res", &reply);
     reply
+}
+
+/// The request's parameters, query and body merged. A `key` in the query string is checked
+/// first, so a wrong one is answered without reading the body (a multipart image, say; hyper
+/// then closes the connection rather than read the rest). A key sent only in the body means
+/// the body is read, bounded by `max_body_bytes`. A client sending a wrong key in the query and
+/// a good one in the body (where it would win) is refused: no client library does that.
+async fn read_params(state: &AppState, req: Request) -> Result<Params, Reply> {
+    // A request without a body (a `res.php` poll) has nothing to save: its query is read once.
+    if !state.auth.is_open() && !HttpBody::is_end_stream(req.body()) {
+        let query = Params::read(req.uri().query(), None, Default::default()).await;
+        if let Some(key) = query.get(&["key"]) {
+            if let Err(e) = state.auth.tenant(Some(key)) {
+                return Err(Reply::error(
+                    Mode::from_json_flag(query.wants_json()),
+                    e.code(),
+                ));
+            }
+        }
+    }
+    Params::from_request(req, state.limits.max_body_bytes).await
 }
 
 async fn submit_task(state: &AppState, params: &Params) -> Reply {

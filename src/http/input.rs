@@ -29,15 +29,22 @@ impl FromRequest<AppState> for LimitedBody {
     }
 }
 
-/// Reads `body` up to `max` bytes. A body that is longer, or that breaks off, is an error.
+/// Reads `body` up to `max` bytes. A body that is longer, or that breaks off, is an error; one
+/// whose `Content-Length` is already over `max` is refused without reading any of it.
 pub async fn read_limited(body: Body, max: usize) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, max).await.map_err(|_| {
+    let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
             format!("the request body is over {max} bytes (or was cut off)"),
         )
-    })
+    };
+    if crate::compat::declared_over(&body, max) {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(body, max)
+        .await
+        .map_err(|_| too_large())
 }
 
 fn out_of_range(code: &str, field: &str, max: Duration, allow_zero: bool) -> ApiError {

@@ -13,22 +13,29 @@
 //! With `--tls-cert`/`--tls-key` the same connections are served inside rustls (`tls.rs`); the
 //! handshake runs in the connection's task, never in the accept loop.
 //!
+//! Every connection, plain or TLS, is held to the connection layer's timeouts and cap (`conn/`):
+//! its task runs the connection under one watcher, and a connection past `max_connections` is
+//! answered 503 in a task of its own (`conn/shed.rs`).
+//!
 //! Measured with `captcha-gateway bench capacity` (docs/BENCHMARKS.md): 338 MB -> 185 MB peak
 //! for 10,000 waiting callers.
 
 use std::future::Future;
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+
+use super::conn::{Activity, Admit, Connections, Tracked, Watched, serve_shed, shed_limits, watch};
 
 /// hyper's smallest allowed read buffer.
 const READ_BUFFER_BYTES: usize = 8 * 1024;
@@ -39,19 +46,21 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// How long a client may take over its TLS handshake. Handshakes run in the connection's own
 /// task, so a silent client never holds up accepting; this bounds how long it holds that task
-/// (and its socket) for nothing.
+/// (and its socket) for nothing. `header_timeout` bounds the handshake and the head together.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves `router` on `listener` (over TLS when `tls` is given) until `shutdown` completes, then
 /// lets every open connection finish its in-flight requests (idle keep-alive connections are
 /// closed) for at most `grace`; connections still busy after that are dropped, so this returns
-/// at most `grace` after `shutdown` completes whatever the callers do.
+/// at most `grace` after `shutdown` completes whatever the callers do. Each connection is held to
+/// `connections`' timeouts, and at most `max_connections` are served at once (`conn/`).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
+    connections: Connections,
 ) -> io::Result<()> {
     let mut builder = http1::Builder::new();
     builder.max_buf_size(READ_BUFFER_BYTES);
@@ -72,25 +81,63 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let accepted = Instant::now();
+        let permit = match connections.admit() {
+            Admit::Serve(permit) => permit,
+            Admit::Shed(permit) => {
+                let limits = shed_limits(connections.settings());
+                let (stop, tls) = (hard_stop.clone(), tls.clone());
+                tokio::spawn(async move {
+                    let activity = Activity::new(accepted);
+                    let answer = async move {
+                        match tls {
+                            None => serve_shed(stream, READ_BUFFER_BYTES).await,
+                            Some(acceptor) => {
+                                if let Ok(stream) = acceptor.accept(stream).await {
+                                    serve_shed(stream, READ_BUFFER_BYTES).await;
+                                }
+                            }
+                        }
+                    };
+                    watch(answer, &activity, &limits, &stop).await;
+                    drop(permit);
+                });
+                continue;
+            }
+            Admit::Close => {
+                drop(stream);
+                continue;
+            }
+        };
         // Subscribed now, before any shutdown signal, so a connection whose TLS handshake is
         // still running when shutdown starts is told about it once it is served.
         let watcher = graceful.watcher();
+        let activity = Arc::new(Activity::new(accepted));
+        let stream = Watched::new(stream, activity.clone());
         let connection = Connection {
             builder: builder.clone(),
-            router: router.clone(),
+            service: Tracked::new(router.clone(), activity.clone()),
             watcher,
         };
+        let (stop, conns) = (hard_stop.clone(), connections.clone());
         // Two task types: a plain connection's task does not carry room for the TLS state in
         // its future (10,000 waiting callers pay for every byte of it; docs/BENCHMARKS.md).
         match tls.clone() {
             None => {
-                tokio::spawn(until(hard_stop.clone(), connection.serve(stream)));
+                tokio::spawn(async move {
+                    let work = connection.serve(stream);
+                    let ended = watch(work, &activity, conns.settings(), &stop).await;
+                    conns.ended(ended);
+                    drop(permit);
+                });
             }
             Some(acceptor) => {
-                tokio::spawn(until(
-                    hard_stop.clone(),
-                    connection.serve_tls(stream, acceptor),
-                ));
+                tokio::spawn(async move {
+                    let work = connection.serve_tls(stream, acceptor);
+                    let ended = watch(work, &activity, conns.settings(), &stop).await;
+                    conns.ended(ended);
+                    drop(permit);
+                });
             }
         }
     }
@@ -111,20 +158,12 @@ pub async fn serve(
 /// One accepted connection and what serving it needs.
 struct Connection {
     builder: http1::Builder,
-    router: Router,
+    service: Tracked,
     watcher: Watcher,
 }
 
-/// Runs `work` until it ends or `stop` is cancelled (the grace period is over).
-async fn until(stop: CancellationToken, work: impl Future<Output = ()>) {
-    tokio::select! {
-        () = work => {}
-        () = stop.cancelled() => {}
-    }
-}
-
 impl Connection {
-    async fn serve_tls(self, stream: TcpStream, acceptor: TlsAcceptor) {
+    async fn serve_tls(self, stream: Watched<TcpStream>, acceptor: TlsAcceptor) {
         match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
             Ok(Ok(stream)) => self.serve(stream).await,
             Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
@@ -136,8 +175,9 @@ impl Connection {
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let service = TowerToHyperService::new(self.router);
-        let connection = self.builder.serve_connection(TokioIo::new(stream), service);
+        let connection = self
+            .builder
+            .serve_connection(TokioIo::new(stream), self.service);
         if let Err(e) = self.watcher.watch(connection).await {
             tracing::trace!(error = %e, "connection ended with an error");
         }

@@ -9,6 +9,7 @@
 mod admission;
 mod auth;
 mod compat;
+mod conn;
 mod entry;
 mod error;
 mod fleet_busy;
@@ -36,6 +37,7 @@ mod worker;
 
 pub use admission::Admission;
 pub use auth::{Auth, AuthError, BearerKey, KEY_LEN, Tenant, bearer, key_tenant};
+pub use conn::{ConnSettings, Connections, ConnectionsFile};
 pub use entry::parse_native_body;
 pub use intake::Intake;
 pub use listen::serve;

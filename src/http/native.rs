@@ -6,7 +6,8 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use axum::Json;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{FromRequestParts, Path, RawQuery, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -29,6 +30,21 @@ pub(super) fn tenant(state: &AppState, key: &BearerKey) -> Result<Tenant, ApiErr
             "send a valid gateway key as `Authorization: Bearer <key>`",
         )
     })
+}
+
+/// The caller's tenant from `Authorization: Bearer`, or the 401, as an extractor. Handlers that
+/// read a body take it before the body: axum runs it first, so a request without a valid key is
+/// answered before a byte of its body is read, and hyper closes the connection instead of
+/// reading the rest.
+pub(super) struct NativeTenant(pub Tenant);
+
+impl FromRequestParts<AppState> for NativeTenant {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Ok(key) = BearerKey::from_request_parts(parts, state).await;
+        tenant(state, &key).map(NativeTenant)
+    }
 }
 
 /// Parses a native body (`crate::compat::parse_native`, shared with the queue) into the API's
@@ -68,11 +84,10 @@ fn clamp(state: &AppState, asked: Option<Duration>) -> Duration {
 
 pub async fn solve(
     State(state): State<AppState>,
-    key: BearerKey,
+    NativeTenant(tenant): NativeTenant,
     headers: HeaderMap,
     LimitedBody(body): LimitedBody,
 ) -> Result<Json<Value>, ApiError> {
-    let tenant = tenant(&state, &key)?;
     let mut native = parse_native(&body, state.limits.max_solve_timeout)?;
     let idem = idempotency::read(&headers, &tenant.0, &body)?;
     // A one-chunk body is a slice of hyper's connection read buffer: holding it while the solve
@@ -111,11 +126,10 @@ pub async fn solve(
 
 pub async fn create_task(
     State(state): State<AppState>,
-    key: BearerKey,
+    NativeTenant(tenant): NativeTenant,
     headers: HeaderMap,
     LimitedBody(body): LimitedBody,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant(&state, &key)?;
     let mut native = parse_native(&body, state.limits.max_solve_timeout)?;
     let idem = idempotency::read(&headers, &tenant.0, &body)?.map(IdemKey::outliving_the_request);
     // A one-chunk body is a slice of hyper's connection read buffer: holding it while the solve

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::input::LimitedBody;
-use super::native::{parse_native, tenant};
+use super::native::{NativeTenant, parse_native, tenant};
 use super::{AppState, BearerKey};
 use crate::compat::NativeRequest;
 use crate::engine::SolveError;
@@ -43,10 +43,9 @@ pub async fn list(State(state): State<AppState>, key: BearerKey) -> Result<Json<
 /// whole are a 400; problems with one token are reported under its index.
 pub async fn import_tokens(
     State(state): State<AppState>,
-    key: BearerKey,
+    _: NativeTenant,
     LimitedBody(body): LimitedBody,
 ) -> Result<Json<Value>, ApiError> {
-    tenant(&state, &key)?;
     let (native, offered) = parse_import(&body, state.limits.max_solve_timeout)?;
     let outcome = pools::import(&state.engine, &state.pools, &native.req, offered)
         .await

@@ -67,7 +67,9 @@ pub async fn report_correct(State(state): State<AppState>, req: Request) -> Resp
 }
 
 /// Reads the body as a JSON object, runs `action`, counts the outcome. A body over the size
-/// limit or not a JSON object is answered in the protocol's shape too.
+/// limit or not a JSON object is answered in the protocol's shape too. The key (`clientKey`) is
+/// inside the body, so the body is read before any key check: bounded by `max_body_bytes`, and
+/// refused unread when its declared length is over it.
 async fn respond<F, Fut>(
     state: &AppState,
     endpoint: &'static str,
@@ -78,7 +80,8 @@ where
     F: FnOnce(AppState, Map<String, Value>) -> Fut,
     Fut: std::future::Future<Output = Answer>,
 {
-    let answer = match axum::body::to_bytes(req.into_body(), state.limits.max_body_bytes).await {
+    let body = super::input::read_limited(req.into_body(), state.limits.max_body_bytes).await;
+    let answer = match body {
         Err(_) => Answer::error(codes::TOO_BIG_CAPTCHA_FILESIZE, None),
         Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Object(body)) => action(state.clone(), body).await,

@@ -35,6 +35,13 @@ pub async fn solve(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    // A bearer key wins over a `key` in the body, so a wrong one is refused before the body is
+    // read; without one, the key may be in the body, which is then read (bounded).
+    if key.as_deref().is_some() {
+        if let Err(e) = state.auth.tenant(key.as_deref()) {
+            return error(StatusCode::UNAUTHORIZED, e.code());
+        }
+    }
     let Ok(body) = super::input::read_limited(body, state.limits.max_body_bytes).await else {
         return error(
             StatusCode::PAYLOAD_TOO_LARGE,

@@ -16,11 +16,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::ConfigError;
 use crate::engine::store::redis::Conn;
-use crate::http::{Admission, AdmissionFigures, BearerKey, OpsSettings};
+use crate::http::{Admission, AdmissionFigures, BearerKey, ConnSettings, Connections, OpsSettings};
 use crate::serve::{Solving, StartError};
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::CONTENT_TYPE;
 use crate::upstream::Upstream;
+
+/// How long a probe or scrape still running at shutdown may finish: each answers in milliseconds.
+const PROBE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Binds `--listen`, or says which setting to change.
 pub(crate) async fn bind(listen: SocketAddr) -> Result<TcpListener, StartError> {
@@ -41,18 +44,34 @@ struct Probes {
     ops: Arc<OpsSettings>,
 }
 
-/// Serves the probes until `stop`; `register_own` adds the mode's own figures to the engine's.
+/// Where and how a worker serves its probes: the bound `--listen`, the connection limits every
+/// listener keeps, and the operations key `/metrics` asks for.
+pub(crate) struct Listening<'a> {
+    pub listener: TcpListener,
+    pub connections: ConnSettings,
+    pub ops: &'a OpsSettings,
+}
+
+/// Serves the probes until `stop`, on the gateway's listener so a slow or idle client is cut
+/// and connections are capped as there; `register_own` adds the mode's own figures to the
+/// engine's.
 pub(crate) fn spawn(
     conn: Conn,
     solving: &Solving,
     concurrency: u32,
-    ops: &OpsSettings,
     register_own: impl FnOnce(&mut Metrics),
-    listener: TcpListener,
+    listening: Listening<'_>,
     stop: CancellationToken,
 ) {
+    let Listening {
+        listener,
+        connections,
+        ops,
+    } = listening;
     let mut metrics = Metrics::new();
     register_own(&mut metrics);
+    let connections = Connections::new(connections);
+    connections.register(metrics.registry());
     // The worker's `--concurrency` stands for the admission limit.
     let admission = AdmissionFigures(Admission::new(u64::from(concurrency)));
     metrics.registry().register_collector(Box::new(admission));
@@ -70,9 +89,9 @@ pub(crate) fn spawn(
         .layer(axum::middleware::from_fn(crate::http::request_id::layer))
         .with_state(probes);
     tokio::spawn(async move {
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await;
+        let stopped = stop.cancelled_owned();
+        let served =
+            crate::http::serve(listener, router, None, stopped, PROBE_GRACE, connections).await;
         if let Err(e) = served {
             tracing::error!(error = %e, "worker HTTP server stopped");
         }

@@ -44,6 +44,7 @@ mod scripts;
 mod secrets;
 mod shutdown;
 mod shutdown_handback;
+mod slow_clients;
 mod taskapi;
 mod tenants;
 mod tls;

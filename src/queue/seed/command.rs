@@ -70,9 +70,12 @@ pub async fn run(
         probes_conn,
         &solving,
         u32::try_from(seed.concurrency).unwrap_or(u32::MAX),
-        &settings.serve.ops,
         |metrics| figures.register(metrics.registry()),
-        listener,
+        crate::queue::probes::Listening {
+            listener,
+            connections: settings.serve.connections,
+            ops: &settings.serve.ops,
+        },
         background.clone(),
     );
     crate::status::publish_worker(&solving, settings.serve.status_every, &target, &shutdown).await;

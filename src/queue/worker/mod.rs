@@ -123,9 +123,12 @@ pub async fn start(settings: WorkerSettings, shutdown: Shutdown) -> Result<Start
         probes_conn,
         &solving,
         settings.queue.concurrency,
-        &settings.serve.ops,
         |metrics| metrics::register(&worker, metrics),
-        listener,
+        crate::queue::probes::Listening {
+            listener,
+            connections: settings.serve.connections,
+            ops: &settings.serve.ops,
+        },
         background.clone(),
     );
     crate::status::publish_worker(
