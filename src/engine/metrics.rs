@@ -127,6 +127,12 @@ impl Collector for StoreUp {
         let none: [Label; 0] = [];
         counters(
             &mut encoder,
+            "store_operations_unknown",
+            "Store operations whose reply was lost (they may or may not have run)",
+            [(none.clone(), r.operations_unknown)],
+        )?;
+        counters(
+            &mut encoder,
             "store_operations_retried",
             "Store operations sent again after their reply was lost",
             [(none.clone(), r.operations_retried)],

@@ -37,7 +37,8 @@ async fn a_rolling_restart_of_every_gateway_keeps_every_promise() {
         extra_why: "the pools' stock",
         twice_expected: false,
     };
-    check(&fleet, "rolling_restart", &history, rules).await;
+    let figures = check(&fleet, "rolling_restart", &history, rules).await;
+    assert!(figures.from_pool > 0, "the restarts hit hand-outs from the pools");
 }
 
 /// libfaketime's preload library, or a failure saying how to get it: a skipped test is a
@@ -83,7 +84,8 @@ async fn clocks_five_seconds_ahead_and_behind_keep_every_promise() {
 
     let history = join(callers).await;
     let rules = Rules::allowing(POOLED_TASKS, "the pools' stock");
-    check(&fleet, "clock_skew", &history, rules).await;
+    let figures = check(&fleet, "clock_skew", &history, rules).await;
+    assert!(figures.from_pool > 0, "skewed gateways handed out pooled answers");
 }
 
 /// The control for the skew scenario: libfaketime itself does not break a gateway (every

@@ -26,6 +26,18 @@ fn rules() -> Rules {
     Rules::allowing(2 * POOLED_TASKS, "the pools' stock and one restock")
 }
 
+/// Store operations over the live gateways whose reply was lost, and those sent again.
+async fn lost_replies(fleet: &Fleet) -> (u64, u64) {
+    (
+        fleet
+            .metric("captcha_gateway_store_operations_unknown_total", &[])
+            .await,
+        fleet
+            .metric("captcha_gateway_store_operations_retried_total", &[])
+            .await,
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_paused_for_two_leases_keeps_every_promise() {
     let redis = RedisServer::start();
@@ -42,6 +54,14 @@ async fn redis_paused_for_two_leases_keeps_every_promise() {
 
     let history = join(callers).await;
     check(&fleet, "redis_paused", &history, rules()).await;
+    // The pause hit hand-outs: operations whose reply it held were resolved by sending them
+    // again (an arrival, a finish or a take answered from its record).
+    let (unknown, retried) = lost_replies(&fleet).await;
+    println!("FIGURES redis_paused: operations with a lost reply {unknown}, sent again {retried}");
+    assert!(
+        unknown > 0 && retried > 0,
+        "the pause hit operations in flight"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -58,6 +78,7 @@ async fn redis_restarted_empty_keeps_every_promise() {
         persistence.contains("rdb_last_load_keys_loaded:0"),
         "Redis came back empty: {persistence}"
     );
+    let hits = fleet.pool_hits().await;
     callers.extend(fleet.wave(WAVES[1].clone()));
     // Load keeps coming for a lease, so the last wave meets what renewal rebuilt.
     tokio::time::sleep(lease()).await;
@@ -65,6 +86,11 @@ async fn redis_restarted_empty_keeps_every_promise() {
 
     let history = join(callers).await;
     check(&fleet, "redis_restarted_empty", &history, rules()).await;
+    // Callers were waiting when it restarted (tasks were running), and the pools Redis lost
+    // were stocked again and handed out from.
+    let after = fleet.pool_hits().await - hits;
+    println!("FIGURES redis_restarted_empty: pool hits after the restart {after}");
+    assert!(after > 0, "hand-outs from the restocked pools");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,6 +113,14 @@ async fn redis_replies_lost_after_the_command_ran_keep_every_promise() {
 
     let history = join(callers).await;
     check(&fleet, "redis_replies_lost", &history, rules()).await;
+    let (unknown, retried) = lost_replies(&fleet).await;
+    println!(
+        "FIGURES redis_replies_lost: operations with a lost reply {unknown}, sent again {retried}"
+    );
+    assert!(
+        retried > 0,
+        "operations whose reply was lost were resolved by sending them again"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,4 +158,11 @@ async fn a_cluster_master_killed_and_replaced_by_its_replica_keeps_every_promise
 
     let history = join(callers).await;
     check(&fleet, "cluster_failover", &history, rules()).await;
+    // Operations were in flight on the killed master: their outcome became unknown, and they
+    // were never run again on the replica that replaced it (it may lack their first run).
+    let (unknown, retried) = lost_replies(&fleet).await;
+    println!(
+        "FIGURES cluster_failover: operations with a lost reply {unknown}, sent again {retried}"
+    );
+    assert!(unknown > 0, "the failover hit operations in flight");
 }

@@ -171,6 +171,8 @@ pub struct ServerReport {
     pub handouts_confirmed: bool,
     /// Answers withheld because their hand-out was not confirmed in time, since start.
     pub handouts_withheld: u64,
+    /// Operations whose reply was lost (they may or may not have run), since start.
+    pub operations_unknown: u64,
     /// Operations sent again after their reply was lost, since start.
     pub operations_retried: u64,
     /// Operations a script refused because their record may have expired, since start.
@@ -183,6 +185,8 @@ pub struct ServerReport {
 /// What became of operations whose outcome was unknown.
 #[derive(Default)]
 struct Counters {
+    /// Operations whose reply was lost: they may or may not have run.
+    unknown: AtomicU64,
     /// Operations sent again after their reply was lost.
     retried: AtomicU64,
     /// Operations a script refused because their record may have expired.
@@ -614,6 +618,7 @@ impl Store for RedisStore {
             handout_fsync: s.durability.fsync,
             handouts_confirmed: durable.is_none_or(|d| d.ok()),
             handouts_withheld: durable.map_or(0, |d| d.withheld()),
+            operations_unknown: inner.counters.unknown.load(Ordering::Relaxed),
             operations_retried: inner.counters.retried.load(Ordering::Relaxed),
             operations_expired: inner.counters.expired.load(Ordering::Relaxed),
             callers_released: inner.counters.released.load(Ordering::Relaxed),

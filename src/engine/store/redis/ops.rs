@@ -248,6 +248,7 @@ impl Inner {
                 Err(OpError::NotRun(self.seen::<()>(Err(e)).unwrap_err()))
             }
             Err(e) => {
+                self.counters.unknown.fetch_add(1, Ordering::Relaxed);
                 let e = self.seen::<()>(Err(e)).unwrap_err();
                 if !patient {
                     return Err(OpError::Unknown(e));
