@@ -260,7 +260,7 @@ async fn keda_queries_with_the_manifests_names_scale_on_queued_and_in_flight_wor
     for (setting, value) in [
         ("maxmemory-policy", "noeviction"),
         ("appendonly", "yes"),
-        ("appendfsync", "everysec"),
+        ("appendfsync", "always"),
     ] {
         let got: Vec<String> = redis::cmd("CONFIG")
             .arg("GET")

@@ -130,6 +130,6 @@ def plan_threads(toml_text):
 
 def check_redis_args(where, argv, r):
     for flag, value in (("--maxmemory-policy", "noeviction"), ("--appendonly", "yes"),
-                        ("--appendfsync", "everysec")):
+                        ("--appendfsync", "always")):
         got = flag_value(argv, flag)
         r.check(got == value, where, f"{flag} must be {value} (got {got})")
