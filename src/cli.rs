@@ -222,6 +222,18 @@ pub struct BenchArgs {
     /// Concurrent load connections (`hit`, default 64).
     #[arg(long)]
     pub concurrency: Option<usize>,
+    /// `hit` with durable hand-outs (docs/REDIS.md): `fsync` runs its Redis with `appendfsync
+    /// always` and the gateway with `redis_handout_fsync`; `replica` gives its Redis a replica
+    /// and the gateway `redis_handout_replicas = 1`. Off by default.
+    #[arg(long, value_enum)]
+    pub durable: Option<Durable>,
+}
+
+/// How `bench hit` makes hand-outs durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Durable {
+    Fsync,
+    Replica,
 }
 
 /// `status`: one screen of a gateway's live figures, as its dashboard shows them.

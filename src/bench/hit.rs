@@ -21,24 +21,63 @@ use super::redis_pop;
 use super::report::{Goal, RunResult};
 use super::rig::{self, GatewaySpec, GatewayUnderTest, RedisServer, SimServer, secs};
 use super::{BenchError, Opts};
+use crate::cli::Durable;
+
+/// A replica of `master`, once its first sync is done.
+async fn replica_of(master: &RedisServer) -> Result<RedisServer, BenchError> {
+    let port = master.port.to_string();
+    let replica =
+        RedisServer::start_with(&["--appendonly", "no", "--replicaof", "127.0.0.1", &port]).await?;
+    let client =
+        redis::Client::open(replica.url()).map_err(|e| BenchError::Setup(e.to_string()))?;
+    for _ in 0..500 {
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| BenchError::Setup(e.to_string()))?;
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| BenchError::Setup(e.to_string()))?;
+        if info.contains("master_link_status:up") {
+            return Ok(replica);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Err(BenchError::Setup("the replica never synced".into()))
+}
 
 /// Tokens imported per second of the peak phase: above any rate this machine reaches, so the
 /// pool never runs dry (a dry pool would start upstream solves and measure something else).
 const PEAK_TOKENS_PER_S: f64 = 40_000.0;
 
 pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
-    let own_redis = match &opts.redis_url {
-        Some(_) => None,
-        None => Some(RedisServer::start().await?),
+    let own_redis = match (&opts.redis_url, opts.durable) {
+        (Some(_), _) => None,
+        (None, Some(Durable::Fsync)) => Some(
+            RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]).await?,
+        ),
+        (None, _) => Some(RedisServer::start().await?),
     };
     let redis_url = match (&opts.redis_url, &own_redis) {
         (Some(url), _) => url.clone(),
         (None, Some(r)) => r.url(),
         (None, None) => unreachable!("a server was started when no URL was given"),
     };
+    // The replica `--durable replica` waits for, synced before the load starts.
+    let _replica = match (&own_redis, opts.durable) {
+        (Some(master), Some(Durable::Replica)) => Some(replica_of(master).await?),
+        _ => None,
+    };
     let sim = SimServer::start(50, secs(2.0, 5.0)).await?;
     let mut spec = GatewaySpec::new(50, 2.0, 0.25);
     spec.redis_url = Some(redis_url.clone());
+    spec.top = match opts.durable {
+        Some(Durable::Fsync) => "redis_handout_fsync = true\n".into(),
+        Some(Durable::Replica) => "redis_handout_replicas = 1\n".into(),
+        None => String::new(),
+    };
     let gw = GatewayUnderTest::process(&spec, &sim).await?;
     let concurrency = opts.concurrency.unwrap_or(if opts.quick { 8 } else { 64 });
     let duration = Duration::from_secs_f64(opts.duration_or(0.5, 5.0));

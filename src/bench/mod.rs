@@ -58,6 +58,7 @@ pub struct Opts {
     pub duration: Option<f64>,
     pub redis_url: Option<String>,
     pub concurrency: Option<usize>,
+    pub durable: Option<crate::cli::Durable>,
 }
 
 impl Opts {
@@ -119,6 +120,7 @@ pub async fn run(args: BenchArgs) -> ExitCode {
         duration: args.duration,
         redis_url: args.redis_url.clone(),
         concurrency: args.concurrency,
+        durable: args.durable,
     };
     let scenario = name(args.scenario);
     let command: Vec<String> = std::env::args().skip(1).collect();

@@ -353,23 +353,39 @@ async fn spawn_self(
 pub struct RedisServer {
     child: Child,
     pub port: u16,
+    /// Its working directory (an append-only file, when asked for), removed with it.
+    dir: std::path::PathBuf,
 }
 
 impl RedisServer {
     /// Starts one, retrying when another process takes the free port first.
     pub async fn start() -> Result<RedisServer, BenchError> {
+        Self::start_with(&["--appendonly", "no"]).await
+    }
+
+    /// Starts one with more `redis-server` arguments (e.g. an append-only file synced on
+    /// every write, or `--replicaof`).
+    pub async fn start_with(extra: &[&str]) -> Result<RedisServer, BenchError> {
         for _ in 0..5 {
             let port = std::net::TcpListener::bind("127.0.0.1:0")?
                 .local_addr()?
                 .port();
+            let dir = std::env::temp_dir().join(format!(
+                "captcha-gateway-bench-{}-{port}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&dir)?;
             let child = Command::new("redis-server")
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no", "--loglevel", "warning"])
+                .args(["--save", "", "--loglevel", "warning"])
+                .arg("--dir")
+                .arg(&dir)
+                .args(extra)
                 .stdout(Stdio::null())
                 .kill_on_drop(true)
                 .spawn()
                 .map_err(|e| BenchError::Setup(format!("redis-server: {e} (is it installed?)")))?;
-            let mut server = RedisServer { child, port };
+            let mut server = RedisServer { child, port, dir };
             for _ in 0..250 {
                 if ping(port).await {
                     return Ok(server);
@@ -390,6 +406,13 @@ impl RedisServer {
 
     pub fn pid(&self) -> u32 {
         self.child.id().unwrap_or(0)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -10,8 +10,9 @@ use std::collections::HashSet;
 use std::process::{Command, Stdio};
 
 use captcha_gateway::model::now_ms;
+use tokio::task::JoinHandle;
 
-use super::harness::{Fleet, SOON, join, redis_cli};
+use super::harness::{Fleet, Handout, SOON, join, redis_cli};
 use super::history::{Figures, Rules, check};
 use super::solve_time;
 use crate::support::eventually::eventually;
@@ -53,11 +54,7 @@ fn pooled_on(port: u16) -> usize {
 }
 
 /// Callers on the pooled targets only (targets 0 and 1), numbered from `from`.
-fn pooled_wave(
-    fleet: &Fleet,
-    from: usize,
-    n: usize,
-) -> Vec<tokio::task::JoinHandle<super::harness::Handout>> {
+fn pooled_wave(fleet: &Fleet, from: usize, n: usize) -> Vec<JoinHandle<Handout>> {
     (from..)
         .filter(|c| c % 4 < 2)
         .take(n)
@@ -72,23 +69,23 @@ fn pooled_wave(
         .collect()
 }
 
+/// Three gateways with pools on `redis_url` (`toml` added to their settings), answers living
+/// [`LIFETIME_S`], and sixty callers under way with tasks running.
+async fn loaded_fleet(redis_url: &str, toml: &str) -> (Fleet, Vec<JoinHandle<Handout>>) {
+    let wrappers: &[&[&str]] = &[&[], &[], &[]];
+    let fleet = Fleet::start_lived(redis_url, solve_time(), toml, true, wrappers, LIFETIME_S).await;
+    let callers = fleet.wave(0..60);
+    fleet.tasks_started(20).await;
+    (fleet, callers)
+}
+
 async fn cluster_master_killed_while_its_replica_lags(durable: bool) -> Figures {
     let mut cluster = RedisCluster::start_with_replicas(1);
     let toml = match durable {
         true => "redis_cluster = true\nredis_handout_replicas = 1\nredis_handout_wait_s = 0.5",
         false => "redis_cluster = true",
     };
-    let fleet = Fleet::start_lived(
-        &cluster.urls(),
-        solve_time(),
-        toml,
-        true,
-        &[&[], &[], &[]],
-        LIFETIME_S,
-    )
-    .await;
-    let mut callers = fleet.wave(0..60);
-    fleet.tasks_started(20).await;
+    let (fleet, mut callers) = loaded_fleet(&cluster.urls(), toml).await;
 
     // The master whose pools are stocked: taking from them is what the replica will miss.
     eventually(SOON, "a master holding pooled answers", || async {
@@ -213,17 +210,7 @@ async fn aof_server_crashes(fsync: &str, toml: &str, crash: Crash, name: &str) -
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("syncs.log");
     let mut redis = aof_server(fsync, &log);
-    let fleet = Fleet::start_lived(
-        &redis.url(),
-        solve_time(),
-        toml,
-        true,
-        &[&[], &[], &[]],
-        LIFETIME_S,
-    )
-    .await;
-    let mut callers = fleet.wave(0..60);
-    fleet.tasks_started(20).await;
+    let (fleet, mut callers) = loaded_fleet(&redis.url(), toml).await;
     eventually(SOON, "pools stocked", || async {
         pooled_on(redis.port) >= super::harness::POOLED_TASKS as usize
     })

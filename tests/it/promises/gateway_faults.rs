@@ -38,7 +38,10 @@ async fn a_rolling_restart_of_every_gateway_keeps_every_promise() {
         twice_expected: false,
     };
     let figures = check(&fleet, "rolling_restart", &history, rules).await;
-    assert!(figures.from_pool > 0, "the restarts hit hand-outs from the pools");
+    assert!(
+        figures.from_pool > 0,
+        "the restarts hit hand-outs from the pools"
+    );
 }
 
 /// libfaketime's preload library, or a failure saying how to get it: a skipped test is a
@@ -85,7 +88,10 @@ async fn clocks_five_seconds_ahead_and_behind_keep_every_promise() {
     let history = join(callers).await;
     let rules = Rules::allowing(POOLED_TASKS, "the pools' stock");
     let figures = check(&fleet, "clock_skew", &history, rules).await;
-    assert!(figures.from_pool > 0, "skewed gateways handed out pooled answers");
+    assert!(
+        figures.from_pool > 0,
+        "skewed gateways handed out pooled answers"
+    );
 }
 
 /// The control for the skew scenario: libfaketime itself does not break a gateway (every
