@@ -134,16 +134,24 @@ async fn a_pool_take_a_replica_has_not_confirmed_is_withheld_and_given_back() {
     assert!(durable.server_report().unwrap().handouts_confirmed);
 }
 
-/// Mail whose take the replica has not confirmed stays in the waiter's mailbox, and reaches the
-/// waiter (once) when the replica is back.
+/// Mail whose take the replica has not confirmed is not handed over: it goes back to the
+/// waiter's mailbox, and the caller is let go to be solved alone (its wait ends at once rather
+/// than at its deadline). The mail's deadline then passes the answer on: once the replica is
+/// back, the next caller gets it from the pool, exactly once.
 #[tokio::test]
-async fn mail_a_replica_has_not_confirmed_reaches_its_caller_once_it_is() {
+async fn mail_a_replica_has_not_confirmed_stays_in_redis_and_its_caller_is_let_go() {
     let (master, replica) = master_and_replica();
-    let store = store_with(master.url(), waiting_on_one_replica).await;
+    let store = store_with(master.url(), |s| {
+        waiting_on_one_replica(s);
+        s.mail_ttl = Duration::from_secs(1);
+    })
+    .await;
     let t = target("mail");
     let w = waiter(&*store);
-    let Arrival::Start(mut rx, claim) =
-        store.arrive(&t, &w, now_ms(), MIN_REMAINING).await.unwrap()
+    let Arrival::Start(rx, claim) = store
+        .arrive(&t, &w, now_ms(), MIN_REMAINING)
+        .await
+        .unwrap()
     else {
         panic!("the first caller starts a task");
     };
@@ -151,21 +159,15 @@ async fn mail_a_replica_has_not_confirmed_reaches_its_caller_once_it_is() {
     replica.pause();
     let token = answer();
     store
-        .finish(
-            &t,
-            &claim,
-            TaskOutcome::Answer(token.clone()),
-            true,
-            now_ms(),
-        )
+        .finish(&t, &claim, TaskOutcome::Answer(token.clone()), true, now_ms())
         .await
         .unwrap();
-    assert_eq!(
-        rx.try_recv().ok(),
-        None,
-        "not handed over before the take is confirmed"
+    assert!(
+        rx.await.is_err(),
+        "the caller's wait is closed: it is solved alone, not handed the unconfirmed take"
     );
-    assert_eq!(store.server_report().unwrap().handouts_withheld, 1);
+    let report = store.server_report().unwrap();
+    assert_eq!((report.handouts_withheld, report.callers_released), (1, 1));
     let mut conn = redis::Client::open(master.url())
         .unwrap()
         .get_multiplexed_async_connection()
@@ -177,13 +179,28 @@ async fn mail_a_replica_has_not_confirmed_reaches_its_caller_once_it_is() {
         .await
         .unwrap();
     assert_eq!(mbox.len(), 1, "the mail is back in the mailbox: {mbox:?}");
+    assert!(mbox[0].1.contains(&token.text));
 
     replica.resume();
-    let got = tokio::time::timeout(SOON, &mut rx)
+    eventually(SOON, "hand-outs confirmed again", || async {
+        !store.degraded()
+    })
+    .await;
+    // Past the mail's deadline a counting read passes it on to the pool.
+    eventually(SOON, "the mail passed on to the pool", || async {
+        store
+            .counts(&t, now_ms(), MIN_REMAINING)
+            .await
+            .is_ok_and(|c| c.pooled == 1)
+    })
+    .await;
+    let next = store
+        .arrive(&t, &waiter(&*store), now_ms(), MIN_REMAINING)
         .await
-        .expect("the caller gets its mail once hand-outs are confirmed")
-        .unwrap()
         .unwrap();
+    let Arrival::Pooled(got) = next else {
+        panic!("the next caller gets the answer from the pool");
+    };
     assert_eq!(got.text, token.text);
 }
 
