@@ -144,9 +144,11 @@ pub(super) struct Durable {
     withheld: AtomicU64,
 }
 
-/// Connections for hand-outs: each can wait for one confirmation at a time, and one takes
-/// about a replica's round trip, so a handful serves tens of thousands of hand-outs a second.
-const CONNECTIONS: usize = 8;
+/// Connections for hand-outs: each waits for one confirmation at a time (about a replica's round
+/// trip), so the rest queue behind it. In `bench hit --durable replica` on 2 shared cores, 8 of
+/// them gave a p99 of 37-170 ms at half the peak rate (hand-outs queued behind slow `WAIT`s),
+/// 32 gave 27-29 ms at the same peak (docs/BENCHMARKS.md "Durable hand-outs").
+const CONNECTIONS: usize = 32;
 
 /// How often the prober writes and waits while hand-outs cannot be confirmed.
 const PROBE_EVERY: Duration = Duration::from_millis(250);
