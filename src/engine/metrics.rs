@@ -155,6 +155,12 @@ impl Collector for StoreUp {
             "Waiting callers solved alone because their answer could not be handed out durably",
             [(none.clone(), r.callers_released)],
         )?;
+        counters(
+            &mut encoder,
+            "store_leases_restored",
+            "Waiters and claims a renewal put back after Redis forgot them (away past a lease, or restarted empty)",
+            [(none.clone(), r.leases_restored)],
+        )?;
         gauges(
             &mut encoder,
             "store_handouts_confirmed",

@@ -148,10 +148,7 @@ async fn mail_a_replica_has_not_confirmed_stays_in_redis_and_its_caller_is_let_g
     .await;
     let t = target("mail");
     let w = waiter(&*store);
-    let Arrival::Start(rx, claim) = store
-        .arrive(&t, &w, now_ms(), MIN_REMAINING)
-        .await
-        .unwrap()
+    let Arrival::Start(rx, claim) = store.arrive(&t, &w, now_ms(), MIN_REMAINING).await.unwrap()
     else {
         panic!("the first caller starts a task");
     };
@@ -159,7 +156,13 @@ async fn mail_a_replica_has_not_confirmed_stays_in_redis_and_its_caller_is_let_g
     replica.pause();
     let token = answer();
     store
-        .finish(&t, &claim, TaskOutcome::Answer(token.clone()), true, now_ms())
+        .finish(
+            &t,
+            &claim,
+            TaskOutcome::Answer(token.clone()),
+            true,
+            now_ms(),
+        )
         .await
         .unwrap();
     assert!(

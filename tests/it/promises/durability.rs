@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use captcha_gateway::model::now_ms;
 use tokio::task::JoinHandle;
 
-use super::harness::{Fleet, Handout, SOON, join, redis_cli};
+use super::harness::{Fleet, Handout, SOON, join, pooled_on, redis_cli};
 use super::history::{Figures, Rules, check};
 use super::solve_time;
 use crate::support::eventually::eventually;
@@ -38,19 +38,6 @@ async fn rules(fleet: &Fleet, twice_expected: bool) -> Rules {
                     alone while hand-outs were not confirmed",
         twice_expected,
     }
-}
-
-/// Pooled answers on the server at `port`, over every target.
-fn pooled_on(port: u16) -> usize {
-    redis_cli(port, &["--scan", "--pattern", "cg:{t:*}:pool"])
-        .lines()
-        .map(|key| {
-            redis_cli(port, &["zcard", key.trim()])
-                .trim()
-                .parse::<usize>()
-                .unwrap_or(0)
-        })
-        .sum()
 }
 
 /// Callers on the pooled targets only (targets 0 and 1), numbered from `from`.

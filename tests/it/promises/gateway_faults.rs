@@ -8,7 +8,7 @@ use captcha_gateway::sim::LatencyRange;
 use serde_json::json;
 
 use super::harness::{
-    CALLER_TIMEOUT_S, Fleet, HTTP_SLACK, LEASE_S, POOLED_TASKS, SOON, join, redis_cli,
+    CALLER_TIMEOUT_S, Fleet, HTTP_SLACK, LEASE_S, POOLED_TASKS, SOON, join, pooled_on, redis_cli,
 };
 use super::history::{Rules, check};
 use super::solve_time;
@@ -83,6 +83,11 @@ async fn clocks_five_seconds_ahead_and_behind_keep_every_promise() {
         Fleet::start_wrapped(&redis.url(), solve_time(), "", true, &[ahead, &[], behind]).await;
     let mut callers = fleet.wave(0..100);
     fleet.tasks_started(30).await;
+    // Stocked pools, so the second wave takes answers another gateway's clock stamped.
+    eventually(SOON, "the pools stocked", || async {
+        pooled_on(redis.port) >= POOLED_TASKS as usize
+    })
+    .await;
     callers.extend(fleet.wave(100..200));
 
     let history = join(callers).await;

@@ -409,6 +409,19 @@ pub async fn join(callers: Vec<JoinHandle<Handout>>) -> Vec<Handout> {
     out
 }
 
+/// Pooled answers on the server at `port`, over every target.
+pub fn pooled_on(port: u16) -> usize {
+    redis_cli(port, &["--scan", "--pattern", "cg:{t:*}:pool"])
+        .lines()
+        .map(|key| {
+            redis_cli(port, &["zcard", key.trim()])
+                .trim()
+                .parse::<usize>()
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
 /// `redis-cli -p <port> <args>`'s output.
 pub fn redis_cli(port: u16, args: &[&str]) -> String {
     std::process::Command::new("redis-cli")

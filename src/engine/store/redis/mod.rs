@@ -180,6 +180,8 @@ pub struct ServerReport {
     /// Waiting callers let go to be solved alone because their answer could not be handed
     /// out durably, since start.
     pub callers_released: u64,
+    /// Waiters and claims renewal put back after Redis forgot them, since start.
+    pub leases_restored: u64,
 }
 
 /// What became of operations whose outcome was unknown.
@@ -194,6 +196,9 @@ struct Counters {
     /// Waiting callers let go to be solved alone because their answer could not be handed out
     /// durably.
     released: AtomicU64,
+    /// Waiters and claims a renewal put back after Redis had forgotten them (it was away
+    /// longer than a lease, or restarted empty).
+    restored: AtomicU64,
 }
 
 fn unavailable(e: redis::RedisError) -> StoreError {
@@ -622,6 +627,7 @@ impl Store for RedisStore {
             operations_retried: inner.counters.retried.load(Ordering::Relaxed),
             operations_expired: inner.counters.expired.load(Ordering::Relaxed),
             callers_released: inner.counters.released.load(Ordering::Relaxed),
+            leases_restored: inner.counters.restored.load(Ordering::Relaxed),
         })
     }
 }

@@ -231,6 +231,8 @@ pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
                     _ => 0,
                 };
                 let (back_w, back_c) = (count(values.first()), count(values.get(1)));
+                let back = u64::try_from(back_w + back_c).unwrap_or(0);
+                inner.counters.restored.fetch_add(back, Ordering::Relaxed);
                 if back_w > 0 || back_c > 0 {
                     tracing::info!(
                         target_id,
