@@ -188,9 +188,11 @@ impl Inner {
         }
         let s = &self.settings;
         let (clock, issued) = match s.explicit_clock {
+            // On an explicit clock the caller's time is the only time: an operation is as old as
+            // the time it carries.
             true => {
                 let now = op.now.unwrap_or_else(|| self.local_now());
-                (now.to_string(), op.issued.unwrap_or(now).to_string())
+                (now.to_string(), now.to_string())
             }
             false => (
                 String::new(),
