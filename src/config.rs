@@ -5,7 +5,6 @@
 //! Every problem is a [`ConfigError`]: one line naming the setting and the fix (exit code 2).
 
 use std::collections::HashMap;
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,36 +21,20 @@ use crate::pools::{PoolSpec, PoolTable};
 use crate::provider::{AccountSettings, PollSettings};
 use crate::sim::{KindLatency, KindLifetime, SettingsError, SimSettings};
 
-/// A configuration problem: which setting, what is wrong, how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    pub setting: String,
-    pub problem: String,
-    pub fix: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}; {}", self.setting, self.problem, self.fix)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-fn bad(setting: &str, problem: impl Into<String>, fix: impl Into<String>) -> ConfigError {
-    ConfigError {
-        setting: setting.to_owned(),
-        problem: problem.into(),
-        fix: fix.into(),
-    }
-}
+pub use crate::setting::ConfigError;
+use crate::setting::bad;
 
 pub use crate::secret::Secret;
 
 mod accounts;
+mod logs;
 mod submit;
-pub use accounts::{AccountProvider, AccountSpec};
+mod worker;
+pub use crate::provider::AccountProvider;
+pub use accounts::AccountSpec;
+pub use logs::log_settings;
 pub use submit::{SubmitSettings, SubmitTask, load_submit};
+pub use worker::{WorkerSettings, load_worker};
 
 /// Everything `serve` needs, validated.
 #[derive(Debug, Clone)]
@@ -167,7 +150,7 @@ struct FileConfig {
     tenants: Vec<crate::tenants::TenantTable>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
-    /// Seconds shutdown waits for in-flight work (default `serve::SHUTDOWN_GRACE`).
+    /// Seconds shutdown waits for in-flight work (default `shutdown::SHUTDOWN_GRACE`).
     shutdown_grace_s: Option<f64>,
     /// Timeouts for slow clients and the connection cap (docs/CONFIGURATION.md "Connections").
     #[serde(default)]
@@ -511,7 +494,7 @@ pub fn load_serve(
     )?;
     let shutdown_grace = match file.shutdown_grace_s {
         Some(s) => secs("shutdown_grace_s", s)?,
-        None => crate::serve::SHUTDOWN_GRACE,
+        None => crate::shutdown::SHUTDOWN_GRACE,
     };
 
     let mut log_secrets = log_secrets(args, &file, provider_key.as_ref(), &keys, &accounts);
@@ -532,12 +515,7 @@ pub fn load_serve(
         poll,
         account: AccountSettings::default(),
         sim,
-        log: crate::telemetry::logs::settings(
-            &args.log,
-            file.log_format.as_deref(),
-            file.log_json,
-            env,
-        )?,
+        log: log_settings(&args.log, file.log_format.as_deref(), file.log_json, env)?,
         log_secrets,
         pools,
         tenants,

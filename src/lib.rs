@@ -31,6 +31,7 @@
 pub mod bench;
 pub mod callback;
 pub mod cli;
+pub mod commands;
 pub mod compat;
 pub mod config;
 pub mod engine;
@@ -40,7 +41,7 @@ pub mod pools;
 pub mod provider;
 pub mod queue;
 pub mod secret;
-pub mod serve;
+pub mod setting;
 pub mod shutdown;
 pub mod sim;
 pub mod status;
@@ -48,6 +49,7 @@ pub mod taskapi;
 pub mod telemetry;
 pub mod tenants;
 pub mod upstream;
+pub mod wiring;
 
 /// The tests' one bounded wait, shared with the integration tests (`tests/it/support`).
 #[cfg(test)]

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use captcha_gateway::cli::{Cli, Command};
-use captcha_gateway::serve::{self, StartError};
+use captcha_gateway::commands::serve;
+use captcha_gateway::wiring::StartError;
 use captcha_gateway::{config, shutdown::Shutdown, telemetry};
 
 /// Every process this binary starts (gateway, worker, bench) allocates through mimalloc: the
@@ -73,7 +74,7 @@ async fn run(cli: Cli) -> ExitCode {
             )
             .await
         }
-        Command::Worker(args) => captcha_gateway::queue::worker::run(args, shutdown).await,
+        Command::Worker(args) => captcha_gateway::commands::worker::run(args, shutdown).await,
         Command::Bench(args) => {
             // The bench sets up its own quieter logging: warnings only, under the progress bar.
             // Ctrl-C or SIGTERM stops it: dropping the run kills the gateway and redis-server
@@ -86,7 +87,7 @@ async fn run(cli: Cli) -> ExitCode {
                 }
             };
         }
-        Command::Status(args) => return captcha_gateway::status::cli::run(&args).await,
+        Command::Status(args) => return captcha_gateway::commands::status::run(&args).await,
         Command::Submit(args) => {
             let settings = match config::load_submit(&args) {
                 Ok(s) => s,
@@ -101,7 +102,7 @@ async fn run(cli: Cli) -> ExitCode {
                 }
                 Err(code) => return code,
             }
-            return captcha_gateway::queue::submit::run(settings, shutdown).await;
+            return captcha_gateway::commands::submit::run(settings, shutdown).await;
         }
     };
     match result {
@@ -117,7 +118,7 @@ async fn run(cli: Cli) -> ExitCode {
 /// The log settings of a command without a config file: its flags and `RUST_LOG`.
 fn log_settings(args: &captcha_gateway::cli::LogArgs) -> Result<telemetry::LogSettings, ExitCode> {
     let env = |name: &str| std::env::var(name).ok();
-    telemetry::logs::settings(args, None, None, &env).map_err(|e| config_error(&e))
+    config::log_settings(args, None, None, &env).map_err(|e| config_error(&e))
 }
 
 fn config_error(e: &config::ConfigError) -> ExitCode {

@@ -10,6 +10,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// How long in-flight work may take to finish after a shutdown signal (`shutdown_grace_s`): long
+/// enough for a pool hit or a nearly finished solve to reach its caller, short enough for an
+/// orchestrator's stop timeout (Kubernetes waits 30 s before SIGKILL). What is still running
+/// near its end is handed back (see below), not failed.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
 /// The most of the grace period kept back, after the cut, for cut-short work to hand itself
 /// back (one store call each): enough for a few round trips to a slow Redis.
 const HAND_BACK: Duration = Duration::from_secs(2);

@@ -104,7 +104,7 @@ pub async fn run(args: BenchArgs) -> ExitCode {
     // Quieter than `serve` (warnings only, under the progress bar) unless RUST_LOG says
     // otherwise; a RUST_LOG that does not parse is a configuration error, as for `serve`.
     let env = |name: &str| std::env::var(name).ok();
-    let mut log = match crate::telemetry::logs::settings(&Default::default(), None, None, &env) {
+    let mut log = match crate::config::log_settings(&Default::default(), None, None, &env) {
         Ok(log) => log,
         Err(e) => {
             eprintln!("error: {e}");

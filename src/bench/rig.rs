@@ -21,8 +21,8 @@ use tokio_util::sync::CancellationToken;
 use super::BenchError;
 use super::load::KEY;
 use crate::cli::ServeArgs;
+use crate::commands::serve::Gateway;
 use crate::model::Kind;
-use crate::serve::Gateway;
 use crate::shutdown::Shutdown;
 use crate::sim::{LatencyRange, SimSettings, Simulator};
 

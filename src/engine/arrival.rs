@@ -20,8 +20,9 @@ use tokio_util::task::TaskTracker;
 use tracing::{Instrument, Span};
 
 use super::StoreError;
-use super::solve::{Engine, Priority};
+use super::solve::Engine;
 use super::store::{Arrival, SharedArrival, WaiterId};
+use super::types::Priority;
 use crate::model::{SolveRequest, Target, now_ms};
 
 /// What to do with an arrival whose caller has gone.

@@ -6,8 +6,10 @@
 //! Does not own: wire protocols (http, compat), upstream retries and polling (provider).
 
 mod active;
+mod admission;
 mod arrival;
 mod metrics;
+pub mod recorder;
 mod reusable;
 mod solve;
 pub mod store;
@@ -16,12 +18,13 @@ mod tasks;
 mod trace;
 mod types;
 
+pub use admission::Admission;
 use metrics::EngineMetrics;
-pub use solve::{Engine, EngineSettings, Priority, Solution, Solver};
+pub use solve::{Engine, EngineSettings, Solution, Solver};
 pub use store::{MemoryStore, Store, StoreError, TargetCounts, TargetFigures};
 pub use tasks::ReportOutcome;
 pub use types::{
-    Delivery, Handout, Redo, RefillDone, SolveError, SolveFailure, TaskRecord, TaskState,
+    Delivery, Handout, Priority, Redo, RefillDone, SolveError, SolveFailure, TaskRecord, TaskState,
 };
 
 #[cfg(test)]

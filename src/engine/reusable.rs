@@ -6,8 +6,9 @@
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::solve::{Engine, Priority};
+use super::solve::Engine;
 use super::store::SharedArrival;
+use super::types::Priority;
 use super::{Handout, SolveError};
 use crate::model::{SolveRequest, Source, Target, now_ms};
 

@@ -13,7 +13,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::store::{Arrival, ClaimId, Finished, Store, TaskOutcome, WaiterId};
-use super::{Delivery, Handout, RefillDone, SolveError, SolveFailure};
+use super::{Delivery, Handout, Priority, RefillDone, SolveError, SolveFailure};
 use crate::model::{
     Answer, Kind, Reuse, SolveRequest, Source, Target, TargetPolicy, UpstreamRef, now_ms,
 };
@@ -30,16 +30,6 @@ pub struct Solution {
     pub upstream: UpstreamRef,
     /// When the provider reported it ready (ms since epoch).
     pub solved_at: u64,
-}
-
-/// Who an upstream task is for: callers waiting now go before queued work, which goes before
-/// pool refills (promise 5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Priority {
-    Interactive,
-    /// Work accepted for later (the queue): nobody blocks on it now, but somebody will.
-    Queued,
-    Refill,
 }
 
 /// The engine's view of the providers: run one upstream task to its end, report an answer.
@@ -144,8 +134,8 @@ pub struct Engine {
     /// instead of at its next tick.
     pool_taken: Arc<Notify>,
     pub(super) metrics: super::EngineMetrics,
-    /// The same handouts for the dashboard's figures and history (`crate::status`).
-    recorder: Arc<crate::status::Recorder>,
+    /// The same handouts for the dashboard's figures and history (`status`).
+    recorder: Arc<super::recorder::Recorder>,
 }
 
 impl Engine {
@@ -178,8 +168,8 @@ impl Engine {
         self
     }
 
-    /// Answers, solve errors and delays, for the status page (`crate::status`).
-    pub fn recorder(&self) -> &crate::status::Recorder {
+    /// Answers, solve errors and delays, for the status page (`status`).
+    pub fn recorder(&self) -> &super::recorder::Recorder {
         &self.recorder
     }
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::tasks::past_deadline;
+use super::types::past_deadline;
 use super::{Engine, SolveFailure, TaskRecord};
 use crate::compat::codes;
 use crate::model::now_ms;

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::takeover::{LOOK_FOR_RUNNER, ms, run_lease};
+use super::types::past_deadline;
 use super::{Engine, Redo, SolveError, SolveFailure, TaskRecord, TaskState};
 use crate::compat::codes;
 use crate::model::{Reuse, SolveRequest, now_ms};
@@ -266,12 +267,4 @@ impl Engine {
             }
         }
     }
-}
-
-/// The failure of a task whose deadline passed before it had an answer.
-pub(super) fn past_deadline() -> SolveFailure {
-    SolveFailure::new(
-        codes::CAPTCHA_UNSOLVABLE,
-        "no answer before the task's deadline",
-    )
 }

@@ -5,7 +5,7 @@
 
 use tracing::Span;
 
-use super::solve::Priority;
+use super::types::Priority;
 use crate::model::{Answer, Source, Target};
 
 /// The span of one upstream task started now, under the current span.

@@ -123,3 +123,21 @@ pub struct RefillDone {
     /// Whether it produced an answer (fresh or not).
     pub answered: bool,
 }
+
+/// Who an upstream task is for: callers waiting now go before queued work, which goes before
+/// pool refills (promise 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Priority {
+    Interactive,
+    /// Work accepted for later (the queue): nobody blocks on it now, but somebody will.
+    Queued,
+    Refill,
+}
+
+/// The failure of a task whose deadline passed before it had an answer.
+pub(super) fn past_deadline() -> SolveFailure {
+    SolveFailure::new(
+        crate::compat::codes::CAPTCHA_UNSOLVABLE,
+        "no answer before the task's deadline",
+    )
+}

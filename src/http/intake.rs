@@ -70,7 +70,8 @@ impl AppState {
                 crate::model::now_ms()
                     .saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
             ),
-            request_id: super::request_id::RequestId::current().map(|r| r.as_str().to_owned()),
+            request_id: crate::telemetry::request_id::RequestId::current()
+                .map(|r| r.as_str().to_owned()),
             ..NewTask::default()
         };
         task.idem = idem;

@@ -9,8 +9,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
-use super::Admission;
 use crate::compat::Reply;
+use crate::engine::Admission;
 use crate::telemetry::bounded::BoundedValues;
 use crate::telemetry::collect::gauge;
 

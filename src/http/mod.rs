@@ -6,7 +6,6 @@
 //! results into each protocol's replies. Does not own: solving (engine) or wire parsing that the
 //! simulator shares (compat).
 
-mod admission;
 mod auth;
 mod compat;
 mod conn;
@@ -19,6 +18,7 @@ mod intake;
 mod listen;
 mod metrics;
 mod native;
+mod native_key;
 mod openapi;
 mod ops;
 mod ops_access;
@@ -26,7 +26,6 @@ mod outcome;
 #[cfg(test)]
 mod parse_tests;
 mod pools;
-pub mod request_id;
 mod request_scoped;
 mod sim_guard;
 mod state;
@@ -35,7 +34,6 @@ mod tls;
 mod usage;
 mod worker;
 
-pub use admission::Admission;
 pub use auth::{Auth, AuthError, BearerKey, KEY_LEN, Tenant, bearer, key_tenant};
 pub use conn::{ConnSettings, Connections, ConnectionsFile};
 pub use entry::parse_native_body;
@@ -128,6 +126,8 @@ fn layered(routes: Router<AppState>, state: AppState) -> Router {
                 // A 503 or 504 is an answer to a caller (shed load, deadline), not a server fault.
                 .on_failure(DefaultOnFailure::new().level(Level::DEBUG)),
         )
-        .layer(axum::middleware::from_fn(request_id::layer))
+        .layer(axum::middleware::from_fn(
+            crate::telemetry::request_id::layer,
+        ))
         .with_state(state)
 }

@@ -6,8 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use axum::Json;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{FromRequestParts, Path, RawQuery, State};
-use axum::http::request::Parts;
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -16,36 +15,12 @@ use tokio::time::Instant;
 use super::error::ApiError;
 use super::idempotency::{self, Found, IdemKey};
 use super::input::{self, LimitedBody};
-use super::{AppState, BearerKey, Tenant};
+use super::native_key::{NativeTenant, tenant};
+use super::{AppState, BearerKey};
 use crate::callback::Payload;
 use crate::compat::NativeRequest;
 use crate::engine::{Handout, TaskRecord, TaskState};
 use crate::model::Kind;
-
-pub(super) fn tenant(state: &AppState, key: &BearerKey) -> Result<Tenant, ApiError> {
-    state.auth.tenant(key.as_deref()).map_err(|e| {
-        ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            e.code(),
-            "send a valid gateway key as `Authorization: Bearer <key>`",
-        )
-    })
-}
-
-/// The caller's tenant from `Authorization: Bearer`, or the 401, as an extractor. Handlers that
-/// read a body take it before the body: axum runs it first, so a request without a valid key is
-/// answered before a byte of its body is read, and hyper closes the connection instead of
-/// reading the rest.
-pub(super) struct NativeTenant(pub Tenant);
-
-impl FromRequestParts<AppState> for NativeTenant {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let Ok(key) = BearerKey::from_request_parts(parts, state).await;
-        tenant(state, &key).map(NativeTenant)
-    }
-}
 
 /// Parses a native body (`crate::compat::parse_native`, shared with the queue) into the API's
 /// error shape. `max_timeout` bounds `timeout_s`.

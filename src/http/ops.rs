@@ -110,7 +110,7 @@ pub async fn status(State(state): State<AppState>, key: BearerKey) -> Response {
     if !state.ops.allows(key.as_deref()) {
         return ops_access::refusal();
     }
-    let report = state.status.report(&state).await;
+    let report = state.status.report(&state.status_sources()).await;
     ([(header::CACHE_CONTROL, "no-store")], Json(report)).into_response()
 }
 

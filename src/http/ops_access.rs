@@ -15,8 +15,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::config::ConfigError;
 use crate::secret::Secret;
+use crate::setting::{ConfigError, bad};
 use crate::tenants::KeyDigest;
 
 /// The variable that holds the operations key in clear (a Kubernetes Secret reaches it so).
@@ -88,14 +88,6 @@ pub struct OpsInput<'a> {
     pub key: Option<&'a str>,
     /// `ops_on_api_port`.
     pub on_api_port: bool,
-}
-
-fn bad(setting: &str, problem: impl Into<String>, fix: impl Into<String>) -> ConfigError {
-    ConfigError {
-        setting: setting.to_owned(),
-        problem: problem.into(),
-        fix: fix.into(),
-    }
 }
 
 /// Checks the operations settings of a gateway listening on `api_listen`. Returns them and the

@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::input::LimitedBody;
-use super::native::{NativeTenant, parse_native, tenant};
+use super::native::parse_native;
+use super::native_key::{NativeTenant, tenant};
 use super::{AppState, BearerKey};
 use crate::compat::NativeRequest;
 use crate::engine::SolveError;

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use super::RequestMetrics;
 use super::request_scoped::RequestScoped;
-use super::{Admission, Auth, Intake};
+use super::{Auth, Intake};
 use crate::callback::Callbacks;
+use crate::engine::Admission;
 use crate::engine::Engine;
 use crate::pools::Pools;
 use crate::telemetry::Metrics;
@@ -71,4 +72,20 @@ pub struct AppState {
     pub request_scoped: Arc<RequestScoped>,
     /// Where `/metrics`, `/v1/status` and `/` are served and the key they ask for.
     pub ops: Arc<super::OpsSettings>,
+}
+
+impl AppState {
+    /// What the status page reads this process's figures from.
+    pub fn status_sources(&self) -> crate::status::Sources {
+        crate::status::Sources {
+            engine: self.engine.clone(),
+            upstream: self.upstream.clone(),
+            admission: Some(self.admission.clone()),
+            pools: Some(self.pools.clone()),
+            queue: match &self.intake {
+                Intake::Queued(q) => Some(q.clone()),
+                Intake::InProcess => None,
+            },
+        }
+    }
 }

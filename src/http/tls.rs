@@ -16,7 +16,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::ConfigError;
+use crate::setting::ConfigError;
 
 /// A checked TLS configuration, ready for the listener. `Debug` shows the file paths only: the
 /// private key never reaches a log.

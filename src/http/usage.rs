@@ -29,7 +29,7 @@ use crate::tenants::Refusal;
 /// `GET /v1/usage`: the figures of the caller's own tenant in this process, never another's.
 /// The operator sees every tenant in `/metrics`.
 pub async fn usage(State(state): State<AppState>, key: BearerKey) -> Result<Json<Value>, ApiError> {
-    let tenant = super::native::tenant(&state, &key)?;
+    let tenant = super::native_key::tenant(&state, &key)?;
     let usage = state.tenants.usage(&tenant.0);
     Ok(Json(json!({
         "tenant": usage.tenant,

@@ -42,6 +42,15 @@ pub enum Source {
     Shared,
 }
 
+/// Answers by the source the engine handed them out from: a pool, a task solved for the
+/// caller (or inherited), or a reusable answer shared with other callers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BySource<T> {
+    pub pool: T,
+    pub solved: T,
+    pub shared: T,
+}
+
 impl Source {
     pub fn as_str(self) -> &'static str {
         match self {

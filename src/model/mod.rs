@@ -10,7 +10,7 @@ pub mod limits;
 mod request;
 mod target;
 
-pub use answer::{Answer, Source, UpstreamRef};
+pub use answer::{Answer, BySource, Source, UpstreamRef};
 pub use kind::{Kind, Reuse};
 pub use request::{
     ImageOptions, MAX_IMAGE_BYTES, MIN_IMAGE_BYTES, Proxy, ProxyType, RecaptchaVersion,

@@ -10,8 +10,8 @@ use std::collections::HashSet;
 use serde::Deserialize;
 
 use crate::compat::{Params, parse_submit};
-use crate::config::ConfigError;
 use crate::model::{Kind, Reuse, SolveRequest, Target, TargetPolicy};
+use crate::setting::ConfigError;
 
 /// The most answers one pool may hold: far above any plan's threads, low enough that a typo
 /// (`size = 100000`) is caught rather than bought.

@@ -22,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 use super::budget::{Budget, BudgetStats, Lease, Priority};
 use super::error::{ErrorClass, ProviderError};
 use super::poller::{self, PollSettings, Registration, Settled};
-use super::requests::{Endpoint, RequestCounts, RequestTable};
+use super::requests::Endpoint;
+use super::stats::{AccountStats, Counters, bump};
 use super::{PollOutcome, Provider, ThreadsInfo};
 use crate::model::{Kind, Millis, SolveRequest, now_ms};
 use crate::shutdown::Shutdown;
@@ -92,53 +93,6 @@ pub struct Solved {
     pub solved_at: Millis,
     /// When the provider accepted the task (the submit that succeeded).
     pub submitted_at: Millis,
-}
-
-/// A snapshot of an account's counters (monotonic since start).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AccountStats {
-    /// `in.php` requests sent, retries included.
-    pub submits: u64,
-    pub submit_errors_capacity: u64,
-    pub submit_errors_transient: u64,
-    pub submit_errors_permanent: u64,
-    pub submit_errors_account: u64,
-    pub capacity_retries: u64,
-    pub transient_retries: u64,
-    /// `poll` calls made by the poller (one per batch or single id).
-    pub poll_requests: u64,
-    /// Task ids across those calls.
-    pub ids_polled: u64,
-    /// Solves that returned an answer.
-    pub solved: u64,
-    /// Solves that ended with an error other than their deadline.
-    pub failed: u64,
-    /// Solves that ended at their deadline.
-    pub timeouts: u64,
-    /// Provider tasks another instance submitted that this one took over and polled.
-    pub adopted: u64,
-    /// Requests to the provider by endpoint and result class.
-    pub requests: RequestTable,
-}
-
-/// The live counters behind [`AccountStats`], shared with the poller.
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    submits: AtomicU64,
-    submit_errors: [AtomicU64; 4],
-    capacity_retries: AtomicU64,
-    transient_retries: AtomicU64,
-    pub(crate) poll_requests: AtomicU64,
-    pub(crate) ids_polled: AtomicU64,
-    solved: AtomicU64,
-    failed: AtomicU64,
-    timeouts: AtomicU64,
-    adopted: AtomicU64,
-    pub(crate) requests: RequestCounts,
-}
-
-fn bump(counter: &AtomicU64) {
-    counter.fetch_add(1, Ordering::Relaxed);
 }
 
 /// One account at one provider.

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::error::{ErrorClass, ProviderError};
-use super::inres::Family;
+use super::family::Family;
 use ErrorClass::{Account, Capacity, Permanent, Transient};
 use Family::{CaptchaAi, TwoCaptcha};
 

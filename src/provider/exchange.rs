@@ -2,9 +2,15 @@
 //! transport errors that name the problem but never the request (its URL or body carries the
 //! key), and redaction of a key a provider echoes back.
 
+use std::time::Duration;
+
 use super::error::{ErrorClass, ProviderError};
-use super::inres::REQUEST_TIMEOUT;
 use super::parse::BAD_RESPONSE;
+
+/// Connection setup should be quick; a slow handshake is a sick route, better retried.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The official captchaai SDK's per-request timeout.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Sends `request` and reads at most `max_body` bytes of its reply: the status and the body
 /// as text. A broken upstream streaming without end cannot exhaust memory.

@@ -8,7 +8,6 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -16,43 +15,13 @@ use url::Url;
 
 use super::encode::submit_params;
 use super::error::{ErrorClass, ProviderError};
-use super::exchange;
+use super::exchange::{self, CONNECT_TIMEOUT, REQUEST_TIMEOUT};
+use super::family::Family;
 use super::parse::{BAD_RESPONSE, UpstreamReply, batch_reply, parse_reply};
 use super::{PollOutcome, Provider, ThreadsInfo};
 use crate::compat::codes;
 use crate::model::SolveRequest;
 
-/// Which provider dialect of the protocol an account speaks. The wire format is shared; the
-/// meaning of some codes is not (`ERROR_ZERO_BALANCE`: CaptchaAI "no free threads", 2captcha
-/// "no money").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Family {
-    CaptchaAi,
-    TwoCaptcha,
-}
-
-impl Family {
-    /// The provider's public endpoint.
-    pub fn default_base_url(self) -> Url {
-        let raw = match self {
-            Family::CaptchaAi => "https://ocr.captchaai.com",
-            Family::TwoCaptcha => "https://2captcha.com",
-        };
-        Url::parse(raw).expect("a literal, valid URL")
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Family::CaptchaAi => "captchaai",
-            Family::TwoCaptcha => "2captcha",
-        }
-    }
-}
-
-/// Connection setup should be quick; a slow handshake is a sick route, better retried.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// The official captchaai SDK's per-request timeout.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Replies are small; a batch of 100 reCAPTCHA tokens is ~250 kB. Anything past this is not a
 /// reply we can use, and reading it all would let a broken upstream exhaust memory.
 const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;

@@ -29,11 +29,14 @@ mod classify;
 mod encode;
 mod error;
 mod exchange;
+mod family;
 mod inres;
+mod kind;
 mod parse;
 mod poller;
 mod requests;
 mod schedule;
+mod stats;
 mod taskapi;
 
 #[cfg(test)]
@@ -41,17 +44,21 @@ mod testing;
 #[cfg(test)]
 mod upstream_tests;
 
-pub use account::{Account, AccountSettings, AccountStats, SHUTDOWN, Solved, TIMEOUT};
+pub use account::{Account, AccountSettings, SHUTDOWN, Solved, TIMEOUT};
 pub use budget::{
     Budget, BudgetSettings, BudgetStats, CapSettings, Lease, MemoryBudget, Priority, ThreadBudget,
 };
 pub use classify::{classify, code_error, retry_after};
 pub use encode::{native_body, submit_params};
 pub use error::{ErrorClass, ProviderError};
-pub use inres::{CONNECT_TIMEOUT, Family, InResProvider, REQUEST_TIMEOUT};
+pub use exchange::{CONNECT_TIMEOUT, REQUEST_TIMEOUT};
+pub use family::Family;
+pub use inres::InResProvider;
+pub use kind::AccountProvider;
 pub use parse::{BAD_RESPONSE, Extras, UpstreamReply, parse_reply, split_batch};
 pub use poller::PollSettings;
 pub use requests::{Endpoint, RESULTS, RequestTable};
+pub use stats::AccountStats;
 pub use taskapi::{NO_REPORTS, NO_THREADS_INFO, TaskApiFlavor, TaskApiProvider};
 
 use async_trait::async_trait;

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use super::PollOutcome;
 use super::classify::code_error;
 use super::error::ProviderError;
-use super::inres::Family;
+use super::family::Family;
 use crate::compat::codes;
 
 /// The code for bodies that are neither an answer nor a provider code.

@@ -23,10 +23,10 @@ use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use super::account::Counters;
 use super::error::{ErrorClass, ProviderError};
 use super::requests::Endpoint;
 use super::schedule::{self, ArrivalRate, Grid, SolveTimes};
+use super::stats::Counters;
 use super::{PollOutcome, Provider};
 use crate::compat::codes;
 use crate::model::{Kind, Millis, now_ms};

@@ -6,7 +6,7 @@ use futures::future::join_all;
 
 use super::*;
 use crate::model::{SolveRequest, TaskParams};
-use crate::provider::account::Counters;
+use crate::provider::stats::Counters;
 use crate::provider::testing::fake::FakeProvider;
 use crate::provider::{Family, code_error};
 

@@ -26,7 +26,7 @@ use url::Url;
 use super::classify::code_error;
 use super::error::{ErrorClass, ProviderError};
 use super::exchange;
-use super::inres::Family;
+use super::family::Family;
 use super::parse::{BAD_RESPONSE, snippet};
 use super::{PollOutcome, Provider, ThreadsInfo};
 use crate::compat::codes;

@@ -8,7 +8,7 @@ use rand::Rng;
 use serde_json::Value;
 
 use super::QueueError;
-use crate::http::request_id::RequestId;
+use crate::telemetry::request_id::RequestId;
 
 /// Longest accepted `request` (bytes): the native API's largest body (an image) with room.
 pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;

@@ -14,15 +14,13 @@ mod entry;
 mod error;
 pub mod figures;
 pub mod keys;
-pub(crate) mod probes;
 mod producer;
 mod reply;
 mod result;
 mod scripts;
 pub mod seed;
-mod settings;
+pub mod settings;
 pub mod steps;
-pub mod submit;
 mod wake;
 pub mod worker;
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::config::ConfigError;
+use crate::setting::{ConfigError, bad};
 
 #[derive(Debug, Clone)]
 pub struct QueueSettings {
@@ -64,14 +64,6 @@ pub struct QueueFile {
     pub retry_base_s: Option<f64>,
     pub retry_cap_s: Option<f64>,
     pub grace_s: Option<f64>,
-}
-
-fn bad(setting: &str, problem: impl Into<String>, fix: impl Into<String>) -> ConfigError {
-    ConfigError {
-        setting: setting.into(),
-        problem: problem.into(),
-        fix: fix.into(),
-    }
 }
 
 /// Seconds within `min..=max`, by name.

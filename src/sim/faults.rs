@@ -24,7 +24,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::settings::SettingsError;
+use super::error::SettingsError;
 
 /// Longest accepted `slow_ms`: a minute is beyond every client's request timeout (the gateway's
 /// is 30 s), so a longer hold tests nothing more and only keeps connections open.
@@ -176,7 +176,10 @@ impl Faults {
             });
         }
         if self.slow_ms > MAX_SLOW_MS {
-            return Err(SettingsError::SlowTooLong(self.slow_ms));
+            return Err(SettingsError::SlowTooLong {
+                got: self.slow_ms,
+                max: MAX_SLOW_MS,
+            });
         }
         Ok(())
     }

@@ -36,11 +36,10 @@ pub(super) const KEY_LEN: usize = 32;
 pub(super) const HTML_502: &str = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n\
      <center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n";
 
-pub(super) fn routes(sim: Arc<Simulator>) -> Router {
+pub(super) fn routes() -> Router<Arc<Simulator>> {
     Router::new()
         .route("/in.php", any(in_php))
         .route("/res.php", any(res_php))
-        .merge(super::taskapi::routes())
         .route("/verify", any(verify))
         .route("/stats", get(stats))
         .route(
@@ -50,7 +49,6 @@ pub(super) fn routes(sim: Arc<Simulator>) -> Router {
                 .put(patch_faults)
                 .delete(clear_faults),
         )
-        .with_state(sim)
 }
 
 async fn in_php(State(sim): State<Arc<Simulator>>, req: Request) -> Response {

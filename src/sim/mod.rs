@@ -20,6 +20,7 @@
 //! the process around it (the CLI's `simulate` command calls [`serve`]).
 
 mod answers;
+mod error;
 mod faults;
 mod handlers;
 mod settings;
@@ -40,10 +41,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 pub use answers::DEFAULT_USER_AGENT;
+pub use error::SettingsError;
 pub use faults::{Faults, FaultsPatch, MAX_SLOW_MS};
-pub use settings::{
-    KindLatency, KindLifetime, LatencyRange, SettingsError, SimSettings, parse_duration,
-};
+pub use settings::{KindLatency, KindLifetime, LatencyRange, SimSettings, parse_duration};
 pub use stats::SimStats;
 pub(crate) use tokens::Verdict;
 
@@ -307,9 +307,10 @@ impl Simulator {
     }
 }
 
-/// The simulator's HTTP routes: `/in.php`, `/res.php`, `/verify`, `/stats`.
+/// The simulator's HTTP routes: `/in.php`, `/res.php`, the JSON task API, `/verify`, `/stats`,
+/// `/faults`.
 pub fn router(sim: Arc<Simulator>) -> axum::Router {
-    handlers::routes(sim)
+    handlers::routes().merge(taskapi::routes()).with_state(sim)
 }
 
 /// Serves the simulator on `listener` until `shutdown` completes, then lets in-flight requests

@@ -10,6 +10,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use super::error::SettingsError;
 use super::faults::Faults;
 use crate::compat::codes;
 use crate::model::Kind;
@@ -105,25 +106,6 @@ impl SimSettings {
         }
         Ok(())
     }
-}
-
-/// A problem with a simulator setting, worded for the person who typed it.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SettingsError {
-    #[error("invalid duration `{input}`: {reason} (examples: 250ms, 2s, 1.5s, 2m)")]
-    Duration { input: String, reason: &'static str },
-    #[error("invalid latency range `{0}`: the minimum is larger than the maximum")]
-    Reversed(String),
-    #[error("expected KIND=VALUE (e.g. recaptcha_v2=2s..5s), got `{0}`")]
-    MissingKind(String),
-    #[error("{0}")]
-    UnknownKind(String),
-    #[error("{name} must be between 0 and 1, got {value}")]
-    Rate { name: &'static str, value: f64 },
-    #[error("capacity_code must not be empty")]
-    EmptyCapacityCode,
-    #[error("slow_ms must be at most {max} (a minute), got {0}", max = super::faults::MAX_SLOW_MS)]
-    SlowTooLong(u64),
 }
 
 /// A solve time drawn uniformly from `min..=max`.

@@ -2,22 +2,24 @@
 
 use std::time::Duration;
 
-use super::histogram::{self, Buckets};
 use super::instance::{AccountCounters, InstanceFigures, Sum, Tick};
-use super::recorder::Reading;
 use super::report::*;
 use super::ring::{Ring, Sample, Start};
 use super::{MAX_ACCOUNTS, MAX_ERROR_CLASSES, Role, Sources};
-use crate::http::{AppState, Intake};
+use crate::engine::recorder::Reading;
 use crate::model::now_ms;
 use crate::pools::{GroupBy, PoolView};
+use crate::telemetry::histogram::{self, Buckets};
 
 /// The per-target rows as `/metrics` groups them: configured pools, the busiest targets by
 /// label, and `other` for the rest (so the report's size is bounded however many targets live).
-pub async fn store_rows(state: &AppState) -> Vec<PoolView> {
-    let figures = state.engine.store().figures().await.unwrap_or_default();
-    let top = state.engine.settings().metrics_top_targets;
-    state.pools.top_views(figures, top, GroupBy::Label)
+pub async fn store_rows(sources: &Sources) -> Vec<PoolView> {
+    let Some(pools) = &sources.pools else {
+        return Vec::new();
+    };
+    let figures = sources.engine.store().figures().await.unwrap_or_default();
+    let top = sources.engine.settings().metrics_top_targets;
+    pools.top_views(figures, top, GroupBy::Label)
 }
 
 /// This instance's own cumulative counts now.
@@ -154,7 +156,7 @@ pub fn instance_figures(
 }
 
 pub struct Inputs<'a> {
-    pub state: &'a AppState,
+    pub sources: &'a Sources,
     pub every: Duration,
     pub ring: &'a Ring,
     pub rows: Vec<PoolView>,
@@ -191,15 +193,15 @@ pub async fn report(i: Inputs<'_>) -> StatusReport {
         admission: sum.admission.clone(),
         targets: i.rows.iter().map(|v| v.targets.unwrap_or(1)).sum(),
         pools: i.rows.iter().map(pool_row).collect(),
-        accounts: accounts(i.state, &sum),
-        queue: queue(i.state).await,
+        accounts: accounts(i.sources, &sum),
+        queue: queue(i.sources).await,
         latency: Latency {
             handout: percentiles(&sum.handout),
             solve: percentiles(&sum.solve),
             ready_to_caller: percentiles(&sum.ready_to_caller),
         },
         errors: errors(&sum, Duration::from_millis(i.mine.window_ms)),
-        redis: i.state.engine.store().server_report(),
+        redis: i.sources.engine.store().server_report(),
     }
 }
 
@@ -272,7 +274,7 @@ fn pool_row(v: &PoolView) -> PoolRow {
     }
 }
 
-fn accounts(state: &AppState, sum: &Sum) -> Vec<AccountRow> {
+fn accounts(state: &Sources, sum: &Sum) -> Vec<AccountRow> {
     state
         .upstream
         .figures()
@@ -298,10 +300,8 @@ fn accounts(state: &AppState, sum: &Sum) -> Vec<AccountRow> {
         .collect()
 }
 
-async fn queue(state: &AppState) -> Option<QueueRow> {
-    let Intake::Queued(q) = &state.intake else {
-        return None;
-    };
+async fn queue(sources: &Sources) -> Option<QueueRow> {
+    let q = sources.queue.as_ref()?;
     let lag = q.lag().await.ok().flatten();
     let dead: Option<u64> = redis::cmd("XLEN")
         .arg(q.keys().dead())

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::histogram::{self, Buckets};
 use super::report::{AdmissionRow, BySource, ErrorCounts};
+use crate::telemetry::histogram::{self, Buckets};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InstanceFigures {

@@ -6,24 +6,21 @@
 //! expires (`fleet.rs`) and the report adds up every live instance.
 
 mod build;
-pub mod cli;
 mod fleet;
-pub mod histogram;
 mod instance;
 pub mod page;
-mod recorder;
 pub mod report;
 mod ring;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use recorder::Recorder;
 pub use report::StatusReport;
 
-use crate::engine::Engine;
 use crate::engine::store::redis::RedisTarget;
-use crate::http::{Admission, AppState};
+use crate::engine::{Admission, Engine};
+use crate::pools::Pools;
+use crate::queue::Queue;
 use crate::shutdown::Shutdown;
 use crate::upstream::Upstream;
 use instance::InstanceFigures;
@@ -58,22 +55,15 @@ impl Role {
 }
 
 /// The parts a process's own figures are read from. A worker has no admission (it takes
-/// `--concurrency` entries at a time instead), so its admission figures are zero.
+/// `--concurrency` entries at a time instead), so its admission figures are zero; only a front
+/// end with `--queue` reports the queue.
 #[derive(Clone)]
 pub struct Sources {
     pub engine: Engine,
     pub upstream: Arc<Upstream>,
     pub admission: Option<Arc<Admission>>,
-}
-
-impl Sources {
-    pub fn of(state: &AppState) -> Sources {
-        Sources {
-            engine: state.engine.clone(),
-            upstream: state.upstream.clone(),
-            admission: Some(state.admission.clone()),
-        }
-    }
+    pub pools: Option<Arc<Pools>>,
+    pub queue: Option<Arc<Queue>>,
 }
 
 /// One per process: the history ring and the fleet's last published figures. The handouts
@@ -142,13 +132,13 @@ impl Status {
     }
 
     /// The report as of now: live gauges and totals, the ring's history, the fleet's sums.
-    pub async fn report(&self, state: &AppState) -> StatusReport {
-        let store_totals = build::store_rows(state).await;
-        let mine = self.local_figures(&Sources::of(state));
+    pub async fn report(&self, sources: &Sources) -> StatusReport {
+        let store_totals = build::store_rows(sources).await;
+        let mine = self.local_figures(sources);
         let others = lock(&self.others).clone();
         let ring = lock(&self.ring).clone();
         build::report(build::Inputs {
-            state,
+            sources,
             every: self.every,
             ring: &ring,
             rows: store_totals,
@@ -169,16 +159,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// reports count its answers, threads, latencies and errors. It stops publishing at shutdown;
 /// its key then expires within a few intervals.
 pub async fn publish_worker(
-    solving: &crate::serve::Solving,
+    engine: Engine,
+    upstream: Arc<Upstream>,
     every: Duration,
     redis: &RedisTarget,
     shutdown: &Shutdown,
 ) {
     let status = Status::new(every, Some(redis), Role::Worker).await;
     let sources = Sources {
-        engine: solving.engine.clone(),
-        upstream: solving.upstream.clone(),
+        engine,
+        upstream,
         admission: None,
+        pools: None,
+        queue: None,
     };
     status.spawn_sampler(sources, shutdown);
 }

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::model::BySource;
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatusReport {
     /// When this report was made (Unix ms).
@@ -49,15 +51,6 @@ pub struct FleetInfo {
     pub role: String,
     /// This instance's random per-boot id.
     pub instance: String,
-}
-
-/// Answers by the source the engine handed them out from: a pool, a task solved for the
-/// caller (or inherited), or a reusable answer shared with other callers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct BySource<T> {
-    pub pool: T,
-    pub solved: T,
-    pub shared: T,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

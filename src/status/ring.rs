@@ -2,8 +2,8 @@
 
 use std::collections::VecDeque;
 
-use super::recorder::Reading;
 use super::report::ErrorCounts;
+use crate::engine::recorder::Reading;
 
 /// Cumulative readings at one moment.
 #[derive(Debug, Clone, Default)]

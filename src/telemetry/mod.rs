@@ -3,8 +3,10 @@
 
 pub mod bounded;
 pub mod collect;
+pub mod histogram;
 pub mod logs;
 pub mod metrics;
+pub mod request_id;
 
 pub use logs::{LogFormat, LogSettings, init_logs};
 pub use metrics::Metrics;

@@ -12,8 +12,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::config::ConfigError;
 use crate::model::Kind;
+use crate::setting::ConfigError;
 
 /// Length of a gateway key in clear (the captchaai SDK refuses any other length).
 const KEY_LEN: usize = 32;

@@ -30,9 +30,9 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::config::AccountProvider;
 use crate::engine::SolveFailure;
 use crate::model::{Kind, now_ms};
+use crate::provider::AccountProvider;
 use crate::provider::{Account, Priority};
 use crate::telemetry::metrics::KindSeconds;
 use solve::{failure, no_account};
@@ -140,7 +140,7 @@ pub struct AccountStatus {
     pub waiting: usize,
 }
 
-/// One account's figures for the status page (`crate::status`): its gauges and counters now.
+/// One account's figures for the status page (`status`): its gauges and counters now.
 #[derive(Debug, Clone)]
 pub struct AccountFigures {
     pub name: String,
@@ -163,8 +163,8 @@ pub struct Upstream {
     changed: Notify,
     /// Upstream submit to answer ready, by kind.
     solve_seconds: KindSeconds,
-    /// The same for the status page's percentiles (`crate::status`).
-    solve_times: crate::status::histogram::Histogram,
+    /// The same for the status page's percentiles (`status`).
+    solve_times: crate::telemetry::histogram::Histogram,
 }
 
 impl Upstream {
@@ -173,7 +173,7 @@ impl Upstream {
             members: members.into_iter().map(Arc::new).collect(),
             changed: Notify::new(),
             solve_seconds: KindSeconds::default(),
-            solve_times: crate::status::histogram::Histogram::default(),
+            solve_times: crate::telemetry::histogram::Histogram::default(),
         }
     }
 
@@ -242,7 +242,7 @@ impl Upstream {
     }
 
     /// Upstream submit to answer ready, every kind, as the status page's buckets.
-    pub fn solve_time_buckets(&self) -> crate::status::histogram::Buckets {
+    pub fn solve_time_buckets(&self) -> crate::telemetry::histogram::Buckets {
         self.solve_times.read()
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::config::ConfigError;
+use crate::setting::{ConfigError, bad};
 
 /// Checked connection limits, handed to the listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,14 +111,6 @@ fn timeout(setting: &str, v: f64, default: &str) -> Result<Duration, ConfigError
             format!("{v} is not a number of seconds above 0 and at most 3600"),
             format!("e.g. {default} (the default)"),
         ))
-    }
-}
-
-fn bad(setting: &str, problem: String, fix: impl Into<String>) -> ConfigError {
-    ConfigError {
-        setting: setting.to_owned(),
-        problem,
-        fix: fix.into(),
     }
 }
 

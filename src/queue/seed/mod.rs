@@ -16,7 +16,6 @@
 //! process around them (`command`: engine, probes on `--listen`, shutdown; `http`).
 //! Does not own: the `worker` command's flags and settings (`queue::worker`) or the engine.
 
-mod command;
 pub mod entry;
 pub mod keys;
 mod lists;
@@ -30,9 +29,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-pub use self::command::{run as run_command, seed_settings};
 use self::keys::SeedKeys;
 use self::lists::Lists;
+pub use self::metrics::SeedFigures;
 use self::worker::Consumer;
 use crate::engine::Engine;
 use crate::engine::store::redis::{Conn, RedisTarget};

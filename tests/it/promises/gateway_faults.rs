@@ -20,6 +20,11 @@ async fn a_rolling_restart_of_every_gateway_keeps_every_promise() {
     let redis = RedisServer::start();
     // A grace period longer than a solve: what a stopping instance started can finish.
     let mut fleet = Fleet::start(&redis.url(), solve_time(), "shutdown_grace_s = 5").await;
+    // Stocked first, so the first wave takes pooled answers while the restarts begin.
+    eventually(SOON, "pools stocked", || async {
+        pooled_on(redis.port) >= POOLED_TASKS as usize
+    })
+    .await;
     let mut callers = fleet.wave(0..60);
     fleet.tasks_started(20).await;
 
@@ -40,7 +45,7 @@ async fn a_rolling_restart_of_every_gateway_keeps_every_promise() {
     let figures = check(&fleet, "rolling_restart", &history, rules).await;
     assert!(
         figures.from_pool > 0,
-        "the restarts hit hand-outs from the pools"
+        "callers took pooled answers while the gateways restarted"
     );
 }
 

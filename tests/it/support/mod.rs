@@ -6,9 +6,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use captcha_gateway::cli::{ProviderName, ServeArgs};
+use captcha_gateway::commands::serve::Gateway;
 use captcha_gateway::config::{self, Settings};
 use captcha_gateway::model::Kind;
-use captcha_gateway::serve::Gateway;
 use captcha_gateway::shutdown::Shutdown;
 use captcha_gateway::sim::LatencyRange;
 use serde_json::Value;

@@ -1,10 +1,28 @@
 //! What travels through a waiter's mailbox: `A|<expires_at>|<answer json>` for an answer (the
 //! scripts read the expiry, in Redis time, to pool or drop it without parsing JSON) or
 //! `F|<failure json>`. The JSON's own times are the solving instance's; a taker restamps them
-//! from the remaining life the script reports (`single::restamp`).
+//! from the remaining life the script reports ([`restamp`]).
 
 use crate::engine::{Delivery, SolveFailure};
-use crate::model::Answer;
+use crate::model::{Answer, Millis};
+
+/// The life an answer has left at `now` on this instance's clock, in ms (negative once expired).
+/// Scripts stamp it with an expiry in Redis time, so instance clocks never meet.
+pub fn remaining(answer: &Answer, now: Millis) -> i64 {
+    let left = i128::from(answer.expires_at) - i128::from(now);
+    i64::try_from(left).unwrap_or(if left < 0 { i64::MIN } else { i64::MAX })
+}
+
+/// An answer from Redis with `remaining_ms` of life left at `now`, restamped on this instance's
+/// clock so its expiry and age read right wherever it is handed out.
+pub fn restamp(mut answer: Answer, remaining_ms: i64, now: Millis) -> Answer {
+    let expires = i128::from(now) + i128::from(remaining_ms);
+    let shift = expires - i128::from(answer.expires_at);
+    let moved = |t: Millis| u64::try_from((i128::from(t) + shift).max(0)).unwrap_or(u64::MAX);
+    answer.solved_at = moved(answer.solved_at);
+    answer.expires_at = moved(answer.expires_at);
+    answer
+}
 
 pub fn encode(delivery: &Delivery) -> String {
     match delivery {
@@ -56,5 +74,23 @@ mod tests {
         for junk in ["", "A|", "A|12", "F|{", "X|1|{}"] {
             assert_eq!(decode(junk), None);
         }
+    }
+
+    #[test]
+    fn restamping_keeps_the_lifetime_and_moves_both_times() {
+        let a = Answer {
+            text: "t".into(),
+            user_agent: None,
+            solved_at: 1_000,
+            expires_at: 121_000,
+            upstream: None,
+        };
+        let now = 5_000_000;
+        let b = restamp(a, 50_000, now);
+        assert_eq!((b.solved_at, b.expires_at), (now - 70_000, now + 50_000));
+        assert_eq!(remaining(&b, now), 50_000);
+        // Far in the past or the future never wraps.
+        assert_eq!(restamp(b.clone(), i64::MIN, now).expires_at, 0);
+        assert_eq!(remaining(&b, u64::MAX), i64::MIN);
     }
 }

@@ -290,7 +290,7 @@ impl RedisStore {
         let s = &self.inner.settings;
         self.inner
             .facts()
-            .map(|f| f.problems(s.allow_eviction, &s.durability))
+            .map(|f| f.problems(s.allow_eviction, s.durability.fsync))
             .unwrap_or_default()
     }
 
@@ -328,11 +328,11 @@ impl Inner {
     /// a server set up otherwise) is logged as an error once.
     fn note_facts(&self, facts: ServerFacts) {
         let s = &self.settings;
-        let new = facts.problems(s.allow_eviction, &s.durability);
+        let new = facts.problems(s.allow_eviction, s.durability.fsync);
         let mut kept = self.facts.lock().unwrap_or_else(|e| e.into_inner());
         let old = kept
             .as_ref()
-            .map(|f| f.problems(s.allow_eviction, &s.durability))
+            .map(|f| f.problems(s.allow_eviction, s.durability.fsync))
             .unwrap_or_default();
         // The reading made while connecting is the start's to refuse (`serve`'s one line).
         let quiet = !self.started.load(Ordering::Relaxed);

@@ -12,7 +12,6 @@ use redis::{RedisResult, Value};
 use serde::{Deserialize, Serialize};
 
 use super::conn::Conn;
-use super::durable::Durability;
 
 /// The one eviction policy under which Redis never drops a key the gateway still needs.
 pub const NO_EVICTION: &str = "noeviction";
@@ -62,8 +61,9 @@ impl ServerFacts {
         self.run_ids.join(",")
     }
 
-    /// What keeps the gateway from running on these servers with these settings.
-    pub fn problems(&self, allow_eviction: bool, durability: &Durability) -> Vec<ServerProblem> {
+    /// What keeps the gateway from running on these servers with these settings
+    /// (`redis_allow_eviction`, `redis_handout_fsync`).
+    pub fn problems(&self, allow_eviction: bool, handout_fsync: bool) -> Vec<ServerProblem> {
         let mut out = Vec::new();
         if self.maxmemory_policy != NO_EVICTION && !allow_eviction {
             out.push(ServerProblem {
@@ -79,7 +79,7 @@ impl ServerFacts {
                     .into(),
             });
         }
-        if durability.fsync {
+        if handout_fsync {
             if let Err(why) = self.local_fsync() {
                 out.push(ServerProblem {
                     setting: "redis_handout_fsync",
@@ -310,10 +310,10 @@ mod tests {
         assert_eq!(facts.replicas, 1);
         assert!(facts.aof_enabled);
         assert_eq!(facts.appendfsync.as_deref(), Some("always"));
-        let problems = facts.problems(false, &Durability::default());
+        let problems = facts.problems(false, false);
         assert_eq!(problems.len(), 1);
         assert_eq!(problems[0].setting, "redis_allow_eviction");
-        assert!(facts.problems(true, &Durability::default()).is_empty());
+        assert!(facts.problems(true, false).is_empty());
     }
 
     #[test]
@@ -333,13 +333,9 @@ mod tests {
         assert!(on("7.0.15", "1", Some("everysec")).is_err());
         assert!(on("7.0.15", "1", None).is_err());
         assert!(on("7.4.1", "0", Some("always")).is_err());
-        let fsync = Durability {
-            fsync: true,
-            ..Durability::default()
-        };
         let facts = merge(&[master("redis_version:7.0.15 aof_enabled:0", None)]);
         assert_eq!(
-            facts.problems(false, &fsync)[0].setting,
+            facts.problems(false, true)[0].setting,
             "redis_handout_fsync"
         );
     }

@@ -12,7 +12,7 @@ use redis::Value;
 use tokio::sync::oneshot;
 
 use super::fanout::LocalWaiter;
-use super::{Inner, keys, mail, ms, scripts, single};
+use super::{Inner, keys, mail, ms, scripts};
 use crate::engine::SolveFailure;
 use crate::engine::store::{SharedArrival, StoreError};
 use crate::model::{Answer, Millis, Target};
@@ -84,7 +84,7 @@ impl Inner {
                     _ => 0,
                 };
                 let at = inner.observe(now);
-                Ok(SharedArrival::Cached(single::restamp(answer, left, at)))
+                Ok(SharedArrival::Cached(mail::restamp(answer, left, at)))
             }
             2 => Ok(SharedArrival::Follow(rx)),
             _ => {
@@ -146,7 +146,7 @@ impl Inner {
 /// remaining life at `now` (the script stamps its expiry in Redis time), a failure as it is.
 fn finish_mail(outcome: &Result<Answer, SolveFailure>, now: Millis) -> String {
     match outcome {
-        Ok(a) => format!("A|{}|{}", single::remaining(a, now), mail::answer_json(a)),
+        Ok(a) => format!("A|{}|{}", mail::remaining(a, now), mail::answer_json(a)),
         Err(_) => mail::encode(outcome),
     }
 }

@@ -14,24 +14,6 @@ use crate::engine::store::{Arrival, ClaimId, Finished, StoreError, TargetCounts,
 use crate::engine::store::{TaskOutcome, TaskOutcome::*};
 use crate::model::{Answer, Millis, Target, UpstreamRef};
 
-/// The life an answer has left at `now` on this instance's clock, in ms (negative once expired).
-/// Scripts stamp it with an expiry in Redis time, so instance clocks never meet.
-pub(super) fn remaining(answer: &Answer, now: Millis) -> i64 {
-    let left = i128::from(answer.expires_at) - i128::from(now);
-    i64::try_from(left).unwrap_or(if left < 0 { i64::MIN } else { i64::MAX })
-}
-
-/// An answer from Redis with `remaining_ms` of life left at `now`, restamped on this instance's
-/// clock so its expiry and age read right wherever it is handed out.
-pub(super) fn restamp(mut answer: Answer, remaining_ms: i64, now: Millis) -> Answer {
-    let expires = i128::from(now) + i128::from(remaining_ms);
-    let shift = expires - i128::from(answer.expires_at);
-    let moved = |t: Millis| u64::try_from((i128::from(t) + shift).max(0)).unwrap_or(u64::MAX);
-    answer.solved_at = moved(answer.solved_at);
-    answer.expires_at = moved(answer.expires_at);
-    answer
-}
-
 /// How long an arrival's reply is kept. An arrival whose outcome is unknown is only undone in
 /// the background (its caller already went on alone), so it is retried for half of this; giving
 /// up then loses at most a pooled answer, never hands one out twice. Short, because arrivals are
@@ -139,7 +121,7 @@ pub(super) async fn arrive(
             let json = text(values.get(2));
             let answer: Answer = serde_json::from_str(&json)
                 .map_err(|e| StoreError::Unavailable(format!("unreadable pooled answer: {e}")))?;
-            let answer = restamp(answer, int(values.get(3)), at);
+            let answer = mail::restamp(answer, int(values.get(3)), at);
             if !ran.confirmed {
                 inner.withhold(target, answer, at).await;
                 inner.notify(&target.id, woken).await;
@@ -187,7 +169,7 @@ impl Inner {
         let undone = match int(values.first()) {
             1 => match serde_json::from_str::<Answer>(&text(values.get(2))) {
                 Ok(a) => {
-                    self.put(target, restamp(a, int(values.get(3)), now), now)
+                    self.put(target, mail::restamp(a, int(values.get(3)), now), now)
                         .await
                 }
                 Err(_) => Ok(()),
@@ -223,7 +205,11 @@ impl Inner {
         self.local.remove_claim(&claim.0);
         let at = self.observe(now);
         let (code, left, payload) = match &outcome {
-            Answer(a) => ("A", remaining(a, at).to_string(), mail::answer_json(a)),
+            Answer(a) => (
+                "A",
+                mail::remaining(a, at).to_string(),
+                mail::answer_json(a),
+            ),
             Failed(f) => ("F", String::new(), mail::failure_json(f)),
             Stale => ("S", String::new(), String::new()),
             Requeue => ("R", String::new(), String::new()),
@@ -299,7 +285,7 @@ impl Inner {
     ) -> Result<(), StoreError> {
         let at = self.observe(now);
         let args = vec![
-            remaining(&answer, at).to_string(),
+            mail::remaining(&answer, at).to_string(),
             mail::answer_json(&answer),
         ];
         let pk = Pk::of(poolable(target) == "1");
@@ -434,23 +420,5 @@ mod tests {
         for bad in ["", "1", "1\nacc", "1\n\n7", "1\nacc\n"] {
             assert_eq!(adopted_task(bad), None, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn restamping_keeps_the_lifetime_and_moves_both_times() {
-        let a = Answer {
-            text: "t".into(),
-            user_agent: None,
-            solved_at: 1_000,
-            expires_at: 121_000,
-            upstream: None,
-        };
-        let now = 5_000_000;
-        let b = restamp(a, 50_000, now);
-        assert_eq!((b.solved_at, b.expires_at), (now - 70_000, now + 50_000));
-        assert_eq!(remaining(&b, now), 50_000);
-        // Far in the past or the future never wraps.
-        assert_eq!(restamp(b.clone(), i64::MIN, now).expires_at, 0);
-        assert_eq!(remaining(&b, u64::MAX), i64::MIN);
     }
 }

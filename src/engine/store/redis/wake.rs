@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::conn::Conn;
 use super::fanout::{self, instance_of};
 use super::ops::Pk;
-use super::{Inner, keys, mail, ms, poolable, scripts, single, split_reply, split_reply_all};
+use super::{Inner, keys, mail, ms, poolable, scripts, split_reply, split_reply_all};
 use crate::engine::store::StoreError;
 use crate::model::{Answer, now_ms};
 
@@ -95,7 +95,7 @@ impl Inner {
             return Vec::new();
         };
         let now = self.local_now();
-        let delivery = delivery.map(|a| single::restamp(a, left, now));
+        let delivery = delivery.map(|a| mail::restamp(a, left, now));
         let local = self.local.take_waiter(waiter);
         let pk = match &local {
             Some(w) => Pk::of(w.poolable),
@@ -157,7 +157,7 @@ impl Inner {
 /// if it had one.
 pub(super) fn abandon_args(waiter: &str, answer: Option<&Answer>, now: u64) -> Vec<String> {
     let (left, json) = match answer {
-        Some(a) => (single::remaining(a, now).to_string(), mail::answer_json(a)),
+        Some(a) => (mail::remaining(a, now).to_string(), mail::answer_json(a)),
         None => (String::new(), String::new()),
     };
     vec![waiter.to_owned(), left, json]

@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{SeedSettings, SeedStats, metrics};
-use crate::config::ConfigError;
+use super::probes;
+use crate::config::WorkerSettings;
 use crate::engine::store::redis::Conn;
-use crate::queue::worker::WorkerSettings;
-use crate::serve::{StartError, build_solving};
+use crate::queue::seed::{self, SeedSettings, SeedStats};
+use crate::setting::ConfigError;
 use crate::shutdown::Shutdown;
+use crate::wiring::{StartError, build_solving};
 
 /// The seed mode's settings from the worker's: `--queue` is the key prefix (`captcha`, the
 /// seed's, by default), `--lease-s` how long a silent consumer lives, `--result-ttl-s` the
@@ -53,7 +54,7 @@ pub async fn run(
                 .into(),
         }));
     }
-    let listener = crate::queue::probes::bind(settings.listen).await?;
+    let listener = probes::bind(settings.listen).await?;
     let addr = listener.local_addr()?;
     let solving = build_solving(&settings.serve, &shutdown).await?;
     let seed = seed_settings(&settings);
@@ -62,25 +63,32 @@ pub async fn run(
     let probes_conn = Conn::open(&target, target.response_timeout)
         .await
         .map_err(|e| StartError::Store(e.to_string()))?;
-    let figures = metrics::SeedFigures {
+    let figures = seed::SeedFigures {
         stats: stats.clone(),
         prefix: seed.prefix.clone(),
     };
-    crate::queue::probes::spawn(
+    probes::spawn(
         probes_conn,
         &solving,
         u32::try_from(seed.concurrency).unwrap_or(u32::MAX),
         |metrics| figures.register(metrics.registry()),
-        crate::queue::probes::Listening {
+        probes::Listening {
             listener,
             connections: settings.serve.connections,
             ops: &settings.serve.ops,
         },
         background.clone(),
     );
-    crate::status::publish_worker(&solving, settings.serve.status_every, &target, &shutdown).await;
+    crate::status::publish_worker(
+        solving.engine.clone(),
+        solving.upstream.clone(),
+        settings.serve.status_every,
+        &target,
+        &shutdown,
+    )
+    .await;
     println!("captcha-gateway worker {consumer} listening on http://{addr}");
-    let consuming = super::run(
+    let consuming = seed::run(
         solving.engine,
         &target,
         seed,

@@ -14,13 +14,14 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ConfigError;
+use crate::engine::Admission;
 use crate::engine::store::redis::Conn;
-use crate::http::{Admission, AdmissionFigures, BearerKey, ConnSettings, Connections, OpsSettings};
-use crate::serve::{Solving, StartError};
+use crate::http::{AdmissionFigures, BearerKey, ConnSettings, Connections, OpsSettings};
+use crate::setting::ConfigError;
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::CONTENT_TYPE;
 use crate::upstream::Upstream;
+use crate::wiring::{Solving, StartError};
 
 /// How long a probe or scrape still running at shutdown may finish: each answers in milliseconds.
 const PROBE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
@@ -86,7 +87,9 @@ pub(crate) fn spawn(
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(serve_metrics))
-        .layer(axum::middleware::from_fn(crate::http::request_id::layer))
+        .layer(axum::middleware::from_fn(
+            crate::telemetry::request_id::layer,
+        ))
         .with_state(probes);
     tokio::spawn(async move {
         let stopped = stop.cancelled_owned();

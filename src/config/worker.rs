@@ -4,8 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use super::{ConfigError, Settings, load_serve};
 use crate::cli::WorkerArgs;
-use crate::config::{self, ConfigError, Settings};
 use crate::queue::QueueSettings;
 use crate::queue::settings::{check_name, seconds, whole};
 
@@ -21,14 +21,14 @@ pub struct WorkerSettings {
     pub grace: Duration,
 }
 
-pub fn load(
+pub fn load_worker(
     args: &mut WorkerArgs,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<WorkerSettings, ConfigError> {
     // The worker's listener serves no API, so serve's rule (a key when not on loopback) does
     // not apply: take it out before serve's settings are read.
     let listen = args.serve.listen.take();
-    let serve = config::load_serve(&args.serve, env)?;
+    let serve = load_serve(&args.serve, env)?;
     // The worker's one listener is an operations listener: `--ops-listen` (or the shared file's
     // `ops_listen`) names it as well as `--listen` does, and two different names are a mistake.
     let listen = match (listen, serve.ops.listen) {

@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use super::report::{Percentiles, StatusReport};
 use crate::cli::StatusArgs;
 use crate::secret::redact_url;
+use crate::status::report::{Percentiles, StatusReport};
 
 /// Pool rows printed; the rest are counted in one line.
 const POOL_ROWS: usize = 8;
@@ -136,7 +136,7 @@ fn latency_line(out: &mut String, label: &str, p: &Percentiles) {
 }
 
 /// "2 instances" for a fleet of `serve` processes; "1 front end, 2 workers" once workers publish.
-fn fleet_words(f: &super::report::FleetInfo) -> String {
+fn fleet_words(f: &crate::status::report::FleetInfo) -> String {
     let count = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let role = |name: &str| f.roles.get(name).copied().unwrap_or(0);
     if role("worker") == 0 && role("other") == 0 {

@@ -10,8 +10,8 @@ use futures::{StreamExt, stream};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::time::Instant;
 
-use super::{NewTask, Queue, QueueError, QueueResult, QueueSettings, ResultStatus};
 use crate::config::{SubmitSettings, SubmitTask};
+use crate::queue::{NewTask, Queue, QueueError, QueueResult, QueueSettings, ResultStatus};
 use crate::shutdown::Shutdown;
 
 /// Enqueues in flight at once: enough to hide Redis round trips, few enough to stay polite.

@@ -1,17 +1,16 @@
 //! What the engine tells the status page about each handout, whichever API or queue worker
 //! asked (`Engine::solve_at`, where `/metrics` counts them too): its source, how long the caller
 //! waited, how old the answer was, and which error a caller got instead. These are this
-//! instance's own figures; the fleet adds them up (`fleet.rs`).
+//! instance's own figures; the fleet adds them up (`status`).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::histogram::{Buckets, Histogram};
-use super::report::BySource;
-use crate::engine::{Handout, SolveError};
-use crate::model::{Source, now_ms};
+use super::{Handout, SolveError};
+use crate::model::{BySource, Source, now_ms};
+use crate::telemetry::histogram::{Buckets, Histogram};
 
 /// Caller error codes kept apart; any further code is counted under [`OTHER_CODE`], so a
 /// provider inventing codes cannot grow the map.

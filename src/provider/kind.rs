@@ -1,0 +1,48 @@
+//! Which provider an account is at: the one name the config file, `/health`, logs and the
+//! account's protocol client share.
+
+use std::fmt;
+
+use serde::Deserialize;
+
+/// Which protocol and default base URL an account uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+pub enum AccountProvider {
+    #[serde(rename = "captchaai")]
+    Captchaai,
+    #[serde(rename = "2captcha")]
+    TwoCaptcha,
+    #[serde(rename = "anticaptcha")]
+    AntiCaptcha,
+    #[serde(rename = "capsolver")]
+    CapSolver,
+    /// The simulator: the in-process one without `base_url`, a `simulate` server with it.
+    #[serde(rename = "sim")]
+    Sim,
+}
+
+impl AccountProvider {
+    /// The name used in the config file, `/health` and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccountProvider::Captchaai => "captchaai",
+            AccountProvider::TwoCaptcha => "2captcha",
+            AccountProvider::AntiCaptcha => "anticaptcha",
+            AccountProvider::CapSolver => "capsolver",
+            AccountProvider::Sim => "sim",
+        }
+    }
+
+    /// Whether its balance is money that solves spend, so an empty balance means no more
+    /// solves. CaptchaAI sells threads, not solves: what its `getbalance` figure means is not
+    /// documented, so it never pauses an account.
+    pub fn billed_per_solve(self) -> bool {
+        !matches!(self, AccountProvider::Captchaai)
+    }
+}
+
+impl fmt::Display for AccountProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
