@@ -27,6 +27,7 @@ mod fleet_busy;
 mod hostile;
 mod hostile_input;
 mod idempotency;
+mod layers;
 mod leader;
 mod logs;
 mod metrics_series;
