@@ -1,30 +1,26 @@
 //! captcha-gateway: a broker between fleets of automation workers and CAPTCHA-solving providers.
 //!
-//! # Layout
+//! # Layout, bottom up
 //!
-//! - [`model`]: the vocabulary (kind, request, target, answer) as plain data.
-//! - [`compat`]: the 2captcha-compatible wire format (`in.php`/`res.php`), shared by the
-//!   gateway's API and the simulator.
-//! - [`provider`]: upstream protocol clients, error taxonomy and retry policy, per-account
-//!   thread cap, batched poller.
-//! - [`engine`]: solve orchestration and the promises (once, fresh, exact demand, coalesced),
-//!   over the [`engine::Store`] seam: the embedded store, or Redis (Lua scripts in `lua/`) for a
-//!   fleet.
-//! - [`pools`]: warm pools (configured, auto-sized, refilled on spare threads), token import,
-//!   hit-rate and waste figures.
-//! - [`upstream`]: the engine's view of the provider accounts.
-//! - [`queue`]: the task queue on Redis Streams (producer API, `worker`), docs/QUEUE.md.
-//! - [`callback`]: result callbacks (`pingback`, `callback_url`) to allow-listed hosts only.
+//! Each module imports only from its own layer or below (docs/ARCHITECTURE.md "Layers",
+//! enforced by `tests/it/layers.rs`).
+//!
+//! - vocabulary: [`model`] (kind, request, target, answer), [`secret`], [`setting`] (the one
+//!   settings error), [`shutdown`].
+//! - wire protocols: [`compat`] (`in.php`/`res.php`) and [`taskapi`] (`createTask`), shared by
+//!   the gateway's API, the simulator and the provider clients.
+//! - [`telemetry`]: metrics, logs, request ids, histograms.
+//! - [`provider`] (protocol clients, thread budget, batched poller) and [`sim`] (the provider
+//!   simulator, a product feature).
+//! - [`engine`]: solve orchestration and the promises over the [`engine::Store`] seam (embedded,
+//!   or Redis with Lua scripts in `lua/`), admission, the handout recorder.
+//! - around the engine: [`pools`], [`upstream`] (the engine's view of the accounts),
+//!   [`tenants`], [`callback`], [`queue`] (Redis Streams and seed 003's list, docs/QUEUE.md).
+//! - [`status`]: the live figures behind the dashboard and `GET /v1/status`.
 //! - [`http`]: the compatible, native, seed-worker and operations endpoints.
-//! - [`tenants`]: `[[tenants]]`: per-tenant keys, limits, isolation and usage.
-//! - [`taskapi`]: the JSON task protocol (`createTask`/`getTaskResult`), shared by the gateway,
-//!   the simulator and the upstream client.
-//! - [`sim`]: the provider simulator (a product feature; tests and benchmarks run against it).
-//! - [`bench`]: the `bench` load scenarios (gateway, simulator and Redis under load, with a
-//!   report).
-//! - [`status`]: the live figures behind the dashboard at `/`, `GET /v1/status` and the
-//!   `status` command, fleet-wide with Redis.
-//! - [`telemetry`]: metrics and logs. [`config`], [`cli`], [`serve`], [`shutdown`]: the process.
+//! - settings: [`cli`] (flags), [`config`] (composes every module's settings).
+//! - [`wiring`]: builds the solving stack for every command.
+//! - [`commands`] (`serve`, `worker`, `submit`, `status`) and [`bench`].
 //!
 //! See `docs/ARCHITECTURE.md` for how the pieces fit and which promises each keeps.
 
