@@ -79,13 +79,11 @@ mod tests {
 
     use super::*;
 
+    /// The shipped timeouts, with room for ten connections.
     fn limits() -> ConnSettings {
         ConnSettings {
             max_connections: 10,
-            header_timeout: Duration::from_secs(20),
-            idle_timeout: Duration::from_secs(75),
-            body_timeout: Duration::from_secs(20),
-            min_body_rate: 500,
+            ..ConnSettings::default()
         }
     }
 
