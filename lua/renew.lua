@@ -1,6 +1,6 @@
 -- renew: an instance extends the leases of its live waiters and running tasks on one target,
 -- and restores those a lapse removed (Redis unreachable or paused longer than a lease, or
--- restarted empty; issue 9, defect 1): a waiter comes back at its original place unless it was
+-- restarted empty): a waiter comes back at its original place unless it was
 -- served, left, or has mail waiting; a claim comes back unless its task finished. Pooled answers
 -- then go to restored waiters first. Safe to run twice.
 -- KEYS, ARGV[1..6]: the target prelude's.

@@ -1,6 +1,6 @@
 -- reserve: claims in-flight slots for tasks no caller asked for (pool refills), as many as the
 -- pool lacks of ARGV[7] answers, counted and claimed in one step so two instances topping up
--- at once never both start the same shortfall (issue 9, defect 7). Tasks promised to waiting
+-- at once never both start the same shortfall. Tasks promised to waiting
 -- callers will not reach the pool, so only the rest of those in flight count as coming.
 -- KEYS, ARGV[1..6]: the target prelude's.
 -- ARGV[7] the pool's size   ARGV[8..] candidate claim ids

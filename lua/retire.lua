@@ -1,7 +1,8 @@
--- retire: forgets a target nobody needs any more (issue 8: per-target state must shrink). Its
--- keys go when, atomically, it has nothing pooled (after dropping what expired), nothing in
--- flight (after reaping dead instances' claims), no waiter, no undelivered mail, no reusable
--- answer cached, no leader and no follower, and its last use is at or before now - ARGV[7].
+-- retire: forgets a target nobody needs any more (every page is a target: per-target state must
+-- shrink again). Its keys go when, atomically, it has nothing pooled (after dropping what
+-- expired), nothing in flight (after reaping dead instances' claims), no waiter, no undelivered
+-- mail, no reusable answer cached, no leader and no follower, and its last use is at or before
+-- now - ARGV[7].
 -- Safe to run twice (the second run finds no keys and retires nothing more), and safe against a
 -- caller arriving at the same moment: Redis runs scripts one at a time, so the caller's script
 -- runs either before (it marks the target used, or leaves work behind: kept) or after (it

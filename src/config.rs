@@ -855,7 +855,8 @@ fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
     })
 }
 
-/// `target_idle_s` and `metrics_top_targets` (issue 8: per-target state and series are bounded).
+/// `target_idle_s` and `metrics_top_targets`: per-target state and series stay bounded however
+/// many pages a fleet visits.
 fn bounded_state(file: &FileConfig, engine: &mut EngineSettings) -> Result<(), ConfigError> {
     if let Some(s) = file.target_idle_s {
         if !(1.0..1e9).contains(&s) {

@@ -1,6 +1,6 @@
--- Redis server time in ms (`TIME`), so instance clocks never matter (issue 9, defect 6); a time
--- given by the caller only for a store set to an explicit clock (tests of the store's promises
--- on a clock they control). Prepended at build time to every script that reads the time.
+-- Redis server time in ms (`TIME`), so instance clocks never matter (a skewed one must not
+-- shorten a lease or a lifetime); a time given by the caller only for a store set to an explicit
+-- clock (tests of the store's promises on a clock they control). Prepended at build time to every script that reads the time.
 local function clock(given)
   local t = tonumber(given)
   if t then return t end

@@ -28,7 +28,7 @@
 -- ARGV[8..] the script's own arguments. The prelude takes ARGV[7] out of the table, so each
 --         script reads its own arguments from ARGV[7] on (its header numbers them so).
 --
--- Every time is Redis server time (TIME), so instance clocks do not matter (issue 9, defect 6).
+-- Every time is Redis server time (TIME), so instance clocks do not matter.
 -- Answers arrive as their remaining life in ms and are stamped with an expiry in Redis time.
 -- Mail: "A|<expires_at>|<answer json>" (an answer) or "F|<failure json>" (a terminal failure).
 --
@@ -120,8 +120,8 @@ local function hand_to_oldest(mail)
 end
 
 -- An answer with no caller attached: the oldest waiter, else the pool (poolable kinds only),
--- else it is waste. One with less than min_remaining left is waste at every hand-off
--- (issue 9, defect 5). Returns the waiter that got it, or false.
+-- else it is waste. One with less than min_remaining left is waste at every hand-off, not
+-- only once expired. Returns the waiter that got it, or false.
 local function place(mail)
   local exp, json = answer_of(mail)
   if not exp then return false end

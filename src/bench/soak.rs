@@ -1,4 +1,4 @@
-//! `soak`: a million distinct page URLs through one gateway process (issue 8, defect 3). A
+//! `soak`: a million distinct page URLs through one gateway process, to show memory stays flat. A
 //! scraper visits thousands of pages per site, and each page is a target of its own; with idle
 //! targets retired (`target_idle_s`, short here so retirement happens during the run) and the
 //! report bounded (`metrics_top_targets`), the gateway's resident memory, its `/metrics` size

@@ -1,4 +1,5 @@
-//! A caller's arrival at the store, bounded by the caller's deadline (issue 8, faults).
+//! A caller's arrival at the store, bounded by the caller's deadline (a slow or stalled store
+//! must not hold a caller past it).
 //!
 //! The store call runs as its own task. When the store is slower than the caller's patience
 //! (Redis blackholed or stalled: each call waits out its response timeout), the caller gets its

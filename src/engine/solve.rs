@@ -77,7 +77,8 @@ pub struct EngineSettings {
     /// Refuse to solve while the store is unreachable, instead of solving without the pool.
     pub store_required: bool,
     /// A target with nothing pooled, in flight or waiting is retired after this long unused
-    /// (issue 8: per-target state must shrink). Configured pools are never retired.
+    /// (every page a scraper visits is a target: per-target state must shrink again).
+    /// Configured pools are never retired.
     pub target_idle: Duration,
     /// Targets `/metrics`, `/` and `GET /v1/pools` show one by one besides configured pools;
     /// the rest are summed under `other`, so a scraper's thousands of pages cost a bounded scrape.
@@ -354,7 +355,7 @@ impl Engine {
             loop {
                 let started = Instant::now();
                 // A panic below must still end the task in the store: otherwise its claim stays
-                // in this instance's renewal set, counted in flight forever (issue 9, defect 8).
+                // in this instance's renewal set, counted in flight forever.
                 let run = engine.run_claimed(&target, &claim, &req, priority, adopted.take());
                 let outcome = AssertUnwindSafe(run)
                     .catch_unwind()

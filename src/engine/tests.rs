@@ -362,8 +362,8 @@ impl Solver for PanickingSolver {
     }
 }
 
-/// Issue 9, defect 8: a panicking task's claim stayed counted in flight (and, on Redis, in its
-/// instance's renewal set) forever. The task now ends as a failure: its caller is told, and the
+/// A panicking task must not leave its claim counted in flight (and, on Redis, in its
+/// instance's renewal set) forever: the task ends as a failure, its caller is told, and the
 /// target has nothing in flight.
 #[tokio::test]
 async fn a_panicking_upstream_task_fails_its_caller_and_leaves_no_claim() {

@@ -29,7 +29,7 @@ mod tests {
             parse_native_body(br#"{"kind": "recaptcha_v2", "sitekey": "k"}"#).unwrap_err(),
             "ERROR_PAGEURL"
         );
-        // Defect 1 of issue 8: a timeout past `Duration`'s range panicked in the handler.
+        // A timeout past `Duration`'s range once panicked in the handler.
         let huge = br#"{"kind": "recaptcha_v2", "sitekey": "k", "pageurl": "https://a.example/", "timeout_s": 1e20}"#;
         // Refused as `bad_timeout` (past the 600 s maximum), never a panic.
         assert_eq!(parse_native_body(huge).unwrap_err(), "bad_timeout");

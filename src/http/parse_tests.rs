@@ -1,4 +1,4 @@
-//! "Never panics" properties over every request parser of the HTTP API (issue 8): native bodies,
+//! "Never panics" properties over every request parser of the HTTP API (promise 7): native bodies,
 //! pool import bodies, the task query string, and compatible parameters in every encoding
 //! (query, urlencoded, multipart, JSON, no content type). Inputs are both random bytes and
 //! well-formed requests carrying hostile values: huge, negative, non-finite and non-ASCII

@@ -1,4 +1,4 @@
-//! Retiring idle targets (issue 8, defect 3): every distinct page a scraper visits becomes a
+//! Retiring idle targets: every distinct page a scraper visits becomes a
 //! target, so per-target state must shrink again. The store forgets targets unused for
 //! `target_idle` with nothing pooled, in flight or waiting ([`Store::retire`]); configured pools
 //! are never retired; this instance's per-target import counts follow the store.

@@ -1,4 +1,5 @@
-//! The bounded per-target report (issue 8, defect 4 and cardinality): configured pools always,
+//! The bounded per-target report (a fixed number of series, whatever the targets): configured
+//! pools always,
 //! then the busiest `metrics_top_targets` targets by callers, and everything else summed into
 //! one `other` row. A scraper's thousands of pages then cost a fixed-size scrape, table and
 //! `GET /v1/pools` answer, however many targets are live.

@@ -1,4 +1,4 @@
-//! The fleet-wide thread budget (issue 10, "Budget test" and "Priority test"): gateway
+//! The fleet-wide thread budget (promise 5): gateway
 //! processes on one Redis never hold more upstream tasks than the account's threads, a killed
 //! holder's threads come back within one lease, a holder paused past its lease counts an
 //! over-admission, and a caller in one instance goes before refills in another.

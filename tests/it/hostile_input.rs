@@ -1,5 +1,5 @@
-//! Hostile input over HTTP against a real gateway: numbers out of range (issue 8 defect 1),
-//! page URLs carrying user info (defect 2), and the input limits (build item 5). Every bad
+//! Hostile input over HTTP against a real gateway: numbers out of range, page URLs carrying
+//! user info, and the input limits (docs/API.md "Input limits"). Every bad
 //! request gets a clear error in its caller's protocol, and the gateway keeps serving.
 
 use serde_json::{Value, json};
@@ -43,7 +43,7 @@ fn v2(extra: Value) -> Value {
 }
 
 #[tokio::test]
-async fn defect1_huge_timeouts_and_waits_answer_400_and_the_gateway_keeps_serving() {
+async fn huge_timeouts_and_waits_answer_400_and_the_gateway_keeps_serving() {
     let gw = TestGateway::start().await;
     for timeout in [
         json!(1e20),
@@ -256,7 +256,7 @@ async fn limits_on_bodies_lengths_urls_and_sitekeys_answer_in_each_protocol() {
 }
 
 #[tokio::test]
-async fn defect2_user_info_and_queries_never_reach_labels_metrics_or_pages() {
+async fn user_info_and_queries_never_reach_labels_metrics_or_pages() {
     let gw = TestGateway::start().await;
     let page = "https://alice:s3cretPass@Shop.Example.com/cart?session=tok3n#x";
     let (status, v) = native(

@@ -1,5 +1,5 @@
 //! A reusable target's leader that dies or loses its Redis state, through the engine and real
-//! Redis (issue 9, defect 4): the engine's coverer takes a dead leader's target over and its
+//! Redis: the engine's coverer takes a dead leader's target over and its
 //! callers get the new leader's answer; a live leader whose lock Redis lost takes it back; and
 //! the real binary: a gateway leading an image is killed and another takes over.
 //!

@@ -1,11 +1,11 @@
-//! `/metrics` after many targets (issue 8, defect 4): a live scrape passes `promtool check
+//! `/metrics` after many targets: a live scrape passes `promtool check
 //! metrics` (Prometheus' own exposition parser and linter), carries every series once (two
 //! pages of one site share a label, which Prometheus rejects when repeated; promtool 2.42 does
 //! not check that, so the test does), and shows per-target series only for the busiest
 //! `metrics_top_targets`, the rest summed under `target="other"`. `/` and `GET /v1/pools` are
 //! bounded the same way.
 //!
-//! The names (issue 13): a live scrape under the simulator of a serve process, of a serve process
+//! The names: a live scrape under the simulator of a serve process, of a serve process
 //! with `--queue` and of a queue worker carries every family docs/API.md "Metrics" promises for
 //! it, under the one prefix, and passes promtool.
 
@@ -100,7 +100,7 @@ fn promtool_check(text: &str) -> Result<(), String> {
 
 #[test]
 fn the_series_check_catches_a_repeated_series() {
-    // What the gateway scraped before issue 8: three pages of one site, three samples, one label.
+    // What an unbounded report would scrape: three pages of one site, three samples, one label.
     let repeated = "# HELP captcha_gateway_pool_ready Ready answers pooled per target.\n\
         # TYPE captcha_gateway_pool_ready gauge\n\
         captcha_gateway_pool_ready{target=\"turnstile:shop.example.com\"} 0\n\

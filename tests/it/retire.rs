@@ -1,4 +1,4 @@
-//! Retiring idle targets (issue 8, defect 3) at the `Store` seam, with explicit clocks. The
+//! Retiring idle targets at the `Store` seam, with explicit clocks. The
 //! scenarios every backend must pass are run by the conformance suite
 //! (`conformance::*::idle_empty_targets_retire_and_busy_ones_stay`,
 //! `...::callers_racing_a_retirer_keep_every_promise`); here are what only Redis can show (the

@@ -1,5 +1,5 @@
-//! The single-use target scripts run by hand on a real redis-server, the way issue 9's defects
-//! were found: each test is one defect's regression test at the script level (a lost reply run
+//! The single-use target scripts run by hand on a real redis-server, the way their faults are
+//! found: each test is one fault's regression test at the script level (a lost reply run
 //! again, a lapse, a stale hand-off, skewed clocks, a refill race). Key names and argument orders
 //! follow the contract headers in `lua/` and the key list in docs/REDIS.md.
 
@@ -140,7 +140,7 @@ fn strings(values: &[Value]) -> Vec<String> {
         .collect()
 }
 
-/// Defect 2 (b): `finish` sent twice (a Cluster client re-sending after a dropped connection)
+/// A past fault: `finish` sent twice (a Cluster client re-sending after a dropped connection)
 /// put one token in two waiters' mailboxes. Under one op id the second run changes nothing and
 /// answers what the first did.
 #[tokio::test]
@@ -166,7 +166,7 @@ async fn a_finish_run_twice_hands_its_answer_out_once() {
     );
 }
 
-/// Defect 2 (c): `take` deleted the mail and, its reply lost, the answer was gone. Run again
+/// A past fault: `take` deleted the mail and, its reply lost, the answer was gone. Run again
 /// under the same op id it returns the same mail; another op finds none (no second handout).
 #[tokio::test]
 async fn a_take_whose_reply_was_lost_returns_the_same_mail_when_run_again() {
@@ -185,7 +185,7 @@ async fn a_take_whose_reply_was_lost_returns_the_same_mail_when_run_again() {
     assert_eq!(int(&other[0]), 0, "taken once");
 }
 
-/// Defect 2: `put` and `abandon` with an answer, sent twice, placed it twice.
+/// A past fault: `put` and `abandon` with an answer, sent twice, placed it twice.
 #[tokio::test]
 async fn put_and_abandon_run_twice_place_their_answer_once() {
     let redis = RedisServer::start();
@@ -206,7 +206,7 @@ async fn put_and_abandon_run_twice_place_their_answer_once() {
     assert!(t.members("pool").await.is_empty());
 }
 
-/// Defect 1: a lapse (Redis paused or cut off longer than a lease, or restarted empty) removed
+/// A past fault: a lapse (Redis paused or cut off longer than a lease, or restarted empty) removed
 /// every live waiter and claim, and renewal extended nothing. Renewal now restores them at their
 /// original places, never a waiter that was served or left, never a claim whose task finished;
 /// pooled answers then go to the restored waiters.
@@ -251,7 +251,7 @@ async fn renewal_restores_what_a_lapse_removed_and_nothing_that_ended() {
     assert!(t.members("pool").await.is_empty());
 }
 
-/// Defect 5: hand-offs checked only that an answer had not expired. Every hand-off now applies
+/// A past fault: hand-offs checked only that an answer had not expired. Every hand-off now applies
 /// `min_remaining`: a finished answer, a leaving caller's pass-on, mail passed on after its
 /// deadline, and mail taken late (the waiter goes back to its place instead).
 #[tokio::test]
@@ -294,7 +294,7 @@ async fn no_hand_off_gives_out_an_answer_with_less_than_min_remaining() {
     assert_eq!(t.stat("expired_unused").await, 4);
 }
 
-/// Defect 8: a sweep (which does not know a target's kind) pooled mail passed on from a
+/// A past fault: a sweep (which does not know a target's kind) pooled mail passed on from a
 /// GeeTest target. The kind recorded by the callers that know it decides.
 #[tokio::test]
 async fn a_sweep_never_pools_an_answer_of_a_kind_that_cannot_be_pooled() {
@@ -311,7 +311,7 @@ async fn a_sweep_never_pools_an_answer_of_a_kind_that_cannot_be_pooled() {
     assert_eq!(t.stat("expired_unused").await, 1);
 }
 
-/// Defect 7: the shortfall was read by `counts` and reserved by separate calls, so two
+/// A past fault: the shortfall was read by `counts` and reserved by separate calls, so two
 /// instances topping up at once both started it. `reserve` now counts and claims in one step.
 #[tokio::test]
 async fn two_refills_of_one_pool_at_once_claim_its_shortfall_once() {
@@ -324,7 +324,7 @@ async fn two_refills_of_one_pool_at_once_claim_its_shortfall_once() {
     assert_eq!(t.members("inflight").await.len(), 3);
 }
 
-/// Defect 6: scripts took `now` from the calling instance. On Redis time, leases and arrivals
+/// A past fault: scripts took `now` from the calling instance. On Redis time, leases and arrivals
 /// are stamped by the server whatever the instances' clocks say.
 #[tokio::test]
 async fn leases_and_arrivals_follow_redis_time_not_the_callers_clock() {
@@ -352,7 +352,7 @@ async fn leases_and_arrivals_follow_redis_time_not_the_callers_clock() {
     assert!(exp >= after + 60_000, "{exp} from {after}");
 }
 
-/// Defect 8: an inbox's `RPUSH` and `PEXPIRE` were two commands; one lost left an inbox that
+/// A past fault: an inbox's `RPUSH` and `PEXPIRE` were two commands; one lost left an inbox that
 /// never expires. `announce.lua` does both at once.
 #[tokio::test]
 async fn an_announced_inbox_always_expires() {
@@ -376,7 +376,7 @@ async fn an_announced_inbox_always_expires() {
     assert!(ttl > 0 && ttl <= 60_000, "{ttl}");
 }
 
-/// Defect 8: a task record finished while Redis had restarted empty was dropped silently; it is
+/// A past fault: a task record finished while Redis had restarted empty was dropped silently; it is
 /// written again whole from its instance's copy.
 #[tokio::test]
 async fn a_task_record_lost_by_redis_is_written_again_at_its_finish() {

@@ -1,5 +1,5 @@
-//! Shutdown ends within its grace period even while callers hold solves open (issue 8, defect 5:
-//! open connections used to be awaited without a limit before the grace period applied).
+//! Shutdown ends within its grace period even while callers hold solves open (open connections
+//! are not awaited without a limit before the grace period applies).
 //!
 //! The caller that held shutdown open is one waiting for a task of *another* instance sharing
 //! the store (a reusable answer being solved elsewhere): the instance's own tasks were always

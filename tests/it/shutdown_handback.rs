@@ -1,6 +1,6 @@
-//! A rolling restart costs callers on other instances nothing (issue 9, defect 3: a stopping
-//! instance used to fail its running tasks, and the store handed each failure to a waiting
-//! caller, often one on another instance).
+//! A rolling restart costs callers on other instances nothing: a stopping instance must not fail
+//! its running tasks, or the store would hand each failure to a waiting caller, often one on
+//! another instance.
 //!
 //! Two gateways on one Redis. A caller on A starts a task and leaves; a caller on B then waits
 //! for that task of A's instead of starting its own. A is stopped with SIGTERM. B's caller must

@@ -19,7 +19,8 @@ use crate::model::{Answer, Millis, Reuse, Target};
 pub struct MemoryStore {
     /// How long an empty target is kept after its last use ([`Store::retire`]).
     target_idle_ms: u64,
-    /// No hand-off gives out an answer with less left than this (issue 9, defect 5).
+    /// No hand-off gives out an answer with less left than this (promise 2), not only none
+    /// that expired.
     min_remaining_ms: u64,
     targets: Mutex<HashMap<String, TargetState>>,
     shared: Mutex<HashMap<String, SharedState>>,

@@ -1,4 +1,4 @@
-//! A reusable target's leader that dies (issue 9, defect 4): its lock is a lease its instance
+//! A reusable target's leader that dies: its lock is a lease its instance
 //! renews while the task runs, so a live leader keeps it however long it solves, a dead one's
 //! lapses within a lease, and exactly one instance with callers following takes over. Redis
 //! only, like `fleet.rs`: the embedded store's leader cannot die while its store lives on.
@@ -61,7 +61,7 @@ async fn taken_over(stores: &[&dyn Store], t: &captcha_gateway::model::Target) -
     won[0]
 }
 
-/// The regression test of defect 4: instance A leads and dies without finishing; followers on
+/// A leader's crash must not strand its followers: instance A leads and dies without finishing; followers on
 /// B and C are taken over by exactly one of them and get the new leader's answer, and a caller
 /// arriving after A's death follows the new leader, not the dead one.
 pub async fn a_dead_leaders_followers_are_taken_over_by_one_instance<T>()

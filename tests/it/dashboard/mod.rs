@@ -1,4 +1,4 @@
-//! The live status (issue 13): the dashboard at `/` rendered by a real headless Chromium under
+//! The live status: the dashboard at `/` rendered by a real headless Chromium under
 //! load and checked against `/metrics`; `GET /v1/status` adding up a Redis fleet; the
 //! `captcha-gateway status` command.
 

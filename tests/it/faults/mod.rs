@@ -1,4 +1,4 @@
-//! The gateway under faults (issue 8, item 7): the provider misbehaving (the simulator's injected
+//! The gateway under faults: the provider misbehaving (the simulator's injected
 //! faults), the network to the provider and to Redis breaking (a TCP fault proxy in between).
 //! Under each: no panic (the process keeps answering), every caller gets an answer or a clear
 //! error in its protocol, nobody waiting is lost, and once load stops no upstream thread stays

@@ -78,8 +78,8 @@ async fn with_redis_blackholed_reset_or_stalled_the_gateway_degrades_loses_no_ca
         .await;
         rig.proxy.set(mode);
         // A finish that got no reply (blackholed, reset after it was sent, stalled) may have
-        // run: its answer is held until Redis says where it went, never handed out on a guess
-        // (issue 9, defect 2). Only a refused connection proves it never ran (the outage tests
+        // run: its answer is held until Redis says where it went, never handed out on a guess.
+        // Only a refused connection proves it never ran (the outage tests
         // in `fleet.rs` kill Redis: there the own waiters get it at once).
         eventually(
             SOON,

@@ -1,4 +1,4 @@
-//! The fleet keeps its promises under faults (issue 9, "Done means"): three real gateways on a
+//! The fleet keeps its promises under faults: three real gateways on a
 //! real Redis, the simulator as provider, a couple of hundred callers on four targets (two with
 //! configured pools). Each scenario breaks something while callers are waiting and running
 //! tasks, then checks the whole history (`history.rs`): no single-use token handed out twice,

@@ -22,7 +22,7 @@ const WAIT: Duration = Duration::from_secs(60);
 /// Entries one seed worker solves at once (`--concurrency` of [`seed_worker`]).
 const CONCURRENCY: u64 = 16;
 
-/// The crash test's latencies (issue 11): 50-500 ms.
+/// The crash test's latencies: 50-500 ms, long enough that the kill finds tasks in flight.
 fn latency() -> LatencyRange {
     LatencyRange {
         min: Duration::from_millis(50),

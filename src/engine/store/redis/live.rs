@@ -3,7 +3,8 @@
 //! registered (live) targets and issue their per-target reads concurrently on the multiplexed
 //! connection, so they are pipelined on the wire instead of one round trip after another.
 //!
-//! Registration and retirement race safely (issue 8, defect 3):
+//! Registration and retirement race safely (a target retired while a caller registers it must
+//! not lose that caller):
 //! - a registration writes the target's `last` use, then adds it to the set; an instance
 //!   remembers it registered a target only for half of `target_idle`, and only after both
 //!   writes succeeded, so any instance that skips registering has used the target within half

@@ -1,5 +1,5 @@
 //! Keeping a reusable target's leader and followers alive, and taking over from a dead leader
-//! (issue 9, defect 4). The lock of a reusable target and each follower are leases of
+//! (so a leader's crash never strands its followers). The lock of a reusable target and each follower are leases of
 //! `redis_lease_s`: the instance renews them every third of a lease while its leader's task runs
 //! and its callers wait (`shared_renew.lua`). A dead instance's lock lapses within one lease;
 //! each instance with callers following the target then asks, every third of a lease, whether to
