@@ -45,11 +45,14 @@ pub fn add(a: &mut Buckets, b: &[u64]) {
     }
 }
 
-/// The `q` quantile (0..1) in seconds, interpolated inside its bucket; `None` without samples.
-/// Answers in the open last bucket read as its lower bound.
+/// The `q` quantile (0..1) in seconds, interpolated inside its bucket. `None` until there are
+/// enough samples for it to mean anything: a p99 of ten answers is the slowest of them dressed
+/// up, and one answer interpolated across its bucket would show a spread it does not have. So
+/// p50 needs 2 samples, p90 10, p99 100 ([`samples_for`]). Answers in the open last bucket read
+/// as its lower bound.
 pub fn quantile(buckets: &[u64], q: f64) -> Option<f64> {
     let total: u64 = buckets.iter().sum();
-    if total == 0 {
+    if total == 0 || total < samples_for(q) {
         return None;
     }
     let rank = q.clamp(0.0, 1.0) * total as f64;
@@ -69,6 +72,12 @@ pub fn quantile(buckets: &[u64], q: f64) -> Option<f64> {
         seen += n;
     }
     BOUNDS.last().copied()
+}
+
+/// The fewest samples for which the `q` quantile is not simply the largest one: `1 / (1 - q)`.
+pub fn samples_for(q: f64) -> u64 {
+    let q = q.clamp(0.0, 0.999_999);
+    (1.0 / (1.0 - q) - 1e-9).ceil() as u64
 }
 
 #[cfg(test)]
@@ -103,5 +112,28 @@ mod tests {
         assert_eq!(window.iter().sum::<u64>(), 2);
         let p50 = quantile(&window, 0.5).unwrap();
         assert!(p50 > 7.63 && p50 <= 19.1, "p50 {p50}");
+    }
+
+    #[test]
+    fn too_few_samples_have_no_tail() {
+        assert_eq!(
+            [0.5, 0.9, 0.99].map(samples_for),
+            [2, 10, 100],
+            "a quantile needs 1 / (1 - q) samples"
+        );
+        let h = Histogram::default();
+        h.observe(5.0);
+        let one = h.read();
+        assert_eq!(
+            [0.5, 0.9, 0.99].map(|q| quantile(&one, q)),
+            [None, None, None],
+            "one answer is not a distribution"
+        );
+        for _ in 0..9 {
+            h.observe(5.0);
+        }
+        let ten = h.read();
+        assert!(quantile(&ten, 0.5).is_some() && quantile(&ten, 0.9).is_some());
+        assert_eq!(quantile(&ten, 0.99), None, "ten answers have no p99");
     }
 }
