@@ -47,7 +47,9 @@ pub mod tenants;
 pub mod upstream;
 pub mod wiring;
 
-/// The tests' one bounded wait, shared with the integration tests (`tests/it/support`).
+/// The tests' one bounded wait, shared with the integration tests (`tests/it/support`). The unit
+/// tests use only its plain form.
 #[cfg(test)]
 #[path = "../tests/it/support/eventually.rs"]
+#[allow(dead_code)]
 mod eventually;

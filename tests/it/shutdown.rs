@@ -18,27 +18,12 @@ use serde_json::{Value, json};
 
 use captcha_gateway::engine::store::redis::RedisSettings;
 
+use crate::support::eventually::eventually;
 use crate::support::redis::RedisServer;
 use crate::support::{KEY, TestGateway, fast_settings};
 
 /// Far beyond the grace period: reaching it means shutdown waited on the held solve.
 const HANG: Duration = Duration::from_secs(60);
-
-/// Waits until `check` holds, polling; panics with `what` after `HANG`.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + HANG;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never happened: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// A reusable answer that takes ten minutes: a second caller of the same question, on any
 /// instance sharing the store, waits for the first caller's task instead of starting its own.
@@ -105,12 +90,14 @@ async fn the_serve_future_ends_within_the_grace_period_while_a_caller_waits_on_a
     let other = TestGateway::with(slow_settings(&redis)).await;
     let leaving = TestGateway::with(slow_settings(&redis)).await;
     let first = ask(&other.http, &other.url(""));
-    eventually("the other instance's task is running upstream", || async {
-        other.stat("current_concurrent").await == 1
-    })
+    eventually(
+        HANG,
+        "the other instance's task is running upstream",
+        || async { other.stat("current_concurrent").await == 1 },
+    )
     .await;
     let held = ask(&leaving.http, &leaving.url(""));
-    eventually("the leaving instance holds a caller", || async {
+    eventually(HANG, "the leaving instance holds a caller", || async {
         active_solves(&leaving.http, &leaving.url("")).await == 1
     })
     .await;
@@ -155,12 +142,14 @@ async fn the_process_exits_within_the_grace_period_on_sigterm_while_a_caller_wai
         crate::support::fleet::spawn_serve(config.path(), &[], Stdio::null()).await;
     let http = reqwest::Client::new();
     let _first = ask(&other.http, &other.url(""));
-    eventually("the other instance's task is running upstream", || async {
-        other.stat("current_concurrent").await == 1
-    })
+    eventually(
+        HANG,
+        "the other instance's task is running upstream",
+        || async { other.stat("current_concurrent").await == 1 },
+    )
     .await;
     let held = ask(&http, &base);
-    eventually("the process holds a caller", || async {
+    eventually(HANG, "the process holds a caller", || async {
         active_solves(&http, &base).await == 1
     })
     .await;

@@ -248,9 +248,10 @@ mod tests {
 
     /// Lets spawned tasks run until `gate` shows `n` waiters of class `p`.
     async fn until_queued(gate: &MemoryBudget, p: Priority, n: usize) {
-        while gate.queued(p) < n {
-            tokio::task::yield_now().await;
-        }
+        crate::eventually::eventually(Duration::from_secs(10), "waiters queued", || async {
+            gate.queued(p) >= n
+        })
+        .await;
     }
 
     #[tokio::test]

@@ -20,6 +20,7 @@ use captcha_gateway::sim::LatencyRange;
 use futures::future::join_all;
 use serde_json::{Value, json};
 
+use crate::support::eventually::eventually_showing;
 use crate::support::fleet::{GatewayProcess, SimServer};
 use crate::support::{KEY, solve};
 
@@ -35,27 +36,6 @@ async fn within<T>(limit: Duration, what: &str, fut: impl Future<Output = T>) ->
     tokio::time::timeout(limit, fut)
         .await
         .unwrap_or_else(|_| panic!("{what}: nothing within {limit:?}"))
-}
-
-/// Checks `cond` until it holds, failing with `what` and the last value seen after `limit`.
-async fn eventually<T: std::fmt::Debug, F: Future<Output = (bool, T)>>(
-    limit: Duration,
-    what: &str,
-    mut cond: impl FnMut() -> F,
-) {
-    let start = tokio::time::Instant::now();
-    loop {
-        let (ok, seen) = cond().await;
-        if ok {
-            return;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "{what}: still not so after {limit:?} (last seen: {seen:?})"
-        );
-        // A polling interval, not a synchronisation: the condition is checked again after it.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// A simulator with quick solves and room for every test's tasks, served in this process.
@@ -164,7 +144,7 @@ async fn metric(http: &reqwest::Client, base: &str, name: &str) -> f64 {
 
 /// Once load stops, no solve is held and no upstream thread stays taken.
 async fn assert_slots_return(http: &reqwest::Client, base: &str, context: &str) {
-    eventually(SOON, &format!("{context}: in-flight back to 0"), || async {
+    eventually_showing(SOON, &format!("{context}: in-flight back to 0"), || async {
         let in_flight = metric(http, base, "captcha_gateway_upstream_in_flight").await;
         let active = metric(http, base, "captcha_gateway_active_solves").await;
         (in_flight == 0.0 && active == 0.0, (in_flight, active))

@@ -167,14 +167,14 @@ async fn callers_waiting_when_the_road_to_the_provider_breaks_get_their_answers_
                 tokio::spawn(async move { solve(&http, &base, body).await })
             })
             .collect();
-        eventually(SOON, &format!("{context}: tasks started"), || async {
+        eventually_showing(SOON, &format!("{context}: tasks started"), || async {
             let submits = sim.sim.stats().submits - before.submits;
             (submits >= 5, submits)
         })
         .await;
         proxy.set(mode);
         // The answers become ready upstream while the gateway cannot reach them.
-        eventually(
+        eventually_showing(
             SOON,
             &format!("{context}: tasks ready upstream"),
             || async {
@@ -186,7 +186,7 @@ async fn callers_waiting_when_the_road_to_the_provider_breaks_get_their_answers_
         .await;
         if mode == Mode::Blackhole {
             // The gateway did try the road while it was broken (its polls went into the hole).
-            eventually(SOON, &format!("{context}: polls swallowed"), || async {
+            eventually_showing(SOON, &format!("{context}: polls swallowed"), || async {
                 (proxy.swallowed() > 0, proxy.swallowed())
             })
             .await;

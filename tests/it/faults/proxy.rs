@@ -54,7 +54,7 @@ async fn the_fault_proxy_passes_stalls_resets_and_blackholes() {
     proxy.set(Mode::Blackhole);
     let mut hole = connect().await.unwrap();
     hole.write_all(b"gone!").await.unwrap();
-    eventually(SOON, "the proxy swallowed the bytes", || async {
+    eventually_showing(SOON, "the proxy swallowed the bytes", || async {
         (proxy.swallowed() >= 5, proxy.swallowed())
     })
     .await;
@@ -103,7 +103,7 @@ async fn the_fault_proxy_drops_replies_to_requests_that_arrived() {
 
     proxy.set(Mode::DropReplies);
     conn.write_all(b"lost?").await.unwrap();
-    eventually(
+    eventually_showing(
         SOON,
         "the request arrived and its echo was dropped",
         || async {

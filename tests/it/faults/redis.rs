@@ -36,7 +36,7 @@ impl RedisRig {
     }
 
     async fn health_is(&self, want: &str, context: &str) {
-        eventually(SOON, &format!("{context}: /health says {want}"), || async {
+        eventually_showing(SOON, &format!("{context}: /health says {want}"), || async {
             let now = health(&self.http, &self.gw.base).await;
             (now == want, now)
         })
@@ -67,7 +67,7 @@ async fn with_redis_blackholed_reset_or_stalled_the_gateway_degrades_loses_no_ca
                 tokio::spawn(async move { solve(&http, &base, body).await })
             })
             .collect();
-        eventually(
+        eventually_showing(
             SOON,
             &format!("{context}: the waiters' tasks started"),
             || async {
@@ -81,7 +81,7 @@ async fn with_redis_blackholed_reset_or_stalled_the_gateway_degrades_loses_no_ca
         // run: its answer is held until Redis says where it went, never handed out on a guess.
         // Only a refused connection proves it never ran (the outage tests
         // in `fleet.rs` kill Redis: there the own waiters get it at once).
-        eventually(
+        eventually_showing(
             SOON,
             &format!("{context}: the waiters' tasks ended"),
             || async {
@@ -115,7 +115,7 @@ async fn with_redis_blackholed_reset_or_stalled_the_gateway_degrades_loses_no_ca
         let pooled = format!("6Le-redis-pool-{i}");
         let (status, _) = solve(http, base, body(&pooled, 0.01)).await;
         assert_eq!(status, 504, "{context}: a caller who leaves at once");
-        eventually(
+        eventually_showing(
             SOON,
             &format!("{context}: the left answer is pooled"),
             || async {
@@ -164,7 +164,7 @@ async fn with_redis_required_a_broken_redis_gets_callers_a_clear_refusal_and_rec
     );
     assert_answer_or_clear_error(status, &v, "required, reset");
     rig.proxy.set(Mode::Pass);
-    eventually(SOON, "required: solving again after pass", || async {
+    eventually_showing(SOON, "required: solving again after pass", || async {
         let (status, v) = solve(http, base, body("6Le-req", 20.0)).await;
         (status == 200, (status, v))
     })
@@ -206,7 +206,7 @@ async fn with_redis_blackholed_or_stalled_a_callers_timeout_comes_at_its_deadlin
         rig.health_is("healthy", &format!("{mode:?}, then pass"))
             .await;
         // The arrivals those callers left behind finished as departures: nobody waits on.
-        eventually(
+        eventually_showing(
             SOON,
             &format!("{mode:?}: no waiter left behind"),
             || async {

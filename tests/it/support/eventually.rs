@@ -7,26 +7,58 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 /// Polls `check` until it returns true; panics with `what` once `deadline` has passed.
-///
-/// Between tries it yields to the runtime instead of sleeping, so it neither advances a paused
-/// clock (`start_paused` tests) nor adds latency. The deadline is wall-clock time, checked both
-/// between tries and around each try, so a paused clock or a hung check cannot make it unbounded.
 pub async fn eventually<F, Fut>(deadline: Duration, what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
+    let checked = poll(deadline, || {
+        let tried = check();
+        async move { (tried.await, ()) }
+    })
+    .await;
+    if checked.is_err() {
+        panic!("timed out after {deadline:?} waiting for {what}");
+    }
+}
+
+/// [`eventually`] for a check that also reports what it saw, so a failure shows the last value.
+pub async fn eventually_showing<T, F, Fut>(deadline: Duration, what: &str, check: F)
+where
+    T: std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = (bool, T)>,
+{
+    if let Err(seen) = poll(deadline, check).await {
+        panic!("timed out after {deadline:?} waiting for {what} (last seen: {seen:?})");
+    }
+}
+
+/// The loop behind both: `Err` with the last value seen (none if the first try hung) once the
+/// deadline has passed.
+///
+/// Between tries it yields to the runtime instead of sleeping, so it neither advances a paused
+/// clock (`start_paused` tests) nor adds latency. The deadline is wall-clock time, checked both
+/// between tries and around each try, so a paused clock or a hung check cannot make it unbounded.
+async fn poll<T, F, Fut>(deadline: Duration, mut check: F) -> Result<(), Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = (bool, T)>,
+{
     let started = Instant::now();
-    let give_up = || -> ! { panic!("timed out after {deadline:?} waiting for {what}") };
+    let mut seen = None;
     loop {
         let left = deadline.saturating_sub(started.elapsed());
         if left.is_zero() {
-            give_up();
+            return Err(seen);
         }
         match tokio::time::timeout(left, check()).await {
-            Ok(true) => return,
-            Ok(false) => tokio::task::yield_now().await,
-            Err(_) => give_up(),
+            Ok((true, _)) => return Ok(()),
+            Ok((false, value)) => {
+                seen = Some(value);
+                tokio::task::yield_now().await;
+            }
+            Err(_) => return Err(seen),
         }
     }
 }
