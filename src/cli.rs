@@ -5,8 +5,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::provider::AccountProvider;
 use crate::secret::Secret;
 
 #[derive(Debug, Parser)]
@@ -37,17 +39,17 @@ pub enum Command {
     Status(StatusArgs),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProviderName {
-    /// CaptchaAI (in.php/res.php at https://ocr.captchaai.com).
-    Captchaai,
-    /// 2captcha (in.php/res.php at https://2captcha.com).
-    #[value(name = "2captcha")]
-    #[serde(rename = "2captcha")]
-    TwoCaptcha,
-    /// The built-in simulator, in process: no account, no money.
-    Sim,
+/// `--provider`: the providers the one-account shortcut serves (CaptchaAI and 2captcha with
+/// `--provider-url` and their key variables, or the built-in simulator in process: no account,
+/// no money). Others are configured under `[[accounts]]`.
+fn shortcut_provider() -> impl TypedValueParser<Value = AccountProvider> {
+    clap::builder::PossibleValuesParser::new(AccountProvider::SHORTCUT.map(AccountProvider::as_str))
+        .map(|name| {
+            AccountProvider::SHORTCUT
+                .into_iter()
+                .find(|p| p.as_str() == name)
+                .expect("clap checked the name against the same list")
+        })
 }
 
 #[derive(Debug, Default, Args)]
@@ -59,8 +61,8 @@ pub struct ServeArgs {
     #[arg(long, env = "CAPTCHA_GATEWAY_CONFIG")]
     pub config: Option<PathBuf>,
     /// Which provider to solve with.
-    #[arg(long, value_enum)]
-    pub provider: Option<ProviderName>,
+    #[arg(long, value_parser = shortcut_provider())]
+    pub provider: Option<AccountProvider>,
     /// Base URL override for the provider (e.g. a simulator started with `simulate`).
     #[arg(long)]
     pub provider_url: Option<String>,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::callback::CallbackSettings;
-use crate::cli::{ProviderName, ServeArgs, SimulateArgs};
+use crate::cli::{ServeArgs, SimulateArgs};
 use crate::engine::EngineSettings;
 use crate::engine::store::redis::RedisSettings;
 use crate::http::Limits;
@@ -40,7 +40,7 @@ pub use worker::{WorkerSettings, load_worker};
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub listen: SocketAddr,
-    pub provider: ProviderName,
+    pub provider: AccountProvider,
     /// Base URL of the provider; `None` with `sim` (the simulator picks its own loopback port).
     pub provider_url: Option<url::Url>,
     pub provider_key: Option<Secret>,
@@ -98,7 +98,7 @@ pub struct Settings {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     listen: Option<SocketAddr>,
-    provider: Option<ProviderName>,
+    provider: Option<AccountProvider>,
     provider_url: Option<String>,
     provider_key_file: Option<PathBuf>,
     threads: Option<u32>,
@@ -231,7 +231,14 @@ pub fn load_serve(
     let provider = args
         .provider
         .or(file.provider)
-        .unwrap_or(ProviderName::Captchaai);
+        .unwrap_or(AccountProvider::Captchaai);
+    if !AccountProvider::SHORTCUT.contains(&provider) {
+        return Err(bad(
+            "provider",
+            format!("{provider} has no one-account shortcut"),
+            format!("configure it as an [[accounts]] table with provider = \"{provider}\""),
+        ));
+    }
     let listen = args
         .listen
         .or(file.listen)
@@ -285,7 +292,7 @@ pub fn load_serve(
             Some(Secret(key.trim().to_owned()))
         }
         None => match provider {
-            ProviderName::TwoCaptcha => env("TWOCAPTCHA_API_KEY"),
+            AccountProvider::TwoCaptcha => env("TWOCAPTCHA_API_KEY"),
             _ => env("CAPTCHAAI_API_KEY").or_else(|| env("CAPTCHAAI_KEY")),
         }
         .map(|k| Secret(k.trim().to_owned())),
@@ -295,7 +302,7 @@ pub fn load_serve(
     if !accounts.is_empty() {
         one_account_settings_unused(args, &file)?;
     }
-    if accounts.is_empty() && provider != ProviderName::Sim && provider_key.is_none() {
+    if accounts.is_empty() && provider != AccountProvider::Sim && provider_key.is_none() {
         return Err(bad(
             "CAPTCHAAI_API_KEY",
             "no provider key is set",
@@ -436,7 +443,7 @@ pub fn load_serve(
     // Only the in-process simulator's latencies are known here; a `simulate` server at a
     // `base_url` is polled as a real provider would be, learning its solve times.
     let all_sim = if accounts.is_empty() {
-        provider == ProviderName::Sim
+        provider == AccountProvider::Sim
     } else {
         accounts
             .iter()
@@ -1057,6 +1064,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(line.contains("refill_reserve"), "{line}");
+    }
+
+    #[test]
+    fn the_provider_shortcut_names_its_three_providers_and_sends_others_to_accounts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.toml");
+        let load = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            let args = ServeArgs {
+                config: Some(path.clone()),
+                ..ServeArgs::default()
+            };
+            load_serve(&args, &|name| {
+                (name == "TWOCAPTCHA_API_KEY").then(|| "k".repeat(32))
+            })
+        };
+        let two = load("provider = \"2captcha\"\n").unwrap();
+        assert_eq!(two.provider, AccountProvider::TwoCaptcha);
+        for other in ["anticaptcha", "capsolver"] {
+            let e = load(&format!("provider = \"{other}\"\n")).unwrap_err();
+            assert_eq!(e.setting, "provider", "{e}");
+            assert!(e.fix.contains("[[accounts]]"), "{e}");
+        }
     }
 
     #[test]

@@ -22,6 +22,13 @@ pub enum AccountProvider {
 }
 
 impl AccountProvider {
+    /// The providers `--provider` (the one-account shortcut) can name.
+    pub const SHORTCUT: [AccountProvider; 3] = [
+        AccountProvider::Captchaai,
+        AccountProvider::TwoCaptcha,
+        AccountProvider::Sim,
+    ];
+
     /// The name used in the config file, `/health` and logs.
     pub fn as_str(self) -> &'static str {
         match self {

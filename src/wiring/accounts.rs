@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{CALIBRATE_EVERY, StartError, open_budget, sim_key, start_simulator};
-use crate::cli::ProviderName;
 use crate::config::{AccountProvider, AccountSpec, Settings};
 use crate::provider::{
     Account, AccountSettings, Family, InResProvider, Provider, TaskApiFlavor, TaskApiProvider,
@@ -29,13 +28,9 @@ pub(super) struct Built {
 
 /// The account the flags describe (`--provider`, `--provider-url`, the key, `--threads`).
 fn shortcut(settings: &Settings) -> AccountSpec {
-    let (name, provider) = match settings.provider {
-        ProviderName::Sim => ("sim", AccountProvider::Sim),
-        ProviderName::Captchaai => ("captchaai", AccountProvider::Captchaai),
-        ProviderName::TwoCaptcha => ("2captcha", AccountProvider::TwoCaptcha),
-    };
+    let provider = settings.provider;
     AccountSpec {
-        name: name.to_owned(),
+        name: provider.as_str().to_owned(),
         provider,
         // The in-process simulator picks its own port: the URL flag is for real providers.
         base_url: settings

@@ -261,13 +261,14 @@ const OTHER: &str = "fedcba9876543210fedcba9876543210";
 /// then (the task ended) or at its 60 s.
 #[tokio::test]
 async fn another_tenants_task_id_answers_a_long_poll_at_once_like_an_unknown_id() {
-    use captcha_gateway::cli::{ProviderName, ServeArgs};
+    use captcha_gateway::cli::ServeArgs;
     use captcha_gateway::config::{self, Secret};
+    use captcha_gateway::provider::AccountProvider;
 
     let sim = crate::support::fleet::SimServer::stalled(10).await;
     let args = ServeArgs {
         listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
-        provider: Some(ProviderName::Captchaai),
+        provider: Some(AccountProvider::Captchaai),
         provider_url: Some(format!("http://{}", sim.addr)),
         threads: Some(10),
         gateway_keys: vec![Secret(KEY.into()), Secret(OTHER.into())],

@@ -515,15 +515,16 @@ async fn distinct_pages_leave_flat_state_on_redis() {
 /// the setting (exit code 2 from the binary) when not.
 #[test]
 fn bounded_state_settings_are_read_and_checked() {
-    use captcha_gateway::cli::{ProviderName, ServeArgs};
+    use captcha_gateway::cli::ServeArgs;
     use captcha_gateway::config;
+    use captcha_gateway::provider::AccountProvider;
     let load = |toml: &str| {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gateway.toml");
         std::fs::write(&path, toml).unwrap();
         let args = ServeArgs {
             config: Some(path),
-            provider: Some(ProviderName::Sim),
+            provider: Some(AccountProvider::Sim),
             ..ServeArgs::default()
         };
         config::load_serve(&args, &|_| None)

@@ -5,8 +5,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use captcha_gateway::cli::{ProviderName, ServeArgs};
+use captcha_gateway::cli::ServeArgs;
 use captcha_gateway::config::{self, Secret, Settings};
+use captcha_gateway::provider::AccountProvider;
 use serde_json::json;
 
 use super::status;
@@ -17,7 +18,7 @@ use crate::support::{TestGateway, fast_settings, solve};
 fn fleet_settings(redis: &RedisServer, max_concurrent: u64) -> Settings {
     let args = ServeArgs {
         listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
-        provider: Some(ProviderName::Sim),
+        provider: Some(AccountProvider::Sim),
         redis_url: Some(Secret(redis.url())),
         max_concurrent: Some(max_concurrent),
         ..ServeArgs::default()

@@ -5,10 +5,11 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use captcha_gateway::cli::{ProviderName, ServeArgs};
+use captcha_gateway::cli::ServeArgs;
 use captcha_gateway::commands::serve::Gateway;
 use captcha_gateway::config::{self, Settings};
 use captcha_gateway::model::Kind;
+use captcha_gateway::provider::AccountProvider;
 use captcha_gateway::shutdown::Shutdown;
 use captcha_gateway::sim::LatencyRange;
 use serde_json::Value;
@@ -21,7 +22,7 @@ pub const KEY: &str = "0123456789abcdef0123456789abcdef";
 pub fn fast_settings() -> Settings {
     let args = ServeArgs {
         listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
-        provider: Some(ProviderName::Sim),
+        provider: Some(AccountProvider::Sim),
         ..ServeArgs::default()
     };
     let mut settings = config::load_serve(&args, &|_| None).expect("test settings are valid");
