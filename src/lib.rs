@@ -8,7 +8,8 @@
 //! - vocabulary: [`model`] (kind, request, target, answer), [`secret`], [`setting`] (the one
 //!   settings error), [`shutdown`].
 //! - wire protocols: [`compat`] (`in.php`/`res.php`) and [`taskapi`] (`createTask`), shared by
-//!   the gateway's API, the simulator and the provider clients.
+//!   the gateway's API, the simulator and the provider clients; [`lua`], every script run on
+//!   Redis.
 //! - [`telemetry`]: metrics, logs, request ids, histograms.
 //! - [`provider`] (protocol clients, thread budget, batched poller) and [`sim`] (the provider
 //!   simulator, a product feature).
@@ -32,6 +33,7 @@ pub mod compat;
 pub mod config;
 pub mod engine;
 pub mod http;
+pub mod lua;
 pub mod model;
 pub mod pools;
 pub mod provider;

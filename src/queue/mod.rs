@@ -17,7 +17,6 @@ pub mod keys;
 mod producer;
 mod reply;
 mod result;
-mod scripts;
 pub mod seed;
 pub mod settings;
 pub mod steps;

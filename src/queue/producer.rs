@@ -11,8 +11,9 @@ use super::entry::new_task_id;
 use super::keys::{GROUP, QueueKeys};
 use super::reply;
 use super::wake::Wakeups;
-use super::{Enqueued, NewTask, QueueError, QueueResult, QueueSettings, scripts};
+use super::{Enqueued, NewTask, QueueError, QueueResult, QueueSettings};
 use crate::engine::store::redis::{Conn, RedisTarget};
+use crate::lua;
 use crate::model::now_ms;
 
 /// A handle on one queue. Cheap to clone; clones share the connection and the wake-up
@@ -95,7 +96,7 @@ impl Queue {
     pub async fn enqueue(&self, task: NewTask) -> Result<Enqueued, QueueError> {
         let id = task.id.clone().unwrap_or_else(new_task_id);
         let fields = task.fields(&id, now_ms())?;
-        let mut invocation = scripts::ENQUEUE.key(self.inner.keys.tasks());
+        let mut invocation = lua::QUEUE_ENQUEUE.key(self.inner.keys.tasks());
         if let Some(idem) = &task.idem {
             invocation.key(self.inner.keys.idem(idem));
         }

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use super::keys::GROUP;
-use super::{Queue, QueueError, QueueResult, scripts};
+use super::{Queue, QueueError, QueueResult};
+use crate::lua;
 
 /// The dead-letter stream keeps about this many entries (it is read by people, after an alert).
 const DEAD_LETTERS_KEPT: u64 = 100_000;
@@ -64,7 +65,7 @@ pub async fn begin(
         return Ok(Vec::new());
     }
     let keys = queue.keys();
-    let mut call = scripts::BEGIN.key(keys.tasks());
+    let mut call = lua::QUEUE_BEGIN.key(keys.tasks());
     call.arg(GROUP).arg(consumer);
     let mut next_key = 2;
     for step in steps {
@@ -108,7 +109,7 @@ pub async fn finish(
         return Ok(Vec::new());
     }
     let keys = queue.keys();
-    let mut call = scripts::FINISH.key(keys.tasks());
+    let mut call = lua::QUEUE_FINISH.key(keys.tasks());
     call.key(keys.dead())
         .arg(GROUP)
         .arg(consumer)
@@ -170,7 +171,7 @@ pub async fn retry(
     payload: String,
 ) -> Result<bool, QueueError> {
     let keys = queue.keys();
-    let mut call = scripts::RETRY.key(keys.tasks());
+    let mut call = lua::QUEUE_RETRY.key(keys.tasks());
     call.key(keys.retry())
         .arg(GROUP)
         .arg(consumer)

@@ -4,12 +4,10 @@
 //! contract header of `lua/lib/budget.lua`.
 
 use redis::aio::MultiplexedConnection;
-use redis::{Script, Value};
+use redis::Value;
 
 use crate::support::redis::RedisServer;
 
-const CLOCK: &str = include_str!("../../lua/lib/clock.lua");
-const PRELUDE: &str = include_str!("../../lua/lib/budget.lua");
 const LEASE: u64 = 15_000;
 const STEP: u64 = 5_000;
 const INTERACTIVE: &str = "0";
@@ -37,8 +35,9 @@ impl Account {
     }
 
     async fn run(&mut self, file: &str, args: &[&str]) -> Vec<Value> {
-        let body = std::fs::read_to_string(format!("lua/{file}.lua")).unwrap();
-        let script = Script::new(&format!("{CLOCK}\n{PRELUDE}\n{body}"));
+        // The script the gateway runs, preludes and all.
+        let script =
+            captcha_gateway::lua::by_name(file).unwrap_or_else(|| panic!("no lua/{file}.lua"));
         let mut inv = script.prepare_invoke();
         for k in ["leases", "fence", "fences", "waiters", "wexp", "cap"] {
             inv.key(Self::key(k));

@@ -8,11 +8,9 @@ use redis::{Script, Value};
 
 use crate::support::redis::RedisServer;
 
-const CLOCK: &str = include_str!("../../lua/lib/clock.lua");
-const PRELUDE: &str = include_str!("../../lua/lib/target.lua");
-
-fn target_script(body: &str) -> Script {
-    Script::new(&format!("{CLOCK}\n{PRELUDE}\n{body}"))
+/// The script the gateway runs, preludes and all.
+fn script(file: &str) -> &'static Script {
+    captcha_gateway::lua::by_name(file).unwrap_or_else(|| panic!("no lua/{file}.lua"))
 }
 
 const LEASE: u64 = 15_000;
@@ -57,8 +55,7 @@ impl Target {
         op: &str,
         args: &[&str],
     ) -> redis::RedisResult<Vec<Value>> {
-        let body = std::fs::read_to_string(format!("lua/{file}.lua")).unwrap();
-        let script = target_script(&body);
+        let script = script(file);
         let mut inv = script.prepare_invoke();
         for k in [
             "pool", "waiters", "wlease", "inflight", "mbox", "mlease", "stats",
@@ -359,7 +356,7 @@ async fn an_announced_inbox_always_expires() {
     let redis = RedisServer::start();
     let client = redis::Client::open(redis.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let script = Script::new(include_str!("../../lua/announce.lua"));
+    let script = script("announce");
     let inbox = "cg:{i:abc}:inbox";
     script
         .key(inbox)
@@ -383,7 +380,7 @@ async fn a_task_record_lost_by_redis_is_written_again_at_its_finish() {
     let redis = RedisServer::start();
     let client = redis::Client::open(redis.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let script = Script::new(include_str!("../../lua/task_finish.lua"));
+    let script = script("task_finish");
     let key = "cg:{k:42}:task";
     let finish = |record: &'static str| {
         let mut inv = script.prepare_invoke();

@@ -9,32 +9,13 @@
 //!   consumer that beat in between keeps its entries; run twice, it moves nothing more.
 //! - sweep: idempotent; every worker runs it.
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::{RedisResult, Script};
+use redis::RedisResult;
 
 use super::keys::SeedKeys;
 use crate::engine::store::redis::Conn;
-
-/// A script that reads the time: the clock prelude first (Redis `TIME`, as every fleet script).
-macro_rules! clock_script {
-    ($file:literal) => {
-        LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("../../../lua/lib/clock.lua"),
-                "\n",
-                include_str!(concat!("../../../lua/", $file))
-            ))
-        })
-    };
-}
-
-static TAKE: LazyLock<Script> = clock_script!("seed_take.lua");
-static FINISH: LazyLock<Script> = clock_script!("seed_finish.lua");
-static BEAT: LazyLock<Script> = clock_script!("seed_beat.lua");
-static RECOVER: LazyLock<Script> = clock_script!("seed_recover.lua");
-static SWEEP: LazyLock<Script> = clock_script!("seed_sweep.lua");
+use crate::lua;
 
 /// ARGV[1] of every script: empty, so scripts read Redis server time.
 const REDIS_TIME: &str = "";
@@ -80,7 +61,8 @@ impl Lists {
     /// queue length).
     pub async fn take(&self, most: usize) -> RedisResult<Vec<Vec<u8>>> {
         let mut conn = self.conn.clone();
-        TAKE.key(self.keys.queue())
+        lua::SEED_TAKE
+            .key(self.keys.queue())
             .key(&self.processing)
             .key(self.keys.consumers())
             .key(self.keys.queue_length())
@@ -140,7 +122,7 @@ impl Lists {
     ) -> RedisResult<Finished> {
         let (id, json) = result.unwrap_or(("", ""));
         let mut conn = self.conn.clone();
-        let (written, removed): (i64, i64) = FINISH
+        let (written, removed): (i64, i64) = lua::SEED_FINISH
             .key(self.keys.results())
             .key(self.keys.results_index())
             .key(&self.processing)
@@ -162,7 +144,7 @@ impl Lists {
     /// silent for `lease`.
     pub async fn beat(&self, lease: Duration, most: usize) -> RedisResult<(bool, Vec<String>)> {
         let mut conn = self.conn.clone();
-        let (registered, dead): (i64, Vec<String>) = BEAT
+        let (registered, dead): (i64, Vec<String>) = lua::SEED_BEAT
             .key(self.keys.consumers())
             .arg(REDIS_TIME)
             .arg(&self.consumer)
@@ -177,7 +159,7 @@ impl Lists {
     /// silent for `silent`. `None`: it beat meanwhile and keeps them.
     pub async fn recover(&self, consumer: &str, silent: Duration) -> RedisResult<Option<u64>> {
         let mut conn = self.conn.clone();
-        let moved: i64 = RECOVER
+        let moved: i64 = lua::SEED_RECOVER
             .key(self.keys.consumers())
             .key(self.keys.processing(consumer))
             .key(self.keys.queue())
@@ -235,7 +217,7 @@ impl Lists {
     /// Removes up to `most` results finished more than `retention` ago.
     pub async fn sweep(&self, retention: Duration, most: usize) -> RedisResult<u64> {
         let mut conn = self.conn.clone();
-        SWEEP
+        lua::SEED_SWEEP
             .key(self.keys.results())
             .key(self.keys.results_index())
             .arg(REDIS_TIME)

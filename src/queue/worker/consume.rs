@@ -12,10 +12,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::Worker;
 use crate::engine::store::redis::Conn;
+use crate::lua;
 use crate::queue::entry::Entry;
 use crate::queue::keys::GROUP;
 use crate::queue::reply::{pairs, text};
-use crate::queue::scripts;
 
 /// Wait after a failed read or claim before the next (Redis down, restarting, failing over).
 const ERROR_PAUSE: Duration = Duration::from_secs(1);
@@ -178,7 +178,7 @@ impl Worker {
     }
 
     async fn promote(&self) {
-        let moved: redis::RedisResult<u64> = scripts::PROMOTE
+        let moved: redis::RedisResult<u64> = lua::QUEUE_PROMOTE
             .key(self.queue.keys().tasks())
             .key(self.queue.keys().retry())
             .arg(GROUP)

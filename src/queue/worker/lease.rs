@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 use super::Worker;
+use crate::lua;
 use crate::queue::keys::GROUP;
-use crate::queue::scripts;
 
 /// Ids renewed per script call: keeps each call short on a busy worker.
 const RENEW_BATCH: usize = 200;
@@ -87,7 +87,7 @@ impl Worker {
             }
             let ids = self.in_flight.ids();
             for batch in ids.chunks(RENEW_BATCH) {
-                let mut call = scripts::RENEW.key(self.queue.keys().tasks());
+                let mut call = lua::QUEUE_RENEW.key(self.queue.keys().tasks());
                 call.arg(GROUP).arg(&self.consumer).arg(batch);
                 match call
                     .invoke_async::<Vec<String>>(&mut self.queue.conn())

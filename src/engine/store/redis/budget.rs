@@ -33,8 +33,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::askers::{Askers, MAX_FOLLOWERS};
 use super::conn::Conn;
-use super::{RedisSettings, keys, ms, scripts};
+use super::{RedisSettings, keys, ms};
 use crate::engine::store::StoreError;
+use crate::lua;
 use crate::provider::{BudgetSettings, BudgetStats, Lease, MemoryBudget, Priority, ThreadBudget};
 
 /// How long a cut of the cap is remembered after its last change: far beyond its regrowth.
@@ -186,7 +187,7 @@ impl Shared {
             ms(self.recheck * 3).to_string(),
         ];
         args.extend(followers.iter().cloned());
-        let reply = self.call(&scripts::BUDGET_ACQUIRE, &args).await?;
+        let reply = self.call(&lua::BUDGET_ACQUIRE, &args).await?;
         let [granted, _fence, in_use, cap, also] = ints(&reply)?;
         self.note(in_use, cap);
         Ok(if granted == 1 {
@@ -240,7 +241,7 @@ impl Shared {
         let ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();
         let mut pause = Duration::from_millis(50);
         for attempt in 0..5 {
-            match self.call(&scripts::BUDGET_RELEASE, &ids).await {
+            match self.call(&lua::BUDGET_RELEASE, &ids).await {
                 Ok(reply) => {
                     if let Ok([first, in_use]) = ints::<2>(&reply) {
                         self.in_use
@@ -300,7 +301,7 @@ impl Shared {
             // A few tries: running it again is harmless (a second halving inside the gap and a
             // second plan change nothing), and a lost signal only waits for the next error.
             for _ in 0..3 {
-                match inner.call(&scripts::BUDGET_CAP, &args).await {
+                match inner.call(&lua::BUDGET_CAP, &args).await {
                     Ok(reply) => {
                         if let Ok([cap]) = ints::<1>(&reply) {
                             inner
@@ -535,7 +536,7 @@ impl ThreadBudget for RedisBudget {
 async fn renewer(inner: Arc<Shared>, cut: CancellationToken) {
     loop {
         let ids: Vec<String> = inner.held().iter().cloned().collect();
-        match inner.call(&scripts::BUDGET_RENEW, &ids).await {
+        match inner.call(&lua::BUDGET_RENEW, &ids).await {
             Ok(reply) => {
                 if let Ok([in_use, cap]) = ints::<2>(&reply) {
                     inner.note(in_use, cap);

@@ -19,8 +19,9 @@ use futures::{StreamExt, stream};
 use redis::{AsyncCommands, Value};
 
 use super::ops::Pk;
-use super::{Inner, keys, ms, scripts, split_reply, split_reply_all};
+use super::{Inner, keys, ms, split_reply, split_reply_all};
 use crate::engine::store::{StoreError, TargetFigures};
+use crate::lua;
 use crate::model::{Millis, Reuse, Target};
 
 /// Per-target requests in flight at once during a walk: enough to fill the pipe, few enough to
@@ -82,7 +83,7 @@ impl Inner {
             .map(|id| async move {
                 // This instance may not know the target's kind: the script pools passed-on mail
                 // only as the target's recorded kind allows.
-                let op = self.op(&scripts::COUNTS, &id, Pk::AsRecorded, Vec::new());
+                let op = self.op(&lua::COUNTS, &id, Pk::AsRecorded, Vec::new());
                 let r = self.run_once(&op).await;
                 (id, r)
             })
@@ -161,7 +162,7 @@ impl Inner {
             true => now.to_string(),
             false => String::new(),
         };
-        let mut inv = scripts::RETIRE.prepare_invoke();
+        let mut inv = lua::RETIRE.prepare_invoke();
         for key in keys::retire_keys(id) {
             inv.key(key);
         }

@@ -16,7 +16,6 @@ mod keys;
 mod live;
 mod mail;
 mod ops;
-mod scripts;
 mod server;
 mod shared;
 mod single;
@@ -45,6 +44,7 @@ use super::{
     TaskOutcome, WaiterId,
 };
 use crate::engine::{Delivery, SolveFailure, TaskRecord, TaskState};
+use crate::lua;
 use crate::model::{Answer, Millis, Reuse, Target, UpstreamRef};
 
 /// How the Redis store behaves; every default in `impl Default` with its reason.
@@ -575,7 +575,7 @@ impl Store for RedisStore {
         _now: Millis,
     ) -> Result<bool, StoreError> {
         let mut conn = self.inner.conn();
-        let r = scripts::IDEM_BIND
+        let r = lua::IDEM_BIND
             .key(keys::idempotency(scoped))
             .arg(expected.unwrap_or(""))
             .arg(value)

@@ -12,9 +12,10 @@ use redis::Value;
 use tokio::sync::oneshot;
 
 use super::fanout::LocalWaiter;
-use super::{Inner, keys, mail, ms, scripts};
+use super::{Inner, keys, mail, ms};
 use crate::engine::SolveFailure;
 use crate::engine::store::{SharedArrival, StoreError};
+use crate::lua;
 use crate::model::{Answer, Millis, Target};
 
 impl Inner {
@@ -46,7 +47,7 @@ impl Inner {
             },
         );
         let mut conn = inner.conn();
-        let r = scripts::SHARED_ARRIVE
+        let r = lua::SHARED_ARRIVE
             .key(keys::shared(&target.id))
             .key(keys::lead(&target.id))
             .key(keys::fence(&target.id))
@@ -112,7 +113,7 @@ impl Inner {
         // behind lapses within a lease, and a follower takes over).
         inner.leads.remove(&target.id, lead);
         let mut conn = inner.conn();
-        let r = scripts::SHARED_FINISH
+        let r = lua::SHARED_FINISH
             .key(keys::shared(&target.id))
             .key(keys::lead(&target.id))
             .key(keys::followers(&target.id))

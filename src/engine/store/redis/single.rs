@@ -9,9 +9,10 @@ use tokio::sync::oneshot;
 
 use super::fanout::LocalWaiter;
 use super::ops::{OpError, Pk};
-use super::{Inner, mail, poolable, scripts, split_reply, split_reply_all};
+use super::{Inner, mail, poolable, split_reply, split_reply_all};
 use crate::engine::store::{Arrival, ClaimId, Finished, StoreError, TargetCounts, WaiterId};
 use crate::engine::store::{TaskOutcome, TaskOutcome::*};
+use crate::lua;
 use crate::model::{Answer, Millis, Target, UpstreamRef};
 
 /// How long an arrival's reply is kept. An arrival whose outcome is unknown is only undone in
@@ -71,7 +72,7 @@ pub(super) async fn arrive(
     let pk = Pk::of(poolable(target) == "1");
     let op = inner
         .op(
-            &scripts::ARRIVE,
+            &lua::ARRIVE,
             &target.id,
             pk,
             vec![waiter.0.clone(), claim.clone()],
@@ -90,7 +91,7 @@ pub(super) async fn arrive(
                 let (args, id, issued) = (op.args.clone(), op.id.clone(), op.issued);
                 tokio::spawn(async move {
                     let op = super::ops::Op {
-                        script: &scripts::ARRIVE,
+                        script: &lua::ARRIVE,
                         target_id: &target.id,
                         pk,
                         args,
@@ -223,7 +224,7 @@ impl Inner {
             restart.clone(),
         ];
         let op = self
-            .op(&scripts::FINISH, &target.id, Pk::of(poolable), args)
+            .op(&lua::FINISH, &target.id, Pk::of(poolable), args)
             .at(now);
         match self.run(&op, true).await {
             Ok(values) => {
@@ -271,7 +272,7 @@ impl Inner {
     ) -> Result<(), StoreError> {
         let at = self.observe(now);
         let args = super::wake::abandon_args(waiter, answer.as_ref(), at);
-        let op = self.op(&scripts::ABANDON, target_id, pk, args).at(now);
+        let op = self.op(&lua::ABANDON, target_id, pk, args).at(now);
         let woken = split_reply_all(self.run(&op, true).await?);
         self.notify(target_id, woken).await;
         Ok(())
@@ -289,7 +290,7 @@ impl Inner {
             mail::answer_json(&answer),
         ];
         let pk = Pk::of(poolable(target) == "1");
-        let op = self.op(&scripts::PUT, &target.id, pk, args).at(now);
+        let op = self.op(&lua::PUT, &target.id, pk, args).at(now);
         let woken = split_reply_all(self.run(&op, true).await?);
         self.notify(&target.id, woken).await;
         Ok(())
@@ -306,7 +307,7 @@ impl Inner {
         let mut args = vec![size.to_string()];
         args.extend(candidates.iter().cloned());
         let pk = Pk::of(poolable(target) == "1");
-        self.claim_some(&scripts::RESERVE, target, pk, args, candidates, now)
+        self.claim_some(&lua::RESERVE, target, pk, args, candidates, now)
             .await
     }
 
@@ -323,7 +324,7 @@ impl Inner {
         let candidates: Vec<String> = (0..mine).map(|_| self.new_claim()).collect();
         let pk = Pk::of(poolable(target) == "1");
         let args = candidates.clone();
-        self.claim_some(&scripts::COVER, target, pk, args, candidates, now)
+        self.claim_some(&lua::COVER, target, pk, args, candidates, now)
             .await
     }
 
@@ -346,7 +347,7 @@ impl Inner {
         if !self.local.set_noted(&claim.0) {
             return Ok(());
         }
-        let op = self.op(&scripts::NOTE, &target.id, Pk::AsRecorded, args);
+        let op = self.op(&lua::NOTE, &target.id, Pk::AsRecorded, args);
         // Setting the same note twice is harmless, so a lost reply needs no record.
         self.run_once(&op).await?;
         Ok(())
@@ -387,7 +388,7 @@ impl Inner {
         self.observe(now);
         let pk = Pk::of(poolable(target) == "1");
         let op = self
-            .op(&scripts::COUNTS, &target.id, pk, Vec::new())
+            .op(&lua::COUNTS, &target.id, pk, Vec::new())
             .at(now)
             .min_remaining(min_remaining_ms);
         let values = self.run_once(&op).await?;

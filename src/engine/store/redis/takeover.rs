@@ -12,8 +12,9 @@ use std::sync::{Mutex, MutexGuard};
 use futures::{StreamExt, stream};
 use redis::Value;
 
-use super::{Inner, keys, ms, scripts, split_reply};
+use super::{Inner, keys, ms, split_reply};
 use crate::engine::store::StoreError;
+use crate::lua;
 use crate::model::{Millis, Target, now_ms};
 
 /// Renewal scripts in flight at once (as `live.rs` walks targets).
@@ -88,7 +89,7 @@ impl Inner {
         }
         stream::iter(runs)
             .map(|(target_id, token, ids)| async move {
-                let mut inv = scripts::SHARED_RENEW.prepare_invoke();
+                let mut inv = lua::SHARED_RENEW.prepare_invoke();
                 inv.key(keys::lead(&target_id))
                     .key(keys::fence(&target_id))
                     .key(keys::followers(&target_id))
@@ -123,7 +124,7 @@ impl Inner {
         min_remaining_ms: u64,
     ) -> Result<Option<u64>, StoreError> {
         let mut conn = self.conn();
-        let r = scripts::SHARED_TAKEOVER
+        let r = lua::SHARED_TAKEOVER
             .key(keys::shared(&target.id))
             .key(keys::lead(&target.id))
             .key(keys::fence(&target.id))

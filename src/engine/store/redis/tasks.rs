@@ -11,9 +11,10 @@ use redis::AsyncCommands;
 use tokio::sync::Notify;
 
 use super::conn::Conn;
-use super::{keys, scripts, unavailable};
+use super::{keys, unavailable};
 use crate::engine::store::{MemoryStore, Store, StoreError};
 use crate::engine::{TaskRecord, TaskState};
+use crate::lua;
 use crate::model::Millis;
 
 /// How often a long-poll for a task finished by another instance looks again. Tasks finished by
@@ -160,7 +161,7 @@ impl Tasks {
             return self.fallback.mark_reported(id).await;
         }
         let mut c = conn.clone();
-        let r = scripts::TASK_REPORT
+        let r = lua::TASK_REPORT
             .key(keys::task(id))
             .invoke_async::<i64>(&mut c)
             .await;
@@ -241,7 +242,7 @@ impl Tasks {
         record: &str,
     ) -> Result<(), StoreError> {
         let mut c = conn.clone();
-        let r = scripts::TASK_FINISH
+        let r = lua::TASK_FINISH
             .key(keys::task(id))
             .arg(state_json)
             .arg(now)
@@ -286,7 +287,7 @@ impl Tasks {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(5));
                 let mut c = conn.clone();
-                let r = scripts::TASK_FINISH
+                let r = lua::TASK_FINISH
                     .key(keys::task(&id))
                     .arg(&state_json)
                     .arg(now)

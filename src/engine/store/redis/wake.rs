@@ -11,8 +11,9 @@ use tokio_util::sync::CancellationToken;
 use super::conn::Conn;
 use super::fanout::{self, instance_of};
 use super::ops::Pk;
-use super::{Inner, keys, mail, ms, poolable, scripts, split_reply, split_reply_all};
+use super::{Inner, keys, mail, ms, poolable, split_reply, split_reply_all};
 use crate::engine::store::StoreError;
+use crate::lua;
 use crate::model::{Answer, now_ms};
 
 impl Inner {
@@ -29,7 +30,7 @@ impl Inner {
                 continue;
             }
             let mut conn = self.conn();
-            let pushed = scripts::ANNOUNCE
+            let pushed = lua::ANNOUNCE
                 .key(keys::inbox(instance))
                 .arg(format!("{target_id} {waiter}"))
                 .arg(ms(self.settings.mail_ttl) * 2)
@@ -63,7 +64,7 @@ impl Inner {
             return Vec::new();
         }
         let mut op = self.op(
-            &scripts::TAKE,
+            &lua::TAKE,
             target_id,
             Pk::AsRecorded,
             vec![waiter.to_owned(), arrived],
@@ -115,7 +116,7 @@ impl Inner {
         // The caller left between delivery and now: pass the answer on.
         let answer = back.ok();
         let op = self.op(
-            &scripts::ABANDON,
+            &lua::ABANDON,
             target_id,
             pk,
             abandon_args(waiter, answer.as_ref(), now),
@@ -146,7 +147,7 @@ impl Inner {
             durable.unconfirmed(keys::probe(target_id));
         }
         let args = vec![waiter.to_owned(), mail.to_owned()];
-        let op = self.op(&scripts::UNTAKE, target_id, Pk::AsRecorded, args);
+        let op = self.op(&lua::UNTAKE, target_id, Pk::AsRecorded, args);
         if let Err(e) = self.run(&op, true).await {
             tracing::warn!(error = %StoreError::from(e), "could not give back mail whose hand-out was withheld");
         }
@@ -224,7 +225,7 @@ pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
             }
             args.extend(claims.iter().cloned());
             let pk = Pk::of(poolable(&target) == "1");
-            let op = inner.op(&scripts::RENEW, &target_id, pk, args);
+            let op = inner.op(&lua::RENEW, &target_id, pk, args);
             if let Ok(values) = inner.run_once(&op).await {
                 let count = |v: Option<&Value>| match v {
                     Some(Value::Int(n)) => *n,
