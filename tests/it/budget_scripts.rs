@@ -3,8 +3,8 @@
 //! across instances, and the cap's halving and regrowth. Key and argument orders follow the
 //! contract header of `lua/lib/budget.lua`.
 
-use redis::aio::MultiplexedConnection;
 use redis::Value;
+use redis::aio::MultiplexedConnection;
 
 use crate::support::redis::RedisServer;
 

@@ -19,7 +19,8 @@ use futures::{StreamExt, stream};
 use redis::{AsyncCommands, Value};
 
 use super::ops::Pk;
-use super::{Inner, keys, ms, split_reply, split_reply_all};
+use super::reply::{Counted, Reply};
+use super::{Inner, keys, ms};
 use crate::engine::store::{StoreError, TargetFigures};
 use crate::lua;
 use crate::model::{Millis, Reuse, Target};
@@ -91,10 +92,10 @@ impl Inner {
         let mut first_error = None;
         while let Some((id, r)) = replies.next().await {
             match r {
-                Ok(values) => {
-                    let woken = split_reply_all(values.into_iter().skip(3).collect());
-                    self.notify(&id, woken).await;
-                }
+                Ok(values) => match Counted::read(values) {
+                    Ok(counted) => self.notify(&id, counted.woken).await,
+                    Err(e) => first_error = first_error.or(Some(e)),
+                },
                 Err(e) => first_error = first_error.or(Some(e)),
             }
         }
@@ -176,7 +177,11 @@ impl Inner {
             .arg("")
             .arg(ms(s.target_idle));
         let reply = inv.invoke_async::<Vec<Value>>(&mut conn).await;
-        match self.seen(reply).map(split_reply) {
+        let retired = self.seen(reply).and_then(|values| {
+            let mut r = Reply::of("retire.lua", values);
+            Ok((r.int("the retired flag")?, r.rest("woken waiters")?))
+        });
+        match retired {
             Ok((1, _)) => {
                 self.known().remove(id);
                 true

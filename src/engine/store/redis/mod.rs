@@ -16,6 +16,7 @@ mod keys;
 mod live;
 mod mail;
 mod ops;
+mod reply;
 mod server;
 mod shared;
 mod single;
@@ -34,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::{AsyncCommands, Value};
+use redis::AsyncCommands;
 use tokio_util::sync::CancellationToken;
 
 use self::fanout::Local;
@@ -216,20 +217,6 @@ fn poolable(target: &Target) -> &'static str {
     }
 }
 
-/// A script reply: its leading integer, then its strings.
-fn split_reply(values: Vec<Value>) -> (i64, Vec<String>) {
-    let mut iter = values.into_iter();
-    let head = match iter.next() {
-        Some(Value::Int(n)) => n,
-        _ => 0,
-    };
-    (
-        head,
-        iter.filter_map(|v| redis::from_redis_value::<String>(v).ok())
-            .collect(),
-    )
-}
-
 impl RedisStore {
     /// Connects and starts this instance's inbox reader and lease renewer, which stop with
     /// `shutdown`. A single server may be down at this point (the store starts degraded).
@@ -372,14 +359,6 @@ impl Inner {
         }
         r.map_err(unavailable)
     }
-}
-
-/// Every element of a reply as a string (replies that are only waiter lists).
-fn split_reply_all(values: Vec<Value>) -> Vec<String> {
-    values
-        .into_iter()
-        .filter_map(|v| redis::from_redis_value::<String>(v).ok())
-        .collect()
 }
 
 #[async_trait]

@@ -9,7 +9,8 @@ use tokio::sync::oneshot;
 
 use super::fanout::LocalWaiter;
 use super::ops::{OpError, Pk};
-use super::{Inner, mail, poolable, split_reply, split_reply_all};
+use super::reply::{ArriveCode, Arrived, Claimed, Counted, Reply};
+use super::{Inner, mail, poolable};
 use crate::engine::store::{Arrival, ClaimId, Finished, StoreError, TargetCounts, WaiterId};
 use crate::engine::store::{TaskOutcome, TaskOutcome::*};
 use crate::lua;
@@ -21,19 +22,6 @@ use crate::model::{Answer, Millis, Target, UpstreamRef};
 /// the hot path: at thousands of pool hits a second, records kept for minutes would be millions
 /// of keys.
 const ARRIVAL_RECORD: std::time::Duration = std::time::Duration::from_secs(60);
-
-fn int(v: Option<&Value>) -> i64 {
-    match v {
-        Some(Value::Int(n)) => *n,
-        Some(v) => redis::from_redis_value_ref::<i64>(v).unwrap_or(0),
-        None => 0,
-    }
-}
-
-fn text(v: Option<&Value>) -> String {
-    v.and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
-        .unwrap_or_default()
-}
 
 /// The provider task in a note (`lua/note.lua`: keep-until, account, task id), or `None` for ''.
 fn adopted_task(note: &str) -> Option<UpstreamRef> {
@@ -112,17 +100,28 @@ pub(super) async fn arrive(
             return Err(e.into());
         }
     };
-    let values = ran.values;
-    let code = int(values.first());
-    let arrived = u64::try_from(int(values.get(1))).unwrap_or(0);
-    let woken = split_reply_all(values.iter().skip(4).cloned().collect());
-    let arrival = match code {
-        1 => {
+    let reply = match Arrived::read(ran.values) {
+        Ok(reply) => reply,
+        Err(e) => {
+            // What the script did is unknown here: the caller is solved on its own, and the
+            // waiter's lease lapses if one was added.
             inner.local.take_waiter(&waiter.0);
-            let json = text(values.get(2));
+            return Err(e);
+        }
+    };
+    let Arrived {
+        code,
+        arrived,
+        answer: json,
+        remaining_ms,
+        woken,
+    } = reply;
+    let arrival = match code {
+        ArriveCode::Pooled => {
+            inner.local.take_waiter(&waiter.0);
             let answer: Answer = serde_json::from_str(&json)
                 .map_err(|e| StoreError::Unavailable(format!("unreadable pooled answer: {e}")))?;
-            let answer = mail::restamp(answer, int(values.get(3)), at);
+            let answer = mail::restamp(answer, remaining_ms, at);
             if !ran.confirmed {
                 inner.withhold(target, answer, at).await;
                 inner.notify(&target.id, woken).await;
@@ -132,14 +131,14 @@ pub(super) async fn arrive(
             }
             Arrival::Pooled(answer)
         }
-        2 => {
+        ArriveCode::Wait => {
             inner.local.set_arrived(&waiter.0, arrived);
             Arrival::Wait(rx)
         }
-        _ => {
+        ArriveCode::Start => {
             inner.local.set_arrived(&waiter.0, arrived);
             inner.local.add_claim(&claim, target);
-            if let Some(task) = adopted_task(&text(values.get(2))) {
+            if let Some(task) = adopted_task(&json) {
                 inner.local.set_adoption(&claim, task);
             }
             Arrival::Start(rx, ClaimId(claim))
@@ -164,13 +163,21 @@ impl Inner {
 
     /// An arrival the caller did not wait for: whatever it was given goes back.
     async fn undo_arrival(&self, target: &Target, waiter: &str, claim: &str, values: Vec<Value>) {
-        let woken = split_reply_all(values.iter().skip(4).cloned().collect());
-        self.notify(&target.id, woken).await;
+        let reply = match Arrived::read(values) {
+            Ok(reply) => reply,
+            Err(e) => {
+                // Unreadable: whatever it gave lapses with its lease or goes to waste, never
+                // to a second caller.
+                tracing::warn!(error = %e, "could not undo an arrival its caller did not wait for");
+                return;
+            }
+        };
+        self.notify(&target.id, reply.woken).await;
         let now = self.local_now();
-        let undone = match int(values.first()) {
-            1 => match serde_json::from_str::<Answer>(&text(values.get(2))) {
+        let undone = match reply.code {
+            ArriveCode::Pooled => match serde_json::from_str::<Answer>(&reply.answer) {
                 Ok(a) => {
-                    self.put(target, mail::restamp(a, int(values.get(3)), now), now)
+                    self.put(target, mail::restamp(a, reply.remaining_ms, now), now)
                         .await
                 }
                 Err(_) => Ok(()),
@@ -180,7 +187,7 @@ impl Inner {
                 let left = self
                     .abandon(&target.id, waiter, None, Pk::of(pk), now)
                     .await;
-                if code == 3 {
+                if code == ArriveCode::Start {
                     let claim = ClaimId(claim.to_owned());
                     let released = self.finish(target, &claim, Requeue, pk, now).await;
                     left.and(released.map(|_| ()))
@@ -228,8 +235,9 @@ impl Inner {
             .at(now);
         match self.run(&op, true).await {
             Ok(values) => {
-                let (again, woken) = split_reply(values);
-                self.notify(&target.id, woken).await;
+                let mut reply = Reply::of("finish.lua", values);
+                let again = reply.int("the restart flag")?;
+                self.notify(&target.id, reply.rest("woken waiters")?).await;
                 if again == 1 {
                     self.local.add_claim(&restart, target);
                     return Ok(Finished::Restart(ClaimId(restart)));
@@ -273,7 +281,7 @@ impl Inner {
         let at = self.observe(now);
         let args = super::wake::abandon_args(waiter, answer.as_ref(), at);
         let op = self.op(&lua::ABANDON, target_id, pk, args).at(now);
-        let woken = split_reply_all(self.run(&op, true).await?);
+        let woken = Reply::of("abandon.lua", self.run(&op, true).await?).rest("woken waiters")?;
         self.notify(target_id, woken).await;
         Ok(())
     }
@@ -291,7 +299,7 @@ impl Inner {
         ];
         let pk = Pk::of(poolable(target) == "1");
         let op = self.op(&lua::PUT, &target.id, pk, args).at(now);
-        let woken = split_reply_all(self.run(&op, true).await?);
+        let woken = Reply::of("put.lua", self.run(&op, true).await?).rest("woken waiters")?;
         self.notify(&target.id, woken).await;
         Ok(())
     }
@@ -307,8 +315,15 @@ impl Inner {
         let mut args = vec![size.to_string()];
         args.extend(candidates.iter().cloned());
         let pk = Pk::of(poolable(target) == "1");
-        self.claim_some(&lua::RESERVE, target, pk, args, candidates, now)
-            .await
+        self.claim_some(
+            (&lua::RESERVE, "reserve.lua"),
+            target,
+            pk,
+            args,
+            candidates,
+            now,
+        )
+        .await
     }
 
     pub(super) async fn cover(
@@ -324,8 +339,15 @@ impl Inner {
         let candidates: Vec<String> = (0..mine).map(|_| self.new_claim()).collect();
         let pk = Pk::of(poolable(target) == "1");
         let args = candidates.clone();
-        self.claim_some(&lua::COVER, target, pk, args, candidates, now)
-            .await
+        self.claim_some(
+            (&lua::COVER, "cover.lua"),
+            target,
+            pk,
+            args,
+            candidates,
+            now,
+        )
+        .await
     }
 
     /// Records the provider task a claim's upstream task submitted (`lua/note.lua`).
@@ -357,7 +379,7 @@ impl Inner {
     /// `{n, adopted 1..n, woken...}`.
     async fn claim_some(
         &self,
-        script: &redis::Script,
+        (script, name): (&redis::Script, &'static str),
         target: &Target,
         pk: Pk,
         args: Vec<String>,
@@ -365,12 +387,15 @@ impl Inner {
         now: Millis,
     ) -> Result<Vec<ClaimId>, StoreError> {
         let op = self.op(script, &target.id, pk, args).at(now);
-        let (n, mut rest) = split_reply(self.run(&op, true).await?);
-        let n = usize::try_from(n).unwrap_or(0).min(candidates.len());
-        let woken = rest.split_off(n.min(rest.len()));
+        let values = self.run(&op, true).await?;
+        let Claimed { adopted, woken } = Claimed::read(name, values, candidates.len())?;
         self.notify(&target.id, woken).await;
-        let started: Vec<ClaimId> = candidates.into_iter().take(n).map(ClaimId).collect();
-        for (c, note) in started.iter().zip(&rest) {
+        let started: Vec<ClaimId> = candidates
+            .into_iter()
+            .take(adopted.len())
+            .map(ClaimId)
+            .collect();
+        for (c, note) in started.iter().zip(&adopted) {
             self.local.add_claim(&c.0, target);
             if let Some(task) = adopted_task(note) {
                 self.local.set_adoption(&c.0, task);
@@ -391,16 +416,13 @@ impl Inner {
             .op(&lua::COUNTS, &target.id, pk, Vec::new())
             .at(now)
             .min_remaining(min_remaining_ms);
-        let values = self.run_once(&op).await?;
-        let num = |i: usize| u64::try_from(int(values.get(i))).unwrap_or(0);
-        let counts = TargetCounts {
-            pooled: num(0),
-            in_flight: num(1),
-            waiting: num(2),
-        };
-        let woken = split_reply_all(values.into_iter().skip(3).collect());
-        self.notify(&target.id, woken).await;
-        Ok(counts)
+        let counted = Counted::read(self.run_once(&op).await?)?;
+        self.notify(&target.id, counted.woken).await;
+        Ok(TargetCounts {
+            pooled: counted.pooled,
+            in_flight: counted.in_flight,
+            waiting: counted.waiting,
+        })
     }
 }
 

@@ -12,7 +12,8 @@ use std::sync::{Mutex, MutexGuard};
 use futures::{StreamExt, stream};
 use redis::Value;
 
-use super::{Inner, keys, ms, split_reply};
+use super::reply::Reply;
+use super::{Inner, keys, ms};
 use crate::engine::store::StoreError;
 use crate::lua;
 use crate::model::{Millis, Target, now_ms};
@@ -137,18 +138,14 @@ impl Inner {
             .arg(self.mail_ttl())
             .invoke_async::<Vec<Value>>(&mut conn)
             .await;
-        let reply = self.seen(r)?;
-        if let Some(Value::Int(2)) = reply.first() {
-            let token = match reply.get(1) {
-                Some(Value::Int(n)) => *n as u64,
-                _ => 0,
-            };
+        let mut reply = Reply::of("shared_takeover.lua", self.seen(r)?);
+        if reply.int("the code")? == 2 {
+            let token = reply.count("the lock's token")?;
             self.leads
                 .add(target, token, now + ms(self.settings.lock_ttl));
             return Ok(Some(token));
         }
-        let (_, woken) = split_reply(reply);
-        self.notify(&target.id, woken).await;
+        self.notify(&target.id, reply.rest("woken waiters")?).await;
         Ok(None)
     }
 }

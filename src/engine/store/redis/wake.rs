@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use redis::{AsyncCommands, Value};
+use redis::AsyncCommands;
 use tokio_util::sync::CancellationToken;
 
 use super::conn::Conn;
 use super::fanout::{self, instance_of};
 use super::ops::Pk;
-use super::{Inner, keys, mail, ms, poolable, split_reply, split_reply_all};
+use super::reply::{Reply, Taken};
+use super::{Inner, keys, mail, ms, poolable};
 use crate::engine::store::StoreError;
 use crate::lua;
 use crate::model::{Answer, now_ms};
@@ -77,15 +78,17 @@ impl Inner {
             // Unknown after every retry: the mail's deadline passes it on if it is still there.
             return Vec::new();
         };
-        let (code, rest) = split_reply(ran.values);
-        if code != 1 {
+        let (mail_text, left) = match Taken::read(ran.values) {
+            Ok(Taken::Mail { mail, remaining_ms }) => (mail, remaining_ms),
             // No mail (taken or passed on), or a stale answer: the waiter is back in the queue.
-            return Vec::new();
-        }
-        let (mail_text, left) = match rest.as_slice() {
-            [m, left, ..] => (m, left.parse::<i64>().unwrap_or(0)),
-            _ => return Vec::new(),
+            Ok(Taken::Nothing) => return Vec::new(),
+            Err(e) => {
+                // Unreadable: the mail's deadline passes it on if it is still there.
+                tracing::warn!(error = %e, "a mail take's reply could not be read");
+                return Vec::new();
+            }
         };
+        let mail_text = &mail_text;
         if !ran.confirmed {
             self.untake(target_id, waiter, mail_text).await;
             self.release(waiter);
@@ -121,8 +124,13 @@ impl Inner {
             pk,
             abandon_args(waiter, answer.as_ref(), now),
         );
-        match self.run(&op, true).await {
-            Ok(values) => split_reply_all(values)
+        let woken = self
+            .run(&op, true)
+            .await
+            .map_err(StoreError::from)
+            .and_then(|values| Reply::of("abandon.lua", values).rest("woken waiters"));
+        match woken {
+            Ok(woken) => woken
                 .into_iter()
                 .map(|w| (target_id.to_owned(), w))
                 .collect(),
@@ -226,13 +234,16 @@ pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
             args.extend(claims.iter().cloned());
             let pk = Pk::of(poolable(&target) == "1");
             let op = inner.op(&lua::RENEW, &target_id, pk, args);
-            if let Ok(values) = inner.run_once(&op).await {
-                let count = |v: Option<&Value>| match v {
-                    Some(Value::Int(n)) => *n,
-                    _ => 0,
-                };
-                let (back_w, back_c) = (count(values.first()), count(values.get(1)));
-                let back = u64::try_from(back_w + back_c).unwrap_or(0);
+            let renewed = inner.run_once(&op).await.and_then(|values| {
+                let mut r = Reply::of("renew.lua", values);
+                Ok((
+                    r.count("waiters restored")?,
+                    r.count("claims restored")?,
+                    r.rest("woken waiters")?,
+                ))
+            });
+            if let Ok((back_w, back_c, woken)) = renewed {
+                let back = back_w + back_c;
                 inner.counters.restored.fetch_add(back, Ordering::Relaxed);
                 if back_w > 0 || back_c > 0 {
                     tracing::info!(
@@ -242,7 +253,6 @@ pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
                         "restored leases a lapse had removed"
                     );
                 }
-                let woken = split_reply_all(values.into_iter().skip(2).collect());
                 inner.notify(&target_id, woken).await;
             }
             let waiters: Vec<String> = waiters.into_iter().map(|(id, _)| id).collect();

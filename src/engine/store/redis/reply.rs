@@ -1,0 +1,286 @@
+//! Reading a target script's reply as its contract header in `lua/` says it is: each position
+//! there with its type, or an error naming the script and the position. Never a default: a
+//! missing or mistyped value read as 0 or skipped would shift every later position, and a
+//! hand-out decided on a misread reply could give an answer to the wrong caller.
+
+use redis::Value;
+
+use crate::engine::store::StoreError;
+
+/// A reply being read front to back.
+pub(super) struct Reply {
+    script: &'static str,
+    values: std::vec::IntoIter<Value>,
+    at: usize,
+}
+
+impl Reply {
+    /// `script` names the file, for the error.
+    pub(super) fn of(script: &'static str, values: Vec<Value>) -> Reply {
+        Reply {
+            script,
+            values: values.into_iter(),
+            at: 0,
+        }
+    }
+
+    fn next(&mut self, what: &str) -> Result<Value, StoreError> {
+        self.at += 1;
+        self.values
+            .next()
+            .ok_or_else(|| self.wrong(what, "nothing"))
+    }
+
+    fn wrong(&self, what: &str, got: &str) -> StoreError {
+        StoreError::Unavailable(format!(
+            "{} replied {got} where its contract has {what} (position {})",
+            self.script, self.at
+        ))
+    }
+
+    /// An integer (Lua numbers arrive as integers).
+    pub(super) fn int(&mut self, what: &str) -> Result<i64, StoreError> {
+        match self.next(what)? {
+            Value::Int(n) => Ok(n),
+            other => Err(self.wrong(what, kind(&other))),
+        }
+    }
+
+    /// A count: an integer that is not negative.
+    pub(super) fn count(&mut self, what: &str) -> Result<u64, StoreError> {
+        let n = self.int(what)?;
+        u64::try_from(n).map_err(|_| self.wrong(what, "a negative number"))
+    }
+
+    /// A string (`''` included).
+    pub(super) fn text(&mut self, what: &str) -> Result<String, StoreError> {
+        match self.next(what)? {
+            v @ (Value::BulkString(_) | Value::SimpleString(_) | Value::VerbatimString { .. }) => {
+                redis::from_redis_value::<String>(v).map_err(|_| self.wrong(what, "bytes"))
+            }
+            other => Err(self.wrong(what, kind(&other))),
+        }
+    }
+
+    /// `n` strings.
+    pub(super) fn texts(&mut self, n: usize, what: &str) -> Result<Vec<String>, StoreError> {
+        (0..n).map(|_| self.text(what)).collect()
+    }
+
+    /// Every remaining value, each a string (a list of waiter ids).
+    pub(super) fn rest(mut self, what: &str) -> Result<Vec<String>, StoreError> {
+        let mut out = Vec::with_capacity(self.values.len());
+        while self.values.len() > 0 {
+            out.push(self.text(what)?);
+        }
+        Ok(out)
+    }
+
+    /// The reply ends here.
+    pub(super) fn end(mut self) -> Result<(), StoreError> {
+        match self.values.next() {
+            None => Ok(()),
+            Some(extra) => {
+                self.at += 1;
+                Err(self.wrong("the end", kind(&extra)))
+            }
+        }
+    }
+}
+
+/// What a value is, without what it holds (a reply can carry an answer).
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Nil => "nil",
+        Value::Int(_) => "an integer",
+        Value::BulkString(_) | Value::SimpleString(_) | Value::VerbatimString { .. } => "a string",
+        Value::Array(_) | Value::Set(_) | Value::Map(_) => "a collection",
+        Value::Okay => "OK",
+        _ => "another type",
+    }
+}
+
+/// `arrive.lua`: `{code, now, answer json, remaining ms, woken...}`.
+pub(super) struct Arrived {
+    pub(super) code: ArriveCode,
+    /// The waiter's place in the queue (Redis ms).
+    pub(super) arrived: u64,
+    /// Code 1: the pooled answer's JSON; code 3: the note of the provider task adopted, or ''.
+    pub(super) answer: String,
+    pub(super) remaining_ms: i64,
+    pub(super) woken: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ArriveCode {
+    Pooled,
+    Wait,
+    Start,
+}
+
+impl Arrived {
+    pub(super) fn read(values: Vec<Value>) -> Result<Arrived, StoreError> {
+        let mut r = Reply::of("arrive.lua", values);
+        let code = match r.int("the code")? {
+            1 => ArriveCode::Pooled,
+            2 => ArriveCode::Wait,
+            3 => ArriveCode::Start,
+            _ => return Err(r.wrong("the code 1, 2 or 3", "another number")),
+        };
+        Ok(Arrived {
+            code,
+            arrived: r.count("the arrival time")?,
+            answer: r.text("the answer")?,
+            remaining_ms: r.int("the remaining life")?,
+            woken: r.rest("woken waiters")?,
+        })
+    }
+}
+
+/// `reserve.lua` and `cover.lua`: `{n, adopted 1..n, woken...}`.
+pub(super) struct Claimed {
+    /// One note per claim started (the provider task it adopts, or '').
+    pub(super) adopted: Vec<String>,
+    pub(super) woken: Vec<String>,
+}
+
+impl Claimed {
+    /// At most `asked` claims can have started.
+    pub(super) fn read(
+        script: &'static str,
+        values: Vec<Value>,
+        asked: usize,
+    ) -> Result<Claimed, StoreError> {
+        let mut r = Reply::of(script, values);
+        let n = r.count("the claims started")?;
+        let n = usize::try_from(n)
+            .ok()
+            .filter(|n| *n <= asked)
+            .ok_or_else(|| r.wrong("at most the candidates given", "more"))?;
+        Ok(Claimed {
+            adopted: r.texts(n, "an adopted task's note")?,
+            woken: r.rest("woken waiters")?,
+        })
+    }
+}
+
+/// `counts.lua`: `{pooled, in_flight, waiting, woken...}`.
+pub(super) struct Counted {
+    pub(super) pooled: u64,
+    pub(super) in_flight: u64,
+    pub(super) waiting: u64,
+    pub(super) woken: Vec<String>,
+}
+
+impl Counted {
+    pub(super) fn read(values: Vec<Value>) -> Result<Counted, StoreError> {
+        let mut r = Reply::of("counts.lua", values);
+        Ok(Counted {
+            pooled: r.count("pooled")?,
+            in_flight: r.count("in flight")?,
+            waiting: r.count("waiting")?,
+            woken: r.rest("woken waiters")?,
+        })
+    }
+}
+
+/// `take.lua`: `{0}` | `{1, mail, remaining}` | `{2}`.
+pub(super) enum Taken {
+    /// Mail for the waiter, with the answer's remaining life (0 for a failure).
+    Mail { mail: String, remaining_ms: i64 },
+    /// No mail, or requeued: nothing to hand out.
+    Nothing,
+}
+
+impl Taken {
+    pub(super) fn read(values: Vec<Value>) -> Result<Taken, StoreError> {
+        let mut r = Reply::of("take.lua", values);
+        match r.int("the code")? {
+            1 => {
+                let mail = r.text("the mail")?;
+                let remaining_ms = r.int("the remaining life")?;
+                r.end()?;
+                Ok(Taken::Mail { mail, remaining_ms })
+            }
+            0 | 2 => {
+                r.end()?;
+                Ok(Taken::Nothing)
+            }
+            _ => Err(r.wrong("the code 0, 1 or 2", "another number")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &str) -> Value {
+        Value::BulkString(v.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_reply_as_its_contract_says_reads_whole() {
+        let a = Arrived::read(vec![
+            Value::Int(1),
+            Value::Int(1_000),
+            s("{}"),
+            Value::Int(50),
+            s("w1"),
+            s("w2"),
+        ])
+        .unwrap();
+        assert_eq!(a.code, ArriveCode::Pooled);
+        assert_eq!(
+            (a.arrived, a.answer.as_str(), a.remaining_ms),
+            (1_000, "{}", 50)
+        );
+        assert_eq!(a.woken, ["w1", "w2"]);
+        let c = Claimed::read("cover.lua", vec![Value::Int(1), s(""), s("w")], 2).unwrap();
+        assert_eq!(
+            (c.adopted, c.woken),
+            (vec![String::new()], vec!["w".to_owned()])
+        );
+        let n = Counted::read(vec![Value::Int(2), Value::Int(1), Value::Int(0)]).unwrap();
+        assert_eq!(
+            (n.pooled, n.in_flight, n.waiting, n.woken.len()),
+            (2, 1, 0, 0)
+        );
+    }
+
+    #[test]
+    fn a_missing_or_mistyped_value_is_an_error_naming_the_script_never_a_default() {
+        let short = Arrived::read(vec![Value::Int(2), Value::Int(5)])
+            .err()
+            .unwrap();
+        assert!(short.to_string().contains("arrive.lua"), "{short}");
+        assert!(short.to_string().contains("position 3"), "{short}");
+        let code = Arrived::read(vec![Value::Int(7)]).err().unwrap();
+        assert!(code.to_string().contains("code"), "{code}");
+        let typed = Counted::read(vec![s("2"), Value::Int(1), Value::Int(0)])
+            .err()
+            .unwrap();
+        assert!(typed.to_string().contains("a string"), "{typed}");
+        let woken = Counted::read(vec![
+            Value::Int(0),
+            Value::Int(0),
+            Value::Int(0),
+            Value::Int(9),
+        ]);
+        assert!(woken.is_err(), "a waiter id must be a string");
+        let too_many = Claimed::read("reserve.lua", vec![Value::Int(3), s(""), s(""), s("")], 2);
+        assert!(too_many.is_err(), "more claims than candidates");
+        let negative = Counted::read(vec![Value::Int(-1), Value::Int(0), Value::Int(0)]);
+        assert!(negative.is_err());
+        let extra = Taken::read(vec![Value::Int(0), s("x")]);
+        assert!(extra.is_err(), "take's {{0}} has nothing after it");
+    }
+
+    #[test]
+    fn an_answer_in_a_bad_reply_is_not_repeated_in_the_error() {
+        let e = Taken::read(vec![Value::Int(1), s("A|1|{\"text\":\"secret-token\"}")])
+            .err()
+            .unwrap();
+        assert!(!e.to_string().contains("secret-token"), "{e}");
+    }
+}
