@@ -1045,18 +1045,24 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_refill_reserve_defaults_to_one_and_a_negative_one_is_refused_by_name() {
+    /// `serve`'s settings from a config file holding `text`, with `env` as the environment.
+    fn from_file(
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Settings, ConfigError> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gateway.toml");
-        let load = |text: &str| {
-            std::fs::write(&path, text).unwrap();
-            let args = ServeArgs {
-                config: Some(path.clone()),
-                ..ServeArgs::default()
-            };
-            load_serve(&args, &|_| None)
+        std::fs::write(&path, text).unwrap();
+        let args = ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
         };
+        load_serve(&args, env)
+    }
+
+    #[test]
+    fn the_refill_reserve_defaults_to_one_and_a_negative_one_is_refused_by_name() {
+        let load = |text: &str| from_file(text, &|_| None);
         assert_eq!(load("provider = \"sim\"\n").unwrap().refill_reserve, 1);
         let zero = load("provider = \"sim\"\nrefill_reserve = 0\n").unwrap();
         assert_eq!(zero.refill_reserve, 0);
@@ -1068,15 +1074,8 @@ mod tests {
 
     #[test]
     fn the_provider_shortcut_names_its_three_providers_and_sends_others_to_accounts() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("gateway.toml");
         let load = |text: &str| {
-            std::fs::write(&path, text).unwrap();
-            let args = ServeArgs {
-                config: Some(path.clone()),
-                ..ServeArgs::default()
-            };
-            load_serve(&args, &|name| {
+            from_file(text, &|name| {
                 (name == "TWOCAPTCHA_API_KEY").then(|| "k".repeat(32))
             })
         };
