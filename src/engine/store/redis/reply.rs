@@ -211,6 +211,32 @@ impl Taken {
     }
 }
 
+/// `shared_arrive.lua`: `{1, answer json, remaining ms}` | `{2}` | `{3, token}`.
+pub(super) enum SharedArrived {
+    Cached { answer: String, remaining_ms: i64 },
+    Follow,
+    Lead { token: u64 },
+}
+
+impl SharedArrived {
+    pub(super) fn read(values: Vec<Value>) -> Result<SharedArrived, StoreError> {
+        let mut r = Reply::of("shared_arrive.lua", values);
+        let arrived = match r.int("the code")? {
+            1 => SharedArrived::Cached {
+                answer: r.text("the cached answer")?,
+                remaining_ms: r.int("the remaining life")?,
+            },
+            2 => SharedArrived::Follow,
+            3 => SharedArrived::Lead {
+                token: r.count("the lock's token")?,
+            },
+            _ => return Err(r.wrong("the code 1, 2 or 3", "another number")),
+        };
+        r.end()?;
+        Ok(arrived)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,6 +300,15 @@ mod tests {
         assert!(negative.is_err());
         let extra = Taken::read(vec![Value::Int(0), s("x")]);
         assert!(extra.is_err(), "take's {{0}} has nothing after it");
+        let lead = SharedArrived::read(vec![Value::Int(3)]);
+        assert!(
+            lead.is_err(),
+            "a lead without its token is no lead (never token 0)"
+        );
+        assert!(matches!(
+            SharedArrived::read(vec![Value::Int(3), Value::Int(7)]),
+            Ok(SharedArrived::Lead { token: 7 })
+        ));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use redis::Value;
 use tokio::sync::oneshot;
 
 use super::fanout::LocalWaiter;
+use super::reply::SharedArrived;
 use super::{Inner, keys, mail, ms};
 use crate::engine::SolveFailure;
 use crate::engine::store::{SharedArrival, StoreError};
@@ -65,34 +66,31 @@ impl Inner {
                 return Err(e);
             }
         };
-        let mut iter = values.into_iter();
-        let code = match iter.next() {
-            Some(Value::Int(n)) => n,
-            _ => 0,
-        };
-        match code {
-            1 => {
+        let arrived = match SharedArrived::read(values) {
+            Ok(arrived) => arrived,
+            Err(e) => {
                 inner.local.take_waiter(&waiter);
-                let json: String = iter
-                    .next()
-                    .and_then(|v| redis::from_redis_value(v).ok())
-                    .unwrap_or_default();
-                let answer = serde_json::from_str(&json).map_err(|e| {
+                return Err(e);
+            }
+        };
+        match arrived {
+            SharedArrived::Cached {
+                answer,
+                remaining_ms,
+            } => {
+                inner.local.take_waiter(&waiter);
+                let answer = serde_json::from_str(&answer).map_err(|e| {
                     StoreError::Unavailable(format!("unreadable cached answer: {e}"))
                 })?;
-                let left = match iter.next() {
-                    Some(Value::Int(n)) => n,
-                    _ => 0,
-                };
                 let at = inner.observe(now);
-                Ok(SharedArrival::Cached(mail::restamp(answer, left, at)))
+                Ok(SharedArrival::Cached(mail::restamp(
+                    answer,
+                    remaining_ms,
+                    at,
+                )))
             }
-            2 => Ok(SharedArrival::Follow(rx)),
-            _ => {
-                let token = match iter.next() {
-                    Some(Value::Int(n)) => n as u64,
-                    _ => 0,
-                };
+            SharedArrived::Follow => Ok(SharedArrival::Follow(rx)),
+            SharedArrived::Lead { token } => {
                 inner
                     .leads
                     .add(target, token, now + ms(inner.settings.lock_ttl));
