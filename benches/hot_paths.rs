@@ -6,9 +6,10 @@
 use std::hint::black_box;
 
 use bytes::Bytes;
-use captcha_gateway::compat::{Params, parse_submit};
 use captcha_gateway::model::{RecaptchaVersion, SolveRequest, Target, TargetPolicy, TaskParams};
-use captcha_gateway::provider::{Family, parse_reply, split_batch};
+use captcha_gateway::provider::{parse_reply, split_batch};
+use captcha_gateway::wire::inphp::InPhpDialect;
+use captcha_gateway::wire::inphp::{Params, parse_submit};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn recaptcha() -> SolveRequest {
@@ -57,12 +58,12 @@ fn upstream_parsing(c: &mut Criterion) {
     let token = format!("03AGdBq2{}", "x".repeat(480));
     let json = format!(r#"{{"status":1,"request":"{token}"}}"#);
     c.bench_function("parse_reply_json_token", |b| {
-        b.iter(|| parse_reply(Family::CaptchaAi, 200, black_box(&json)))
+        b.iter(|| parse_reply(InPhpDialect::CaptchaAi, 200, black_box(&json)))
     });
     c.bench_function("parse_reply_html_502", |b| {
         b.iter(|| {
             parse_reply(
-                Family::CaptchaAi,
+                InPhpDialect::CaptchaAi,
                 502,
                 black_box("<html><body><h1>502 Bad Gateway</h1></body></html>"),
             )
@@ -79,7 +80,7 @@ fn upstream_parsing(c: &mut Criterion) {
         .collect();
     let batch = batch.join("|");
     c.bench_function("split_batch_100_ids", |b| {
-        b.iter(|| split_batch(black_box(&batch), 100, Family::CaptchaAi))
+        b.iter(|| split_batch(black_box(&batch), 100, InPhpDialect::CaptchaAi))
     });
 }
 

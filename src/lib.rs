@@ -7,9 +7,9 @@
 //!
 //! - vocabulary: [`model`] (kind, request, target, answer), [`secret`], [`setting`] (the one
 //!   settings error), [`shutdown`].
-//! - wire protocols: [`compat`] (`in.php`/`res.php`) and [`taskapi`] (`createTask`), shared by
-//!   the gateway's API, the simulator and the provider clients; [`lua`], every script run on
-//!   Redis.
+//! - [`wire`]: the protocols, one folder each (`in.php`/`res.php`, the JSON task protocol, the
+//!   native body), shared by the gateway's API, the simulator and the provider clients; [`lua`],
+//!   every script run on Redis.
 //! - [`telemetry`]: metrics, logs, request ids, histograms.
 //! - [`provider`] (protocol clients, thread budget, batched poller) and [`sim`] (the provider
 //!   simulator, a product feature).
@@ -29,7 +29,6 @@ pub mod bench;
 pub mod callback;
 pub mod cli;
 pub mod commands;
-pub mod compat;
 pub mod config;
 pub mod engine;
 pub mod http;
@@ -43,10 +42,10 @@ pub mod setting;
 pub mod shutdown;
 pub mod sim;
 pub mod status;
-pub mod taskapi;
 pub mod telemetry;
 pub mod tenants;
 pub mod upstream;
+pub mod wire;
 pub mod wiring;
 
 /// The tests' one bounded wait, shared with the integration tests (`tests/it/support`). The unit

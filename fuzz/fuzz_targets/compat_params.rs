@@ -7,9 +7,8 @@
 #![no_main]
 
 use bytes::Bytes;
-use captcha_gateway::compat::{Mode, Params, Reply, parse_submit};
 use captcha_gateway::model::{Target, TargetPolicy};
-use captcha_gateway::provider::submit_params;
+use captcha_gateway::wire::inphp::{Mode, Params, Reply, parse_submit, submit_params};
 use libfuzzer_sys::fuzz_target;
 
 fn split_line(data: &[u8]) -> (&[u8], &[u8]) {

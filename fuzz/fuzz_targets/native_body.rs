@@ -6,7 +6,7 @@
 
 use captcha_gateway::http::parse_native_body;
 use captcha_gateway::model::{Target, TargetPolicy};
-use captcha_gateway::provider::submit_params;
+use captcha_gateway::wire::inphp::submit_params;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -5,7 +5,8 @@
 //! batch size (mod 101, the poller's largest batch is 100); the rest is the body.
 #![no_main]
 
-use captcha_gateway::provider::{Family, UpstreamReply, parse_reply, split_batch};
+use captcha_gateway::provider::{UpstreamReply, parse_reply, split_batch};
+use captcha_gateway::wire::inphp::InPhpDialect;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -13,9 +14,9 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let family = if data[0] & 1 == 0 {
-        Family::CaptchaAi
+        InPhpDialect::CaptchaAi
     } else {
-        Family::TwoCaptcha
+        InPhpDialect::TwoCaptcha
     };
     let status = u16::from_be_bytes([data[1], data[2]]) % 600;
     let batch = usize::from(data[3]) % 101;

@@ -14,7 +14,8 @@ use super::load::{KEY, TargetSpec};
 use super::report::RunResult;
 use super::rig::{self, SimServer, secs};
 use crate::model::SolveRequest;
-use crate::provider::{Family, InResProvider, PollOutcome, Provider};
+use crate::provider::{InPhpProvider, PollOutcome, Provider};
+use crate::wire::inphp::InPhpDialect;
 
 /// Exchanges in flight at once: what the `instant` workers keep in flight together.
 const IN_FLIGHT: usize = 1_000;
@@ -24,11 +25,11 @@ const IN_FLIGHT: usize = 1_000;
 pub async fn provider_protocol(tasks: usize, result: &mut RunResult) -> Result<(), BenchError> {
     let sim = SimServer::start(100_000, secs(0.0, 0.0)).await?;
     let http =
-        InResProvider::http_client().map_err(|e| BenchError::Setup(format!("HTTP client: {e}")))?;
+        InPhpProvider::http_client().map_err(|e| BenchError::Setup(format!("HTTP client: {e}")))?;
     let base = url::Url::parse(&format!("http://{}", sim.addr))
         .map_err(|e| BenchError::Setup(format!("simulator URL: {e}")))?;
-    let provider = Arc::new(InResProvider::new(
-        Family::CaptchaAi,
+    let provider = Arc::new(InPhpProvider::new(
+        InPhpDialect::CaptchaAi,
         base,
         KEY.to_owned(),
         "floor".to_owned(),

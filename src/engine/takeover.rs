@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::types::past_deadline;
 use super::{Engine, SolveFailure, TaskRecord};
-use crate::compat::codes;
 use crate::model::now_ms;
+use crate::wire::inphp::codes;
 
 /// The shortest run lease. A run lease is twice the store's lease on waiters and claims: the
 /// last renewal of a dead instance's run lease is at most a third of it before the death, so by
@@ -103,7 +103,7 @@ impl Engine {
         }
         self.metrics.tasks_taken_over.inc();
         let left = redo.deadline_at.saturating_sub(now_ms());
-        let parsed = crate::compat::parse_native_value(redo.request.clone(), Duration::MAX);
+        let parsed = crate::wire::native::parse_native_value(redo.request.clone(), Duration::MAX);
         match parsed {
             Ok(native) if left > 0 => {
                 tracing::info!(task = %record.id, "taking over a task whose instance stopped renewing it");

@@ -10,8 +10,8 @@ use tokio_util::sync::CancellationToken;
 use super::takeover::{LOOK_FOR_RUNNER, ms, run_lease};
 use super::types::past_deadline;
 use super::{Engine, Redo, SolveError, SolveFailure, TaskRecord, TaskState};
-use crate::compat::codes;
 use crate::model::{Reuse, SolveRequest, now_ms};
+use crate::wire::inphp::codes;
 
 /// How a report on a task ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,7 +129,7 @@ impl Engine {
         let redo = in_process
             .filter(|_| self.run_lease_length().is_some())
             .map(|timeout| Redo {
-                request: crate::provider::native_body(req),
+                request: crate::wire::native::native_body(req),
                 deadline_at: now_ms().saturating_add(ms(timeout)),
             });
         if let (Some(_), Some(length)) = (&redo, self.run_lease_length()) {

@@ -67,10 +67,10 @@ impl SolveError {
     /// The compatible-API code for this error.
     pub fn code(&self) -> &str {
         match self {
-            SolveError::Timeout => crate::compat::codes::CAPTCHA_UNSOLVABLE,
+            SolveError::Timeout => crate::wire::inphp::codes::CAPTCHA_UNSOLVABLE,
             SolveError::Failed(f) => &f.code,
             SolveError::Unavailable | SolveError::ShuttingDown => {
-                crate::compat::codes::SERVER_ERROR
+                crate::wire::inphp::codes::SERVER_ERROR
             }
         }
     }
@@ -101,7 +101,7 @@ pub struct TaskRecord {
 /// A pending task's request, kept with its record so that another instance can take it over.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Redo {
-    /// The request as a native body (`provider::native_body`), the form queued tasks use too.
+    /// The request as a native body (`wire::native::native_body`), the form queued tasks use too.
     pub request: serde_json::Value,
     /// When the task's own deadline passes (ms since epoch).
     pub deadline_at: Millis,
@@ -137,7 +137,7 @@ pub enum Priority {
 /// The failure of a task whose deadline passed before it had an answer.
 pub(super) fn past_deadline() -> SolveFailure {
     SolveFailure::new(
-        crate::compat::codes::CAPTCHA_UNSOLVABLE,
+        crate::wire::inphp::codes::CAPTCHA_UNSOLVABLE,
         "no answer before the task's deadline",
     )
 }

@@ -66,8 +66,8 @@ pub enum AuthError {
 impl AuthError {
     pub fn code(self) -> &'static str {
         match self {
-            AuthError::WrongKey => crate::compat::codes::WRONG_USER_KEY,
-            AuthError::UnknownKey => crate::compat::codes::KEY_DOES_NOT_EXIST,
+            AuthError::WrongKey => crate::wire::inphp::codes::WRONG_USER_KEY,
+            AuthError::UnknownKey => crate::wire::inphp::codes::KEY_DOES_NOT_EXIST,
         }
     }
 }

@@ -51,7 +51,7 @@ impl From<SolveError> for ApiError {
                 "no answer before the deadline",
             ),
             SolveError::Failed(f) => {
-                let status = if f.code == crate::compat::codes::CAPTCHA_UNSOLVABLE {
+                let status = if f.code == crate::wire::inphp::codes::CAPTCHA_UNSOLVABLE {
                     StatusCode::UNPROCESSABLE_ENTITY
                 } else {
                     StatusCode::BAD_GATEWAY

@@ -21,9 +21,9 @@ use tokio::time::Instant;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::compat::codes;
 use crate::engine::{Handout, SolveError, SolveFailure, TaskState};
 use crate::model::{SolveRequest, now_ms};
+use crate::wire::inphp::codes;
 
 pub const HEADER: &str = "idempotency-key";
 /// `request` marks a key a balancer generated to move the call, not one its caller will come

@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::compat::checked_seconds;
+use crate::wire::native::checked_seconds;
 
 /// A request body of at most `Limits::max_body_bytes`, or a 413 `body_too_large` in the native
 /// error format.
@@ -39,7 +39,7 @@ pub async fn read_limited(body: Body, max: usize) -> Result<Bytes, ApiError> {
             format!("the request body is over {max} bytes (or was cut off)"),
         )
     };
-    if crate::compat::declared_over(&body, max) {
+    if crate::wire::inphp::declared_over(&body, max) {
         return Err(too_large());
     }
     axum::body::to_bytes(body, max)
@@ -48,7 +48,10 @@ pub async fn read_limited(body: Body, max: usize) -> Result<Bytes, ApiError> {
 }
 
 fn out_of_range(code: &str, field: &str, max: Duration, allow_zero: bool) -> ApiError {
-    ApiError::bad_request(code, crate::compat::out_of_range(field, max, allow_zero))
+    ApiError::bad_request(
+        code,
+        crate::wire::native::out_of_range(field, max, allow_zero),
+    )
 }
 
 /// `wait` from the query string of `GET /v1/tasks/{id}`: 0 (answer at once) when absent, else
@@ -95,7 +98,7 @@ mod tests {
         max: Duration,
         allow_zero: bool,
     ) -> Result<Option<Duration>, ApiError> {
-        crate::compat::seconds_value(field, code, value, max, allow_zero)
+        crate::wire::native::seconds_value(field, code, value, max, allow_zero)
             .map_err(|v| ApiError::bad_request(v.code, v.message))
     }
     use serde_json::json;

@@ -8,10 +8,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::AppState;
-use crate::compat::codes;
 use crate::engine::{Handout, SolveError, SolveFailure, TaskState};
 use crate::model::SolveRequest;
 use crate::queue::{NewTask, Queue};
+use crate::wire::inphp::codes;
 
 /// How this gateway runs the tasks it accepts.
 #[derive(Clone, Default)]
@@ -62,7 +62,7 @@ impl AppState {
         };
         let mut task = NewTask {
             id: Some(id.clone()),
-            request: crate::provider::native_body(&req),
+            request: crate::wire::native::native_body(&req),
             tenant: Some(tenant.to_owned()),
             partition: req.partition.clone(),
             timeout_ms: Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),

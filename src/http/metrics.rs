@@ -9,10 +9,10 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
-use crate::compat::Reply;
 use crate::engine::Admission;
 use crate::telemetry::bounded::BoundedValues;
 use crate::telemetry::collect::gauge;
+use crate::wire::inphp::Reply;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {

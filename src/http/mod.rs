@@ -4,15 +4,15 @@
 //! Owns: routing (the API port, and the operations port of `--ops-listen`), authentication of
 //! gateway keys and of the operations key, admission (load shedding), turning engine
 //! results into each protocol's replies. Does not own: solving (engine) or wire parsing that the
-//! simulator shares (compat).
+//! simulator and the provider clients share (`wire`).
 
 mod auth;
-mod compat;
 mod conn;
 mod entry;
 mod error;
 mod fleet_busy;
 mod idempotency;
+mod inphp;
 mod input;
 mod intake;
 mod listen;
@@ -83,8 +83,8 @@ fn ops_routes() -> Router<AppState> {
 /// load balancers and seed 002's clients ask the port they send work to.
 pub fn router(state: AppState) -> Router {
     let mut routes = Router::new()
-        .route("/in.php", any(compat::submit))
-        .route("/res.php", any(compat::result))
+        .route("/in.php", any(inphp::submit))
+        .route("/res.php", any(inphp::result))
         .merge(taskapi_routes())
         .route("/v1/solve", post(native::solve))
         .route("/v1/tasks", post(native::create_task))

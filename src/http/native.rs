@@ -18,14 +18,14 @@ use super::input::{self, LimitedBody};
 use super::native_key::{NativeTenant, tenant};
 use super::{AppState, BearerKey};
 use crate::callback::Payload;
-use crate::compat::NativeRequest;
 use crate::engine::{Handout, TaskRecord, TaskState};
 use crate::model::Kind;
+use crate::wire::native::NativeRequest;
 
-/// Parses a native body (`crate::compat::parse_native`, shared with the queue) into the API's
+/// Parses a native body (`crate::wire::native::parse_native`, shared with the queue) into the API's
 /// error shape. `max_timeout` bounds `timeout_s`.
 pub(super) fn parse_native(body: &[u8], max_timeout: Duration) -> Result<NativeRequest, ApiError> {
-    crate::compat::parse_native(body, max_timeout)
+    crate::wire::native::parse_native(body, max_timeout)
         .map_err(|v| ApiError::bad_request(v.code, v.message))
 }
 

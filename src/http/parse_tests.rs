@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use super::input::wait_query;
 use super::native::parse_native;
 use super::pools::parse_import;
-use crate::compat::{Params, parse_submit};
+use crate::wire::inphp::{Params, parse_submit};
 
 const MAX: Duration = Duration::from_secs(600);
 

@@ -16,10 +16,10 @@ use super::input::LimitedBody;
 use super::native::parse_native;
 use super::native_key::{NativeTenant, tenant};
 use super::{AppState, BearerKey};
-use crate::compat::NativeRequest;
 use crate::engine::SolveError;
 use crate::model::{Kind, Millis, Reuse};
 use crate::pools::{self, ImportError, ImportToken, MAX_IMPORT};
+use crate::wire::native::NativeRequest;
 
 /// `GET /v1/pools`: configured pools and the busiest `metrics_top_targets` other targets, one
 /// entry each, then one `other` entry summing the rest (docs/API.md).

@@ -15,13 +15,13 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use super::AppState;
-use crate::compat::{Mode, Reply, codes};
 use crate::engine::{ReportOutcome, TaskRecord, TaskState};
-use crate::taskapi::reply::{
+use crate::tenants::Refusal;
+use crate::wire::inphp::{Mode, Reply, codes};
+use crate::wire::taskapi::reply::{
     BAD_REQUEST, NO_SUCH_CAPCHA_ID, TASK_NOT_SUPPORTED, error_body, solution, task_id_value,
 };
-use crate::taskapi::{decode_task, task_id_from};
-use crate::tenants::Refusal;
+use crate::wire::taskapi::{decode_task, task_id_from};
 
 /// One reply: the body, and the code it carries for the request counter (`ok` for success).
 struct Answer {

@@ -23,8 +23,8 @@ use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::{AppState, BearerKey};
-use crate::compat::{Mode, Reply, codes};
 use crate::tenants::Refusal;
+use crate::wire::inphp::{Mode, Reply, codes};
 
 /// `GET /v1/usage`: the figures of the caller's own tenant in this process, never another's.
 /// The operator sees every tenant in `/metrics`.

@@ -11,8 +11,8 @@ use tokio::time::Instant;
 
 use super::error::ApiError;
 use super::{AppState, BearerKey, idempotency};
-use crate::compat::{Params, parse_submit};
 use crate::engine::{Handout, SolveError};
+use crate::wire::inphp::{Params, parse_submit};
 
 /// At or above this load `/health` says `overloaded` with a 503 (seed 002).
 const OVERLOAD: f64 = 0.9;
@@ -45,7 +45,7 @@ pub async fn solve(
     let Ok(body) = super::input::read_limited(body, state.limits.max_body_bytes).await else {
         return error(
             StatusCode::PAYLOAD_TOO_LARGE,
-            crate::compat::codes::TOO_BIG_CAPTCHA_FILESIZE,
+            crate::wire::inphp::codes::TOO_BIG_CAPTCHA_FILESIZE,
         );
     };
     let mut params = Params::read(None, Some("application/json"), body.clone()).await;

@@ -1,7 +1,7 @@
 //! The `[[pools]]` tables of the config file and their validation into [`PoolSpec`]s.
 //!
 //! Owns: which kinds and parameters a pool may have, its size setting, and building the pool's
-//! request through the compatible parser (`compat::parse_submit`), so a pool's target is exactly
+//! request through the compatible parser (`wire::inphp::parse_submit`), so a pool's target is exactly
 //! the target a caller asking for the same sitekey and page hits. Does not own: reading the file
 //! (config) or running the pool (the refiller).
 
@@ -9,9 +9,9 @@ use std::collections::HashSet;
 
 use serde::Deserialize;
 
-use crate::compat::{Params, parse_submit};
 use crate::model::{Kind, Reuse, SolveRequest, Target, TargetPolicy};
 use crate::setting::ConfigError;
+use crate::wire::inphp::{Params, parse_submit};
 
 /// The most answers one pool may hold: far above any plan's threads, low enough that a typo
 /// (`size = 100000`) is caught rather than bought.

@@ -9,13 +9,13 @@ use tokio_util::task::TaskTracker;
 
 use super::refiller::top_up;
 use super::*;
-use crate::compat::{Params, parse_submit};
 use crate::engine::store::deficit;
 use crate::engine::{
     EngineSettings, MemoryStore, Priority, Solution, SolveFailure, Solver, TargetCounts,
 };
 use crate::eventually::eventually;
 use crate::model::{SolveRequest, Source, UpstreamRef, now_ms};
+use crate::wire::inphp::{Params, parse_submit};
 
 type Release = oneshot::Sender<Result<Solution, SolveFailure>>;
 

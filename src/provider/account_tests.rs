@@ -7,8 +7,9 @@ use futures::future::join_all;
 use super::*;
 use crate::eventually::eventually;
 use crate::model::{RecaptchaVersion, TaskParams};
+use crate::provider::code_error;
 use crate::provider::testing::fake::FakeProvider;
-use crate::provider::{Family, code_error};
+use crate::wire::inphp::InPhpDialect;
 
 fn turnstile() -> SolveRequest {
     SolveRequest::new(TaskParams::Turnstile {
@@ -61,13 +62,13 @@ fn in_secs(s: u64) -> Instant {
     Instant::now() + Duration::from_secs(s)
 }
 
-fn err(code: &str, family: Family) -> ProviderError {
+fn err(code: &str, family: InPhpDialect) -> ProviderError {
     code_error(code, family, "")
 }
 
 #[tokio::test(start_paused = true)]
 async fn capacity_errors_are_retried_after_the_providers_wait() {
-    let no_slot = err("ERROR_NO_SLOT_AVAILABLE", Family::TwoCaptcha);
+    let no_slot = err("ERROR_NO_SLOT_AVAILABLE", InPhpDialect::TwoCaptcha);
     let fake = FakeProvider::new().submit_errors(vec![no_slot; 3]);
     let (fake, account) = start(fake, settings(2));
     let solved = account
@@ -94,7 +95,7 @@ async fn capacity_errors_are_retried_after_the_providers_wait() {
 
 #[tokio::test(start_paused = true)]
 async fn a_capacity_error_halves_the_cap_and_the_refused_task_waits_under_it() {
-    let no_slot = err("ERROR_NO_SLOT_AVAILABLE", Family::CaptchaAi);
+    let no_slot = err("ERROR_NO_SLOT_AVAILABLE", InPhpDialect::CaptchaAi);
     let fake = FakeProvider::new().submit_errors(vec![no_slot]);
     let (fake, account) = start(fake, settings(4));
     assert_eq!(account.effective_threads(), 4);
@@ -123,7 +124,7 @@ async fn a_capacity_error_halves_the_cap_and_the_refused_task_waits_under_it() {
 #[tokio::test(start_paused = true)]
 async fn capacity_is_never_surfaced_while_time_remains() {
     // CaptchaAI's "no free threads" carries no provider wait: only the backoff paces retries.
-    let busy = err("ERROR_ZERO_BALANCE", Family::CaptchaAi);
+    let busy = err("ERROR_ZERO_BALANCE", InPhpDialect::CaptchaAi);
     let (fake, account) = start(FakeProvider::new().submit_error_forever(busy), settings(1));
     let deadline = in_secs(60);
     let e = account
@@ -145,7 +146,7 @@ async fn capacity_is_never_surfaced_while_time_remains() {
 
 #[tokio::test(start_paused = true)]
 async fn transient_errors_are_retried_a_bounded_number_of_times() {
-    let html = err("BAD_RESPONSE", Family::CaptchaAi);
+    let html = err("BAD_RESPONSE", InPhpDialect::CaptchaAi);
     let (fake, account) = start(FakeProvider::new().submit_error_forever(html), settings(1));
     let e = account
         .solve(&turnstile(), in_secs(300), Priority::Interactive)
@@ -159,7 +160,7 @@ async fn transient_errors_are_retried_a_bounded_number_of_times() {
 
 #[tokio::test(start_paused = true)]
 async fn transient_then_success() {
-    let fake = FakeProvider::new().submit_errors(vec![err("HTTP_502", Family::CaptchaAi)]);
+    let fake = FakeProvider::new().submit_errors(vec![err("HTTP_502", InPhpDialect::CaptchaAi)]);
     let (fake, account) = start(fake, settings(1));
     account
         .solve(&turnstile(), in_secs(120), Priority::Interactive)
@@ -176,9 +177,9 @@ async fn transient_then_success() {
 #[tokio::test(start_paused = true)]
 async fn permanent_and_account_errors_are_not_retried() {
     for (code, family) in [
-        ("ERROR_GOOGLEKEY", Family::TwoCaptcha),
-        ("ERROR_WRONG_USER_KEY", Family::CaptchaAi),
-        ("ERROR_ZERO_BALANCE", Family::TwoCaptcha),
+        ("ERROR_GOOGLEKEY", InPhpDialect::TwoCaptcha),
+        ("ERROR_WRONG_USER_KEY", InPhpDialect::CaptchaAi),
+        ("ERROR_ZERO_BALANCE", InPhpDialect::TwoCaptcha),
     ] {
         let (fake, account) = start(
             FakeProvider::new().submit_error_forever(err(code, family)),

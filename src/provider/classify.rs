@@ -8,14 +8,14 @@
 use std::time::Duration;
 
 use super::error::{ErrorClass, ProviderError};
-use super::family::Family;
+use crate::wire::inphp::InPhpDialect;
 use ErrorClass::{Account, Capacity, Permanent, Transient};
-use Family::{CaptchaAi, TwoCaptcha};
+use InPhpDialect::{CaptchaAi, TwoCaptcha};
 
 /// One row of the table: `family: None` applies to every family.
 struct Rule {
     code: &'static str,
-    family: Option<Family>,
+    family: Option<InPhpDialect>,
     class: ErrorClass,
     /// The provider's own advice on when to try again, where it gives one.
     retry_after: Option<Duration>,
@@ -23,7 +23,7 @@ struct Rule {
 
 const fn rule(
     code: &'static str,
-    family: Option<Family>,
+    family: Option<InPhpDialect>,
     class: ErrorClass,
     retry_after_secs: Option<u64>,
 ) -> Rule {
@@ -69,7 +69,7 @@ const RULES: &[Rule] = &[
     rule("ERROR_PROXY_CONNECTION_FAILED", None, Transient, None),
 ];
 
-fn lookup(code: &str, family: Family) -> Option<&'static Rule> {
+fn lookup(code: &str, family: InPhpDialect) -> Option<&'static Rule> {
     RULES
         .iter()
         .find(|r| r.code == code && r.family.is_none_or(|f| f == family))
@@ -78,7 +78,7 @@ fn lookup(code: &str, family: Family) -> Option<&'static Rule> {
 /// The class of a provider code for `family`: the table above, then the defaults
 /// (`ERROR: 100x` request-limit blocks are capacity, other `ERROR_*` codes permanent,
 /// everything unknown transient).
-pub fn classify(code: &str, family: Family) -> ErrorClass {
+pub fn classify(code: &str, family: InPhpDialect) -> ErrorClass {
     if let Some(rule) = lookup(code, family) {
         return rule.class;
     }
@@ -94,12 +94,12 @@ pub fn classify(code: &str, family: Family) -> ErrorClass {
 }
 
 /// The wait the provider documents after `code`, if any.
-pub fn retry_after(code: &str, family: Family) -> Option<Duration> {
+pub fn retry_after(code: &str, family: InPhpDialect) -> Option<Duration> {
     lookup(code, family).and_then(|r| r.retry_after)
 }
 
 /// A classified error for a provider code, carrying the provider's suggested wait.
-pub fn code_error(code: &str, family: Family, detail: impl Into<String>) -> ProviderError {
+pub fn code_error(code: &str, family: InPhpDialect, detail: impl Into<String>) -> ProviderError {
     let mut err = ProviderError::new(classify(code, family), code, detail);
     err.retry_after = retry_after(code, family);
     err
@@ -111,7 +111,7 @@ mod tests {
 
     #[test]
     fn the_table_decides_classes_per_family() {
-        let cases: &[(&str, Family, ErrorClass)] = &[
+        let cases: &[(&str, InPhpDialect, ErrorClass)] = &[
             ("ERROR_NO_SLOT_AVAILABLE", TwoCaptcha, Capacity),
             ("ERROR_NO_SLOT_AVAILABLE", CaptchaAi, Capacity),
             ("MAX_USER_TURN", TwoCaptcha, Capacity),

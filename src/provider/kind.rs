@@ -5,6 +5,9 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use crate::wire::inphp::InPhpDialect;
+use crate::wire::taskapi::TaskApiDialect;
+
 /// Which protocol and default base URL an account uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 pub enum AccountProvider {
@@ -40,6 +43,25 @@ impl AccountProvider {
         }
     }
 
+    /// The protocol its client speaks, in this provider's dialect. The simulator speaks
+    /// CaptchaAI's.
+    pub fn protocol(self) -> Protocol {
+        match self {
+            AccountProvider::Captchaai | AccountProvider::Sim => {
+                Protocol::InPhp(InPhpDialect::CaptchaAi)
+            }
+            AccountProvider::TwoCaptcha => Protocol::InPhp(InPhpDialect::TwoCaptcha),
+            AccountProvider::AntiCaptcha => Protocol::TaskApi(TaskApiDialect::AntiCaptcha),
+            AccountProvider::CapSolver => Protocol::TaskApi(TaskApiDialect::CapSolver),
+        }
+    }
+
+    /// Whether it sells threads and says how many (`threadsinfo`), so the account's cap can be
+    /// read from it and calibrated; the others sell solves.
+    pub fn sells_threads(self) -> bool {
+        matches!(self, AccountProvider::Captchaai | AccountProvider::Sim)
+    }
+
     /// Whether its balance is money that solves spend, so an empty balance means no more
     /// solves. CaptchaAI sells threads, not solves: what its `getbalance` figure means is not
     /// documented, so it never pauses an account.
@@ -52,4 +74,11 @@ impl fmt::Display for AccountProvider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// The wire protocol of an account, with the dialect its provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    InPhp(InPhpDialect),
+    TaskApi(TaskApiDialect),
 }

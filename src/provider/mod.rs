@@ -14,7 +14,7 @@
 //! - `parse`: lenient reading of upstream replies and batch answers.
 //! - `encode`: a request as `in.php` parameters.
 //! - `exchange`: one bounded HTTP exchange with redacted errors, shared by the clients.
-//! - `inres`: [`InResProvider`], the `in.php`/`res.php` client.
+//! - `inphp`: [`InPhpProvider`], the `in.php`/`res.php` client.
 //! - `budget`: the account's thread budget ([`ThreadBudget`]), in-process or fleet-wide,
 //!   interactive callers before queued work before refills ([`Priority`]).
 //! - `account`: [`Account`], the thread cap and submit retries of one account.
@@ -26,11 +26,9 @@
 mod account;
 pub mod budget;
 mod classify;
-mod encode;
 mod error;
 mod exchange;
-mod family;
-mod inres;
+mod inphp;
 mod kind;
 mod parse;
 mod poller;
@@ -49,17 +47,15 @@ pub use budget::{
     Budget, BudgetSettings, BudgetStats, CapSettings, Lease, MemoryBudget, Priority, ThreadBudget,
 };
 pub use classify::{classify, code_error, retry_after};
-pub use encode::{native_body, submit_params};
 pub use error::{ErrorClass, ProviderError};
 pub use exchange::{CONNECT_TIMEOUT, REQUEST_TIMEOUT};
-pub use family::Family;
-pub use inres::InResProvider;
-pub use kind::AccountProvider;
+pub use inphp::InPhpProvider;
+pub use kind::{AccountProvider, Protocol};
 pub use parse::{BAD_RESPONSE, Extras, UpstreamReply, parse_reply, split_batch};
 pub use poller::PollSettings;
 pub use requests::{Endpoint, RESULTS, RequestTable};
 pub use stats::AccountStats;
-pub use taskapi::{NO_REPORTS, NO_THREADS_INFO, TaskApiFlavor, TaskApiProvider};
+pub use taskapi::{NO_REPORTS, NO_THREADS_INFO, TaskApiProvider};
 
 use async_trait::async_trait;
 

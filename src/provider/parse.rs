@@ -12,8 +12,8 @@ use serde_json::{Map, Value};
 use super::PollOutcome;
 use super::classify::code_error;
 use super::error::ProviderError;
-use super::family::Family;
-use crate::compat::codes;
+use crate::wire::inphp::InPhpDialect;
+use crate::wire::inphp::codes;
 
 /// The code for bodies that are neither an answer nor a provider code.
 pub const BAD_RESPONSE: &str = "BAD_RESPONSE";
@@ -74,7 +74,7 @@ impl UpstreamReply {
 }
 
 /// Reads one reply. `family` decides the class of family-specific codes (`ERROR_ZERO_BALANCE`).
-pub fn parse_reply(family: Family, status: u16, body: &str) -> UpstreamReply {
+pub fn parse_reply(family: InPhpDialect, status: u16, body: &str) -> UpstreamReply {
     if status == 429 || (500..=599).contains(&status) {
         // Overload or a broken server: whatever the body says (usually an HTML page) is noise.
         let code = format!("HTTP_{status}");
@@ -90,7 +90,7 @@ pub fn parse_reply(family: Family, status: u16, body: &str) -> UpstreamReply {
     }
 }
 
-fn parse_body(family: Family, body: &str) -> UpstreamReply {
+fn parse_body(family: InPhpDialect, body: &str) -> UpstreamReply {
     if body.starts_with('{') || body.starts_with('"') {
         return match serde_json::from_str::<Value>(body) {
             Ok(Value::Object(map)) => parse_envelope(family, &map, body),
@@ -103,7 +103,7 @@ fn parse_body(family: Family, body: &str) -> UpstreamReply {
 }
 
 /// `{"status":0|1,"request":...}` plus optional extra fields.
-fn parse_envelope(family: Family, map: &Map<String, Value>, body: &str) -> UpstreamReply {
+fn parse_envelope(family: InPhpDialect, map: &Map<String, Value>, body: &str) -> UpstreamReply {
     let status = map.get("status").and_then(|s| match s {
         Value::Number(n) => n.as_f64().map(|f| f != 0.0),
         Value::String(s) => Some(s.trim() != "0" && !s.trim().is_empty()),
@@ -145,7 +145,7 @@ fn parse_envelope(family: Family, map: &Map<String, Value>, body: &str) -> Upstr
     }
 }
 
-fn parse_plain(family: Family, body: &str) -> UpstreamReply {
+fn parse_plain(family: InPhpDialect, body: &str) -> UpstreamReply {
     if body == codes::NOT_READY {
         return UpstreamReply::NotReady;
     }
@@ -175,7 +175,12 @@ fn parse_plain(family: Family, body: &str) -> UpstreamReply {
 /// `request` is `|`-joined per id, and a part that is an error code (`ERROR_CAPTCHA_UNSOLVABLE`)
 /// is that one task's failure, not the request's. `None` when the answer does not line up with
 /// the `n` ids (then the caller reads it as a whole-request answer).
-pub fn batch_reply(status: u16, body: &str, n: usize, family: Family) -> Option<Vec<PollOutcome>> {
+pub fn batch_reply(
+    status: u16,
+    body: &str,
+    n: usize,
+    family: InPhpDialect,
+) -> Option<Vec<PollOutcome>> {
     if n < 2 || !(200..=299).contains(&status) {
         return None;
     }
@@ -192,7 +197,7 @@ pub fn batch_reply(status: u16, body: &str, n: usize, family: Family) -> Option<
 /// Splits an `ids=` answer (`263s2v|CAPCHA_NOT_READY|ERROR_CAPTCHA_UNSOLVABLE`) into one outcome
 /// per id, in order. `None` when the parts do not line up with the ids (a count mismatch, an
 /// empty part): the caller then polls the ids one by one.
-pub fn split_batch(request: &str, n: usize, family: Family) -> Option<Vec<PollOutcome>> {
+pub fn split_batch(request: &str, n: usize, family: InPhpDialect) -> Option<Vec<PollOutcome>> {
     let parts: Vec<&str> = request.split('|').map(str::trim).collect();
     if parts.len() != n || parts.iter().any(|p| p.is_empty()) {
         return None;

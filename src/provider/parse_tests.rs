@@ -4,8 +4,8 @@ use super::*;
 use crate::provider::ErrorClass;
 use proptest::prelude::*;
 
-const AI: Family = Family::CaptchaAi;
-const TWO: Family = Family::TwoCaptcha;
+const AI: InPhpDialect = InPhpDialect::CaptchaAi;
+const TWO: InPhpDialect = InPhpDialect::TwoCaptcha;
 
 fn ok_request(reply: UpstreamReply) -> String {
     match reply {

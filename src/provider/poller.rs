@@ -28,8 +28,8 @@ use super::requests::Endpoint;
 use super::schedule::{self, ArrivalRate, Grid, SolveTimes};
 use super::stats::Counters;
 use super::{PollOutcome, Provider};
-use crate::compat::codes;
 use crate::model::{Kind, Millis, now_ms};
+use crate::wire::inphp::codes;
 
 /// The longest interval the slow-down past half the budget may reach.
 const MAX_SLOW_INTERVAL: Duration = Duration::from_secs(30);
@@ -61,7 +61,7 @@ pub struct PollSettings {
     pub batch_size: usize,
     /// `poll` calls per second for the whole account. One call is one request, except a batch
     /// whose answer does not parse: the provider then checks its ids one by one, which it does
-    /// at most a few times before it stops batching (see `InResProvider`).
+    /// at most a few times before it stops batching (see `InPhpProvider`).
     pub max_requests_per_second: f64,
     /// A check may run up to this much early so tasks due at nearly the same time share one
     /// request; without it, tasks submitted a few milliseconds apart would each cost a request.

@@ -6,9 +6,10 @@ use futures::future::join_all;
 
 use super::*;
 use crate::model::{SolveRequest, TaskParams};
+use crate::provider::code_error;
 use crate::provider::stats::Counters;
 use crate::provider::testing::fake::FakeProvider;
-use crate::provider::{Family, code_error};
+use crate::wire::inphp::InPhpDialect;
 
 struct Rig {
     fake: Arc<FakeProvider>,
@@ -177,8 +178,8 @@ async fn a_task_that_never_finishes_fails_after_its_budget_slowing_down_past_hal
 #[tokio::test(start_paused = true)]
 async fn a_failed_check_does_not_fail_the_task() {
     let errors = vec![
-        code_error("BAD_RESPONSE", Family::CaptchaAi, ""),
-        code_error("HTTP_502", Family::CaptchaAi, ""),
+        code_error("BAD_RESPONSE", InPhpDialect::CaptchaAi, ""),
+        code_error("HTTP_502", InPhpDialect::CaptchaAi, ""),
     ];
     let r = rig(FakeProvider::new().poll_errors(errors), settings());
     let (_, rx) = r.task(Kind::Image, false).await;
@@ -191,7 +192,7 @@ async fn a_failed_check_does_not_fail_the_task() {
 
 #[tokio::test(start_paused = true)]
 async fn capacity_answers_pause_the_account() {
-    let turn = code_error("MAX_USER_TURN", Family::TwoCaptcha, "");
+    let turn = code_error("MAX_USER_TURN", InPhpDialect::TwoCaptcha, "");
     let r = rig(FakeProvider::new().poll_errors(vec![turn]), settings());
     let (_, rx) = r.task(Kind::Image, false).await;
     assert!(rx.await.is_ok());
@@ -202,7 +203,7 @@ async fn capacity_answers_pause_the_account() {
 
 #[tokio::test(start_paused = true)]
 async fn account_errors_end_tasks() {
-    let bad_key = code_error("ERROR_WRONG_USER_KEY", Family::CaptchaAi, "");
+    let bad_key = code_error("ERROR_WRONG_USER_KEY", InPhpDialect::CaptchaAi, "");
     let r = rig(FakeProvider::new().poll_errors(vec![bad_key]), settings());
     let (_, rx) = r.task(Kind::Image, false).await;
     assert!(

@@ -8,7 +8,7 @@
 //!
 //! The protocol has no batch check, so [`Provider::supports_batch`] is false and the poller asks
 //! about one task per request. CapSolver answers at most 120 checks per task
-//! ([`TaskApiFlavor::max_checks_per_task`]): the client counts them (`checks`) and ends a task
+//! ([`TaskApiDialect::max_checks_per_task`]): the client counts them (`checks`) and ends a task
 //! past that without asking, whatever poll budget the account is configured with (20 by default).
 
 use std::collections::HashMap;
@@ -26,13 +26,13 @@ use url::Url;
 use super::classify::code_error;
 use super::error::{ErrorClass, ProviderError};
 use super::exchange;
-use super::family::Family;
 use super::parse::{BAD_RESPONSE, snippet};
 use super::{PollOutcome, Provider, ThreadsInfo};
-use crate::compat::codes;
 use crate::model::SolveRequest;
-pub use crate::taskapi::Flavor as TaskApiFlavor;
-use crate::taskapi::encode_task;
+use crate::wire::inphp::InPhpDialect;
+use crate::wire::inphp::codes;
+use crate::wire::taskapi::TaskApiDialect;
+use crate::wire::taskapi::encode_task;
 
 /// The code of [`TaskApiProvider::threads_info`]'s error: this protocol has no way to ask for the
 /// plan's threads, so the figure is unknown (configure `threads`).
@@ -51,7 +51,7 @@ const EARLY_ANSWER_KEPT: Duration = Duration::from_secs(600);
 
 /// One account at a JSON task protocol provider.
 pub struct TaskApiProvider {
-    flavor: TaskApiFlavor,
+    flavor: TaskApiDialect,
     base: Url,
     key: String,
     name: String,
@@ -93,7 +93,7 @@ const CLASSES: &[(&str, ErrorClass)] = &[
 /// The class of a provider code. In these protocols `ERROR_ZERO_BALANCE` means no money, as at
 /// 2captcha, so the shared table is read with 2captcha's meanings.
 pub fn classify_code(code: &str, detail: impl Into<String>) -> ProviderError {
-    let mut err = code_error(code, Family::TwoCaptcha, detail);
+    let mut err = code_error(code, InPhpDialect::TwoCaptcha, detail);
     if let Some((_, class)) = CLASSES.iter().find(|(c, _)| *c == code) {
         err.class = *class;
     }
@@ -103,9 +103,9 @@ pub fn classify_code(code: &str, detail: impl Into<String>) -> ProviderError {
 impl TaskApiProvider {
     /// An account at `base_url` (the calls are resolved under it: `{base}/createTask`). `name` is
     /// what logs and metrics call it; `http` should carry a connect timeout (see
-    /// `InResProvider::http_client`); every request here sets the 30 s request timeout itself.
+    /// `InPhpProvider::http_client`); every request here sets the 30 s request timeout itself.
     pub fn new(
-        flavor: TaskApiFlavor,
+        flavor: TaskApiDialect,
         base_url: Url,
         key: String,
         name: String,
@@ -128,7 +128,7 @@ impl TaskApiProvider {
         }
     }
 
-    pub fn flavor(&self) -> TaskApiFlavor {
+    pub fn flavor(&self) -> TaskApiDialect {
         self.flavor
     }
 
@@ -310,7 +310,7 @@ fn read_any_solution(solution: &Value) -> Option<(String, Option<String>)> {
     } else {
         Kind::Image
     };
-    crate::taskapi::reply::read_solution(kind, solution)
+    crate::wire::taskapi::reply::read_solution(kind, solution)
 }
 
 #[async_trait]
@@ -382,11 +382,11 @@ impl Provider for TaskApiProvider {
         // The poller does not know the task's kind; anti-captcha's reCAPTCHA calls are the ones
         // its users report through (its image report is for image tasks only).
         let method = match (self.flavor, good) {
-            (TaskApiFlavor::TwoCaptchaV2, true) => "reportCorrect",
-            (TaskApiFlavor::TwoCaptchaV2, false) => "reportIncorrect",
-            (TaskApiFlavor::AntiCaptcha, true) => "reportCorrectRecaptcha",
-            (TaskApiFlavor::AntiCaptcha, false) => "reportIncorrectRecaptcha",
-            (TaskApiFlavor::CapSolver, _) => {
+            (TaskApiDialect::TwoCaptchaV2, true) => "reportCorrect",
+            (TaskApiDialect::TwoCaptchaV2, false) => "reportIncorrect",
+            (TaskApiDialect::AntiCaptcha, true) => "reportCorrectRecaptcha",
+            (TaskApiDialect::AntiCaptcha, false) => "reportIncorrectRecaptcha",
+            (TaskApiDialect::CapSolver, _) => {
                 return Err(ProviderError::new(
                     ErrorClass::Permanent,
                     NO_REPORTS,

@@ -1,4 +1,4 @@
-//! Behaviour over real HTTP: [`InResProvider`] and [`Account`] against the scripted mock
+//! Behaviour over real HTTP: [`InPhpProvider`] and [`Account`] against the scripted mock
 //! upstream on a loopback port. Durations are short and real; assertions are about what the
 //! upstream saw (request counts, concurrency), never about elapsed time.
 
@@ -12,10 +12,11 @@ use url::Url;
 use super::testing::mock_upstream::{BatchMode, KEY, MockUpstream, Script};
 use super::*;
 use crate::model::{RecaptchaVersion, SolveRequest, TaskParams};
+use crate::wire::inphp::InPhpDialect;
 
-fn provider(base: Url, family: Family) -> Arc<InResProvider> {
-    let http = InResProvider::http_client().expect("client");
-    Arc::new(InResProvider::new(
+fn provider(base: Url, family: InPhpDialect) -> Arc<InPhpProvider> {
+    let http = InPhpProvider::http_client().expect("client");
+    Arc::new(InPhpProvider::new(
         family,
         base,
         KEY.into(),
@@ -47,7 +48,11 @@ fn settings(threads: u32) -> AccountSettings {
     }
 }
 
-async fn account(script: Script, family: Family, threads: u32) -> (MockUpstream, Arc<Account>) {
+async fn account(
+    script: Script,
+    family: InPhpDialect,
+    threads: u32,
+) -> (MockUpstream, Arc<Account>) {
     let mock = MockUpstream::start(script).await;
     let account = Account::start(
         provider(mock.base.clone(), family),
@@ -80,7 +85,7 @@ async fn submits_arrive_as_sent_and_numeric_ids_are_understood() {
         numeric_ids: true,
         ..Script::default()
     };
-    let (mock, account) = account(script, Family::CaptchaAi, 2).await;
+    let (mock, account) = account(script, InPhpDialect::CaptchaAi, 2).await;
     let req = turnstile();
     let solved = account
         .solve(&req, deadline(), Priority::Interactive)
@@ -111,7 +116,7 @@ async fn capacity_errors_then_success() {
         .into(),
         ..Script::default()
     };
-    let (mock, account) = account(script, Family::CaptchaAi, 1).await;
+    let (mock, account) = account(script, InPhpDialect::CaptchaAi, 1).await;
     account
         .solve(&turnstile(), deadline(), Priority::Interactive)
         .await
@@ -126,7 +131,7 @@ async fn an_html_502_is_retried() {
         submit_replies: vec![(502, "<html><body>502 Bad Gateway</body></html>".to_owned())].into(),
         ..Script::default()
     };
-    let (mock, account) = account(script, Family::TwoCaptcha, 1).await;
+    let (mock, account) = account(script, InPhpDialect::TwoCaptcha, 1).await;
     account
         .solve(&turnstile(), deadline(), Priority::Interactive)
         .await
@@ -145,7 +150,7 @@ async fn unsolvable_ends_the_task_without_resubmitting() {
         unsolvable: true,
         ..Script::default()
     };
-    let (mock, account) = account(script, Family::TwoCaptcha, 1).await;
+    let (mock, account) = account(script, InPhpDialect::TwoCaptcha, 1).await;
     let e = account
         .solve(&turnstile(), deadline(), Priority::Interactive)
         .await
@@ -164,7 +169,7 @@ async fn many_tasks_share_batched_polls_within_the_thread_cap() {
         ready_after: 2,
         ..Script::default()
     };
-    let (mock, account) = account(script, Family::TwoCaptcha, 8).await;
+    let (mock, account) = account(script, InPhpDialect::TwoCaptcha, 8).await;
     let req = turnstile();
     let results =
         join_all((0..40).map(|_| account.solve(&req, deadline(), Priority::Interactive))).await;
@@ -189,7 +194,7 @@ async fn one_batch_poll_ends_every_unsolvable_task_in_it() {
         unsolvable: true,
         ..Script::default()
     };
-    let (mock, account) = account(script, Family::TwoCaptcha, 8).await;
+    let (mock, account) = account(script, InPhpDialect::TwoCaptcha, 8).await;
     let req = turnstile();
     let results =
         join_all((0..6).map(|_| account.solve(&req, deadline(), Priority::Interactive))).await;
@@ -211,7 +216,7 @@ async fn a_batch_answer_that_does_not_parse_falls_back_to_single_ids() {
         batch_mode: BatchMode::Mismatch,
         ..Script::default()
     };
-    let (mock, account) = account(script, Family::CaptchaAi, 5).await;
+    let (mock, account) = account(script, InPhpDialect::CaptchaAi, 5).await;
     let req = turnstile();
     let results =
         join_all((0..5).map(|_| account.solve(&req, deadline(), Priority::Interactive))).await;
@@ -229,7 +234,7 @@ async fn batching_stops_after_repeated_unparsable_batches() {
         ..Script::default()
     };
     let mock = MockUpstream::start(script).await;
-    let p = provider(mock.base.clone(), Family::CaptchaAi);
+    let p = provider(mock.base.clone(), InPhpDialect::CaptchaAi);
     let a = p.submit(&turnstile()).await.unwrap();
     let b = p.submit(&turnstile()).await.unwrap();
     let ids = [a, b];
@@ -244,7 +249,7 @@ async fn batching_stops_after_repeated_unparsable_batches() {
 
 #[tokio::test]
 async fn answers_with_extras_are_polled_singly_and_keep_their_user_agent() {
-    let (mock, account) = account(Script::default(), Family::CaptchaAi, 2).await;
+    let (mock, account) = account(Script::default(), InPhpDialect::CaptchaAi, 2).await;
     let req = SolveRequest::new(TaskParams::Recaptcha {
         sitekey: "6LeEnterprise".into(),
         pageurl: "https://bank.example/".into(),
@@ -266,7 +271,7 @@ async fn answers_with_extras_are_polled_singly_and_keep_their_user_agent() {
 
 #[tokio::test]
 async fn account_actions() {
-    let (mock, account) = account(Script::default(), Family::TwoCaptcha, 2).await;
+    let (mock, account) = account(Script::default(), InPhpDialect::TwoCaptcha, 2).await;
     assert_eq!(account.balance().await.unwrap(), "3.14");
     account.report("7000001", false).await.unwrap();
     let info = account.threads_info().await.unwrap();
@@ -280,7 +285,7 @@ async fn the_key_never_appears_in_errors() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let base = Url::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
     drop(listener);
-    let p = provider(base, Family::TwoCaptcha);
+    let p = provider(base, InPhpDialect::TwoCaptcha);
     let poll = p.poll(&["1".to_owned()], false).await.unwrap_err();
     let submit = p.submit(&turnstile()).await.unwrap_err();
     let balance = p.balance().await.unwrap_err();

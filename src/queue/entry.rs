@@ -107,7 +107,7 @@ impl NewTask {
             }
         }
         // The same parser the worker runs: a request it would refuse is refused now.
-        crate::compat::parse_native_value(self.request.clone(), MAX_TIMEOUT)
+        crate::wire::native::parse_native_value(self.request.clone(), MAX_TIMEOUT)
             .map_err(QueueError::Invalid)?;
         let request = self.request.to_string();
         if request.len() > MAX_REQUEST_BYTES {

@@ -3,7 +3,7 @@
 //! while it runs.
 //!
 //! Owns turning HTTP into simulator calls and back. Parameters are read and replies rendered by
-//! [`compat`](crate::compat), the same code the gateway's own API uses, so the simulator cannot
+//! [`wire::inphp`](crate::wire::inphp), the same code the gateway's own API uses, so the simulator cannot
 //! drift from the wire contract.
 
 use std::sync::Arc;
@@ -22,8 +22,8 @@ use super::stats::Event;
 use super::tasks::{Poll, Report};
 use super::tokens::Verdict;
 use super::{Faults, FaultsPatch, Simulator, Submit, answers};
-use crate::compat::{Mode, Params, Reply, codes, parse_submit};
 use crate::model::{Kind, Millis};
+use crate::wire::inphp::{Mode, Params, Reply, codes, parse_submit};
 
 /// Largest request body read. Images are at most 1 MiB, about 1.4 MiB as base64; the rest is
 /// headroom for multipart framing and instructions, and a bound on what one request can cost.

@@ -13,7 +13,7 @@
 //! - `tokens.rs`: minting and verifying single-use tokens.
 //! - [`SimStats`] (`stats.rs`): what is counted.
 //! - `taskapi.rs`: the JSON task protocol (`/createTask`, `/getTaskResult`, `/getBalance`).
-//! - `handlers.rs`: the HTTP endpoints, on top of [`compat`](crate::compat) for parsing and
+//! - `handlers.rs`: the HTTP endpoints, on top of [`wire::inphp`](crate::wire::inphp) for parsing and
 //!   reply bodies.
 //!
 //! Owns: the simulated provider's state and its clock. Does not own the wire format (compat) or

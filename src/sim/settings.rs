@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use super::error::SettingsError;
 use super::faults::Faults;
-use crate::compat::codes;
 use crate::model::Kind;
+use crate::wire::inphp::codes;
 
 /// Everything that makes one simulated provider behave the way it does.
 #[derive(Debug, Clone)]

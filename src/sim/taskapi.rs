@@ -21,9 +21,9 @@ use super::handlers::{HTML_502, KEY_LEN, MAX_BODY, with_wire_faults};
 use super::stats::Event;
 use super::tasks::{Poll, Report};
 use super::{Simulator, Submit, answers};
-use crate::compat::codes;
-use crate::taskapi::reply::{BAD_REQUEST, NO_SUCH_CAPCHA_ID, error_body, solution};
-use crate::taskapi::{decode_task, task_id_from};
+use crate::wire::inphp::codes;
+use crate::wire::taskapi::reply::{BAD_REQUEST, NO_SUCH_CAPCHA_ID, error_body, solution};
+use crate::wire::taskapi::{decode_task, task_id_from};
 
 pub(super) fn routes() -> Router<Arc<Simulator>> {
     Router::new()

@@ -14,10 +14,10 @@ use async_trait::async_trait;
 use tokio::time::{Instant, sleep_until};
 
 use super::{Admit, Member, Upstream, Verdict, lock};
-use crate::compat::codes;
 use crate::engine::{Priority, Solution, SolveFailure, Solver};
 use crate::model::{Kind, SolveRequest, UpstreamRef, now_ms};
 use crate::provider::{self, ErrorClass, ProviderError};
+use crate::wire::inphp::codes;
 
 /// Ordinary tries a task may make across accounts: every account once, then once more each (a
 /// second round only after every account failed it, for blips that hit them all). Trials of

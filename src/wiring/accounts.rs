@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::{CALIBRATE_EVERY, StartError, open_budget, sim_key, start_simulator};
 use crate::config::{AccountProvider, AccountSpec, Settings};
 use crate::provider::{
-    Account, AccountSettings, Family, InResProvider, Provider, TaskApiFlavor, TaskApiProvider,
+    Account, AccountSettings, InPhpProvider, Protocol, Provider, TaskApiProvider,
 };
 use crate::shutdown::Shutdown;
 use crate::sim::Simulator;
@@ -77,16 +77,7 @@ pub(super) async fn build(settings: &Settings, shutdown: &Shutdown) -> Result<Bu
             // 2captcha, anti-captcha and CapSolver sell solves, not threads, and have no
             // `threadsinfo`: a concurrency their queues take comfortably; their "no slot"
             // errors are retried as backpressure.
-            (None, None)
-                if matches!(
-                    spec.provider,
-                    AccountProvider::TwoCaptcha
-                        | AccountProvider::AntiCaptcha
-                        | AccountProvider::CapSolver
-                ) =>
-            {
-                PER_SOLVE_THREADS
-            }
+            (None, None) if !spec.provider.sells_threads() => PER_SOLVE_THREADS,
             (None, None) => provider
                 .threads_info()
                 .await
@@ -95,11 +86,8 @@ pub(super) async fn build(settings: &Settings, shutdown: &Shutdown) -> Result<Bu
                 .max(1),
         };
         total_threads = total_threads.saturating_add(threads);
-        // Only CaptchaAI and the simulator have `threadsinfo` to calibrate the cap with.
-        let calibrates = matches!(
-            spec.provider,
-            AccountProvider::Captchaai | AccountProvider::Sim
-        );
+        // Only providers that sell threads have `threadsinfo` to calibrate the cap with.
+        let calibrates = spec.provider.sells_threads();
         let mut account_settings = AccountSettings {
             name: spec.name.clone(),
             threads,
@@ -147,40 +135,34 @@ fn provider_for(
         // Only the simulator goes without (config refuses it elsewhere); any key will do.
         None => sim_key(),
     };
-    let flavor = match spec.provider {
-        AccountProvider::AntiCaptcha => Some(TaskApiFlavor::AntiCaptcha),
-        AccountProvider::CapSolver => Some(TaskApiFlavor::CapSolver),
-        AccountProvider::Captchaai | AccountProvider::TwoCaptcha | AccountProvider::Sim => None,
-    };
-    if let Some(flavor) = flavor {
-        let url = spec
-            .base_url
-            .clone()
-            .unwrap_or_else(|| flavor.default_base_url());
-        return Arc::new(TaskApiProvider::new(
-            flavor,
-            url,
-            key,
-            spec.name.clone(),
-            http,
-        ));
-    }
-    let family = match spec.provider {
-        AccountProvider::TwoCaptcha => Family::TwoCaptcha,
-        _ => Family::CaptchaAi,
-    };
-    let url = match (&spec.base_url, local_sim) {
-        (Some(url), _) => url.clone(),
-        (None, Some((_, addr))) => {
-            url::Url::parse(&format!("http://{addr}")).expect("a socket address makes a valid URL")
+    match spec.provider.protocol() {
+        Protocol::TaskApi(dialect) => {
+            let url = spec
+                .base_url
+                .clone()
+                .unwrap_or_else(|| dialect.default_base_url());
+            Arc::new(TaskApiProvider::new(
+                dialect,
+                url,
+                key,
+                spec.name.clone(),
+                http,
+            ))
         }
-        (None, None) => family.default_base_url(),
-    };
-    Arc::new(InResProvider::new(
-        family,
-        url,
-        key,
-        spec.name.clone(),
-        http,
-    ))
+        Protocol::InPhp(dialect) => {
+            let url = match (&spec.base_url, local_sim) {
+                (Some(url), _) => url.clone(),
+                (None, Some((_, addr))) => url::Url::parse(&format!("http://{addr}"))
+                    .expect("a socket address makes a valid URL"),
+                (None, None) => dialect.default_base_url(),
+            };
+            Arc::new(InPhpProvider::new(
+                dialect,
+                url,
+                key,
+                spec.name.clone(),
+                http,
+            ))
+        }
+    }
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// Bottom to top. A module may import its own layer and every layer before it.
 const LAYERS: [(&str, &[&str]); 11] = [
     ("vocabulary", &["model", "secret", "setting", "shutdown"]),
-    ("wire protocols", &["compat", "taskapi", "lua"]),
+    ("wire protocols", &["wire", "lua"]),
     ("telemetry", &["telemetry"]),
     ("provider side", &["provider", "sim"]),
     ("engine", &["engine"]),

@@ -51,8 +51,8 @@ impl Rig {
         }
     }
 
-    fn provider(&self, flavor: TaskApiFlavor, key: &str) -> TaskApiProvider {
-        let http = super::super::InResProvider::http_client().unwrap();
+    fn provider(&self, flavor: TaskApiDialect, key: &str) -> TaskApiProvider {
+        let http = super::super::InPhpProvider::http_client().unwrap();
         TaskApiProvider::new(flavor, self.base.clone(), key.into(), "json-1".into(), http)
     }
 
@@ -126,7 +126,7 @@ fn credential(kind: Kind, text: &str) -> Option<String> {
 #[tokio::test]
 async fn every_flavor_solves_every_kind_it_has_against_the_simulator() {
     let rig = Rig::start(|_| {}).await;
-    for flavor in TaskApiFlavor::ALL {
+    for flavor in TaskApiDialect::ALL {
         let p = rig.provider(flavor, KEY);
         assert!(!p.supports_batch());
         for req in requests() {
@@ -140,7 +140,7 @@ async fn every_flavor_solves_every_kind_it_has_against_the_simulator() {
                         (Kind::Text, ErrorClass::Permanent),
                         "{flavor:?}: {e}"
                     );
-                    assert_ne!(flavor, TaskApiFlavor::TwoCaptchaV2);
+                    assert_ne!(flavor, TaskApiDialect::TwoCaptchaV2);
                     continue;
                 }
             };
@@ -184,7 +184,7 @@ async fn every_flavor_solves_every_kind_it_has_against_the_simulator() {
 
 async fn p_balance(rig: &Rig) -> f64 {
     let balance = rig
-        .provider(TaskApiFlavor::AntiCaptcha, KEY)
+        .provider(TaskApiDialect::AntiCaptcha, KEY)
         .balance()
         .await
         .unwrap();
@@ -200,7 +200,7 @@ async fn provider_errors_get_their_classes() {
     let req = SolveRequest::recaptcha_v2("6Le-json", PAGE);
     let wrong = "f".repeat(32);
     let err = rig
-        .provider(TaskApiFlavor::CapSolver, &wrong)
+        .provider(TaskApiDialect::CapSolver, &wrong)
         .submit(&req)
         .await
         .unwrap_err();
@@ -210,7 +210,7 @@ async fn provider_errors_get_their_classes() {
     );
     assert!(!err.to_string().contains(&wrong));
 
-    let p = rig.provider(TaskApiFlavor::AntiCaptcha, KEY);
+    let p = rig.provider(TaskApiDialect::AntiCaptcha, KEY);
     let first = p.submit(&req).await.unwrap();
     let err = p.submit(&req).await.unwrap_err();
     assert_eq!(
@@ -281,7 +281,7 @@ async fn provider_errors_get_their_classes() {
 #[tokio::test]
 async fn unsolvable_tasks_end_and_threads_info_is_unknown() {
     let rig = Rig::start(|s| s.unsolvable_rate = 1.0).await;
-    let p = rig.provider(TaskApiFlavor::TwoCaptchaV2, KEY);
+    let p = rig.provider(TaskApiDialect::TwoCaptchaV2, KEY);
     let id = p
         .submit(&SolveRequest::recaptcha_v2("6Le-json", PAGE))
         .await
@@ -300,7 +300,7 @@ async fn unsolvable_tasks_end_and_threads_info_is_unknown() {
 #[tokio::test]
 async fn reports_reach_the_simulators_task() {
     let rig = Rig::start(|_| {}).await;
-    let p = rig.provider(TaskApiFlavor::AntiCaptcha, KEY);
+    let p = rig.provider(TaskApiDialect::AntiCaptcha, KEY);
     let id = p
         .submit(&SolveRequest::recaptcha_v2("6Le-json", PAGE))
         .await
@@ -309,7 +309,7 @@ async fn reports_reach_the_simulators_task() {
     p.poll(std::slice::from_ref(&id), false).await.unwrap();
     p.report(&id, false).await.unwrap();
     assert_eq!(rig.sim.stats().reports_bad, 1);
-    let capsolver = rig.provider(TaskApiFlavor::CapSolver, KEY);
+    let capsolver = rig.provider(TaskApiDialect::CapSolver, KEY);
     assert_eq!(
         capsolver.report(&id, true).await.unwrap_err().code,
         NO_REPORTS
@@ -357,14 +357,14 @@ fn replies_are_read_leniently() {
 
 #[test]
 fn the_default_check_budget_is_within_capsolvers_rule() {
-    let limit = TaskApiFlavor::CapSolver.max_checks_per_task().unwrap();
+    let limit = TaskApiDialect::CapSolver.max_checks_per_task().unwrap();
     assert!(super::super::PollSettings::default().max_polls_per_task <= limit);
 }
 
 #[test]
 fn debug_never_shows_the_key() {
     let p = TaskApiProvider::new(
-        TaskApiFlavor::CapSolver,
+        TaskApiDialect::CapSolver,
         Url::parse("https://user:pw@api.capsolver.com/v1").unwrap(),
         KEY.into(),
         "cs".into(),
@@ -394,7 +394,7 @@ async fn an_account_solves_through_the_json_protocol_within_its_threads() {
             .collect();
     })
     .await;
-    let provider: Arc<dyn Provider> = Arc::new(rig.provider(TaskApiFlavor::CapSolver, KEY));
+    let provider: Arc<dyn Provider> = Arc::new(rig.provider(TaskApiDialect::CapSolver, KEY));
     let settings = AccountSettings {
         name: "json-1".into(),
         threads: 3,
@@ -457,9 +457,9 @@ async fn answers_given_at_once_reach_the_first_check() {
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        let http = super::super::InResProvider::http_client().unwrap();
+        let http = super::super::InPhpProvider::http_client().unwrap();
         let p = TaskApiProvider::new(
-            TaskApiFlavor::CapSolver,
+            TaskApiDialect::CapSolver,
             base,
             KEY.into(),
             "cs".into(),
@@ -481,7 +481,7 @@ async fn answers_given_at_once_reach_the_first_check() {
 #[tokio::test]
 async fn capsolver_tasks_get_at_most_120_checks() {
     let rig = Rig::start(|_| {}).await;
-    let p = rig.provider(TaskApiFlavor::CapSolver, KEY);
+    let p = rig.provider(TaskApiDialect::CapSolver, KEY);
     let id = p
         .submit(&SolveRequest::recaptcha_v2("6Le-json", PAGE))
         .await
@@ -505,7 +505,7 @@ async fn capsolver_tasks_get_at_most_120_checks() {
     rig.advance();
     p.poll(std::slice::from_ref(&id), false).await.unwrap();
     assert_eq!(p.checks.len(), 0);
-    let anti = rig.provider(TaskApiFlavor::AntiCaptcha, KEY);
+    let anti = rig.provider(TaskApiDialect::AntiCaptcha, KEY);
     anti.poll(&["1".into()], false).await.unwrap();
     assert_eq!(anti.checks.len(), 0);
 }
@@ -513,7 +513,7 @@ async fn capsolver_tasks_get_at_most_120_checks() {
 #[tokio::test(start_paused = true)]
 async fn early_answers_of_cancelled_solves_are_forgotten() {
     let p = TaskApiProvider::new(
-        TaskApiFlavor::CapSolver,
+        TaskApiDialect::CapSolver,
         Url::parse("http://127.0.0.1:9/").unwrap(),
         "k".repeat(32),
         "json-early".into(),

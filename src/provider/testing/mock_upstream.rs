@@ -1,5 +1,5 @@
 //! An in-process `in.php`/`res.php` upstream on `127.0.0.1:0` with scripted replies, which
-//! records what it was asked, for behaviour tests of [`InResProvider`](super::super::InResProvider)
+//! records what it was asked, for behaviour tests of [`InPhpProvider`](super::super::InPhpProvider)
 //! and [`Account`](super::super::Account) over real HTTP.
 
 use std::collections::{HashMap, VecDeque};
@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use url::Url;
 
-use crate::compat::{Params, parse_submit};
 use crate::model::SolveRequest;
+use crate::wire::inphp::{Params, parse_submit};
 
 pub const KEY: &str = "0123456789abcdef0123456789abcdef";
 

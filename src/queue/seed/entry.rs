@@ -4,8 +4,8 @@
 
 use serde_json::Value;
 
-use crate::compat::{Params, codes, parse_submit};
 use crate::model::SolveRequest;
+use crate::wire::inphp::{Params, codes, parse_submit};
 
 /// The longest task id taken: the seed's are 8 characters (a UUID's first group).
 pub const MAX_ID_LEN: usize = 128;

@@ -13,10 +13,11 @@ use super::metrics::Outcome;
 use super::ops::{Begin, Finished};
 use crate::engine::{Priority, SolveError, SolveFailure, TaskState};
 use crate::model::{Kind, now_ms};
-use crate::provider::{ErrorClass, Family, classify};
+use crate::provider::{ErrorClass, classify};
 use crate::queue::entry::{Entry, MAX_TIMEOUT, Task};
 use crate::queue::result::{Finish, QueueResult};
 use crate::queue::{QueueError, ResultStatus};
+use crate::wire::inphp::InPhpDialect;
 
 /// The failure code of an entry that could not be read at all.
 pub const BAD_ENTRY: &str = "bad_entry";
@@ -138,13 +139,16 @@ impl Worker {
         started: Instant,
         lost: &tokio_util::sync::CancellationToken,
     ) -> Attempt {
-        let native = match crate::compat::parse_native_value(task.request.clone(), MAX_TIMEOUT) {
-            Ok(n) => n,
-            Err(v) => {
-                let failure = SolveFailure::new(v.code, v.message);
-                return Attempt::Failed(self.failed(&task.id, None, &failure, attempts, started));
-            }
-        };
+        let native =
+            match crate::wire::native::parse_native_value(task.request.clone(), MAX_TIMEOUT) {
+                Ok(n) => n,
+                Err(v) => {
+                    let failure = SolveFailure::new(v.code, v.message);
+                    return Attempt::Failed(
+                        self.failed(&task.id, None, &failure, attempts, started),
+                    );
+                }
+            };
         let mut req = native.req;
         // Tenants with isolated pools solve in their own partition, as on the gateway.
         req.partition = task.partition.clone();
@@ -152,7 +156,7 @@ impl Worker {
         if let Some(gone_ms) = caller_gone_for(task) {
             // Its caller has stopped waiting: an answer now would be money spent on nobody.
             let failure = SolveFailure::new(
-                crate::compat::codes::CAPTCHA_UNSOLVABLE,
+                crate::wire::inphp::codes::CAPTCHA_UNSOLVABLE,
                 format!("the task's caller stopped waiting {gone_ms} ms before a worker took it"),
             );
             return Attempt::Failed(self.failed(&task.id, Some(kind), &failure, attempts, started));
@@ -287,7 +291,7 @@ fn kind_of(task: &Task) -> Option<Kind> {
 /// itself (unsolvable, bad parameters). Account trouble is not the task's fault either: another
 /// account, or the same one later, may take it.
 fn retryable(code: &str) -> bool {
-    classify(code, Family::CaptchaAi) != ErrorClass::Permanent
+    classify(code, InPhpDialect::CaptchaAi) != ErrorClass::Permanent
 }
 
 /// The handout a ready result carries, for the gateway's task record.

@@ -16,4 +16,4 @@ pub mod reply;
 
 pub use decode::{decode_task, task_id_from};
 pub use encode::{Unsupported, encode_task};
-pub use names::Flavor;
+pub use names::TaskApiDialect;

@@ -6,25 +6,25 @@ use url::Url;
 /// meaning of some codes is not (`ERROR_ZERO_BALANCE`: CaptchaAI "no free threads", 2captcha
 /// "no money").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Family {
+pub enum InPhpDialect {
     CaptchaAi,
     TwoCaptcha,
 }
 
-impl Family {
+impl InPhpDialect {
     /// The provider's public endpoint.
     pub fn default_base_url(self) -> Url {
         let raw = match self {
-            Family::CaptchaAi => "https://ocr.captchaai.com",
-            Family::TwoCaptcha => "https://2captcha.com",
+            InPhpDialect::CaptchaAi => "https://ocr.captchaai.com",
+            InPhpDialect::TwoCaptcha => "https://2captcha.com",
         };
         Url::parse(raw).expect("a literal, valid URL")
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
-            Family::CaptchaAi => "captchaai",
-            Family::TwoCaptcha => "2captcha",
+            InPhpDialect::CaptchaAi => "captchaai",
+            InPhpDialect::TwoCaptcha => "2captcha",
         }
     }
 }

@@ -5,8 +5,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::compat::codes;
 use crate::model::{Answer, Kind};
+use crate::wire::inphp::codes;
 
 /// No `task` object or no `type` in it.
 pub const TASK_ABSENT: &str = "ERROR_TASK_ABSENT";

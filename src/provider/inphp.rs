@@ -13,14 +13,14 @@ use async_trait::async_trait;
 use serde_json::Value;
 use url::Url;
 
-use super::encode::submit_params;
 use super::error::{ErrorClass, ProviderError};
 use super::exchange::{self, CONNECT_TIMEOUT, REQUEST_TIMEOUT};
-use super::family::Family;
 use super::parse::{BAD_RESPONSE, UpstreamReply, batch_reply, parse_reply};
 use super::{PollOutcome, Provider, ThreadsInfo};
-use crate::compat::codes;
 use crate::model::SolveRequest;
+use crate::wire::inphp::InPhpDialect;
+use crate::wire::inphp::codes;
+use crate::wire::inphp::submit_params;
 
 /// Replies are small; a batch of 100 reCAPTCHA tokens is ~250 kB. Anything past this is not a
 /// reply we can use, and reading it all would let a broken upstream exhaust memory.
@@ -30,8 +30,8 @@ const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 const BATCH_GIVE_UP: u32 = 3;
 
 /// One account at an `in.php`/`res.php` provider.
-pub struct InResProvider {
-    family: Family,
+pub struct InPhpProvider {
+    family: InPhpDialect,
     base: Url,
     in_url: Url,
     res_url: Url,
@@ -41,10 +41,10 @@ pub struct InResProvider {
     batch_failures: AtomicU32,
 }
 
-impl fmt::Debug for InResProvider {
+impl fmt::Debug for InPhpProvider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // By hand, so the key (and any credentials in the base URL) never reach a log.
-        f.debug_struct("InResProvider")
+        f.debug_struct("InPhpProvider")
             .field("family", &self.family)
             .field("name", &self.name)
             .field("base", &self.base.origin().ascii_serialization())
@@ -53,12 +53,12 @@ impl fmt::Debug for InResProvider {
     }
 }
 
-impl InResProvider {
+impl InPhpProvider {
     /// An account at `base_url` (`/in.php` and `/res.php` are resolved under it). `name` is what
-    /// logs and metrics call it; `http` should come from [`InResProvider::http_client`] or carry
+    /// logs and metrics call it; `http` should come from [`InPhpProvider::http_client`] or carry
     /// its own connect timeout (every request here sets the 30 s request timeout itself).
     pub fn new(
-        family: Family,
+        family: InPhpDialect,
         base_url: Url,
         key: String,
         name: String,
@@ -91,7 +91,7 @@ impl InResProvider {
             .build()
     }
 
-    pub fn family(&self) -> Family {
+    pub fn family(&self) -> InPhpDialect {
         self.family
     }
 
@@ -192,7 +192,7 @@ impl InResProvider {
 }
 
 #[async_trait]
-impl Provider for InResProvider {
+impl Provider for InPhpProvider {
     fn name(&self) -> &str {
         &self.name
     }
@@ -301,8 +301,8 @@ mod tests {
     fn debug_never_shows_the_key() {
         let key = "0123456789abcdef0123456789abcdef";
         let base = Url::parse("https://user:secret@ocr.captchaai.com/api").unwrap();
-        let p = InResProvider::new(
-            Family::CaptchaAi,
+        let p = InPhpProvider::new(
+            InPhpDialect::CaptchaAi,
             base,
             key.into(),
             "ai-1".into(),

@@ -9,8 +9,8 @@ use serde_json::json;
 
 use super::AppState;
 use crate::callback::Payload;
-use crate::compat::{Mode, Params, Reply, codes, parse_submit};
 use crate::engine::{ReportOutcome, TaskRecord, TaskState};
+use crate::wire::inphp::{Mode, Params, Reply, codes, parse_submit};
 
 /// Most ids one `ids=` request may name, as 2captcha's batch form is used with.
 const MAX_BATCH_IDS: usize = 100;

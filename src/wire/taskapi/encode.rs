@@ -4,7 +4,7 @@
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
-use super::names::{Flavor, ProxyUse, Shape, name_for};
+use super::names::{ProxyUse, Shape, TaskApiDialect, name_for};
 use crate::model::{Proxy, RecaptchaVersion, SolveRequest, TaskParams};
 
 /// A request the flavor has no task type for (text questions at anti-captcha or CapSolver,
@@ -17,7 +17,7 @@ pub struct Unsupported {
 }
 
 /// The `task` object for `req` in `flavor`'s dialect.
-pub fn encode_task(flavor: Flavor, req: &SolveRequest) -> Result<Value, Unsupported> {
+pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, Unsupported> {
     let mut task = Map::new();
     let mut put = |name: &str, value: Value| {
         task.insert(name.to_owned(), value);
@@ -103,7 +103,7 @@ pub fn encode_task(flavor: Flavor, req: &SolveRequest) -> Result<Value, Unsuppor
             if let Some(key) = sitekey {
                 put("websiteKey", text(key));
             }
-            if flavor != Flavor::CapSolver {
+            if flavor != TaskApiDialect::CapSolver {
                 put("cloudflareTaskType", Value::from("cf_clearance"));
             }
             Shape::CloudflareChallenge
@@ -180,14 +180,14 @@ pub fn encode_task(flavor: Flavor, req: &SolveRequest) -> Result<Value, Unsuppor
     Ok(Value::Object(task))
 }
 
-fn put_proxy(flavor: Flavor, proxy: &Proxy, put: &mut impl FnMut(&str, Value)) {
+fn put_proxy(flavor: TaskApiDialect, proxy: &Proxy, put: &mut impl FnMut(&str, Value)) {
     let scheme = proxy.kind.as_str().to_ascii_lowercase();
     let (credentials, endpoint) = match proxy.address.rsplit_once('@') {
         Some((creds, endpoint)) => (Some(creds), endpoint),
         None => (None, proxy.address.as_str()),
     };
     let (host, port) = endpoint.rsplit_once(':').unwrap_or((endpoint, "0"));
-    if flavor == Flavor::CapSolver {
+    if flavor == TaskApiDialect::CapSolver {
         // CapSolver's `type:host:port:user:pass`; a password with a `:` in it only fits the
         // URL form, `type://user:pass@host:port`.
         let line = match credentials {

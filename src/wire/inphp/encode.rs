@@ -1,9 +1,9 @@
 //! The `in.php` encoder: a [`SolveRequest`] as the parameters providers of the `in.php` family
-//! take (docs/PROTOCOL.md, "Upstream"). It is the inverse of
-//! [`compat::parse_submit`](crate::compat::parse_submit), which a property test checks.
+//! take (docs/PROTOCOL.md, "Upstream"). It is the inverse of [`parse_submit`](super::parse_submit),
+//! which a property test checks.
 //!
 //! Owns: parameter names and value spellings. Does not own: the key, `json=1` or transport
-//! (`inres`).
+//! (`provider::inphp`).
 
 use base64::Engine as _;
 
@@ -119,21 +119,6 @@ pub fn submit_params(req: &SolveRequest) -> Vec<(&'static str, String)> {
     out
 }
 
-/// `req` as a native API body (`POST /v1/solve`): `kind` plus the compatible parameter names,
-/// which the native parser accepts. `serve --queue` writes queue entries in this form, so a
-/// queued request means exactly what the same body means on `/v1/solve` (docs/QUEUE.md).
-pub fn native_body(req: &SolveRequest) -> serde_json::Value {
-    let mut body = serde_json::Map::new();
-    body.insert("kind".into(), serde_json::json!(req.kind()));
-    for (name, value) in submit_params(req) {
-        // The kind says it; the native parser derives `method` from it.
-        if name != "method" {
-            body.insert(name.into(), serde_json::Value::String(value));
-        }
-    }
-    serde_json::Value::Object(body)
-}
-
 fn image_options(o: &ImageOptions, put: &mut impl FnMut(&'static str, &str)) {
     if o.phrase {
         put("phrase", "1");
@@ -173,8 +158,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::compat::{Params, parse_submit};
     use crate::model::{Proxy, ProxyType};
+    use crate::wire::inphp::{Params, parse_submit};
 
     /// Values as clients send them: trimmed, non-empty (the parser treats blank as absent).
     fn word() -> impl Strategy<Value = String> {
@@ -329,8 +314,9 @@ mod tests {
     proptest! {
         #[test]
         fn the_native_parser_inverts_the_native_body(req in request()) {
-            let body = serde_json::to_vec(&native_body(&req)).unwrap();
-            prop_assert_eq!(crate::http::parse_native_body(&body), Ok(req));
+            let body = serde_json::to_vec(&crate::wire::native::native_body(&req)).unwrap();
+            let parsed = crate::wire::native::parse_native(&body, std::time::Duration::MAX);
+            prop_assert_eq!(parsed.map(|n| n.req).map_err(|e| format!("{e:?}")), Ok(req));
         }
 
         #[test]

@@ -10,10 +10,10 @@ use serde_json::{Map, Value};
 
 use super::names::{ProxyUse, Shape, shape_of};
 use super::reply::{TASK_ABSENT, TASK_NOT_SUPPORTED};
-use crate::compat::codes;
 use crate::model::{
     ImageOptions, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams, Validation, limits,
 };
+use crate::wire::inphp::codes;
 
 /// Reads the `task` object of a `createTask` body.
 pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {

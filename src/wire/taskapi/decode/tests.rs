@@ -3,8 +3,8 @@ use serde_json::json;
 
 use super::*;
 use crate::model::Kind;
-use crate::taskapi::encode_task;
-use crate::taskapi::names::Flavor;
+use crate::wire::taskapi::encode_task;
+use crate::wire::taskapi::names::TaskApiDialect;
 
 const PAGE: &str = "https://example.com/login";
 
@@ -107,14 +107,14 @@ fn samples() -> Vec<SolveRequest> {
 
 #[test]
 fn every_encoded_task_decodes_to_the_same_request() {
-    for flavor in Flavor::ALL {
+    for flavor in TaskApiDialect::ALL {
         for req in samples() {
             let task = match encode_task(flavor, &req) {
                 Ok(t) => t,
                 Err(_) => {
                     // Only text questions lack a type outside 2captcha v2.
                     assert_eq!(req.kind(), Kind::Text, "{flavor:?}");
-                    assert_ne!(flavor, Flavor::TwoCaptchaV2);
+                    assert_ne!(flavor, TaskApiDialect::TwoCaptchaV2);
                     continue;
                 }
             };
@@ -182,7 +182,7 @@ fn proxies_with_a_colon_in_the_password_survive_every_flavor() {
         kind: ProxyType::Http,
         address: "user:pa:ss@proxy.example:3128".into(),
     });
-    for flavor in Flavor::ALL {
+    for flavor in TaskApiDialect::ALL {
         let task = encode_task(flavor, &req).unwrap();
         assert_eq!(decode(task.clone()).unwrap(), req, "{flavor:?} {task}");
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Params, parse_submit};
+use super::inphp::{Params, parse_submit, submit_params};
 use crate::model::{Kind, SolveRequest, Validation};
 
 /// A parsed native body.
@@ -129,4 +129,19 @@ pub fn out_of_range(field: &str, max: Duration, allow_zero: bool) -> String {
         "`{field}` must be a number of seconds {low} up to {}",
         max.as_secs_f64()
     )
+}
+
+/// `req` as a native API body (`POST /v1/solve`): `kind` plus the compatible parameter names,
+/// which the native parser accepts. `serve --queue` writes queue entries in this form, so a
+/// queued request means exactly what the same body means on `/v1/solve` (docs/QUEUE.md).
+pub fn native_body(req: &SolveRequest) -> serde_json::Value {
+    let mut body = serde_json::Map::new();
+    body.insert("kind".into(), serde_json::json!(req.kind()));
+    for (name, value) in submit_params(req) {
+        // The kind says it; the native parser derives `method` from it.
+        if name != "method" {
+            body.insert(name.into(), serde_json::Value::String(value));
+        }
+    }
+    serde_json::Value::Object(body)
 }

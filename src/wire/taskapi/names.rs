@@ -7,38 +7,42 @@ use url::Url;
 /// Which provider's dialect of the protocol: the same envelope, different type names, proxy
 /// fields and task id types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Flavor {
+pub enum TaskApiDialect {
     AntiCaptcha,
     CapSolver,
     /// 2captcha's v2 API (`api.2captcha.com`), which takes anti-captcha's task names.
     TwoCaptchaV2,
 }
 
-impl Flavor {
-    pub const ALL: [Flavor; 3] = [Flavor::AntiCaptcha, Flavor::CapSolver, Flavor::TwoCaptchaV2];
+impl TaskApiDialect {
+    pub const ALL: [TaskApiDialect; 3] = [
+        TaskApiDialect::AntiCaptcha,
+        TaskApiDialect::CapSolver,
+        TaskApiDialect::TwoCaptchaV2,
+    ];
 
     /// The provider's public endpoint.
     pub fn default_base_url(self) -> Url {
         let raw = match self {
-            Flavor::AntiCaptcha => "https://api.anti-captcha.com",
-            Flavor::CapSolver => "https://api.capsolver.com",
-            Flavor::TwoCaptchaV2 => "https://api.2captcha.com",
+            TaskApiDialect::AntiCaptcha => "https://api.anti-captcha.com",
+            TaskApiDialect::CapSolver => "https://api.capsolver.com",
+            TaskApiDialect::TwoCaptchaV2 => "https://api.2captcha.com",
         };
         Url::parse(raw).expect("a literal, valid URL")
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
-            Flavor::AntiCaptcha => "anticaptcha",
-            Flavor::CapSolver => "capsolver",
-            Flavor::TwoCaptchaV2 => "2captcha-v2",
+            TaskApiDialect::AntiCaptcha => "anticaptcha",
+            TaskApiDialect::CapSolver => "capsolver",
+            TaskApiDialect::TwoCaptchaV2 => "2captcha-v2",
         }
     }
 
     /// The flavor a provider name in settings means (`anticaptcha`, `capsolver`, `2captcha-v2`,
-    /// as [`as_str`](Flavor::as_str) spells them; case is ignored).
-    pub fn from_name(name: &str) -> Option<Flavor> {
-        Flavor::ALL
+    /// as [`as_str`](TaskApiDialect::as_str) spells them; case is ignored).
+    pub fn from_name(name: &str) -> Option<TaskApiDialect> {
+        TaskApiDialect::ALL
             .into_iter()
             .find(|f| f.as_str().eq_ignore_ascii_case(name.trim()))
     }
@@ -47,8 +51,8 @@ impl Flavor {
     /// others document no figure, and the poller's own budget (about 20) is far below it.
     pub fn max_checks_per_task(self) -> Option<u32> {
         match self {
-            Flavor::CapSolver => Some(120),
-            Flavor::AntiCaptcha | Flavor::TwoCaptchaV2 => None,
+            TaskApiDialect::CapSolver => Some(120),
+            TaskApiDialect::AntiCaptcha | TaskApiDialect::TwoCaptchaV2 => None,
         }
     }
 }
@@ -162,10 +166,10 @@ pub fn shape_of(type_name: &str) -> Option<(Shape, ProxyUse)> {
 }
 
 /// The type name `flavor` expects for `shape`, or `None` where it has no such task.
-pub fn name_for(flavor: Flavor, shape: Shape, proxy: ProxyUse) -> Option<&'static str> {
+pub fn name_for(flavor: TaskApiDialect, shape: Shape, proxy: ProxyUse) -> Option<&'static str> {
     use ProxyUse::{Proxied, Proxyless};
     use Shape::*;
-    let capsolver = flavor == Flavor::CapSolver;
+    let capsolver = flavor == TaskApiDialect::CapSolver;
     Some(match (shape, proxy, capsolver) {
         (RecaptchaV2 { enterprise: false }, Proxyless, false) => "RecaptchaV2TaskProxyless",
         (RecaptchaV2 { enterprise: false }, Proxied, false) => "RecaptchaV2Task",
@@ -196,7 +200,7 @@ pub fn name_for(flavor: Flavor, shape: Shape, proxy: ProxyUse) -> Option<&'stati
         (Geetest, Proxied, true) => return None,
         (Image, _, _) => "ImageToTextTask",
         // A 2captcha v2 task; anti-captcha and CapSolver have no text questions.
-        (Text, _, _) if flavor == Flavor::TwoCaptchaV2 => "TextCaptchaTask",
+        (Text, _, _) if flavor == TaskApiDialect::TwoCaptchaV2 => "TextCaptchaTask",
         (Text, _, _) => return None,
     })
 }
@@ -219,14 +223,14 @@ mod tests {
             Some((Shape::RecaptchaV2 { enterprise: false }, ProxyUse::Proxied))
         );
         assert_eq!(shape_of("FunCaptchaTaskProxyless"), None);
-        for flavor in Flavor::ALL {
+        for flavor in TaskApiDialect::ALL {
             assert_eq!(
-                Flavor::from_name(&flavor.as_str().to_uppercase()),
+                TaskApiDialect::from_name(&flavor.as_str().to_uppercase()),
                 Some(flavor)
             );
         }
-        assert_eq!(Flavor::from_name("captchaai"), None);
-        for flavor in Flavor::ALL {
+        assert_eq!(TaskApiDialect::from_name("captchaai"), None);
+        for flavor in TaskApiDialect::ALL {
             for (_, shape, proxy) in NAMES {
                 let Some(name) = name_for(flavor, *shape, *proxy) else {
                     continue;

@@ -1,0 +1,25 @@
+//! The `in.php`/`res.php` protocol (docs/PROTOCOL.md items 1-15, and "Upstream"), both ways: the
+//! gateway's `/in.php` + `/res.php` and the simulator read requests and write replies with it,
+//! and the upstream client writes requests with it.
+//!
+//! Owns: reading parameters from every request encoding ([`Params`]), turning `in.php` parameters
+//! into a [`SolveRequest`](crate::model::SolveRequest) ([`parse_submit`]) and back
+//! ([`submit_params`]), the error codes ([`codes`]), the exact reply bodies ([`Reply`]) and which
+//! provider's reading of the codes applies ([`InPhpDialect`]). Does not own routing, authentication or
+//! transport; reading a provider's replies into retry classes is the client's
+//! (`provider::inphp`).
+
+pub mod codes;
+mod dialect;
+mod encode;
+#[cfg(test)]
+mod limits_tests;
+mod params;
+mod reply;
+mod submit;
+
+pub use dialect::InPhpDialect;
+pub use encode::submit_params;
+pub use params::{Params, declared_over};
+pub use reply::{Mode, Reply};
+pub use submit::parse_submit;
