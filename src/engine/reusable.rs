@@ -1,5 +1,5 @@
 //! Reusable targets (promise 4): one task per target fleet-wide, its answer shared by every
-//! caller and cached, through [`super::Store::shared_arrive`]. A caller that is handed an answer
+//! caller and cached, through [`super::Reusable::shared_arrive`]. A caller that is handed an answer
 //! with too little life left asks again; an instance whose callers follow a dead leader takes
 //! the target over (docs/REDIS.md, "Reusable answers").
 

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::store::{Arrival, ClaimId, Finished, SharedArrival, TaskOutcome, WaiterId};
+use super::store::{Backend, Housekeeping, IdempotencyKeys, Reusable, SingleUse, TaskRecords};
 use super::tests::png_request;
 use super::*;
 use crate::eventually::eventually;
@@ -68,14 +69,18 @@ struct RecordingStore {
     lease: Option<Duration>,
 }
 
-#[async_trait]
-impl Store for RecordingStore {
+impl Backend for RecordingStore {
     fn instance(&self) -> &str {
         self.inner.instance()
     }
+
     fn lease(&self) -> Option<Duration> {
         self.lease
     }
+}
+
+#[async_trait]
+impl SingleUse for RecordingStore {
     async fn arrive(
         &self,
         t: &Target,
@@ -85,6 +90,7 @@ impl Store for RecordingStore {
     ) -> Result<Arrival, StoreError> {
         self.inner.arrive(t, w, now, min).await
     }
+
     async fn finish(
         &self,
         t: &Target,
@@ -102,6 +108,7 @@ impl Store for RecordingStore {
         self.finished.lock().unwrap().push(name);
         self.inner.finish(t, claim, outcome, poolable, now).await
     }
+
     async fn abandon(
         &self,
         t: &Target,
@@ -112,9 +119,11 @@ impl Store for RecordingStore {
     ) -> Result<(), StoreError> {
         self.inner.abandon(t, w, delivered, poolable, now).await
     }
+
     async fn put(&self, t: &Target, a: Answer, now: Millis) -> Result<(), StoreError> {
         self.inner.put(t, a, now).await
     }
+
     async fn reserve(
         &self,
         t: &Target,
@@ -123,12 +132,18 @@ impl Store for RecordingStore {
     ) -> Result<Vec<ClaimId>, StoreError> {
         self.inner.reserve(t, size, now).await
     }
+
     async fn cover(&self, t: &Target, now: Millis) -> Result<Vec<ClaimId>, StoreError> {
         self.inner.cover(t, now).await
     }
+
     async fn counts(&self, t: &Target, now: Millis, min: u64) -> Result<TargetCounts, StoreError> {
         self.inner.counts(t, now, min).await
     }
+}
+
+#[async_trait]
+impl Reusable for RecordingStore {
     async fn shared_arrive(
         &self,
         t: &Target,
@@ -137,6 +152,7 @@ impl Store for RecordingStore {
     ) -> Result<SharedArrival, StoreError> {
         self.inner.shared_arrive(t, now, min).await
     }
+
     async fn shared_finish(
         &self,
         t: &Target,
@@ -147,6 +163,7 @@ impl Store for RecordingStore {
         self.shared_finished.lock().unwrap().push(outcome.is_ok());
         self.inner.shared_finish(t, lead, outcome, now).await
     }
+
     async fn shared_takeover(
         &self,
         t: &Target,
@@ -155,27 +172,41 @@ impl Store for RecordingStore {
     ) -> Result<Option<u64>, StoreError> {
         self.inner.shared_takeover(t, now, min).await
     }
+
     async fn shared_evict(&self, id: &str) -> Result<(), StoreError> {
         self.inner.shared_evict(id).await
     }
+}
+
+#[async_trait]
+impl TaskRecords for RecordingStore {
     async fn create_task(&self, r: TaskRecord) -> Result<(), StoreError> {
         self.inner.create_task(r).await
     }
+
     async fn finish_task(&self, id: &str, s: TaskState, now: Millis) -> Result<(), StoreError> {
         self.inner.finish_task(id, s, now).await
     }
+
     async fn mark_reported(&self, id: &str) -> Result<bool, StoreError> {
         self.inner.mark_reported(id).await
     }
+
     async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
         self.inner.get_task(id).await
     }
+
     async fn wait_task(&self, id: &str, w: Duration) -> Result<Option<TaskRecord>, StoreError> {
         self.inner.wait_task(id, w).await
     }
+}
+
+#[async_trait]
+impl IdempotencyKeys for RecordingStore {
     async fn bound_key(&self, scoped: &str, now: Millis) -> Result<Option<String>, StoreError> {
         self.inner.bound_key(scoped, now).await
     }
+
     async fn bind_key(
         &self,
         scoped: &str,
@@ -188,12 +219,18 @@ impl Store for RecordingStore {
             .bind_key(scoped, expected, value, ttl_ms, now)
             .await
     }
+}
+
+#[async_trait]
+impl Housekeeping for RecordingStore {
     async fn sweep(&self, now: Millis, r: u64, p: u64) -> Result<usize, StoreError> {
         self.inner.sweep(now, r, p).await
     }
+
     async fn retire(&self, now: Millis, keep: &HashSet<String>) -> Result<usize, StoreError> {
         self.inner.retire(now, keep).await
     }
+
     async fn figures(&self) -> Result<Vec<TargetFigures>, StoreError> {
         self.inner.figures().await
     }

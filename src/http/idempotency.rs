@@ -11,7 +11,7 @@
 //! simply joins it.
 //!
 //! Owns: reading the header, the per-tenant digest that names the binding, the fingerprint of the
-//! body, and the join-or-start decision. The binding itself is the store's (`Store::bind_key`).
+//! body, and the join-or-start decision. The binding itself is the store's (`IdempotencyKeys::bind_key`).
 
 use std::time::Duration;
 

@@ -1,9 +1,9 @@
 //! Retiring idle targets: every distinct page a scraper visits becomes a
 //! target, so per-target state must shrink again. The store forgets targets unused for
-//! `target_idle` with nothing pooled, in flight or waiting ([`Store::retire`]); configured pools
+//! `target_idle` with nothing pooled, in flight or waiting ([`Housekeeping::retire`]); configured pools
 //! are never retired; this instance's per-target import counts follow the store.
 //!
-//! [`Store::retire`]: crate::engine::Store::retire
+//! [`Housekeeping::retire`]: crate::engine::Housekeeping::retire
 
 use std::collections::HashSet;
 

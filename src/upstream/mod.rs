@@ -1,4 +1,4 @@
-//! The engine's view of the providers: implements [`Solver`] over every configured account
+//! The engine's view of the providers: implements [`Solver`](crate::engine::Solver) over every configured account
 //! (docs/API.md "Accounts and failover").
 //!
 //! Owns: choosing the account per task (`routing`), taking failing accounts out of rotation and

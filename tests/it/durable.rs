@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use captcha_gateway::engine::store::Store;
+use captcha_gateway::engine::store::prelude::*;
 use captcha_gateway::engine::store::redis::{Durability, RedisSettings, RedisStore};
-use captcha_gateway::engine::store::{Arrival, Store, TaskOutcome, WaiterId};
+use captcha_gateway::engine::store::{Arrival, TaskOutcome, WaiterId};
 use captcha_gateway::model::{Answer, SolveRequest, Target, TargetPolicy, now_ms};
 use tokio_util::sync::CancellationToken;
 

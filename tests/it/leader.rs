@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use captcha_gateway::engine::store::SharedArrival;
+use captcha_gateway::engine::store::prelude::*;
 use captcha_gateway::engine::store::redis::{RedisSettings, RedisStore};
-use captcha_gateway::engine::{
-    Engine, EngineSettings, Priority, Solution, SolveFailure, Solver, Store,
-};
+use captcha_gateway::engine::{Engine, EngineSettings, Priority, Solution, SolveFailure, Solver};
 use captcha_gateway::model::{
     ImageOptions, SolveRequest, Source, Target, TaskParams, UpstreamRef, now_ms,
 };

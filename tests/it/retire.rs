@@ -12,8 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use captcha_gateway::engine::MemoryStore;
+use captcha_gateway::engine::store::Store;
+use captcha_gateway::engine::store::prelude::*;
 use captcha_gateway::engine::store::redis::{RedisSettings, RedisStore};
-use captcha_gateway::engine::store::{Arrival, ClaimId, Store, TaskOutcome, WaiterId};
+use captcha_gateway::engine::store::{Arrival, ClaimId, TaskOutcome, WaiterId};
 use captcha_gateway::model::{Answer, SolveRequest, Target, TargetPolicy};
 use captcha_gateway::pools::{GroupBy, OTHER, PoolView, bound};
 use tokio_util::sync::CancellationToken;

@@ -10,14 +10,14 @@ use async_trait::async_trait;
 use tokio::sync::{Notify, oneshot};
 
 use super::{
-    Arrival, ClaimId, Finished, SharedArrival, Store, StoreError, TargetCounts, TargetFigures,
-    TaskOutcome, WaiterId,
+    Arrival, Backend, ClaimId, Finished, Housekeeping, IdempotencyKeys, Reusable, SharedArrival,
+    SingleUse, StoreError, TargetCounts, TargetFigures, TaskOutcome, TaskRecords, WaiterId,
 };
 use crate::engine::{Delivery, SolveFailure, TaskRecord, TaskState};
 use crate::model::{Answer, Millis, Reuse, Target};
 
 pub struct MemoryStore {
-    /// How long an empty target is kept after its last use ([`Store::retire`]).
+    /// How long an empty target is kept after its last use ([`Housekeeping::retire`]).
     target_idle_ms: u64,
     /// No hand-off gives out an answer with less left than this (promise 2), not only none
     /// that expired.
@@ -165,12 +165,14 @@ impl TargetState {
     }
 }
 
-#[async_trait]
-impl Store for MemoryStore {
+impl Backend for MemoryStore {
     fn instance(&self) -> &str {
         "local"
     }
+}
 
+#[async_trait]
+impl SingleUse for MemoryStore {
     /// One process: every waiter is always covered by a task, nothing to re-cover.
     async fn cover(&self, _target: &Target, _now: Millis) -> Result<Vec<ClaimId>, StoreError> {
         Ok(Vec::new())
@@ -322,7 +324,10 @@ impl Store for MemoryStore {
             waiting: t.waiters.len() as u64,
         })
     }
+}
 
+#[async_trait]
+impl Reusable for MemoryStore {
     async fn shared_arrive(
         &self,
         target: &Target,
@@ -400,7 +405,10 @@ impl Store for MemoryStore {
         }
         Ok(())
     }
+}
 
+#[async_trait]
+impl TaskRecords for MemoryStore {
     async fn create_task(&self, record: TaskRecord) -> Result<(), StoreError> {
         lock(&self.tasks).insert(record.id.clone(), (record, Arc::new(Notify::new())));
         Ok(())
@@ -460,7 +468,10 @@ impl Store for MemoryStore {
             }
         }
     }
+}
 
+#[async_trait]
+impl IdempotencyKeys for MemoryStore {
     async fn bound_key(&self, scoped: &str, now: Millis) -> Result<Option<String>, StoreError> {
         Ok(lock(&self.keys)
             .get(scoped)
@@ -490,7 +501,10 @@ impl Store for MemoryStore {
         );
         Ok(true)
     }
+}
 
+#[async_trait]
+impl Housekeeping for MemoryStore {
     async fn sweep(
         &self,
         now: Millis,

@@ -88,11 +88,11 @@ pub enum TaskOutcome {
     Stale,
     /// This instance is shutting down before the task ended: its claim is released and nothing
     /// is delivered, so no caller fails for it. A waiter it covered is uncovered again, and the
-    /// coverer of the waiter's own instance starts a task for it (see [`Store::cover`]).
+    /// coverer of the waiter's own instance starts a task for it (see [`SingleUse::cover`]).
     Requeue,
 }
 
-/// What the engine must do after [`Store::finish`].
+/// What the engine must do after [`SingleUse::finish`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Finished {
     Done,
@@ -122,8 +122,9 @@ pub enum StoreError {
     Unavailable(String),
 }
 
-#[async_trait]
-pub trait Store: Send + Sync + 'static {
+/// What a store is: this process's identity in it, whether it is shared by a fleet (and with
+/// which lease), and whether it can be reached.
+pub trait Backend: Send + Sync {
     /// This process's id in waiter and claim ids (random per boot, never reused).
     fn instance(&self) -> &str;
 
@@ -137,6 +138,23 @@ pub trait Store: Send + Sync + 'static {
         "memory"
     }
 
+    /// How long the store keeps a waiter or claim of an instance that stopped renewing it, before
+    /// taking its work over (a fleet store); `None` for a store no other process shares.
+    fn lease(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// What a shared store knows of the servers under it and of the operations it could not
+    /// be sure of; `None` for the embedded store.
+    fn server_report(&self) -> Option<redis::ServerReport> {
+        None
+    }
+}
+
+#[async_trait]
+/// Single-use targets (promises 1-4 of docs/ARCHITECTURE.md): the pool, the waiters' FIFO and the
+/// claims of upstream tasks, each decision one atomic step.
+pub trait SingleUse: Send + Sync {
     /// Decides, in one atomic step, pool / wait for in-flight / start a new task. Pooled answers
     /// with less than `min_remaining_ms` left at `now` are dropped as waste, never handed out.
     async fn arrive(
@@ -177,7 +195,7 @@ pub trait Store: Send + Sync + 'static {
     /// of `size` lacks, counted and claimed in one atomic step, so instances topping up the same
     /// pool at once never both start its shortfall. Tasks promised to waiting callers do not count
     /// as coming to the pool. Each answer goes to the oldest waiter or the pool like any other
-    /// (finish it with [`Store::finish`]).
+    /// (finish it with [`SingleUse::finish`]).
     async fn reserve(
         &self,
         target: &Target,
@@ -205,14 +223,8 @@ pub trait Store: Send + Sync + 'static {
         Ok(())
     }
 
-    /// How long the store keeps a waiter or claim of an instance that stopped renewing it, before
-    /// taking its work over (a fleet store); `None` for a store no other process shares.
-    fn lease(&self) -> Option<std::time::Duration> {
-        None
-    }
-
     /// The provider task `claim` adopted from a dead instance's claim when it was claimed
-    /// ([`Store::arrive`], [`Store::cover`], [`Store::reserve`]), if any; asked once, as its
+    /// ([`SingleUse::arrive`], [`SingleUse::cover`], [`SingleUse::reserve`]), if any; asked once, as its
     /// upstream task starts.
     fn adopted(&self, _claim: &ClaimId) -> Option<UpstreamRef> {
         None
@@ -226,7 +238,11 @@ pub trait Store: Send + Sync + 'static {
         now: Millis,
         min_remaining_ms: u64,
     ) -> Result<TargetCounts, StoreError>;
+}
 
+#[async_trait]
+/// Reusable targets: one task per target, shared by every caller, and its cached answer.
+pub trait Reusable: Send + Sync {
     /// Cached reusable answer, or join/lead the one task solving it.
     async fn shared_arrive(
         &self,
@@ -237,7 +253,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// The one task for a reusable target ended: every follower gets the outcome; an answer is
     /// cached until it expires. `lead` is the fencing token from [`SharedArrival::Lead`] (or
-    /// [`Store::shared_takeover`]): a leader that no longer holds the lock (its lease ran out, a
+    /// [`Reusable::shared_takeover`]): a leader that no longer holds the lock (its lease ran out, a
     /// follower took over, or its finish runs twice) never releases a newer leader's lock and
     /// its failure fails nobody (another task covers the followers), but its answer is still
     /// shared and cached. Answers are delivered whatever life they have left: the caller checks
@@ -265,26 +281,38 @@ pub trait Store: Send + Sync + 'static {
 
     /// Forgets a cached reusable answer (after `reportbad`).
     async fn shared_evict(&self, target_id: &str) -> Result<(), StoreError>;
+}
 
+#[async_trait]
+/// Task records of the compatible and native APIs (`in.php`/`res.php`, `/v1/tasks`).
+pub trait TaskRecords: Send + Sync {
     async fn create_task(&self, record: TaskRecord) -> Result<(), StoreError>;
+
     async fn finish_task(&self, id: &str, state: TaskState, now: Millis) -> Result<(), StoreError>;
+
     /// Marks a finished task as reported; false when it already was (one report per task).
     async fn mark_reported(&self, id: &str) -> Result<bool, StoreError>;
+
     async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, StoreError>;
+
     /// The record once it is finished, or as it is when `wait` runs out.
     async fn wait_task(
         &self,
         id: &str,
         wait: std::time::Duration,
     ) -> Result<Option<TaskRecord>, StoreError>;
+}
 
+#[async_trait]
+/// Idempotency keys (docs/API.md "Idempotency keys"): what each key is bound to.
+pub trait IdempotencyKeys: Send + Sync {
     /// What an idempotency key (`scoped`: already namespaced per tenant) is bound to at `now`,
     /// if anything (docs/API.md "Idempotency keys").
     async fn bound_key(&self, scoped: &str, now: Millis) -> Result<Option<String>, StoreError>;
 
     /// Binds an idempotency key to `value` for `ttl_ms`, atomically and only when it is unbound
     /// (`expected` is `None`) or still bound to `expected`. False when it was bound otherwise:
-    /// read it again with [`Store::bound_key`].
+    /// read it again with [`IdempotencyKeys::bound_key`].
     async fn bind_key(
         &self,
         scoped: &str,
@@ -293,7 +321,12 @@ pub trait Store: Send + Sync + 'static {
         ttl_ms: u64,
         now: Millis,
     ) -> Result<bool, StoreError>;
+}
 
+#[async_trait]
+/// What keeps the store's size bounded and its figures readable: sweeping old records and
+/// retiring idle targets.
+pub trait Housekeeping: Send + Sync {
     /// Drops task records finished more than `retention_ms` ago and pending ones older than
     /// `pending_limit_ms`, expired pooled answers (counted as waste) and expired idempotency
     /// keys. Returns how many records went.
@@ -312,10 +345,25 @@ pub trait Store: Send + Sync + 'static {
     async fn retire(&self, now: Millis, keep: &HashSet<String>) -> Result<usize, StoreError>;
 
     async fn figures(&self) -> Result<Vec<TargetFigures>, StoreError>;
+}
 
-    /// What a shared store knows of the servers under it and of the operations it could not
-    /// be sure of; `None` for the embedded store.
-    fn server_report(&self) -> Option<redis::ServerReport> {
-        None
-    }
+/// Every concern together: what the engine holds (`Arc<dyn Store>`). Implement the concerns; this
+/// follows. Callers bring the concern traits they use into scope (or [`prelude`]).
+pub trait Store:
+    Backend + SingleUse + Reusable + TaskRecords + IdempotencyKeys + Housekeeping + 'static
+{
+}
+
+impl<S> Store for S where
+    S: Backend + SingleUse + Reusable + TaskRecords + IdempotencyKeys + Housekeeping + 'static
+{
+}
+
+/// The concern traits in scope without their names (`use store::prelude::*`), for code that calls
+/// a concrete store's methods; a `dyn Store` needs none of them.
+pub mod prelude {
+    pub use super::{
+        Backend as _, Housekeeping as _, IdempotencyKeys as _, Reusable as _, SingleUse as _,
+        TaskRecords as _,
+    };
 }

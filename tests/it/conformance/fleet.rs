@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use captcha_gateway::engine::store::{Store, TaskOutcome};
+use captcha_gateway::engine::store::TaskOutcome;
+use captcha_gateway::engine::store::prelude::*;
 
 use super::backend::*;
 

@@ -1,4 +1,4 @@
-//! Retiring idle targets (`Store::retire`) is a store promise like the others: an idle, empty
+//! Retiring idle targets (`Housekeeping::retire`) is a store promise like the others: an idle, empty
 //! target goes, a pooled, running, waiting, recently used or configured one stays, and callers
 //! racing a retirer keep every promise. The scenarios live in `crate::retire` (with the
 //! Redis-only checks: keys left behind, lost replies, restarts); here they run on every backend.

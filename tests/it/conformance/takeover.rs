@@ -4,7 +4,7 @@
 //! only, like `fleet.rs`: the embedded store's leader cannot die while its store lives on.
 //!
 //! An instance dies here by cancelling its life token (its renewer and inbox reader stop) and
-//! never finishing; each survivor asks [`Store::shared_takeover`] as its coverer does every third
+//! never finishing; each survivor asks [`Reusable::shared_takeover`] as its coverer does every third
 //! of a lease. Leases are real time (the lock's on Redis's clock), so waits are `eventually`.
 
 use std::collections::HashSet;
@@ -12,7 +12,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use captcha_gateway::engine::SolveFailure;
-use captcha_gateway::engine::Store;
+use captcha_gateway::engine::store::Store;
+use captcha_gateway::engine::store::prelude::*;
 use captcha_gateway::model::now_ms;
 
 use super::backend::*;

@@ -41,8 +41,8 @@ use tokio_util::sync::CancellationToken;
 use self::fanout::Local;
 use self::wake::{inbox_reader, renewer};
 use super::{
-    Arrival, ClaimId, Finished, SharedArrival, Store, StoreError, TargetCounts, TargetFigures,
-    TaskOutcome, WaiterId,
+    Arrival, Backend, ClaimId, Finished, Housekeeping, IdempotencyKeys, Reusable, SharedArrival,
+    SingleUse, StoreError, TargetCounts, TargetFigures, TaskOutcome, TaskRecords, WaiterId,
 };
 use crate::engine::{Delivery, SolveFailure, TaskRecord, TaskState};
 use crate::lua;
@@ -361,8 +361,7 @@ impl Inner {
     }
 }
 
-#[async_trait]
-impl Store for RedisStore {
+impl Backend for RedisStore {
     fn instance(&self) -> &str {
         &self.inner.instance
     }
@@ -376,6 +375,36 @@ impl Store for RedisStore {
         !self.inner.healthy.load(Ordering::Relaxed) || unconfirmed
     }
 
+    fn lease(&self) -> Option<Duration> {
+        Some(self.inner.settings.lease)
+    }
+
+    fn server_report(&self) -> Option<ServerReport> {
+        let inner = &self.inner;
+        let s = &inner.settings;
+        let durable = inner.durable.as_deref();
+        Some(ServerReport {
+            problems: self
+                .problems()
+                .into_iter()
+                .map(|p| format!("{}: {}", p.setting, p.problem))
+                .collect(),
+            server: inner.facts(),
+            handout_replicas: s.durability.replicas,
+            handout_fsync: s.durability.fsync,
+            handouts_confirmed: durable.is_none_or(|d| d.ok()),
+            handouts_withheld: durable.map_or(0, |d| d.withheld()),
+            operations_unknown: inner.counters.unknown.load(Ordering::Relaxed),
+            operations_retried: inner.counters.retried.load(Ordering::Relaxed),
+            operations_expired: inner.counters.expired.load(Ordering::Relaxed),
+            callers_released: inner.counters.released.load(Ordering::Relaxed),
+            leases_restored: inner.counters.restored.load(Ordering::Relaxed),
+        })
+    }
+}
+
+#[async_trait]
+impl SingleUse for RedisStore {
     async fn arrive(
         &self,
         target: &Target,
@@ -455,14 +484,13 @@ impl Store for RedisStore {
         self.inner.note_upstream(target, claim, task, keep).await
     }
 
-    fn lease(&self) -> Option<Duration> {
-        Some(self.inner.settings.lease)
-    }
-
     fn adopted(&self, claim: &ClaimId) -> Option<UpstreamRef> {
         self.inner.local.take_adoption(&claim.0)
     }
+}
 
+#[async_trait]
+impl Reusable for RedisStore {
     async fn shared_arrive(
         &self,
         target: &Target,
@@ -500,7 +528,10 @@ impl Store for RedisStore {
         let r = conn.del::<_, ()>(keys::shared(target_id)).await;
         self.inner.seen(r)
     }
+}
 
+#[async_trait]
+impl TaskRecords for RedisStore {
     async fn create_task(&self, record: TaskRecord) -> Result<(), StoreError> {
         self.inner
             .tasks
@@ -535,7 +566,10 @@ impl Store for RedisStore {
             .wait(&self.inner.conn(), &self.inner.healthy, id, wait)
             .await
     }
+}
 
+#[async_trait]
+impl IdempotencyKeys for RedisStore {
     async fn bound_key(&self, scoped: &str, _now: Millis) -> Result<Option<String>, StoreError> {
         // Redis expires the binding itself (PX), on its own clock.
         let mut conn = self.inner.conn();
@@ -563,7 +597,10 @@ impl Store for RedisStore {
             .await;
         Ok(self.inner.seen(r)? == 1)
     }
+}
 
+#[async_trait]
+impl Housekeeping for RedisStore {
     async fn sweep(
         &self,
         now: Millis,
@@ -585,28 +622,5 @@ impl Store for RedisStore {
 
     async fn figures(&self) -> Result<Vec<TargetFigures>, StoreError> {
         self.inner.live_figures().await
-    }
-
-    fn server_report(&self) -> Option<ServerReport> {
-        let inner = &self.inner;
-        let s = &inner.settings;
-        let durable = inner.durable.as_deref();
-        Some(ServerReport {
-            problems: self
-                .problems()
-                .into_iter()
-                .map(|p| format!("{}: {}", p.setting, p.problem))
-                .collect(),
-            server: inner.facts(),
-            handout_replicas: s.durability.replicas,
-            handout_fsync: s.durability.fsync,
-            handouts_confirmed: durable.is_none_or(|d| d.ok()),
-            handouts_withheld: durable.map_or(0, |d| d.withheld()),
-            operations_unknown: inner.counters.unknown.load(Ordering::Relaxed),
-            operations_retried: inner.counters.retried.load(Ordering::Relaxed),
-            operations_expired: inner.counters.expired.load(Ordering::Relaxed),
-            callers_released: inner.counters.released.load(Ordering::Relaxed),
-            leases_restored: inner.counters.restored.load(Ordering::Relaxed),
-        })
     }
 }

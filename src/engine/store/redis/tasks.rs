@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 
 use super::conn::Conn;
 use super::{keys, unavailable};
-use crate::engine::store::{MemoryStore, Store, StoreError};
+use crate::engine::store::{Housekeeping, MemoryStore, StoreError, TaskRecords};
 use crate::engine::{TaskRecord, TaskState};
 use crate::lua;
 use crate::model::Millis;
