@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::askers::{Askers, MAX_FOLLOWERS};
 use super::conn::Conn;
+use super::reply::{Acquired, Released, Renewed, capped};
 use super::{RedisSettings, keys, ms};
 use crate::engine::store::StoreError;
 use crate::lua;
@@ -165,11 +166,9 @@ impl Shared {
         inv.invoke_async(&mut conn).await
     }
 
-    fn note(&self, in_use: i64, cap: i64) {
-        self.in_use
-            .store(u32::try_from(in_use).unwrap_or(0), Ordering::Relaxed);
-        self.cap
-            .store(u32::try_from(cap).unwrap_or(0), Ordering::Relaxed);
+    fn note(&self, in_use: u64, cap: u64) {
+        self.in_use.store(saturate(in_use), Ordering::Relaxed);
+        self.cap.store(saturate(cap), Ordering::Relaxed);
     }
 
     /// Asks for `id`, then for `followers` (queued behind it, same class) in order.
@@ -188,10 +187,17 @@ impl Shared {
         ];
         args.extend(followers.iter().cloned());
         let reply = self.call(&lua::BUDGET_ACQUIRE, &args).await?;
-        let [granted, _fence, in_use, cap, also] = ints(&reply)?;
+        let Acquired {
+            granted,
+            in_use,
+            cap,
+            also,
+        } = strict(Acquired::read(reply))?;
         self.note(in_use, cap);
-        Ok(if granted == 1 {
-            let also = usize::try_from(also).unwrap_or(0).min(followers.len());
+        Ok(if granted {
+            let also = usize::try_from(also)
+                .unwrap_or(usize::MAX)
+                .min(followers.len());
             let mut held = self.held();
             held.insert(id.to_owned());
             held.extend(followers[..also].iter().cloned());
@@ -243,21 +249,13 @@ impl Shared {
         for attempt in 0..5 {
             match self.call(&lua::BUDGET_RELEASE, &ids).await {
                 Ok(reply) => {
-                    if let Ok([first, in_use]) = ints::<2>(&reply) {
-                        self.in_use
-                            .store(u32::try_from(in_use).unwrap_or(0), Ordering::Relaxed);
-                        let removed = std::iter::once(first).chain(
-                            reply[2..]
-                                .iter()
-                                .map(|v| redis::from_redis_value_ref::<i64>(v).unwrap_or(1)),
-                        );
-                        for ((id, was_held), removed) in batch.iter().zip(removed) {
-                            // After an unknown first attempt, "not there" may be our own release.
-                            if *was_held && removed == 0 && attempt == 0 {
-                                // Its task ran on after the lease lapsed, like a loss at renewal.
-                                self.over_admissions.fetch_add(1, Ordering::Relaxed);
-                                self.lost(id, "at release");
-                            }
+                    match Released::read(reply, batch.len()) {
+                        Ok(Released { in_use, removed }) => {
+                            self.in_use.store(saturate(in_use), Ordering::Relaxed);
+                            self.note_release(batch, &removed, attempt);
+                        }
+                        Err(e) => {
+                            tracing::warn!(account = %self.account, error = %e, "releasing thread leases")
                         }
                     }
                     break;
@@ -270,6 +268,18 @@ impl Shared {
             }
         }
         self.freed.notify_waiters();
+    }
+
+    /// Counts leases this process held that were gone when given back. After an unknown first
+    /// attempt, "not there" may be our own release, so only the first attempt's answer counts.
+    fn note_release(&self, batch: &[(String, bool)], removed: &[bool], attempt: u32) {
+        for ((id, was_held), removed) in batch.iter().zip(removed) {
+            if *was_held && !removed && attempt == 0 {
+                // Its task ran on after the lease lapsed, like a loss at renewal.
+                self.over_admissions.fetch_add(1, Ordering::Relaxed);
+                self.lost(id, "at release");
+            }
+        }
     }
 
     fn lost(&self, id: &str, when: &str) {
@@ -303,10 +313,11 @@ impl Shared {
             for _ in 0..3 {
                 match inner.call(&lua::BUDGET_CAP, &args).await {
                     Ok(reply) => {
-                        if let Ok([cap]) = ints::<1>(&reply) {
-                            inner
-                                .cap
-                                .store(u32::try_from(cap).unwrap_or(0), Ordering::Relaxed);
+                        match capped(reply) {
+                            Ok(cap) => inner.cap.store(saturate(cap), Ordering::Relaxed),
+                            Err(e) => {
+                                tracing::warn!(account = %inner.account, error = %e, mode, "budget cap")
+                            }
                         }
                         return;
                     }
@@ -320,16 +331,20 @@ impl Shared {
     }
 }
 
-/// The first `N` integers of a script's reply.
-fn ints<const N: usize>(reply: &[Value]) -> RedisResult<[i64; N]> {
-    let mut out = [0i64; N];
-    for (i, slot) in out.iter_mut().enumerate() {
-        let v = reply.get(i).ok_or_else(|| {
-            redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "short reply"))
-        })?;
-        *slot = redis::from_redis_value_ref(v)?;
-    }
-    Ok(out)
+/// A script reply that broke its contract, as the error every budget call returns.
+fn strict<T>(read: Result<T, StoreError>) -> RedisResult<T> {
+    read.map_err(|e| {
+        redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "budget script reply",
+            e.to_string(),
+        ))
+    })
+}
+
+/// A count as the gauges hold it.
+fn saturate(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// A granted lease: dropping it releases the thread in the background.
@@ -537,20 +552,20 @@ async fn renewer(inner: Arc<Shared>, cut: CancellationToken) {
     loop {
         let ids: Vec<String> = inner.held().iter().cloned().collect();
         match inner.call(&lua::BUDGET_RENEW, &ids).await {
-            Ok(reply) => {
-                if let Ok([in_use, cap]) = ints::<2>(&reply) {
+            Ok(reply) => match Renewed::read(reply) {
+                Ok(Renewed { in_use, cap, lost }) => {
                     inner.note(in_use, cap);
-                }
-                for v in reply.iter().skip(2) {
-                    let Ok(id) = redis::from_redis_value_ref::<String>(v) else {
-                        continue;
-                    };
-                    if inner.held().remove(&id) {
-                        inner.over_admissions.fetch_add(1, Ordering::Relaxed);
-                        inner.lost(&id, "at renewal");
+                    for id in lost {
+                        if inner.held().remove(&id) {
+                            inner.over_admissions.fetch_add(1, Ordering::Relaxed);
+                            inner.lost(&id, "at renewal");
+                        }
                     }
                 }
-            }
+                Err(e) => {
+                    tracing::warn!(account = %inner.account, error = %e, "renewing thread leases")
+                }
+            },
             Err(e) => {
                 tracing::debug!(account = %inner.account, error = %e, "renewing thread leases")
             }
