@@ -3,12 +3,13 @@
 //! again, a lapse, a stale hand-off, skewed clocks, a refill race). Key names and argument orders
 //! follow the contract headers in `lua/` and the key list in docs/REDIS.md.
 
+use captcha_gateway::engine::store::redis::call::{FinishOutcome, Prelude, TargetCall};
 use redis::aio::MultiplexedConnection;
 use redis::{Script, Value};
 
 use crate::support::redis::RedisServer;
 
-/// The script the gateway runs, preludes and all.
+/// A script outside the target scripts' calls (the inbox, task records), preludes and all.
 fn script(file: &str) -> &'static Script {
     captcha_gateway::lua::by_name(file).unwrap_or_else(|| panic!("no lua/{file}.lua"))
 }
@@ -24,7 +25,7 @@ struct Target {
     clock: Option<u64>,
     /// When the operations were issued (`None`: not known, never refused as too old).
     issued: Option<u64>,
-    poolable: &'static str,
+    poolable: Option<bool>,
 }
 
 impl Target {
@@ -35,7 +36,7 @@ impl Target {
             id,
             clock: Some(10_000_000),
             issued: None,
-            poolable: "1",
+            poolable: Some(true),
         }
     }
 
@@ -43,42 +44,28 @@ impl Target {
         format!("cg:{{t:{}}}:{name}", self.id)
     }
 
-    async fn run(&mut self, file: &str, op: &str, args: &[&str]) -> Vec<Value> {
-        self.try_run(file, op, args)
+    async fn run(&mut self, op: &str, call: TargetCall) -> Vec<Value> {
+        let file = call.file();
+        self.try_run(op, call)
             .await
-            .unwrap_or_else(|e| panic!("{file}.lua: {e}"))
+            .unwrap_or_else(|e| panic!("{file}: {e}"))
     }
 
-    async fn try_run(
-        &mut self,
-        file: &str,
-        op: &str,
-        args: &[&str],
-    ) -> redis::RedisResult<Vec<Value>> {
-        let script = script(file);
-        let mut inv = script.prepare_invoke();
-        for k in [
-            "pool", "waiters", "wlease", "inflight", "mbox", "mlease", "stats",
-        ] {
-            inv.key(self.key(k));
-        }
-        inv.key(self.key(&format!("op:{op}")))
-            .key(self.key("fin"))
-            .key(self.key("gone"))
-            .key(self.key("notes"))
-            .key(self.key("orphans"))
-            .key(self.key("adopted"));
-        inv.arg(600_000)
-            .arg(MIN_REMAINING)
-            .arg(30_000)
-            .arg(LEASE)
-            .arg(self.poolable)
-            .arg(self.clock.map(|c| c.to_string()).unwrap_or_default())
-            .arg(self.issued.map(|t| t.to_string()).unwrap_or_default());
-        for a in args {
-            inv.arg(*a);
-        }
-        inv.invoke_async::<Vec<Value>>(&mut self.conn).await
+    /// `call` as the store makes it (keys, prelude and arguments from the same type), its reply
+    /// recorded under `op`.
+    async fn try_run(&mut self, op: &str, call: TargetCall) -> redis::RedisResult<Vec<Value>> {
+        let prelude = Prelude {
+            op_ttl_ms: 600_000,
+            min_remaining_ms: MIN_REMAINING,
+            mail_ttl_ms: 30_000,
+            lease_ms: LEASE,
+            poolable: self.poolable,
+            clock: self.clock,
+            issued: self.issued,
+        };
+        call.invocation(self.id, op, &prelude)
+            .invoke_async::<Vec<Value>>(&mut self.conn)
+            .await
     }
 
     async fn zset(&mut self, name: &str) -> Vec<(String, f64)> {
@@ -116,14 +103,65 @@ impl Target {
 
     /// Arrives `waiter`; returns the reply's code.
     async fn arrive(&mut self, op: &str, waiter: &str, claim: &str) -> i64 {
-        int(&self.run("arrive", op, &[waiter, claim]).await[0])
+        int(&self.run(op, arrive(waiter, claim)).await[0])
     }
 
     async fn finish_answer(&mut self, op: &str, claim: &str, left: u64, json: &str) -> Vec<Value> {
-        let left = left.to_string();
-        self.run("finish", op, &[claim, "A", &left, json, "restart"])
-            .await
+        let outcome = FinishOutcome::Answer {
+            remaining_ms: left as i64,
+            json: json.into(),
+        };
+        self.run(op, finish(claim, outcome)).await
     }
+}
+
+fn arrive(waiter: &str, claim: &str) -> TargetCall {
+    TargetCall::Arrive {
+        waiter: waiter.into(),
+        claim: claim.into(),
+    }
+}
+
+/// A finish whose restart claim (if waiters are left uncovered) is `restart`.
+fn finish(claim: &str, outcome: FinishOutcome) -> TargetCall {
+    TargetCall::Finish {
+        claim: claim.into(),
+        outcome,
+        restart: "restart".into(),
+    }
+}
+
+fn take(waiter: &str, arrived: Option<u64>) -> TargetCall {
+    TargetCall::Take {
+        waiter: waiter.into(),
+        arrived,
+    }
+}
+
+fn put(remaining_ms: i64, json: &str) -> TargetCall {
+    TargetCall::Put {
+        remaining_ms,
+        answer_json: json.into(),
+    }
+}
+
+fn abandon(waiter: &str, passed_on: Option<(i64, &str)>) -> TargetCall {
+    TargetCall::Abandon {
+        waiter: waiter.into(),
+        passed_on: passed_on.map(|(left, json)| (left, json.to_owned())),
+    }
+}
+
+fn renew(waiters: Vec<(String, u64)>, claims: &[&str]) -> TargetCall {
+    TargetCall::Renew {
+        label: "label".into(),
+        waiters,
+        claims: ids(claims),
+    }
+}
+
+fn ids(ids: &[&str]) -> Vec<String> {
+    ids.iter().map(|s| s.to_string()).collect()
 }
 
 fn int(v: &Value) -> i64 {
@@ -172,13 +210,13 @@ async fn a_take_whose_reply_was_lost_returns_the_same_mail_when_run_again() {
     t.arrive("a1", "i:1", "c1").await;
     t.finish_answer("f1", "c1", 60_000, "{\"text\":\"X\"}")
         .await;
-    let arrived = "10000000";
-    let taken = t.run("take", "t1", &["i:1", arrived]).await;
-    let again = t.run("take", "t1", &["i:1", arrived]).await;
+    let arrived = Some(10_000_000);
+    let taken = t.run("t1", take("i:1", arrived)).await;
+    let again = t.run("t1", take("i:1", arrived)).await;
     assert_eq!(int(&taken[0]), 1);
     assert_eq!(again, taken);
     assert!(strings(&taken[1..2])[0].ends_with("{\"text\":\"X\"}"));
-    let other = t.run("take", "t2", &["i:1", arrived]).await;
+    let other = t.run("t2", take("i:1", arrived)).await;
     assert_eq!(int(&other[0]), 0, "taken once");
 }
 
@@ -188,7 +226,7 @@ async fn put_and_abandon_run_twice_place_their_answer_once() {
     let redis = RedisServer::start();
     let mut t = Target::on(&redis, "put").await;
     for _ in 0..2 {
-        t.run("put", "p1", &["60000", "{\"text\":\"P\"}"]).await;
+        t.run("p1", put(60000, "{\"text\":\"P\"}")).await;
     }
     assert_eq!(t.members("pool").await.len(), 1);
     t.arrive("a1", "i:1", "c1").await; // takes P
@@ -196,7 +234,7 @@ async fn put_and_abandon_run_twice_place_their_answer_once() {
     assert_eq!(t.arrive("a3", "i:3", "c3").await, 3);
     // i:2 leaves with an answer it had taken; it goes to i:3, once.
     for _ in 0..2 {
-        t.run("abandon", "x1", &["i:2", "60000", "{\"text\":\"Q\"}"])
+        t.run("x1", abandon("i:2", Some((60000, "{\"text\":\"Q\"}"))))
             .await;
     }
     assert_eq!(t.mbox().await.len(), 1);
@@ -216,23 +254,20 @@ async fn renewal_restores_what_a_lapse_removed_and_nothing_that_ended() {
     t.arrive("a2", "i:2", "c2").await;
     t.arrive("a3", "i:3", "c3").await;
     // i:3 left; c3 finished (its answer reached i:1, who took it).
-    t.run("abandon", "x3", &["i:3", "", ""]).await;
+    t.run("x3", abandon("i:3", None)).await;
     t.finish_answer("f3", "c3", 60_000, "{\"text\":\"A\"}")
         .await;
-    t.run("take", "t1", &["i:1", &at.to_string()]).await;
+    t.run("t1", take("i:1", Some(at))).await;
     // Two leases later nothing was renewed: the next script reaps the lapsed entries.
     t.clock = Some(at + 2 * LEASE);
-    t.run("counts", "n", &[]).await;
+    t.run("n", TargetCall::Counts).await;
     assert!(t.members("waiters").await.is_empty());
     assert!(t.members("inflight").await.is_empty());
     // A refill answered meanwhile sits in the pool.
-    t.run("put", "p1", &["60000", "{\"text\":\"R\"}"]).await;
+    t.run("p1", put(60000, "{\"text\":\"R\"}")).await;
     // The instances still hold i:1..3 and c1..c3 as live (a renewal snapshot racing their end).
-    let arrived = at.to_string();
-    let args = [
-        "label", "3", "i:1", &arrived, "i:2", &arrived, "i:3", &arrived, "c1", "c2", "c3",
-    ];
-    let reply = t.run("renew", "r1", &args).await;
+    let waiters = ["i:1", "i:2", "i:3"].map(|w| (w.to_owned(), at)).to_vec();
+    let reply = t.run("r1", renew(waiters, &["c1", "c2", "c3"])).await;
     assert_eq!(
         (int(&reply[0]), int(&reply[1])),
         (1, 2),
@@ -265,7 +300,7 @@ async fn no_hand_off_gives_out_an_answer_with_less_than_min_remaining() {
     assert_eq!(int(&reply[0]), 1, "a restart for the uncovered waiter");
     assert!(t.mbox().await.is_empty());
     // A leaving caller's answer with 5 s left is waste, not the next caller's.
-    t.run("abandon", "x1", &["i:9", "5000", "{\"text\":\"passed\"}"])
+    t.run("x1", abandon("i:9", Some((5000, "{\"text\":\"passed\"}"))))
         .await;
     assert!(t.mbox().await.is_empty());
     // Mail taken 25 s after it was delivered with 30 s left: the waiter goes back, no handout.
@@ -273,7 +308,7 @@ async fn no_hand_off_gives_out_an_answer_with_less_than_min_remaining() {
         .await;
     assert_eq!(t.mbox().await.len(), 1);
     t.clock = Some(at + 25_000);
-    let taken = t.run("take", "t1", &["i:1", &at.to_string()]).await;
+    let taken = t.run("t1", take("i:1", Some(at))).await;
     assert_eq!(int(&taken[0]), 2, "requeued");
     assert_eq!(
         t.zset("waiters").await[0],
@@ -285,7 +320,7 @@ async fn no_hand_off_gives_out_an_answer_with_less_than_min_remaining() {
     t.finish_answer("f3", "c3", 40_000, "{\"text\":\"unclaimed\"}")
         .await;
     t.clock = Some(at + 25_000 + 31_000);
-    t.run("counts", "n", &[]).await;
+    t.run("n", TargetCall::Counts).await;
     assert!(t.mbox().await.is_empty(), "9 s left: waste");
     assert!(t.members("pool").await.is_empty());
     assert_eq!(t.stat("expired_unused").await, 4);
@@ -297,13 +332,13 @@ async fn no_hand_off_gives_out_an_answer_with_less_than_min_remaining() {
 async fn a_sweep_never_pools_an_answer_of_a_kind_that_cannot_be_pooled() {
     let redis = RedisServer::start();
     let mut t = Target::on(&redis, "geetest").await;
-    t.poolable = "0";
+    t.poolable = Some(false);
     t.arrive("a1", "i:1", "c1").await;
     t.finish_answer("f1", "c1", 100_000, "{\"text\":\"G\"}")
         .await;
-    t.poolable = "";
+    t.poolable = None;
     t.clock = Some(10_000_000 + 31_000);
-    t.run("counts", "n", &[]).await;
+    t.run("n", TargetCall::Counts).await;
     assert!(t.members("pool").await.is_empty());
     assert_eq!(t.stat("expired_unused").await, 1);
 }
@@ -314,9 +349,25 @@ async fn a_sweep_never_pools_an_answer_of_a_kind_that_cannot_be_pooled() {
 async fn two_refills_of_one_pool_at_once_claim_its_shortfall_once() {
     let redis = RedisServer::start();
     let mut t = Target::on(&redis, "refill").await;
-    t.run("put", "p1", &["60000", "{\"text\":\"P\"}"]).await;
-    let one = t.run("reserve", "r1", &["4", "x1", "x2", "x3", "x4"]).await;
-    let two = t.run("reserve", "r2", &["4", "y1", "y2", "y3", "y4"]).await;
+    t.run("p1", put(60000, "{\"text\":\"P\"}")).await;
+    let one = t
+        .run(
+            "r1",
+            TargetCall::Reserve {
+                size: 4,
+                candidates: ids(&["x1", "x2", "x3", "x4"]),
+            },
+        )
+        .await;
+    let two = t
+        .run(
+            "r2",
+            TargetCall::Reserve {
+                size: 4,
+                candidates: ids(&["y1", "y2", "y3", "y4"]),
+            },
+        )
+        .await;
     assert_eq!((int(&one[0]), int(&two[0])), (3, 0));
     assert_eq!(t.members("inflight").await.len(), 3);
 }
@@ -426,7 +477,13 @@ fn noted_task(note: &str) -> (String, String) {
 
 impl Target {
     async fn note(&mut self, claim: &str, task: &str) -> i64 {
-        let reply = self.run("note", "n", &[claim, "600000", "acc", task]).await;
+        let call = TargetCall::Note {
+            claim: claim.into(),
+            keep_ms: 600_000,
+            account: "acc".into(),
+            task_id: task.into(),
+        };
+        let reply = self.run("n", call).await;
         int(&reply[0])
     }
 
@@ -450,7 +507,7 @@ async fn a_lapsed_claims_provider_task_is_adopted_once_and_its_late_outcome_drop
     assert_eq!(t.arrive("a1", "i:1", "c1").await, 3);
     assert_eq!(t.note("c1", "T1").await, 1);
     t.clock = Some(at + 2 * LEASE);
-    let reply = t.run("arrive", "a2", &["j:1", "d1"]).await;
+    let reply = t.run("a2", arrive("j:1", "d1")).await;
     assert_eq!(
         int(&reply[0]),
         3,
@@ -466,7 +523,7 @@ async fn a_lapsed_claims_provider_task_is_adopted_once_and_its_late_outcome_drop
         notes[0].0, "d1",
         "noted again under the adopter: adoptable if it dies too"
     );
-    let reply = t.run("arrive", "a3", &["j:2", "d2"]).await;
+    let reply = t.run("a3", arrive("j:2", "d2")).await;
     assert_eq!(int(&reply[0]), 3);
     assert_eq!(
         strings(&reply[2..3]),
@@ -476,7 +533,7 @@ async fn a_lapsed_claims_provider_task_is_adopted_once_and_its_late_outcome_drop
 
     // The paused instance comes back (its caller gave up meanwhile): its renewal does not
     // restore c1, and its answer goes nowhere.
-    let reply = t.run("renew", "r1", &["label", "0", "c1"]).await;
+    let reply = t.run("r1", renew(Vec::new(), &["c1"])).await;
     assert_eq!(int(&reply[1]), 0, "an adopted claim is never restored");
     let late = t
         .finish_answer("f1", "c1", 60_000, "{\"text\":\"T1\"}")
@@ -507,15 +564,21 @@ async fn a_claim_renewed_before_adoption_keeps_its_provider_task() {
     t.arrive("a1", "i:1", "c1").await;
     t.note("c1", "T1").await;
     t.clock = Some(at + 2 * LEASE);
-    t.run("counts", "n", &[]).await;
+    t.run("n", TargetCall::Counts).await;
     assert_eq!(t.members("orphans").await, ["c1"]);
-    let arrived = at.to_string();
     let reply = t
-        .run("renew", "r1", &["label", "1", "i:1", &arrived, "c1"])
+        .run("r1", renew(vec![("i:1".to_owned(), at)], &["c1"]))
         .await;
     assert_eq!(int(&reply[1]), 1, "c1 comes back");
     assert!(t.members("orphans").await.is_empty());
-    let reply = t.run("cover", "v1", &["e1"]).await;
+    let reply = t
+        .run(
+            "v1",
+            TargetCall::Cover {
+                candidates: ids(&["e1"]),
+            },
+        )
+        .await;
     assert_eq!(
         int(&reply[0]),
         0,
@@ -531,9 +594,16 @@ async fn a_requeued_claims_provider_task_goes_to_the_claim_that_covers_its_waite
     let mut t = Target::on(&redis, "requeue").await;
     t.arrive("a1", "i:1", "c1").await;
     t.note("c1", "T1").await;
-    t.run("finish", "f1", &["c1", "R", "", "", "restart"]).await;
+    t.run("f1", finish("c1", FinishOutcome::Requeue)).await;
     assert_eq!(t.members("orphans").await, ["c1"]);
-    let reply = t.run("cover", "v1", &["e1", "e2"]).await;
+    let reply = t
+        .run(
+            "v1",
+            TargetCall::Cover {
+                candidates: ids(&["e1", "e2"]),
+            },
+        )
+        .await;
     assert_eq!(int(&reply[0]), 1, "one waiter, one claim");
     let adopted = strings(&reply[1..2]).remove(0);
     assert_eq!(noted_task(&adopted), ("acc".into(), "T1".into()));
@@ -587,9 +657,14 @@ async fn an_operation_older_than_its_record_refuses_to_run_afresh() {
     t.issued = long_ago;
     let refused = t
         .try_run(
-            "finish",
             "f1",
-            &["c1", "A", "60000", "{\"text\":\"X\"}", "r"],
+            finish(
+                "c1",
+                FinishOutcome::Answer {
+                    remaining_ms: 60_000,
+                    json: "{\"text\":\"X\"}".into(),
+                },
+            ),
         )
         .await
         .expect_err("an expired retry is refused");
@@ -604,10 +679,10 @@ async fn an_operation_older_than_its_record_refuses_to_run_afresh() {
 
     // A fresh operation of the same age is refused too (its process paused before sending
     // it); one issued a little earlier than the record's lifetime runs.
-    let late = t.try_run("put", "p1", &["60000", "{\"text\":\"Y\"}"]).await;
+    let late = t.try_run("p1", put(60000, "{\"text\":\"Y\"}")).await;
     assert_eq!(late.unwrap_err().code(), Some("CGEXPIRED"));
     t.issued = Some(now - 500_000);
-    t.run("put", "p2", &["60000", "{\"text\":\"Y\"}"]).await;
+    t.run("p2", put(60000, "{\"text\":\"Y\"}")).await;
     assert_eq!(
         t.mbox().await.len(),
         2,
@@ -650,13 +725,20 @@ async fn untaken_mail_is_back_in_the_mailbox_for_the_next_take() {
     t.arrive("a1", "i:1", "c1").await;
     t.finish_answer("f1", "c1", 60_000, "{\"text\":\"X\"}")
         .await;
-    let arrived = "10000000";
-    let taken = t.run("take", "t1", &["i:1", arrived]).await;
+    let arrived = Some(10_000_000);
+    let taken = t.run("t1", take("i:1", arrived)).await;
     let mail = strings(&taken[1..2]).remove(0);
     assert!(t.mbox().await.is_empty());
     assert_eq!(t.members("gone").await, ["i:1"]);
     t.clock = Some(t.clock.unwrap() + 20_000);
-    t.run("untake", "u1", &["i:1", &mail]).await;
+    t.run(
+        "u1",
+        TargetCall::Untake {
+            waiter: "i:1".into(),
+            mail: mail.clone(),
+        },
+    )
+    .await;
     assert_eq!(t.mbox().await, [("i:1".to_owned(), mail.clone())]);
     assert!(t.members("gone").await.is_empty());
     let deadline = t.zset("mlease").await;
@@ -664,7 +746,7 @@ async fn untaken_mail_is_back_in_the_mailbox_for_the_next_take() {
         deadline,
         [("i:1".to_owned(), (t.clock.unwrap() + 30_000) as f64)]
     );
-    let again = t.run("take", "t2", &["i:1", arrived]).await;
+    let again = t.run("t2", take("i:1", arrived)).await;
     assert_eq!(int(&again[0]), 1);
     assert_eq!(strings(&again[1..2]), [mail]);
 }

@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 use futures::{StreamExt, stream};
 use redis::{AsyncCommands, Value};
 
+use super::call::TargetCall;
 use super::ops::Pk;
 use super::reply::{Counted, Reply};
 use super::{Inner, keys, ms};
@@ -84,7 +85,7 @@ impl Inner {
             .map(|id| async move {
                 // This instance may not know the target's kind: the script pools passed-on mail
                 // only as the target's recorded kind allows.
-                let op = self.op(&lua::COUNTS, &id, Pk::AsRecorded, Vec::new());
+                let op = self.op(TargetCall::Counts, &id, Pk::AsRecorded);
                 let r = self.run_once(&op).await;
                 (id, r)
             })

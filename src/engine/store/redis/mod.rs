@@ -8,6 +8,7 @@
 
 mod askers;
 mod budget;
+pub mod call;
 mod clock;
 mod conn;
 mod durable;

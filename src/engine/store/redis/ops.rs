@@ -20,10 +20,11 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use redis::{RedisError, Script, Value};
+use redis::{RedisError, Value};
 use tokio::time::Instant;
 
-use super::{Inner, keys, ms};
+use super::call::{Prelude, TargetCall};
+use super::{Inner, ms};
 use crate::engine::store::StoreError;
 
 /// What became of an operation whose script did not answer with a reply.
@@ -68,21 +69,21 @@ impl Pk {
         if poolable { Pk::Yes } else { Pk::No }
     }
 
-    fn arg(self) -> &'static str {
+    fn known(self) -> Option<bool> {
         match self {
-            Pk::Yes => "1",
-            Pk::No => "0",
-            Pk::AsRecorded => "",
+            Pk::Yes => Some(true),
+            Pk::No => Some(false),
+            Pk::AsRecorded => None,
         }
     }
 }
 
 /// One run of a target script: its op id, the prelude's arguments and its own.
+#[derive(Clone)]
 pub(super) struct Op<'a> {
-    pub script: &'a Script,
+    pub call: TargetCall,
     pub target_id: &'a str,
     pub pk: Pk,
-    pub args: Vec<String>,
     pub id: String,
     /// The caller's time, used only by a store on an explicit clock.
     pub now: Option<u64>,
@@ -130,18 +131,11 @@ pub(super) struct Ran {
 
 impl Inner {
     /// A new operation on `target_id` under a fresh op id.
-    pub(super) fn op<'a>(
-        &self,
-        script: &'a Script,
-        target_id: &'a str,
-        pk: Pk,
-        args: Vec<String>,
-    ) -> Op<'a> {
+    pub(super) fn op<'a>(&self, call: TargetCall, target_id: &'a str, pk: Pk) -> Op<'a> {
         Op {
-            script,
+            call,
             target_id,
             pk,
-            args,
             id: self.new_id("o"),
             now: None,
             min_remaining: None,
@@ -182,33 +176,26 @@ impl Inner {
     }
 
     async fn attempt(&self, op: &Op<'_>) -> redis::RedisResult<Ran> {
-        let mut inv = op.script.prepare_invoke();
-        for key in keys::target_keys(op.target_id, &op.id) {
-            inv.key(key);
-        }
         let s = &self.settings;
         let (clock, issued) = match s.explicit_clock {
             // On an explicit clock the caller's time is the only time: an operation is as old as
             // the time it carries.
             true => {
                 let now = op.now.unwrap_or_else(|| self.local_now());
-                (now.to_string(), now.to_string())
+                (Some(now), Some(now))
             }
-            false => (
-                String::new(),
-                op.issued.map(|t| t.to_string()).unwrap_or_default(),
-            ),
+            false => (None, op.issued),
         };
-        inv.arg(ms(op.ttl.unwrap_or(s.op_ttl)))
-            .arg(op.min_remaining.unwrap_or_else(|| ms(s.min_remaining)))
-            .arg(ms(s.mail_ttl))
-            .arg(ms(s.lease))
-            .arg(op.pk.arg())
-            .arg(clock)
-            .arg(issued);
-        for a in &op.args {
-            inv.arg(a);
-        }
+        let prelude = Prelude {
+            op_ttl_ms: ms(op.ttl.unwrap_or(s.op_ttl)),
+            min_remaining_ms: op.min_remaining.unwrap_or_else(|| ms(s.min_remaining)),
+            mail_ttl_ms: ms(s.mail_ttl),
+            lease_ms: ms(s.lease),
+            poolable: op.pk.known(),
+            clock,
+            issued,
+        };
+        let inv = op.call.invocation(op.target_id, &op.id, &prelude);
         if let (true, Some(durable)) = (op.handout, &self.durable) {
             let (values, confirmed) = durable.run(&inv).await?;
             return Ok(Ran { values, confirmed });

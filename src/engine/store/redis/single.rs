@@ -7,13 +7,13 @@ use std::sync::Arc;
 use redis::Value;
 use tokio::sync::oneshot;
 
+use super::call::{FinishOutcome, TargetCall};
 use super::fanout::LocalWaiter;
 use super::ops::{OpError, Pk};
 use super::reply::{ArriveCode, Arrived, Claimed, Counted, Reply};
 use super::{Inner, mail, poolable};
 use crate::engine::store::{Arrival, ClaimId, Finished, StoreError, TargetCounts, WaiterId};
 use crate::engine::store::{TaskOutcome, TaskOutcome::*};
-use crate::lua;
 use crate::model::{Answer, Millis, Target, UpstreamRef};
 
 /// How long an arrival's reply is kept. An arrival whose outcome is unknown is only undone in
@@ -58,13 +58,12 @@ pub(super) async fn arrive(
     );
     let claim = inner.new_claim();
     let pk = Pk::of(poolable(target) == "1");
+    let call = TargetCall::Arrive {
+        waiter: waiter.0.clone(),
+        claim: claim.clone(),
+    };
     let op = inner
-        .op(
-            &lua::ARRIVE,
-            &target.id,
-            pk,
-            vec![waiter.0.clone(), claim.clone()],
-        )
+        .op(call, &target.id, pk)
         .at(now)
         .min_remaining(min_remaining_ms)
         .ttl(ARRIVAL_RECORD)
@@ -76,13 +75,12 @@ pub(super) async fn arrive(
             inner.local.take_waiter(&waiter.0);
             if let OpError::Unknown(_) = e {
                 let (inner, target, waiter) = (inner.clone(), target.clone(), waiter.0.clone());
-                let (args, id, issued) = (op.args.clone(), op.id.clone(), op.issued);
+                let (call, id, issued) = (op.call.clone(), op.id.clone(), op.issued);
                 tokio::spawn(async move {
                     let op = super::ops::Op {
-                        script: &lua::ARRIVE,
+                        call,
                         target_id: &target.id,
                         pk,
-                        args,
                         id,
                         now: Some(now),
                         min_remaining: Some(min_remaining_ms),
@@ -212,27 +210,24 @@ impl Inner {
         let noted = self.local.was_noted(&claim.0);
         self.local.remove_claim(&claim.0);
         let at = self.observe(now);
-        let (code, left, payload) = match &outcome {
-            Answer(a) => (
-                "A",
-                mail::remaining(a, at).to_string(),
-                mail::answer_json(a),
-            ),
-            Failed(f) => ("F", String::new(), mail::failure_json(f)),
-            Stale => ("S", String::new(), String::new()),
-            Requeue => ("R", String::new(), String::new()),
+        let delivered = match &outcome {
+            Answer(a) => FinishOutcome::Answer {
+                remaining_ms: mail::remaining(a, at),
+                json: mail::answer_json(a),
+            },
+            Failed(f) => FinishOutcome::Failed {
+                json: mail::failure_json(f),
+            },
+            Stale => FinishOutcome::Stale,
+            Requeue => FinishOutcome::Requeue,
         };
         let restart = self.new_claim();
-        let args = vec![
-            claim.0.clone(),
-            code.to_owned(),
-            left,
-            payload,
-            restart.clone(),
-        ];
-        let op = self
-            .op(&lua::FINISH, &target.id, Pk::of(poolable), args)
-            .at(now);
+        let call = TargetCall::Finish {
+            claim: claim.0.clone(),
+            outcome: delivered,
+            restart: restart.clone(),
+        };
+        let op = self.op(call, &target.id, Pk::of(poolable)).at(now);
         match self.run(&op, true).await {
             Ok(values) => {
                 let mut reply = Reply::of("finish.lua", values);
@@ -279,8 +274,8 @@ impl Inner {
         now: Millis,
     ) -> Result<(), StoreError> {
         let at = self.observe(now);
-        let args = super::wake::abandon_args(waiter, answer.as_ref(), at);
-        let op = self.op(&lua::ABANDON, target_id, pk, args).at(now);
+        let call = super::wake::abandon_call(waiter, answer.as_ref(), at);
+        let op = self.op(call, target_id, pk).at(now);
         let woken = Reply::of("abandon.lua", self.run(&op, true).await?).rest("woken waiters")?;
         self.notify(target_id, woken).await;
         Ok(())
@@ -293,12 +288,12 @@ impl Inner {
         now: Millis,
     ) -> Result<(), StoreError> {
         let at = self.observe(now);
-        let args = vec![
-            mail::remaining(&answer, at).to_string(),
-            mail::answer_json(&answer),
-        ];
+        let call = TargetCall::Put {
+            remaining_ms: mail::remaining(&answer, at),
+            answer_json: mail::answer_json(&answer),
+        };
         let pk = Pk::of(poolable(target) == "1");
-        let op = self.op(&lua::PUT, &target.id, pk, args).at(now);
+        let op = self.op(call, &target.id, pk).at(now);
         let woken = Reply::of("put.lua", self.run(&op, true).await?).rest("woken waiters")?;
         self.notify(&target.id, woken).await;
         Ok(())
@@ -312,18 +307,11 @@ impl Inner {
     ) -> Result<Vec<ClaimId>, StoreError> {
         self.observe(now);
         let candidates: Vec<String> = (0..size).map(|_| self.new_claim()).collect();
-        let mut args = vec![size.to_string()];
-        args.extend(candidates.iter().cloned());
-        let pk = Pk::of(poolable(target) == "1");
-        self.claim_some(
-            (&lua::RESERVE, "reserve.lua"),
-            target,
-            pk,
-            args,
-            candidates,
-            now,
-        )
-        .await
+        let call = TargetCall::Reserve {
+            size,
+            candidates: candidates.clone(),
+        };
+        self.claim_some(call, target, candidates, now).await
     }
 
     pub(super) async fn cover(
@@ -337,17 +325,10 @@ impl Inner {
             return Ok(Vec::new());
         }
         let candidates: Vec<String> = (0..mine).map(|_| self.new_claim()).collect();
-        let pk = Pk::of(poolable(target) == "1");
-        let args = candidates.clone();
-        self.claim_some(
-            (&lua::COVER, "cover.lua"),
-            target,
-            pk,
-            args,
-            candidates,
-            now,
-        )
-        .await
+        let call = TargetCall::Cover {
+            candidates: candidates.clone(),
+        };
+        self.claim_some(call, target, candidates, now).await
     }
 
     /// Records the provider task a claim's upstream task submitted (`lua/note.lua`).
@@ -358,35 +339,35 @@ impl Inner {
         task: &UpstreamRef,
         keep: std::time::Duration,
     ) -> Result<(), StoreError> {
-        let args = vec![
-            claim.0.clone(),
-            super::ms(keep).to_string(),
-            task.account.clone(),
-            task.task_id.clone(),
-        ];
+        let call = TargetCall::Note {
+            claim: claim.0.clone(),
+            keep_ms: super::ms(keep),
+            account: task.account.clone(),
+            task_id: task.task_id.clone(),
+        };
         // Marked before the script runs (if its reply is lost it may still have run); a claim
         // that already ended needs no note.
         if !self.local.set_noted(&claim.0) {
             return Ok(());
         }
-        let op = self.op(&lua::NOTE, &target.id, Pk::AsRecorded, args);
+        let op = self.op(call, &target.id, Pk::AsRecorded);
         // Setting the same note twice is harmless, so a lost reply needs no record.
         self.run_once(&op).await?;
         Ok(())
     }
 
-    /// Runs a script that claims the first n of `candidates` and returns
+    /// Runs a script that claims the first n of `candidates` (`reserve`, `cover`) and returns
     /// `{n, adopted 1..n, woken...}`.
     async fn claim_some(
         &self,
-        (script, name): (&redis::Script, &'static str),
+        call: TargetCall,
         target: &Target,
-        pk: Pk,
-        args: Vec<String>,
         candidates: Vec<String>,
         now: Millis,
     ) -> Result<Vec<ClaimId>, StoreError> {
-        let op = self.op(script, &target.id, pk, args).at(now);
+        let name = call.file();
+        let pk = Pk::of(poolable(target) == "1");
+        let op = self.op(call, &target.id, pk).at(now);
         let values = self.run(&op, true).await?;
         let Claimed { adopted, woken } = Claimed::read(name, values, candidates.len())?;
         self.notify(&target.id, woken).await;
@@ -413,7 +394,7 @@ impl Inner {
         self.observe(now);
         let pk = Pk::of(poolable(target) == "1");
         let op = self
-            .op(&lua::COUNTS, &target.id, pk, Vec::new())
+            .op(TargetCall::Counts, &target.id, pk)
             .at(now)
             .min_remaining(min_remaining_ms);
         let counted = Counted::read(self.run_once(&op).await?)?;

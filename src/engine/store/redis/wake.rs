@@ -8,6 +8,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use tokio_util::sync::CancellationToken;
 
+use super::call::TargetCall;
 use super::conn::Conn;
 use super::fanout::{self, instance_of};
 use super::ops::Pk;
@@ -52,10 +53,10 @@ impl Inner {
         waiter: &str,
     ) -> Vec<(String, String)> {
         // A follower of a reusable target has no place in a queue to go back to.
-        let arrived = match self.local.arrived(waiter) {
-            Some(at) if !fanout::is_follower(waiter) => at.to_string(),
-            _ => String::new(),
-        };
+        let arrived = self
+            .local
+            .arrived(waiter)
+            .filter(|_| !fanout::is_follower(waiter));
         let follower = fanout::is_follower(waiter);
         if !follower && self.durable.as_ref().is_some_and(|d| !d.ok()) {
             // Hand-outs cannot be confirmed now (maybe not for long: a master without its
@@ -64,12 +65,11 @@ impl Inner {
             self.release(waiter);
             return Vec::new();
         }
-        let mut op = self.op(
-            &lua::TAKE,
-            target_id,
-            Pk::AsRecorded,
-            vec![waiter.to_owned(), arrived],
-        );
+        let call = TargetCall::Take {
+            waiter: waiter.to_owned(),
+            arrived,
+        };
+        let mut op = self.op(call, target_id, Pk::AsRecorded);
         // A reusable answer is shared anyway: only a single-use one is a hand-out to confirm.
         if !follower {
             op = op.handout();
@@ -118,12 +118,7 @@ impl Inner {
         }
         // The caller left between delivery and now: pass the answer on.
         let answer = back.ok();
-        let op = self.op(
-            &lua::ABANDON,
-            target_id,
-            pk,
-            abandon_args(waiter, answer.as_ref(), now),
-        );
+        let op = self.op(abandon_call(waiter, answer.as_ref(), now), target_id, pk);
         let woken = self
             .run(&op, true)
             .await
@@ -154,8 +149,11 @@ impl Inner {
         if let Some(durable) = &self.durable {
             durable.unconfirmed(keys::probe(target_id));
         }
-        let args = vec![waiter.to_owned(), mail.to_owned()];
-        let op = self.op(&lua::UNTAKE, target_id, Pk::AsRecorded, args);
+        let call = TargetCall::Untake {
+            waiter: waiter.to_owned(),
+            mail: mail.to_owned(),
+        };
+        let op = self.op(call, target_id, Pk::AsRecorded);
         if let Err(e) = self.run(&op, true).await {
             tracing::warn!(error = %StoreError::from(e), "could not give back mail whose hand-out was withheld");
         }
@@ -164,12 +162,11 @@ impl Inner {
 
 /// The arguments of `abandon.lua` for `waiter`, passing on `answer` (its life counted at `now`)
 /// if it had one.
-pub(super) fn abandon_args(waiter: &str, answer: Option<&Answer>, now: u64) -> Vec<String> {
-    let (left, json) = match answer {
-        Some(a) => (mail::remaining(a, now).to_string(), mail::answer_json(a)),
-        None => (String::new(), String::new()),
-    };
-    vec![waiter.to_owned(), left, json]
+pub(super) fn abandon_call(waiter: &str, answer: Option<&Answer>, now: u64) -> TargetCall {
+    TargetCall::Abandon {
+        waiter: waiter.to_owned(),
+        passed_on: answer.map(|a| (mail::remaining(a, now), mail::answer_json(a))),
+    }
 }
 
 /// Drains this instance's inbox: announcements of mail for its waiters from other instances.
@@ -226,14 +223,13 @@ pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
         for (target_id, (target, waiters, claims)) in inner.local.by_target() {
             // Registered again if Redis restarted empty (the epoch check forgot what was known).
             let _ = inner.note_target(&target, now_ms()).await;
-            let mut args = vec![target.label.clone(), waiters.len().to_string()];
-            for (id, arrived) in &waiters {
-                args.push(id.clone());
-                args.push(arrived.to_string());
-            }
-            args.extend(claims.iter().cloned());
+            let call = TargetCall::Renew {
+                label: target.label.clone(),
+                waiters: waiters.clone(),
+                claims: claims.clone(),
+            };
             let pk = Pk::of(poolable(&target) == "1");
-            let op = inner.op(&lua::RENEW, &target_id, pk, args);
+            let op = inner.op(call, &target_id, pk);
             let renewed = inner.run_once(&op).await.and_then(|values| {
                 let mut r = Reply::of("renew.lua", values);
                 Ok((

@@ -1,0 +1,228 @@
+//! The single-use target scripts' calls, typed: which `.lua` runs, its thirteen keys, the prelude
+//! every one of them reads first (`lua/lib/target.lua`) and each script's own arguments, in the
+//! order its contract header gives. The store and the script tests build their invocations here
+//! and nowhere else, so an argument changes in one place and the compiler finds every caller.
+
+use redis::{Script, ScriptInvocation};
+
+use super::keys;
+use crate::lua;
+
+/// The arguments every target script reads before its own (ARGV[1..7]).
+#[derive(Debug, Clone)]
+pub struct Prelude {
+    /// How long the operation's reply is kept for a replay.
+    pub op_ttl_ms: u64,
+    /// The least life an answer handed out must have left.
+    pub min_remaining_ms: u64,
+    pub mail_ttl_ms: u64,
+    pub lease_ms: u64,
+    /// Whether the target's answers may be pooled; `None`: as recorded in its stats.
+    pub poolable: Option<bool>,
+    /// `None` in production (Redis `TIME`); a time only on an explicit clock.
+    pub clock: Option<u64>,
+    /// When the operation was issued (Redis time); `None`: not known, never refused as too old.
+    pub issued: Option<u64>,
+}
+
+/// What a finished upstream task delivers (`finish.lua`'s ARGV[8..10]).
+#[derive(Debug, Clone)]
+pub enum FinishOutcome {
+    Answer {
+        remaining_ms: i64,
+        json: String,
+    },
+    Failed {
+        json: String,
+    },
+    /// An answer already expired: nobody gets it.
+    Stale,
+    /// The task was cut off (shutdown): its waiters need another.
+    Requeue,
+}
+
+/// One target script and its own arguments, one variant per `.lua`.
+#[derive(Debug, Clone)]
+pub enum TargetCall {
+    Arrive {
+        waiter: String,
+        /// The claim to start a task under if one must start.
+        claim: String,
+    },
+    Finish {
+        claim: String,
+        outcome: FinishOutcome,
+        /// The claim to restart under if waiters are still uncovered.
+        restart: String,
+    },
+    Abandon {
+        waiter: String,
+        /// The answer the caller had already taken (its remaining ms and JSON), passed on.
+        passed_on: Option<(i64, String)>,
+    },
+    Put {
+        remaining_ms: i64,
+        answer_json: String,
+    },
+    Reserve {
+        size: u32,
+        candidates: Vec<String>,
+    },
+    Cover {
+        candidates: Vec<String>,
+    },
+    Note {
+        claim: String,
+        keep_ms: u64,
+        account: String,
+        task_id: String,
+    },
+    Counts,
+    Take {
+        waiter: String,
+        /// Its arrival (ms); `None` for a follower of a reusable target.
+        arrived: Option<u64>,
+    },
+    Untake {
+        waiter: String,
+        mail: String,
+    },
+    Renew {
+        label: String,
+        /// Waiter ids with their arrival (ms).
+        waiters: Vec<(String, u64)>,
+        claims: Vec<String>,
+    },
+}
+
+impl TargetCall {
+    /// The script's file in `lua/`, as errors and replies name it.
+    pub fn file(&self) -> &'static str {
+        match self {
+            TargetCall::Arrive { .. } => "arrive.lua",
+            TargetCall::Finish { .. } => "finish.lua",
+            TargetCall::Abandon { .. } => "abandon.lua",
+            TargetCall::Put { .. } => "put.lua",
+            TargetCall::Reserve { .. } => "reserve.lua",
+            TargetCall::Cover { .. } => "cover.lua",
+            TargetCall::Note { .. } => "note.lua",
+            TargetCall::Counts => "counts.lua",
+            TargetCall::Take { .. } => "take.lua",
+            TargetCall::Untake { .. } => "untake.lua",
+            TargetCall::Renew { .. } => "renew.lua",
+        }
+    }
+
+    fn script(&self) -> &'static Script {
+        match self {
+            TargetCall::Arrive { .. } => &lua::ARRIVE,
+            TargetCall::Finish { .. } => &lua::FINISH,
+            TargetCall::Abandon { .. } => &lua::ABANDON,
+            TargetCall::Put { .. } => &lua::PUT,
+            TargetCall::Reserve { .. } => &lua::RESERVE,
+            TargetCall::Cover { .. } => &lua::COVER,
+            TargetCall::Note { .. } => &lua::NOTE,
+            TargetCall::Counts => &lua::COUNTS,
+            TargetCall::Take { .. } => &lua::TAKE,
+            TargetCall::Untake { .. } => &lua::UNTAKE,
+            TargetCall::Renew { .. } => &lua::RENEW,
+        }
+    }
+
+    /// The script's own arguments (ARGV[7..] as its header numbers them).
+    fn args(&self) -> Vec<String> {
+        match self {
+            TargetCall::Arrive { waiter, claim } => vec![waiter.clone(), claim.clone()],
+            TargetCall::Finish {
+                claim,
+                outcome,
+                restart,
+            } => {
+                let (code, left, payload) = match outcome {
+                    FinishOutcome::Answer { remaining_ms, json } => {
+                        ("A", remaining_ms.to_string(), json.clone())
+                    }
+                    FinishOutcome::Failed { json } => ("F", String::new(), json.clone()),
+                    FinishOutcome::Stale => ("S", String::new(), String::new()),
+                    FinishOutcome::Requeue => ("R", String::new(), String::new()),
+                };
+                vec![claim.clone(), code.into(), left, payload, restart.clone()]
+            }
+            TargetCall::Abandon { waiter, passed_on } => {
+                let (left, json) = match passed_on {
+                    Some((left, json)) => (left.to_string(), json.clone()),
+                    None => (String::new(), String::new()),
+                };
+                vec![waiter.clone(), left, json]
+            }
+            TargetCall::Put {
+                remaining_ms,
+                answer_json,
+            } => vec![remaining_ms.to_string(), answer_json.clone()],
+            TargetCall::Reserve { size, candidates } => std::iter::once(size.to_string())
+                .chain(candidates.iter().cloned())
+                .collect(),
+            TargetCall::Cover { candidates } => candidates.clone(),
+            TargetCall::Note {
+                claim,
+                keep_ms,
+                account,
+                task_id,
+            } => vec![
+                claim.clone(),
+                keep_ms.to_string(),
+                account.clone(),
+                task_id.clone(),
+            ],
+            TargetCall::Counts => Vec::new(),
+            TargetCall::Take { waiter, arrived } => vec![
+                waiter.clone(),
+                arrived.map(|a| a.to_string()).unwrap_or_default(),
+            ],
+            TargetCall::Untake { waiter, mail } => vec![waiter.clone(), mail.clone()],
+            TargetCall::Renew {
+                label,
+                waiters,
+                claims,
+            } => {
+                let mut args = vec![label.clone(), waiters.len().to_string()];
+                for (id, arrived) in waiters {
+                    args.push(id.clone());
+                    args.push(arrived.to_string());
+                }
+                args.extend(claims.iter().cloned());
+                args
+            }
+        }
+    }
+
+    /// The invocation of this call on `target_id`, its reply recorded under `op_id`.
+    pub fn invocation(
+        &self,
+        target_id: &str,
+        op_id: &str,
+        prelude: &Prelude,
+    ) -> ScriptInvocation<'static> {
+        let mut inv = self.script().prepare_invoke();
+        for key in keys::target_keys(target_id, op_id) {
+            inv.key(key);
+        }
+        let flag = |b: Option<bool>| match b {
+            Some(true) => "1",
+            Some(false) => "0",
+            None => "",
+        };
+        let time = |t: Option<u64>| t.map(|t| t.to_string()).unwrap_or_default();
+        inv.arg(prelude.op_ttl_ms)
+            .arg(prelude.min_remaining_ms)
+            .arg(prelude.mail_ttl_ms)
+            .arg(prelude.lease_ms)
+            .arg(flag(prelude.poolable))
+            .arg(time(prelude.clock))
+            .arg(time(prelude.issued));
+        for a in self.args() {
+            inv.arg(a);
+        }
+        inv
+    }
+}
