@@ -31,6 +31,8 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod engine;
+#[doc(hidden)]
+pub mod eventually;
 pub mod http;
 pub mod lua;
 pub mod model;
@@ -47,10 +49,3 @@ pub mod tenants;
 pub mod upstream;
 pub mod wire;
 pub mod wiring;
-
-/// The tests' one bounded wait, shared with the integration tests (`tests/it/support`). The unit
-/// tests use only its plain form.
-#[cfg(test)]
-#[path = "../tests/it/support/eventually.rs"]
-#[allow(dead_code)]
-mod eventually;

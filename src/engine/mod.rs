@@ -28,6 +28,4 @@ pub use types::{
 };
 
 #[cfg(test)]
-mod shutdown_tests;
-#[cfg(test)]
 mod tests;

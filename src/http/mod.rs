@@ -23,13 +23,13 @@ mod openapi;
 mod ops;
 mod ops_access;
 mod outcome;
-#[cfg(test)]
-mod parse_tests;
 mod pools;
 mod request_scoped;
 mod sim_guard;
 mod state;
 mod taskapi;
+#[cfg(test)]
+mod tests;
 mod tls;
 mod usage;
 mod worker;

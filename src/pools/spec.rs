@@ -252,5 +252,4 @@ impl PoolTable {
 }
 
 #[cfg(test)]
-#[path = "spec_tests.rs"]
 mod tests;

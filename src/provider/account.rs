@@ -519,5 +519,4 @@ fn spawn_calibration(
 }
 
 #[cfg(test)]
-#[path = "account_tests.rs"]
 mod tests;

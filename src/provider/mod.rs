@@ -40,7 +40,7 @@ mod taskapi;
 #[cfg(test)]
 mod testing;
 #[cfg(test)]
-mod upstream_tests;
+mod tests;
 
 pub use account::{Account, AccountSettings, SHUTDOWN, Solved, TIMEOUT};
 pub use budget::{

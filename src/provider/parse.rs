@@ -320,5 +320,4 @@ pub(super) fn snippet(body: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "parse_tests.rs"]
 mod tests;

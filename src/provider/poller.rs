@@ -586,5 +586,4 @@ impl Poller {
 }
 
 #[cfg(test)]
-#[path = "poller_tests.rs"]
 mod tests;

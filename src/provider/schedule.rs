@@ -386,5 +386,4 @@ impl ArrivalRate {
 }
 
 #[cfg(test)]
-#[path = "schedule_tests.rs"]
 mod tests;

@@ -1,14 +1,18 @@
 //! Imports run one way (docs/ARCHITECTURE.md "Layers"): each top-level module of `src/` imports
 //! only from its own layer or below, and no modules or files import each other in a circle.
 //! The crate's own `crate::` and `super::` paths are read from the source; test code (`tests.rs`,
-//! `*_tests.rs`, `tests/` folders, `#[cfg(test)] mod tests`) may reach anywhere and is skipped.
+//! `tests/` folders, `#[cfg(test)] mod tests`) may reach anywhere and is skipped. In-file tests
+//! have one layout, checked here too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Bottom to top. A module may import its own layer and every layer before it.
 const LAYERS: [(&str, &[&str]); 11] = [
-    ("vocabulary", &["model", "secret", "setting", "shutdown"]),
+    (
+        "vocabulary",
+        &["model", "secret", "setting", "shutdown", "eventually"],
+    ),
     ("wire protocols", &["wire", "lua"]),
     ("telemetry", &["telemetry"]),
     ("provider side", &["provider", "sim"]),
@@ -53,7 +57,7 @@ fn module_files() -> BTreeMap<ModPath, PathBuf> {
             };
             let mut parts: ModPath = stem.split('/').map(str::to_owned).collect();
             let last = parts.last().cloned().unwrap_or_default();
-            if last == "main" || last == "tests" || last.ends_with("_tests") {
+            if last == "main" || last == "tests" {
                 continue;
             }
             if last == "mod" || last == "lib" {
@@ -65,10 +69,11 @@ fn module_files() -> BTreeMap<ModPath, PathBuf> {
     out
 }
 
-/// The source without its in-file test module.
+/// The source without its in-file test module (`#[cfg(test)] mod tests { .. }`, the file's last
+/// item); a test module in its own file (`#[cfg(test)] mod tests;`) is skipped as a file.
 fn production_text(path: &Path) -> String {
     let text = std::fs::read_to_string(path).expect("a source file is readable");
-    match text.find("#[cfg(test)]\nmod ") {
+    match text.find("#[cfg(test)]\nmod tests {") {
         Some(i) => text[..i].to_owned(),
         None => text,
     }
@@ -303,4 +308,62 @@ fn the_reader_resolves_nested_use_trees_and_parents() {
     assert_eq!(find_cycle(&circle), Some(vec![1, 2, 3]));
     let line: BTreeMap<u8, BTreeSet<u8>> = [(1, [2].into()), (2, [3].into())].into();
     assert_eq!(find_cycle(&line), None);
+}
+
+/// A module's unit tests are `mod tests`: inline at the end of the file, or in `tests.rs` (or a
+/// `tests/` folder) beside it when long. Nothing else: no `#[path]`, no `*_tests.rs` siblings,
+/// so a reader finds a module's tests in one place.
+#[test]
+fn unit_tests_have_one_layout() {
+    let mut wrong = Vec::new();
+    let mut dirs = vec![src()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("src/ is readable") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if name.ends_with("_tests.rs") {
+                wrong.push(format!(
+                    "{}: tests beside a module go in tests.rs",
+                    path.display()
+                ));
+            }
+            if !name.ends_with(".rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("a source file is readable");
+            if text.contains("#[path") {
+                wrong.push(format!(
+                    "{}: #[path] hides where a module lives",
+                    path.display()
+                ));
+            }
+            let mut lines = text.lines();
+            while let Some(line) = lines.next() {
+                if line.trim() != "#[cfg(test)]" {
+                    continue;
+                }
+                let Some(item) = lines.next().map(str::trim) else {
+                    break;
+                };
+                let named = item
+                    .strip_prefix("mod ")
+                    .or_else(|| item.strip_prefix("pub mod "));
+                if let Some(rest) = named {
+                    let name = rest.trim_end_matches([';', '{', ' ']);
+                    // Test support shared by several test modules is a module of its own.
+                    if name != "tests" && name != "testing" {
+                        wrong.push(format!("{}: test module `{name}`", path.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -12,11 +12,11 @@
 pub mod codes;
 mod dialect;
 mod encode;
-#[cfg(test)]
-mod limits_tests;
 mod params;
 mod reply;
 mod submit;
+#[cfg(test)]
+mod tests;
 
 pub use dialect::InPhpDialect;
 pub use encode::submit_params;

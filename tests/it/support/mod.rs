@@ -171,7 +171,7 @@ impl TestGateway {
     }
 }
 pub mod certs;
-pub mod eventually;
+pub use captcha_gateway::eventually;
 pub mod fault_proxy;
 pub mod fleet;
 pub mod host_crash;

@@ -11,10 +11,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::store::{Arrival, ClaimId, Finished, SharedArrival, TaskOutcome, WaiterId};
-use super::store::{Backend, Housekeeping, IdempotencyKeys, Reusable, SingleUse, TaskRecords};
-use super::tests::png_request;
-use super::*;
+use super::png_request;
+use crate::engine::store::{Arrival, ClaimId, Finished, SharedArrival, TaskOutcome, WaiterId};
+use crate::engine::store::{
+    Backend, Housekeeping, IdempotencyKeys, Reusable, SingleUse, TaskRecords,
+};
+use crate::engine::*;
 use crate::eventually::eventually;
 use crate::model::{Answer, Millis, SolveRequest, Target, UpstreamRef, now_ms};
 

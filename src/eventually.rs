@@ -1,7 +1,8 @@
 //! The one bounded wait of the tests: poll a condition until it holds, or fail naming what was
 //! awaited. A test waits on a condition, never on a sleep; the deadline only ends a hang.
 //!
-//! Standalone (std and tokio only) so the crate's unit tests include the same file.
+//! Part of the library only so the unit tests and the integration tests (`tests/it`) share one;
+//! nothing in the product calls it.
 
 use std::future::Future;
 use std::time::{Duration, Instant};

@@ -1,5 +1,7 @@
 //! Engine promises against a scripted solver: the test decides when each upstream task ends.
 
+mod shutdown;
+
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
