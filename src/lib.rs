@@ -14,7 +14,7 @@
 //! - [`provider`] (protocol clients, thread budget, batched poller) and [`sim`] (the provider
 //!   simulator, a product feature).
 //! - [`engine`]: solve orchestration and the promises over the [`engine::Store`] seam (embedded,
-//!   or Redis with Lua scripts in `lua/`), admission, the handout recorder.
+//!   or Redis with Lua scripts in `lua/`), admission, the handout figures.
 //! - around the engine: [`pools`], [`upstream`] (the engine's view of the accounts),
 //!   [`tenants`], [`callback`], [`queue`] (Redis Streams and seed 003's list, docs/QUEUE.md).
 //! - [`status`]: the live figures behind the dashboard and `GET /v1/status`.

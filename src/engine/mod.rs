@@ -8,8 +8,7 @@
 mod active;
 mod admission;
 mod arrival;
-mod metrics;
-pub mod recorder;
+mod figures;
 mod reusable;
 mod solve;
 pub mod store;
@@ -19,7 +18,7 @@ mod trace;
 mod types;
 
 pub use admission::Admission;
-use metrics::EngineMetrics;
+pub use figures::{EngineFigures, EngineReading};
 pub use solve::{Engine, EngineSettings, Solution, Solver};
 pub use store::{MemoryStore, Store, StoreError, TargetCounts, TargetFigures};
 pub use tasks::ReportOutcome;

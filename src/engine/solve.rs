@@ -134,9 +134,8 @@ pub struct Engine {
     /// Woken after a caller takes a pooled answer, so a pool refiller can top up at once
     /// instead of at its next tick.
     pool_taken: Arc<Notify>,
-    pub(super) metrics: super::EngineMetrics,
-    /// The same handouts for the dashboard's figures and history (`status`).
-    recorder: Arc<super::recorder::Recorder>,
+    /// Every handout counted once, for `/metrics` and the status page alike.
+    pub(super) figures: Arc<super::EngineFigures>,
 }
 
 impl Engine {
@@ -157,8 +156,7 @@ impl Engine {
             active: Arc::default(),
             next_waiter: Arc::new(AtomicU64::new(1)),
             pool_taken: Arc::new(Notify::new()),
-            metrics: super::EngineMetrics::default(),
-            recorder: Arc::default(),
+            figures: Arc::default(),
         }
     }
 
@@ -169,9 +167,9 @@ impl Engine {
         self
     }
 
-    /// Answers, solve errors and delays, for the status page (`status`).
-    pub fn recorder(&self) -> &super::recorder::Recorder {
-        &self.recorder
+    /// Answers, solve errors and delays (`/metrics` and the status page read the same).
+    pub fn figures(&self) -> &super::EngineFigures {
+        &self.figures
     }
 
     /// This process's id in the store (random per boot, never reused, so a restarted instance
@@ -240,8 +238,7 @@ impl Engine {
             }
             Reuse::Reusable => self.shared(target, req, deadline, priority).await,
         };
-        self.metrics.record(kind, &result, asked.elapsed());
-        self.recorder.handout(&result, asked.elapsed());
+        self.figures.record(kind, &result, asked.elapsed());
         result
     }
 

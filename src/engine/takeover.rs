@@ -101,7 +101,7 @@ impl Engine {
         ) {
             return;
         }
-        self.metrics.tasks_taken_over.inc();
+        self.figures.task_taken_over();
         let left = redo.deadline_at.saturating_sub(now_ms());
         let parsed = crate::wire::native::parse_native_value(redo.request.clone(), Duration::MAX);
         match parsed {

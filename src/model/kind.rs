@@ -39,6 +39,11 @@ impl Kind {
         Kind::Text,
     ];
 
+    /// Its place in [`Kind::ALL`], for tables indexed by kind.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::RecaptchaV2 => "recaptcha_v2",
@@ -105,5 +110,17 @@ impl FromStr for Kind {
                 let names: Vec<_> = Kind::ALL.iter().map(|k| k.as_str()).collect();
                 format!("unknown kind `{s}`; expected one of {}", names.join(", "))
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kinds_index_is_its_place_in_all() {
+        for (i, kind) in Kind::ALL.iter().enumerate() {
+            assert_eq!(kind.index(), i, "{kind:?}");
+        }
     }
 }

@@ -4,9 +4,8 @@ use std::time::Duration;
 
 use super::instance::{AccountCounters, InstanceFigures, Sum, Tick};
 use super::report::*;
-use super::ring::{Ring, Sample, Start};
+use super::ring::{Reading, Ring, Sample, Start};
 use super::{MAX_ACCOUNTS, MAX_ERROR_CLASSES, Role, Sources};
-use crate::engine::recorder::Reading;
 use crate::model::now_ms;
 use crate::pools::{GroupBy, PoolView};
 use crate::telemetry::histogram::{self, Buckets};
@@ -30,8 +29,14 @@ pub struct Live {
 }
 
 pub fn live_counts(state: &Sources) -> Live {
-    let mut reading = state.engine.recorder().read();
-    reading.solve = state.upstream.solve_time_buckets();
+    let engine = state.engine.figures().read();
+    let reading = Reading {
+        answers: engine.answers,
+        errors: engine.errors,
+        handout: engine.handout,
+        solve: state.upstream.solve_time_buckets(),
+        ready_to_caller: engine.ready_to_caller,
+    };
     let mut errors = ErrorCounts::new();
     let mut accounts = Vec::new();
     for a in state.upstream.figures().into_iter().take(MAX_ACCOUNTS) {

@@ -132,8 +132,8 @@ impl Sum {
 
 fn add_counts(into: &mut ErrorCounts, from: &ErrorCounts) {
     for (class, n) in from {
-        // Classes are a fixed set plus at most `recorder::MAX_CODES` caller codes per instance;
-        // a hostile snapshot cannot add more than that many more.
+        // Classes are a fixed set plus the engine's bounded caller codes per instance; a hostile
+        // snapshot cannot add more than the bound.
         if into.contains_key(class) || into.len() < super::MAX_ERROR_CLASSES {
             *into.entry(class.clone()).or_default() += n;
         }

@@ -1,7 +1,7 @@
 //! The live status behind the dashboard at `/`, `GET /v1/status` and `captcha-gateway status`
 //! (docs/API.md "Status"). Figures come from their owners (the store's per-target counters
-//! through `Pools`, the upstream accounts, admission, the queue) plus a small [`Recorder`](crate::engine::recorder::Recorder) the
-//! engine feeds at every handout; a sampler keeps a bounded ring of readings so a page opened now
+//! through `Pools`, the upstream accounts, admission, the queue, and the engine's handouts in
+//! [`EngineFigures`](crate::engine::EngineFigures), which `/metrics` reads too); a sampler keeps a bounded ring of readings so a page opened now
 //! shows the last minutes. With Redis, each instance publishes its own figures under a key that
 //! expires (`fleet.rs`) and the report adds up every live instance.
 
@@ -67,7 +67,7 @@ pub struct Sources {
 }
 
 /// One per process: the history ring and the fleet's last published figures. The handouts
-/// themselves are counted by the engine's [`Recorder`](crate::engine::recorder::Recorder).
+/// themselves are counted by the engine's [`EngineFigures`](crate::engine::EngineFigures).
 pub struct Status {
     every: Duration,
     ring: Mutex<Ring>,

@@ -2,8 +2,23 @@
 
 use std::collections::VecDeque;
 
+use std::collections::BTreeMap;
+
 use super::report::ErrorCounts;
-use crate::engine::recorder::Reading;
+use crate::model::BySource;
+use crate::telemetry::histogram::Buckets;
+
+/// This instance's cumulative figures at one moment: the engine's handouts
+/// ([`EngineReading`](crate::engine::EngineReading)) and the accounts' solve times.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reading {
+    pub answers: BySource<u64>,
+    pub errors: BTreeMap<String, u64>,
+    pub handout: Buckets,
+    /// Upstream submit to answer ready, from the accounts (`Upstream::solve_time_buckets`).
+    pub solve: Buckets,
+    pub ready_to_caller: Buckets,
+}
 
 /// Cumulative readings at one moment.
 #[derive(Debug, Clone, Default)]
@@ -14,7 +29,7 @@ pub struct Sample {
     pub threads_cap: u64,
     /// This instance's error counts by class.
     pub errors: ErrorCounts,
-    /// This instance's recorder.
+    /// This instance's engine and account figures.
     pub reading: Reading,
 }
 

@@ -3,10 +3,13 @@
 
 use std::fmt::Error;
 
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::encoding::NoLabelSet;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
+
+use super::histogram::{BOUNDS, Buckets, KindHistograms};
 
 /// One label: name and value.
 pub type Label = (&'static str, String);
@@ -60,6 +63,42 @@ pub fn counters<L: EncodeLabelSet>(
 ) -> Result<(), Error> {
     let rows = rows.into_iter().map(|(l, v)| (l, ConstCounter::new(v)));
     family(encoder, name, help, MetricType::Counter, rows)
+}
+
+/// A histogram family of seconds, from [`KindHistograms`] (one series per kind with a sample).
+pub fn histograms_by_kind(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    histograms: &KindHistograms,
+) -> Result<(), Error> {
+    let rows = histograms
+        .by_kind()
+        .into_iter()
+        .map(|(kind, buckets, sum)| {
+            let labels: [Label; 1] = [("kind", kind.as_str().to_owned())];
+            (labels, ConstHistogram { buckets, sum })
+        });
+    family(encoder, name, help, MetricType::Histogram, rows)
+}
+
+/// A histogram read at scrape time: per-bucket counts on [`BOUNDS`], the last above them all.
+struct ConstHistogram {
+    buckets: Buckets,
+    sum: f64,
+}
+
+impl EncodeMetric for ConstHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), Error> {
+        let bounds = BOUNDS.iter().copied().chain(std::iter::once(f64::INFINITY));
+        let buckets: Vec<(f64, u64)> = bounds.zip(self.buckets).collect();
+        let count = self.buckets.iter().sum();
+        encoder.encode_histogram::<NoLabelSet>(self.sum, count, &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
 }
 
 /// One gauge without labels.

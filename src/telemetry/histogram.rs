@@ -4,12 +4,22 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Upper bounds in seconds: 5 ms (a pool hit) to about 5 minutes (a slow reCAPTCHA), each 2.5
-/// times the last, as the solve histogram of `/metrics` has them; one more bucket holds the rest.
-pub const BOUNDS: [f64; 14] = [
-    0.005, 0.0125, 0.03125, 0.078125, 0.195, 0.488, 1.22, 3.05, 7.63, 19.1, 47.7, 119.2, 298.0,
-    745.1,
-];
+use crate::model::Kind;
+
+/// Upper bounds in seconds: 5 ms (a pool hit) to about 12 minutes (a slow reCAPTCHA), each 2.5
+/// times the last; one more bucket holds the rest (`+Inf` on `/metrics`).
+pub const BOUNDS: [f64; 14] = bounds();
+
+const fn bounds() -> [f64; 14] {
+    let mut out = [0.0; 14];
+    let (mut bound, mut i) = (0.005, 0);
+    while i < out.len() {
+        out[i] = bound;
+        bound *= 2.5;
+        i += 1;
+    }
+    out
+}
 
 /// Counts per bucket (the last is above every bound).
 pub type Buckets = [u64; BOUNDS.len() + 1];
@@ -17,6 +27,8 @@ pub type Buckets = [u64; BOUNDS.len() + 1];
 #[derive(Debug, Default)]
 pub struct Histogram {
     counts: [AtomicU64; BOUNDS.len() + 1],
+    /// The sum of every observation, in microseconds (what Prometheus's `_sum` needs).
+    sum_us: AtomicU64,
 }
 
 impl Histogram {
@@ -26,10 +38,53 @@ impl Histogram {
             .position(|b| seconds <= *b)
             .unwrap_or(BOUNDS.len());
         self.counts[i].fetch_add(1, Ordering::Relaxed);
+        // Saturating float-to-int: a negative or NaN delay adds nothing.
+        let us = (seconds * 1e6) as u64;
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
     }
 
     pub fn read(&self) -> Buckets {
         std::array::from_fn(|i| self.counts[i].load(Ordering::Relaxed))
+    }
+
+    /// The sum of every observation, in seconds.
+    pub fn sum(&self) -> f64 {
+        self.sum_us.load(Ordering::Relaxed) as f64 / 1e6
+    }
+}
+
+/// One [`Histogram`] per kind: fed on the request path without a lock or a label lookup, read by
+/// `/metrics` (every kind with a sample) and by the status page (all kinds added up) alike.
+#[derive(Debug, Default)]
+pub struct KindHistograms([Histogram; Kind::ALL.len()]);
+
+impl KindHistograms {
+    pub fn observe(&self, kind: Kind, seconds: f64) {
+        self.0[kind.index()].observe(seconds);
+    }
+
+    /// Observes a delay given in milliseconds.
+    pub fn observe_ms(&self, kind: Kind, ms: u64) {
+        self.observe(kind, ms as f64 / 1000.0);
+    }
+
+    /// Each kind's buckets and sum, kinds without a sample left out.
+    pub fn by_kind(&self) -> Vec<(Kind, Buckets, f64)> {
+        Kind::ALL
+            .iter()
+            .zip(&self.0)
+            .map(|(kind, h)| (*kind, h.read(), h.sum()))
+            .filter(|(_, b, _)| b.iter().any(|n| *n > 0))
+            .collect()
+    }
+
+    /// Every kind's buckets added up.
+    pub fn total(&self) -> Buckets {
+        let mut out = Buckets::default();
+        for h in &self.0 {
+            add(&mut out, &h.read());
+        }
+        out
     }
 }
 
@@ -97,7 +152,7 @@ mod tests {
         let p50 = quantile(&b, 0.5).unwrap();
         assert!(p50 > 0.0 && p50 <= 0.005, "p50 {p50}");
         let p99 = quantile(&b, 0.99).unwrap();
-        assert!(p99 > 1.22 && p99 <= 3.05, "p99 {p99}");
+        assert!(p99 > 1.220703125 && p99 <= 3.0517578125, "p99 {p99}");
         assert_eq!(quantile(&[0; 15], 0.5), None);
     }
 
@@ -111,7 +166,7 @@ mod tests {
         let window = since(&h.read(), &before);
         assert_eq!(window.iter().sum::<u64>(), 2);
         let p50 = quantile(&window, 0.5).unwrap();
-        assert!(p50 > 7.63 && p50 <= 19.1, "p50 {p50}");
+        assert!(p50 > 7.62939453125 && p50 <= 19.073486328125, "p50 {p50}");
     }
 
     #[test]
@@ -135,5 +190,23 @@ mod tests {
         let ten = h.read();
         assert!(quantile(&ten, 0.5).is_some() && quantile(&ten, 0.9).is_some());
         assert_eq!(quantile(&ten, 0.99), None, "ten answers have no p99");
+    }
+
+    #[test]
+    fn kinds_are_kept_apart_and_add_up() {
+        let h = KindHistograms::default();
+        h.observe(Kind::Turnstile, 0.5);
+        h.observe_ms(Kind::Image, 2_000);
+        h.observe_ms(Kind::Image, 1_000);
+        let by_kind = h.by_kind();
+        assert_eq!(
+            by_kind
+                .iter()
+                .map(|(k, b, _)| (*k, b.iter().sum::<u64>()))
+                .collect::<Vec<_>>(),
+            [(Kind::Turnstile, 1), (Kind::Image, 2)]
+        );
+        assert!((by_kind[1].2 - 3.0).abs() < 1e-6, "sum {}", by_kind[1].2);
+        assert_eq!(h.total().iter().sum::<u64>(), 3);
     }
 }

@@ -12,7 +12,7 @@ use prometheus_client::registry::Registry;
 use super::{BreakerState, Member, Upstream, lock};
 use crate::model::now_ms;
 use crate::provider::{AccountStats, Endpoint, RESULTS};
-use crate::telemetry::collect::{Label, counters, gauges, gauges_f64};
+use crate::telemetry::collect::{Label, counters, gauges, gauges_f64, histograms_by_kind};
 
 /// Reads one figure of an account.
 type Figure = fn(&Member, &AccountStats) -> u64;
@@ -34,11 +34,6 @@ impl fmt::Debug for Accounts {
 impl Upstream {
     /// Registers the per-account families and `solve_duration_seconds`.
     pub fn register_metrics(self: &Arc<Self>, registry: &mut Registry) {
-        registry.register(
-            "solve_duration_seconds",
-            "Time from the upstream submit that the provider accepted to the answer ready",
-            self.solve_seconds.family(),
-        );
         registry.register_collector(Box::new(Accounts(self.clone())));
     }
 }
@@ -214,6 +209,11 @@ impl Collector for Accounts {
         for (name, help, pick) in counted {
             counters(e, name, help, per_account(pick))?;
         }
-        Ok(())
+        histograms_by_kind(
+            e,
+            "solve_duration_seconds",
+            "Time from the upstream submit that the provider accepted to the answer ready",
+            &self.0.solve_seconds,
+        )
     }
 }

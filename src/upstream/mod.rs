@@ -34,7 +34,7 @@ use crate::engine::SolveFailure;
 use crate::model::{Kind, now_ms};
 use crate::provider::AccountProvider;
 use crate::provider::{Account, Priority};
-use crate::telemetry::metrics::KindSeconds;
+use crate::telemetry::histogram::KindHistograms;
 use solve::{failure, no_account};
 
 pub use breaker::{Admit, Breaker, BreakerSettings, BreakerState, Verdict};
@@ -161,10 +161,8 @@ pub struct Upstream {
     members: Vec<Arc<Member>>,
     /// Signalled when an account may have become usable (a task finished, a pause lifted).
     changed: Notify,
-    /// Upstream submit to answer ready, by kind.
-    solve_seconds: KindSeconds,
-    /// The same for the status page's percentiles (`status`).
-    solve_times: crate::telemetry::histogram::Histogram,
+    /// Upstream submit to answer ready, by kind: `/metrics` and the status page read the same.
+    solve_seconds: KindHistograms,
 }
 
 impl Upstream {
@@ -172,8 +170,7 @@ impl Upstream {
         Self {
             members: members.into_iter().map(Arc::new).collect(),
             changed: Notify::new(),
-            solve_seconds: KindSeconds::default(),
-            solve_times: crate::telemetry::histogram::Histogram::default(),
+            solve_seconds: KindHistograms::default(),
         }
     }
 
@@ -243,7 +240,7 @@ impl Upstream {
 
     /// Upstream submit to answer ready, every kind, as the status page's buckets.
     pub fn solve_time_buckets(&self) -> crate::telemetry::histogram::Buckets {
-        self.solve_times.read()
+        self.solve_seconds.total()
     }
 
     /// Every account's figures, in config order (the status page).

@@ -171,7 +171,6 @@ impl Upstream {
         member.reports.remember(&solved.task_id, kind, now_ms());
         let took_ms = solved.solved_at.saturating_sub(solved.submitted_at);
         self.solve_seconds.observe_ms(kind, took_ms);
-        self.solve_times.observe(took_ms as f64 / 1000.0);
         Solution {
             text: solved.text,
             user_agent: solved.user_agent,
