@@ -44,7 +44,8 @@ mod tests;
 
 pub use account::{Account, AccountSettings, SHUTDOWN, Solved, TIMEOUT};
 pub use budget::{
-    Budget, BudgetSettings, BudgetStats, CapSettings, Lease, MemoryBudget, Priority, ThreadBudget,
+    Budget, BudgetSettings, BudgetStats, CapRule, CapSettings, Lease, MemoryBudget, Priority,
+    ThreadBudget,
 };
 pub use classify::{classify, code_error, retry_after};
 pub use error::{ErrorClass, ProviderError};

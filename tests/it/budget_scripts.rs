@@ -297,3 +297,70 @@ async fn releases_gathered_into_one_call_each_free_only_their_own_thread_and_wak
     assert_eq!(stats(&mut acc.conn).await, before + 1);
     assert_eq!(acc.card("leases").await, 1, "b's thread is still b's");
 }
+
+/// What can happen to an account's cap.
+#[derive(Debug, Clone)]
+enum CapEvent {
+    /// Time passes (ms).
+    Wait(u64),
+    /// A provider capacity error.
+    Shrink,
+    /// `threadsinfo` reports the plan's threads.
+    Plan(u32),
+}
+
+fn cap_event() -> impl proptest::strategy::Strategy<Value = CapEvent> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0..3 * STEP).prop_map(CapEvent::Wait),
+        Just(CapEvent::Shrink),
+        (0..12u32).prop_map(CapEvent::Plan),
+    ]
+}
+
+/// The cap's arithmetic exists twice, in Rust for one process (`provider::budget::CapRule`) and in
+/// Lua for a fleet (`lua/lib/budget.lua`), because each must run where its state lives. Random
+/// histories of capacity errors, plans and time give the same cap in both at every step.
+#[test]
+fn the_fleets_cap_and_one_processs_cap_agree_on_any_history() {
+    use captcha_gateway::provider::{CapRule, CapSettings};
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let redis = RedisServer::start();
+    let settings = CapSettings {
+        increase_every: Duration::from_millis(STEP),
+        decrease_gap: Duration::from_millis(2_000),
+    };
+    let config = ProptestConfig {
+        cases: 64,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(threads in 1..12u32, events in proptest::collection::vec(cap_event(), 1..30))| {
+        rt.block_on(async {
+            let mut acc = Account::on(&redis, threads).await;
+            let _: () = redis::cmd("DEL").arg(Account::key("cap")).query_async(&mut acc.conn).await.unwrap();
+            let mut rule = CapRule::default();
+            for (i, event) in events.iter().enumerate() {
+                let fleet = match event {
+                    CapEvent::Wait(ms) => {
+                        acc.now += ms;
+                        acc.renew(&[]).await.1
+                    }
+                    CapEvent::Shrink => {
+                        rule.shrink(threads, acc.now, &settings);
+                        acc.cap("shrink", 2_000).await
+                    }
+                    CapEvent::Plan(plan) => {
+                        rule.calibrate(*plan);
+                        acc.cap("plan", u64::from(*plan)).await
+                    }
+                };
+                let local = i64::from(rule.effective(threads, acc.now, &settings));
+                prop_assert_eq!(fleet, local, "after {:?}", &events[..=i]);
+            }
+            Ok(())
+        })?;
+    });
+}
