@@ -3,6 +3,7 @@
 //! across instances, and the cap's halving and regrowth. Key and argument orders follow the
 //! contract header of `lua/lib/budget.lua`.
 
+use captcha_gateway::engine::store::redis::call::{BudgetCall, BudgetPrelude, CapChange};
 use redis::Value;
 use redis::aio::MultiplexedConnection;
 
@@ -10,8 +11,8 @@ use crate::support::redis::RedisServer;
 
 const LEASE: u64 = 15_000;
 const STEP: u64 = 5_000;
-const INTERACTIVE: &str = "0";
-const REFILL: &str = "2";
+const INTERACTIVE: usize = 0;
+const REFILL: usize = 2;
 
 /// One account's budget of `threads`, its scripts called at `now`.
 struct Account {
@@ -34,44 +35,37 @@ impl Account {
         format!("cg:{{b:acc}}:{name}")
     }
 
-    async fn run(&mut self, file: &str, args: &[&str]) -> Vec<Value> {
-        // The script the gateway runs, preludes and all.
-        let script =
-            captcha_gateway::lua::by_name(file).unwrap_or_else(|| panic!("no lua/{file}.lua"));
-        let mut inv = script.prepare_invoke();
-        for k in ["leases", "fence", "fences", "waiters", "wexp", "cap"] {
-            inv.key(Self::key(k));
-        }
-        inv.arg(self.now)
-            .arg(LEASE)
-            .arg(self.threads)
-            .arg(STEP)
-            .arg("cg:{b:acc}:freed");
-        for a in args {
-            inv.arg(*a);
-        }
-        inv.invoke_async::<Vec<Value>>(&mut self.conn)
+    /// `call` as the gateway makes it (keys, prelude and arguments from the same type), on the
+    /// test's clock.
+    async fn run(&mut self, call: BudgetCall) -> Vec<Value> {
+        let keys = ["leases", "fence", "fences", "waiters", "wexp", "cap"].map(Self::key);
+        let prelude = BudgetPrelude {
+            clock: Some(self.now),
+            lease_ms: LEASE,
+            threads: self.threads,
+            increase_every_ms: STEP,
+            channel: "cg:{b:acc}:freed".into(),
+        };
+        call.invocation(&keys, &prelude)
+            .invoke_async::<Vec<Value>>(&mut self.conn)
             .await
-            .unwrap_or_else(|e| panic!("{file}.lua: {e}"))
+            .unwrap_or_else(|e| panic!("{call:?}: {e}"))
     }
 
     /// `{granted, fence, leases, cap}`.
-    async fn acquire(&mut self, id: &str, class: &str, reserve: u32) -> [i64; 4] {
-        let reserve = reserve.to_string();
-        let r = self
-            .run("budget_acquire", &[id, class, &reserve, "3000"])
-            .await;
+    async fn acquire(&mut self, id: &str, class: usize, reserve: u32) -> [i64; 4] {
+        let r = self.run(acquire(id, class, reserve, &[])).await;
         ints(&r)
     }
 
     /// `{removed, leases}`.
     async fn release(&mut self, id: &str) -> [i64; 2] {
-        ints(&self.run("budget_release", &[id]).await)
+        ints(&self.run(BudgetCall::Release { ids: ids(&[id]) }).await)
     }
 
     /// `(leases, cap, lost ids)`.
-    async fn renew(&mut self, ids: &[&str]) -> (i64, i64, Vec<String>) {
-        let r = self.run("budget_renew", ids).await;
+    async fn renew(&mut self, ids_: &[&str]) -> (i64, i64, Vec<String>) {
+        let r = self.run(BudgetCall::Renew { ids: ids(ids_) }).await;
         let [leases, cap] = ints(&r);
         let lost = r[2..]
             .iter()
@@ -80,9 +74,12 @@ impl Account {
         (leases, cap, lost)
     }
 
-    async fn cap(&mut self, mode: &str, value: u64) -> i64 {
-        let value = value.to_string();
-        let [cap] = ints(&self.run("budget_cap", &[mode, &value, "86400000"]).await);
+    async fn cap(&mut self, change: CapChange) -> i64 {
+        let call = BudgetCall::Cap {
+            change,
+            memory_ms: 86_400_000,
+        };
+        let [cap] = ints(&self.run(call).await);
         cap
     }
 
@@ -93,6 +90,20 @@ impl Account {
             .await
             .unwrap()
     }
+}
+
+fn acquire(id: &str, class: usize, reserve: u32, followers: &[&str]) -> BudgetCall {
+    BudgetCall::Acquire {
+        id: id.into(),
+        class,
+        reserve,
+        waiter_ttl_ms: 3_000,
+        followers: ids(followers),
+    }
+}
+
+fn ids(ids: &[&str]) -> Vec<String> {
+    ids.iter().map(|s| s.to_string()).collect()
 }
 
 fn ints<const N: usize>(reply: &[Value]) -> [i64; N] {
@@ -204,8 +215,12 @@ async fn a_waiter_that_stops_asking_loses_its_place() {
 async fn capacity_errors_halve_the_cap_once_per_gap_and_time_grows_it_back() {
     let redis = RedisServer::start();
     let mut acc = Account::on(&redis, 8).await;
-    assert_eq!(acc.cap("shrink", 2_000).await, 4);
-    assert_eq!(acc.cap("shrink", 2_000).await, 4, "a replay inside the gap");
+    assert_eq!(acc.cap(CapChange::Shrink { gap_ms: 2_000 }).await, 4);
+    assert_eq!(
+        acc.cap(CapChange::Shrink { gap_ms: 2_000 }).await,
+        4,
+        "a replay inside the gap"
+    );
     for id in ["a", "b", "c", "d"] {
         assert_eq!(acc.acquire(id, INTERACTIVE, 0).await[0], 1);
     }
@@ -214,20 +229,21 @@ async fn capacity_errors_halve_the_cap_once_per_gap_and_time_grows_it_back() {
     assert_eq!(acc.renew(&["a", "b", "c", "d"]).await.1, 5);
     assert_eq!(acc.acquire("e", INTERACTIVE, 0).await[0], 1);
     acc.now += 10 * STEP;
-    assert_eq!(acc.cap("plan", 6).await, 6, "the plan's threads bound it");
+    assert_eq!(
+        acc.cap(CapChange::Plan { threads: 6 }).await,
+        6,
+        "the plan's threads bound it"
+    );
 }
 
 #[tokio::test]
 async fn followers_are_granted_in_order_while_threads_last_and_the_rest_are_left_alone() {
     let redis = RedisServer::start();
     let mut acc = Account::on(&redis, 3).await;
-    let queued = "1";
+    let queued = 1;
     // The turn holder asks for itself and three callers queued behind it; two threads remain.
     let reply = acc
-        .run(
-            "budget_acquire",
-            &["h:1", queued, "0", "3000", "f:1", "f:2", "f:3"],
-        )
+        .run(acquire("h:1", queued, 0, &["f:1", "f:2", "f:3"]))
         .await;
     let [granted, _, leases, _, followers] = ints(&reply);
     assert_eq!((granted, leases, followers), (1, 3, 2));
@@ -235,10 +251,7 @@ async fn followers_are_granted_in_order_while_threads_last_and_the_rest_are_left
     assert_eq!(acc.card("waiters").await, 0);
     // Run again after a lost reply: the same grants, nothing more.
     let again = acc
-        .run(
-            "budget_acquire",
-            &["h:1", queued, "0", "3000", "f:1", "f:2", "f:3"],
-        )
+        .run(acquire("h:1", queued, 0, &["f:1", "f:2", "f:3"]))
         .await;
     assert_eq!(ints::<5>(&again), ints::<5>(&reply));
     assert_eq!(acc.card("leases").await, 3);
@@ -251,9 +264,7 @@ async fn a_holder_that_must_wait_asks_for_no_follower() {
     let redis = RedisServer::start();
     let mut acc = Account::on(&redis, 1).await;
     acc.acquire("busy:1", INTERACTIVE, 0).await;
-    let reply = acc
-        .run("budget_acquire", &["h:1", INTERACTIVE, "0", "3000", "f:1"])
-        .await;
+    let reply = acc.run(acquire("h:1", INTERACTIVE, 0, &["f:1"])).await;
     assert_eq!(ints::<5>(&reply), [0, 0, 1, 1, 0]);
     acc.release("busy:1").await;
     acc.now += 1;
@@ -288,11 +299,19 @@ async fn releases_gathered_into_one_call_each_free_only_their_own_thread_and_wak
     };
     let before = stats(&mut acc.conn).await;
     // a's and c's, and an id never held between them: {a removed, leases, never:0, c:1}.
-    let reply = acc.run("budget_release", &["a:1", "never:1", "c:1"]).await;
+    let reply = acc
+        .run(BudgetCall::Release {
+            ids: ids(&["a:1", "never:1", "c:1"]),
+        })
+        .await;
     assert_eq!(ints::<4>(&reply), [1, 1, 0, 1]);
     assert_eq!(stats(&mut acc.conn).await, before + 1, "one wake-up");
     // Run again: nothing more is freed, nobody is told.
-    let again = acc.run("budget_release", &["a:1", "never:1", "c:1"]).await;
+    let again = acc
+        .run(BudgetCall::Release {
+            ids: ids(&["a:1", "never:1", "c:1"]),
+        })
+        .await;
     assert_eq!(ints::<4>(&again), [0, 1, 0, 0]);
     assert_eq!(stats(&mut acc.conn).await, before + 1);
     assert_eq!(acc.card("leases").await, 1, "b's thread is still b's");
@@ -350,11 +369,11 @@ fn the_fleets_cap_and_one_processs_cap_agree_on_any_history() {
                     }
                     CapEvent::Shrink => {
                         rule.shrink(threads, acc.now, &settings);
-                        acc.cap("shrink", 2_000).await
+                        acc.cap(CapChange::Shrink { gap_ms: 2_000 }).await
                     }
                     CapEvent::Plan(plan) => {
                         rule.calibrate(*plan);
-                        acc.cap("plan", u64::from(*plan)).await
+                        acc.cap(CapChange::Plan { threads: u64::from(*plan) }).await
                     }
                 };
                 let local = i64::from(rule.effective(threads, acc.now, &settings));

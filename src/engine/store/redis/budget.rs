@@ -26,17 +26,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt as _;
-use redis::{RedisResult, Script, Value};
+use redis::{RedisResult, Value};
 use tokio::sync::Notify;
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
 use super::askers::{Askers, MAX_FOLLOWERS};
+use super::call::{BudgetCall, BudgetPrelude, CapChange};
 use super::conn::Conn;
 use super::reply::{Acquired, Released, Renewed, capped};
 use super::{RedisSettings, keys, ms};
 use crate::engine::store::StoreError;
-use crate::lua;
 use crate::provider::{BudgetSettings, BudgetStats, Lease, MemoryBudget, Priority, ThreadBudget};
 
 /// How long a cut of the cap is remembered after its last change: far beyond its regrowth.
@@ -149,21 +149,18 @@ impl Shared {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    async fn call(&self, script: &Script, args: &[String]) -> RedisResult<Vec<Value>> {
-        let mut inv = script.prepare_invoke();
-        for key in &self.keys {
-            inv.key(key);
-        }
-        inv.arg("")
-            .arg(ms(self.lease))
-            .arg(self.settings.threads)
-            .arg(ms(self.settings.cap.increase_every))
-            .arg(&self.channel);
-        for a in args {
-            inv.arg(a);
-        }
+    async fn call(&self, call: BudgetCall) -> RedisResult<Vec<Value>> {
+        let prelude = BudgetPrelude {
+            clock: None,
+            lease_ms: ms(self.lease),
+            threads: self.settings.threads,
+            increase_every_ms: ms(self.settings.cap.increase_every),
+            channel: self.channel.clone(),
+        };
         let mut conn = self.conn.clone();
-        inv.invoke_async(&mut conn).await
+        call.invocation(&self.keys, &prelude)
+            .invoke_async(&mut conn)
+            .await
     }
 
     fn note(&self, in_use: u64, cap: u64) {
@@ -178,15 +175,15 @@ impl Shared {
         followers: &[String],
         priority: Priority,
     ) -> RedisResult<Attempt> {
-        let mut args = vec![
-            id.to_owned(),
-            priority.index().to_string(),
-            self.settings.refill_reserve.to_string(),
+        let call = BudgetCall::Acquire {
+            id: id.to_owned(),
+            class: priority.index(),
+            reserve: self.settings.refill_reserve,
             // A waiter refreshes its place at every recheck; three missed ones and it is gone.
-            ms(self.recheck * 3).to_string(),
-        ];
-        args.extend(followers.iter().cloned());
-        let reply = self.call(&lua::BUDGET_ACQUIRE, &args).await?;
+            waiter_ttl_ms: ms(self.recheck * 3),
+            followers: followers.to_vec(),
+        };
+        let reply = self.call(call).await?;
         let Acquired {
             granted,
             in_use,
@@ -247,7 +244,7 @@ impl Shared {
         let ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();
         let mut pause = Duration::from_millis(50);
         for attempt in 0..5 {
-            match self.call(&lua::BUDGET_RELEASE, &ids).await {
+            match self.call(BudgetCall::Release { ids: ids.clone() }).await {
                 Ok(reply) => {
                     match Released::read(reply, batch.len()) {
                         Ok(Released { in_use, removed }) => {
@@ -300,29 +297,28 @@ impl Shared {
         )
     }
 
-    fn spawn_cap(self: &Arc<Self>, mode: &'static str, value: u64) {
+    fn spawn_cap(self: &Arc<Self>, change: CapChange) {
         let inner = self.clone();
         tokio::spawn(async move {
-            let args = [
-                mode.to_owned(),
-                value.to_string(),
-                ms(CAP_MEMORY).to_string(),
-            ];
+            let call = BudgetCall::Cap {
+                change,
+                memory_ms: ms(CAP_MEMORY),
+            };
             // A few tries: running it again is harmless (a second halving inside the gap and a
             // second plan change nothing), and a lost signal only waits for the next error.
             for _ in 0..3 {
-                match inner.call(&lua::BUDGET_CAP, &args).await {
+                match inner.call(call.clone()).await {
                     Ok(reply) => {
                         match capped(reply) {
                             Ok(cap) => inner.cap.store(saturate(cap), Ordering::Relaxed),
                             Err(e) => {
-                                tracing::warn!(account = %inner.account, error = %e, mode, "budget cap")
+                                tracing::warn!(account = %inner.account, error = %e, ?change, "budget cap")
                             }
                         }
                         return;
                     }
                     Err(e) => {
-                        tracing::debug!(account = %inner.account, error = %e, mode, "budget cap");
+                        tracing::debug!(account = %inner.account, error = %e, ?change, "budget cap");
                         sleep(Duration::from_millis(200)).await;
                     }
                 }
@@ -529,12 +525,14 @@ impl ThreadBudget for RedisBudget {
     fn capacity_error(&self) {
         self.inner.fallback.capacity_error();
         let gap = self.inner.settings.cap.decrease_gap;
-        self.inner.spawn_cap("shrink", ms(gap));
+        self.inner.spawn_cap(CapChange::Shrink { gap_ms: ms(gap) });
     }
 
     fn calibrate(&self, plan: u32) {
         self.inner.fallback.calibrate(plan);
-        self.inner.spawn_cap("plan", plan.into());
+        self.inner.spawn_cap(CapChange::Plan {
+            threads: plan.into(),
+        });
     }
 
     fn stats(&self) -> BudgetStats {
@@ -551,7 +549,7 @@ impl ThreadBudget for RedisBudget {
 async fn renewer(inner: Arc<Shared>, cut: CancellationToken) {
     loop {
         let ids: Vec<String> = inner.held().iter().cloned().collect();
-        match inner.call(&lua::BUDGET_RENEW, &ids).await {
+        match inner.call(BudgetCall::Renew { ids }).await {
             Ok(reply) => match Renewed::read(reply) {
                 Ok(Renewed { in_use, cap, lost }) => {
                     inner.note(in_use, cap);
