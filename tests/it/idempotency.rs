@@ -13,7 +13,8 @@ use captcha_gateway::sim::LatencyRange;
 use futures::future::join_all;
 use serde_json::{Value, json};
 
-use crate::support::fleet::{GatewayProcess, SimServer, client};
+use crate::support::fleet::{SimServer, client};
+use crate::support::gateway::GatewayProcess;
 use crate::support::redis::RedisServer;
 use crate::support::{KEY, TestGateway, fast_settings};
 
