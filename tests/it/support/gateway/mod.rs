@@ -7,4 +7,4 @@ mod in_process;
 mod process;
 
 pub use in_process::{TestGateway, fast_settings};
-pub use process::{GatewayProcess, Launch, SimAccountConfig, Stderr, Transcript};
+pub use process::{GatewayProcess, Launch, OutputLine, SimAccountConfig, Stderr, Transcript};

@@ -182,6 +182,12 @@ impl Launch {
         Self::new("serve", config.into(), Vec::new())
     }
 
+    /// `worker --config <file> --listen 127.0.0.1:0`, the file holding `config`.
+    pub fn worker(config: impl Into<String>) -> Launch {
+        let listen = ["--listen", "127.0.0.1:0"].map(String::from).to_vec();
+        Self::new("worker", config.into(), listen)
+    }
+
     fn new(subcommand: &'static str, config: String, args: Vec<String>) -> Launch {
         Launch {
             subcommand,
@@ -193,6 +199,12 @@ impl Launch {
             capture: None,
             keep: Vec::new(),
         }
+    }
+
+    /// More command-line arguments, after the config's.
+    pub fn args(mut self, args: &[&str]) -> Launch {
+        self.args.extend(args.iter().map(|a| a.to_string()));
+        self
     }
 
     /// One environment variable (the environment starts empty).
@@ -276,11 +288,18 @@ impl Launch {
             .expect("the process announces its address")
             .unwrap()
             .unwrap_or_default();
-        let base = announced
+        let (who, base) = announced
             .trim()
-            .strip_prefix("captcha-gateway listening on ")
-            .unwrap_or_else(|| panic!("the {} did not start: {announced:?}", self.subcommand))
-            .to_owned();
+            .split_once(" listening on ")
+            .unwrap_or_else(|| panic!("the {} did not start: {announced:?}", self.subcommand));
+        let consumer = match self.subcommand {
+            "worker" => who
+                .strip_prefix("captcha-gateway worker ")
+                .map(str::to_owned),
+            _ => (who == "captcha-gateway").then(String::new),
+        }
+        .unwrap_or_else(|| panic!("the {} did not start: {announced:?}", self.subcommand));
+        let base = base.to_owned();
         let stdout = match &self.capture {
             Some((transcript, name)) => {
                 drains.push(transcript.drain(stdout.into_inner(), name.clone(), true));
@@ -291,7 +310,9 @@ impl Launch {
         GatewayProcess {
             child,
             base,
-            _stdout: stdout,
+            announcement: announced,
+            consumer,
+            stdout,
             log,
             drains,
             _config: config,
@@ -305,8 +326,9 @@ pub struct GatewayProcess {
     child: Child,
     /// `http://127.0.0.1:port`: the API of a `serve`, the probes and `/metrics` of a `worker`.
     pub base: String,
-    /// Kept open, unread: the process may print more after its address.
-    _stdout: Option<Lines<BufReader<ChildStdout>>>,
+    announcement: String,
+    consumer: String,
+    stdout: Option<Lines<BufReader<ChildStdout>>>,
     log: Option<tempfile::NamedTempFile>,
     drains: Vec<JoinHandle<()>>,
     _config: tempfile::NamedTempFile,
@@ -333,6 +355,20 @@ impl GatewayProcess {
     /// `path` on [`base`](Self::base).
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// The first line it printed: `captcha-gateway ... listening on <base>`.
+    pub fn announcement(&self) -> &str {
+        &self.announcement
+    }
+
+    /// A worker's consumer name, from its announcement.
+    pub fn consumer(&self) -> &str {
+        assert!(
+            !self.consumer.is_empty(),
+            "only a worker has a consumer name"
+        );
+        &self.consumer
     }
 
     pub fn pid(&self) -> u32 {
@@ -383,5 +419,26 @@ impl GatewayProcess {
     pub fn log(&self) -> String {
         let file = self.log.as_ref().expect("launched with Stderr::LogFile");
         std::fs::read_to_string(file.path()).expect("the log file reads")
+    }
+
+    /// The next line it prints on stdout after its address (empty at the end of the stream).
+    pub async fn stdout_line(&mut self) -> String {
+        let stdout = self
+            .stdout
+            .as_mut()
+            .expect("stdout is not captured or taken");
+        stdout.next_line().await.unwrap().unwrap_or_default()
+    }
+
+    /// Reads the rest of stdout in the background, so the process never writes to a full or
+    /// closed pipe.
+    pub fn drain_stdout(&mut self) {
+        let mut stdout = self.stdout.take().expect("stdout is not captured or taken");
+        tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+    }
+
+    /// One metric of its `/metrics`, summed over label sets.
+    pub async fn metric(&self, name: &str) -> u64 {
+        crate::support::metric_sum(&reqwest::Client::new(), &self.base, name).await
     }
 }
