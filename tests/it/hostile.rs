@@ -4,7 +4,6 @@
 //! the process stays up without a panic, and its memory returns to the level it had after a
 //! warm-up of the same traffic (growth that scales with requests is a leak).
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -13,12 +12,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::Child;
 use tokio::task::JoinHandle;
 
 use crate::support::KEY;
 use crate::support::eventually::eventually;
-use crate::support::fleet::spawn_serve;
+use crate::support::gateway::{GatewayProcess, Launch, Stderr};
 
 const ENDPOINTS: &[&str] = &[
     "/in.php",
@@ -419,8 +417,7 @@ async fn raw_garbage(rng: &mut StdRng, addr: &str) {
 }
 
 struct Process {
-    child: Child,
-    _config: tempfile::NamedTempFile,
+    gateway: GatewayProcess,
     base: String,
     addr: String,
     stderr: JoinHandle<Vec<String>>,
@@ -428,30 +425,27 @@ struct Process {
 
 impl Process {
     async fn start() -> Process {
-        use std::io::Write;
-        let mut config = tempfile::NamedTempFile::new().unwrap();
         let latency: String = captcha_gateway::model::Kind::ALL
             .iter()
             .map(|k| format!("{} = \"0.05s..0.15s\"\n", k.as_str()))
             .collect();
-        write!(
-            config,
+        let config = format!(
             "provider = \"sim\"\nlisten = \"127.0.0.1:0\"\ngateway_keys = [\"{KEY}\"]\n\
              [poll]\nfirst_check_s = 0.025\ninterval_s = 0.025\nmax_requests_per_second = 1000\n\
              [sim.latency]\n{latency}"
-        )
-        .unwrap();
+        );
         // mimalloc keeps memory freed on a thread for that thread's next allocations and returns
         // it to the system only once the thread allocates again after a delay; a worker thread
         // idle after the barrage then holds its peak (up to 30 MB here, under load). Returning
         // it at once makes RSS follow the live memory this test is about.
-        let env = [
-            ("RUST_LOG", "warn"),
-            ("RUST_BACKTRACE", "1"),
-            ("MIMALLOC_PURGE_DELAY", "0"),
-        ];
-        let (mut child, base, mut stdout) = spawn_serve(config.path(), &env, Stdio::piped()).await;
-        let stderr = child.stderr.take().unwrap();
+        let mut gateway = Launch::serve(config)
+            .log("warn")
+            .env("RUST_BACKTRACE", "1")
+            .env("MIMALLOC_PURGE_DELAY", "0")
+            .stderr(Stderr::Piped)
+            .start()
+            .await;
+        let stderr = gateway.take_stderr();
         let stderr = tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             let mut all = Vec::new();
@@ -460,11 +454,11 @@ impl Process {
             }
             all
         });
-        tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+        gateway.drain_stdout();
+        let base = gateway.base.clone();
         let addr = base.trim_start_matches("http://").to_owned();
         Process {
-            child,
-            _config: config,
+            gateway,
             base,
             addr,
             stderr,
@@ -472,7 +466,7 @@ impl Process {
     }
 
     fn rss_kb(&self) -> u64 {
-        let pid = self.child.id().expect("the gateway is running");
+        let pid = self.gateway.pid();
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
         status
             .lines()
@@ -482,10 +476,7 @@ impl Process {
     }
 
     fn assert_alive(&mut self) {
-        assert!(
-            matches!(self.child.try_wait(), Ok(None)),
-            "the gateway process exited"
-        );
+        assert!(self.gateway.running(), "the gateway process exited");
     }
 }
 
@@ -716,8 +707,7 @@ async fn hostile_client_harms_nobody() {
         "RSS grew from {baseline_kb} kB after warm-up to {after_kb} kB after 10,000 hostile requests (seed {seed})"
     );
 
-    let _ = gw.child.start_kill();
-    let _ = gw.child.wait().await;
+    gw.gateway.kill().await;
     let stderr = gw.stderr.await.unwrap();
     let panics: Vec<_> = stderr.iter().filter(|l| l.contains("panicked")).collect();
     assert!(

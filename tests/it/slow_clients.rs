@@ -6,19 +6,17 @@
 //! is for a socket's end, bounded only to end a hang.
 
 use std::io::Write;
-use std::process::Stdio;
 use std::time::Duration;
 
 use futures::future::join_all;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::process::Child;
 use tokio::time::Instant;
 
 use crate::support::KEY;
 use crate::support::eventually::eventually;
-use crate::support::fleet::spawn_serve;
+use crate::support::gateway::{GatewayProcess, Launch};
 
 /// Ends a hang; never reached when the timeouts work.
 const HANG: Duration = Duration::from_secs(60);
@@ -26,38 +24,32 @@ const HANG: Duration = Duration::from_secs(60);
 /// A gateway process on the in-process simulator, keyed, with `connections` as its
 /// `[connections]` table and every solve taking `solve`.
 struct Gateway {
-    child: Child,
+    process: GatewayProcess,
     base: String,
     addr: String,
-    _config: tempfile::NamedTempFile,
-    /// Kept open: the process prints its simulator's address after its own.
-    _stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
 }
 
 impl Gateway {
     async fn start(connections: &str, solve: &str) -> Gateway {
-        let mut config = tempfile::NamedTempFile::new().unwrap();
-        write!(
-            config,
+        let process = Launch::serve(format!(
             "provider = \"sim\"\nlisten = \"127.0.0.1:0\"\nwarmup_s = 0\ngateway_keys = [\"{KEY}\"]\n\
              [connections]\n{connections}\n\
              [sim]\nthreads = 50\nlatency = {{ recaptcha_v2 = \"{solve}\" }}\n"
-        )
-        .unwrap();
-        let (child, base, stdout) = spawn_serve(config.path(), &[], Stdio::inherit()).await;
+        ))
+        .start()
+        .await;
+        let base = process.base.clone();
         let addr = base.trim_start_matches("http://").to_owned();
         Gateway {
-            child,
+            process,
             base,
             addr,
-            _config: config,
-            _stdout: stdout,
         }
     }
 
     /// `VmRSS` or `VmHWM` of the process, in kB.
     fn memory_kb(&self, field: &str) -> u64 {
-        let pid = self.child.id().expect("the gateway runs");
+        let pid = self.process.pid();
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
         status
             .lines()

@@ -2,14 +2,11 @@
 //! a simulator served by the test process, and a client that keeps up with many callers.
 
 use std::net::SocketAddr;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use captcha_gateway::model::Kind;
 use captcha_gateway::sim::{Clock, LatencyRange, SimSettings, Simulator};
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout, Command};
 
 /// A simulator served on a loopback port by this test process.
 pub struct SimServer {
@@ -76,33 +73,6 @@ impl SimServer {
         ));
         SimServer { sim, addr }
     }
-}
-
-/// The real binary as `serve --config <config>`, with a clean environment plus `env`, stdout
-/// piped and stderr to `stderr`. Returns the process, its base URL (the first line it prints:
-/// `captcha-gateway listening on <url>`) and the rest of its stdout.
-pub async fn spawn_serve(
-    config: &std::path::Path,
-    env: &[(&str, &str)],
-    stderr: Stdio,
-) -> (Child, String, Lines<BufReader<ChildStdout>>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .env_clear()
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the gateway binary starts");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines.next_line().await.unwrap().unwrap_or_default();
-    let base = line
-        .trim()
-        .strip_prefix("captcha-gateway listening on ")
-        .unwrap_or_else(|| panic!("the gateway did not start: {line:?}"))
-        .to_owned();
-    (child, base, lines)
 }
 
 /// An HTTP client that keeps up with a thousand concurrent callers.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader, Lines};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 use tokio::task::JoinHandle;
 
 use crate::support::KEY;
@@ -22,8 +22,12 @@ const HANG: Duration = Duration::from_secs(60);
 pub enum Stderr {
     /// The test's own stderr, which the test runner shows for a failing test.
     Inherit,
+    /// Nowhere.
+    Null,
     /// A temporary file that lives as long as the process, read with [`GatewayProcess::log`].
     LogFile,
+    /// A pipe for the test to read: [`GatewayProcess::take_stderr`].
+    Piped,
 }
 
 /// One line a process printed, as a [`Transcript`] keeps it.
@@ -263,8 +267,9 @@ impl Launch {
         args.extend(self.args.iter().cloned());
         let log = (self.stderr == Stderr::LogFile).then(|| tempfile::NamedTempFile::new().unwrap());
         let stderr = match (&self.capture, self.stderr, &log) {
-            (Some(_), _, _) => Stdio::piped(),
+            (Some(_), _, _) | (None, Stderr::Piped, _) => Stdio::piped(),
             (None, Stderr::Inherit, _) => Stdio::inherit(),
+            (None, Stderr::Null, _) => Stdio::null(),
             (None, Stderr::LogFile, Some(file)) => Stdio::from(file.reopen().unwrap()),
             (None, Stderr::LogFile, None) => unreachable!("the log file is made above"),
         };
@@ -401,6 +406,11 @@ impl GatewayProcess {
         self.child.wait().await.unwrap()
     }
 
+    /// Whether it is still running (not ended, whatever the reason).
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// SIGTERM, then waits for the exit and, for a captured process, for both streams to end:
     /// what it logs on its way out is in the transcript after this.
     pub async fn stop(mut self) -> ExitStatus {
@@ -435,6 +445,14 @@ impl GatewayProcess {
     pub fn drain_stdout(&mut self) {
         let mut stdout = self.stdout.take().expect("stdout is not captured or taken");
         tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+    }
+
+    /// Its stderr ([`Stderr::Piped`]), for the test to read.
+    pub fn take_stderr(&mut self) -> ChildStderr {
+        self.child
+            .stderr
+            .take()
+            .expect("launched with Stderr::Piped")
     }
 
     /// One metric of its `/metrics`, summed over label sets.
