@@ -74,15 +74,10 @@ async fn three_gateways_share_five_threads_without_a_capacity_error() {
         5,
     )
     .await;
+    let config = SimAccountConfig::new(sim.addr, &redis.url()).threads(5);
     let mut gateways = Vec::new();
     for _ in 0..3 {
-        gateways.push(
-            SimAccountConfig::new(sim.addr, &redis.url())
-                .threads(5)
-                .serve()
-                .start()
-                .await,
-        );
+        gateways.push(config.serve().start().await);
     }
     let http = client();
     let started = std::time::Instant::now();
@@ -125,17 +120,12 @@ async fn holder_with_five_threads(
     redis: &RedisServer,
     sim: &SimServer,
 ) -> (GatewayProcess, GatewayProcess) {
-    let url = redis.url();
-    let start = || {
-        SimAccountConfig::new(sim.addr, &url)
-            .threads(5)
-            .top_level("redis_lease_s = 2")
-            .poll_interval(5.0)
-            .serve()
-            .start()
-    };
-    let holder = start().await;
-    let bystander = start().await;
+    let config = SimAccountConfig::new(sim.addr, &redis.url())
+        .threads(5)
+        .top_level("redis_lease_s = 2")
+        .poll_interval(5.0);
+    let holder = config.serve().start().await;
+    let bystander = config.serve().start().await;
     let http = client();
     for i in 0..5 {
         // Never answered: the holder is killed or paused under it, so errors are expected.

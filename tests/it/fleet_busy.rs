@@ -63,20 +63,12 @@ async fn a_gateway_refuses_with_429_once_callers_wait_for_the_fleets_only_thread
     let extra = "max_thread_waiters = 1";
     // One thread for the whole fleet; checks every second, so the poller's 20 checks outlast
     // the wait for the refusal.
-    let a = SimAccountConfig::new(sim.addr, &redis.url())
+    let config = SimAccountConfig::new(sim.addr, &redis.url())
         .threads(1)
         .top_level(extra)
-        .poll_interval(1.0)
-        .serve()
-        .start()
-        .await;
-    let b = SimAccountConfig::new(sim.addr, &redis.url())
-        .threads(1)
-        .top_level(extra)
-        .poll_interval(1.0)
-        .serve()
-        .start()
-        .await;
+        .poll_interval(1.0);
+    let a = config.serve().start().await;
+    let b = config.serve().start().await;
     let http = client();
 
     let first = tokio::spawn({
@@ -156,16 +148,9 @@ async fn without_max_thread_waiters_every_caller_waits_for_the_thread() {
         max: Duration::from_millis(500),
     };
     let sim = SimServer::start(latency, 100).await;
-    let a = SimAccountConfig::new(sim.addr, &redis.url())
-        .threads(1)
-        .serve()
-        .start()
-        .await;
-    let b = SimAccountConfig::new(sim.addr, &redis.url())
-        .threads(1)
-        .serve()
-        .start()
-        .await;
+    let config = SimAccountConfig::new(sim.addr, &redis.url()).threads(1);
+    let a = config.serve().start().await;
+    let b = config.serve().start().await;
     let http = client();
     let bases = [a.base.clone(), b.base.clone()];
     let calls = (0..6).map(|n| {

@@ -418,8 +418,6 @@ async fn raw_garbage(rng: &mut StdRng, addr: &str) {
 
 struct Process {
     gateway: GatewayProcess,
-    base: String,
-    addr: String,
     stderr: JoinHandle<Vec<String>>,
 }
 
@@ -455,24 +453,7 @@ impl Process {
             all
         });
         gateway.drain_stdout();
-        let base = gateway.base.clone();
-        let addr = base.trim_start_matches("http://").to_owned();
-        Process {
-            gateway,
-            base,
-            addr,
-            stderr,
-        }
-    }
-
-    fn rss_kb(&self) -> u64 {
-        let pid = self.gateway.pid();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS in /proc/PID/status")
+        Process { gateway, stderr }
     }
 
     fn assert_alive(&mut self) {
@@ -649,14 +630,14 @@ async fn hostile_client_harms_nobody() {
     let stop = Arc::new(AtomicBool::new(false));
     let served = Arc::new(AtomicU64::new(0));
     let legit: Vec<_> = (0..4)
-        .map(|n| legitimate(gw.base.clone(), stop.clone(), served.clone(), n))
+        .map(|n| legitimate(gw.gateway.base.clone(), stop.clone(), served.clone(), n))
         .collect();
 
     // Every admission slot a hostile request took comes back: nothing leaked a held solve. A
     // keyed solve runs on after its caller left (a repeat may join it), so memory is compared
     // once each barrage's work has ended, not while some of it still runs.
     // The four legitimate callers hold at most one slot each while they run.
-    let health_url = format!("{}/health", gw.base);
+    let health_url = format!("{}/health", gw.gateway.base);
     let drained = |at_most: u64| {
         let health_url = health_url.clone();
         async move {
@@ -680,13 +661,19 @@ async fn hostile_client_harms_nobody() {
     };
 
     // Warm-up: the same traffic, so allocator arenas and caches reach their working size.
-    barrage(&gw.base, &gw.addr, seed, 2_000).await;
+    barrage(&gw.gateway.base, gw.gateway.addr(), seed, 2_000).await;
     drained(4).await;
-    let baseline_kb = gw.rss_kb();
-    barrage(&gw.base, &gw.addr, seed.wrapping_add(1), 10_000).await;
+    let baseline_kb = gw.gateway.memory_kb("VmRSS:");
+    barrage(
+        &gw.gateway.base,
+        gw.gateway.addr(),
+        seed.wrapping_add(1),
+        10_000,
+    )
+    .await;
     gw.assert_alive();
     drained(4).await;
-    let after_kb = gw.rss_kb();
+    let after_kb = gw.gateway.memory_kb("VmRSS:");
     println!("FIGURE hostile: RSS {baseline_kb} kB after warm-up, {after_kb} kB after the barrage");
 
     stop.store(true, Ordering::Relaxed);

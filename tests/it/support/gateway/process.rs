@@ -265,13 +265,18 @@ impl Launch {
         args.extend([self.subcommand.into(), "--config".into()]);
         args.push(config.path().to_str().unwrap().to_owned());
         args.extend(self.args.iter().cloned());
-        let log = (self.stderr == Stderr::LogFile).then(|| tempfile::NamedTempFile::new().unwrap());
-        let stderr = match (&self.capture, self.stderr, &log) {
-            (Some(_), _, _) | (None, Stderr::Piped, _) => Stdio::piped(),
-            (None, Stderr::Inherit, _) => Stdio::inherit(),
-            (None, Stderr::Null, _) => Stdio::null(),
-            (None, Stderr::LogFile, Some(file)) => Stdio::from(file.reopen().unwrap()),
-            (None, Stderr::LogFile, None) => unreachable!("the log file is made above"),
+        let mut log = None;
+        let stderr = match self.stderr {
+            _ if self.capture.is_some() => Stdio::piped(),
+            Stderr::Inherit => Stdio::inherit(),
+            Stderr::Null => Stdio::null(),
+            Stderr::Piped => Stdio::piped(),
+            Stderr::LogFile => {
+                let file = tempfile::NamedTempFile::new().unwrap();
+                let stdio = Stdio::from(file.reopen().unwrap());
+                log = Some(file);
+                stdio
+            }
         };
         let mut child = Command::new(program)
             .args(args)
@@ -360,6 +365,12 @@ impl GatewayProcess {
     /// `path` on [`base`](Self::base).
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// `127.0.0.1:port`: [`base`](Self::base) without its scheme, for raw connections.
+    pub fn addr(&self) -> &str {
+        let (_, addr) = self.base.split_once("://").expect("a base URL");
+        addr
     }
 
     /// The first line it printed: `captcha-gateway ... listening on <base>`.
@@ -453,6 +464,17 @@ impl GatewayProcess {
             .stderr
             .take()
             .expect("launched with Stderr::Piped")
+    }
+
+    /// A memory figure of `/proc/<pid>/status` (`field` such as `VmRSS:` or `VmHWM:`), in kB.
+    pub fn memory_kb(&self, field: &str) -> u64 {
+        let pid = self.pid();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
     }
 
     /// One metric of its `/metrics`, summed over label sets.
