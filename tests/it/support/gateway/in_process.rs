@@ -45,6 +45,7 @@ pub fn fast_settings() -> Settings {
 pub struct TestGateway {
     /// The running gateway: its address, its simulator, its engine.
     pub gateway: Gateway,
+    /// A client for the test's requests to it.
     pub http: reqwest::Client,
 }
 

@@ -37,6 +37,7 @@ pub struct OutputLine {
     pub process: String,
     /// Printed on stdout (else on stderr).
     pub stdout: bool,
+    /// The line, without its end of line.
     pub text: String,
 }
 
@@ -387,6 +388,7 @@ impl GatewayProcess {
         &self.consumer
     }
 
+    /// Its process id, while it runs.
     pub fn pid(&self) -> u32 {
         self.child.id().expect("the process is running")
     }
