@@ -3,7 +3,6 @@
 //! holder's threads come back within one lease, a holder paused past its lease counts an
 //! over-admission, and a caller in one instance goes before refills in another.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +14,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::eventually::eventually;
-use crate::support::fleet::{GatewayProcess, SimServer, client};
+use crate::support::fleet::{SimServer, client};
+use crate::support::gateway::{GatewayProcess, SimAccountConfig};
 use crate::support::redis::RedisServer;
 use crate::support::solve;
 use crate::support::{KEY, metric_sum};
@@ -74,12 +74,10 @@ async fn three_gateways_share_five_threads_without_a_capacity_error() {
         5,
     )
     .await;
+    let config = SimAccountConfig::new(sim.addr, &redis.url()).threads(5);
     let mut gateways = Vec::new();
     for _ in 0..3 {
-        gateways.push(
-            GatewayProcess::start_with_threads(&sim, &redis.url(), 5, "", 0.05, Stdio::inherit())
-                .await,
-        );
+        gateways.push(config.serve().start().await);
     }
     let http = client();
     let started = std::time::Instant::now();
@@ -122,12 +120,12 @@ async fn holder_with_five_threads(
     redis: &RedisServer,
     sim: &SimServer,
 ) -> (GatewayProcess, GatewayProcess) {
-    let url = redis.url();
-    let start = || {
-        GatewayProcess::start_with_threads(sim, &url, 5, "redis_lease_s = 2", 5.0, Stdio::inherit())
-    };
-    let holder = start().await;
-    let bystander = start().await;
+    let config = SimAccountConfig::new(sim.addr, &redis.url())
+        .threads(5)
+        .top_level("redis_lease_s = 2")
+        .poll_interval(5.0);
+    let holder = config.serve().start().await;
+    let bystander = config.serve().start().await;
     let http = client();
     for i in 0..5 {
         // Never answered: the holder is killed or paused under it, so errors are expected.

@@ -4,6 +4,8 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use crate::support::gateway::{Launch, Stderr};
+
 const BIN: &str = env!("CARGO_BIN_EXE_captcha-gateway");
 
 /// Runs the binary with a clean environment; returns (exit code, stderr).
@@ -154,21 +156,19 @@ fn account_tables_are_checked_at_startup() {
 
 #[tokio::test]
 async fn serve_with_the_simulator_starts_and_announces_its_address() {
-    let mut file = tempfile::NamedTempFile::new().unwrap();
-    writeln!(
-        file,
-        "provider = \"sim\"\nlisten = \"127.0.0.1:0\"\n[sim]\nthreads = 7"
-    )
-    .unwrap();
-    let (mut child, base, _stdout) =
-        crate::support::fleet::spawn_serve(file.path(), &[], Stdio::null()).await;
+    let mut gateway =
+        Launch::serve("provider = \"sim\"\nlisten = \"127.0.0.1:0\"\n[sim]\nthreads = 7\n")
+            .stderr(Stderr::Null)
+            .start()
+            .await;
+    let base = gateway.base.clone();
     let res = reqwest::get(format!(
         "{base}/sim/res.php?key=0123456789abcdef0123456789abcdef&action=threadsinfo"
     ))
     .await
     .unwrap();
     let body = res.text().await.unwrap();
-    let _ = child.kill().await;
+    gateway.kill().await;
     assert!(
         body.contains("\"threads\":7"),
         "the [sim] table of the config file applies: {body}"
@@ -177,23 +177,22 @@ async fn serve_with_the_simulator_starts_and_announces_its_address() {
 
 #[tokio::test]
 async fn serve_with_account_tables_lists_every_account_in_health() {
-    let mut file = tempfile::NamedTempFile::new().unwrap();
-    writeln!(
-        file,
+    let mut gateway = Launch::serve(
         "listen = \"127.0.0.1:0\"\n\
          [[accounts]]\nname = \"first\"\nprovider = \"sim\"\nthreads = 3\n\
-         [[accounts]]\nname = \"second\"\nprovider = \"sim\"\nthreads = 4\nweight = 2\nkinds = [\"image\"]\n"
+         [[accounts]]\nname = \"second\"\nprovider = \"sim\"\nthreads = 4\nweight = 2\nkinds = [\"image\"]\n",
     )
-    .unwrap();
-    let (mut child, base, _stdout) =
-        crate::support::fleet::spawn_serve(file.path(), &[], Stdio::null()).await;
+    .stderr(Stderr::Null)
+    .start()
+    .await;
+    let base = gateway.base.clone();
     let health: serde_json::Value = reqwest::get(format!("{base}/health"))
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
-    let _ = child.kill().await;
+    gateway.kill().await;
     let accounts = health["accounts"].as_array().expect("accounts in /health");
     let row = |name: &str| {
         accounts

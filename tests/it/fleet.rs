@@ -10,7 +10,8 @@ use futures::future::join_all;
 use serde_json::{Value, json};
 
 use crate::support::eventually::eventually;
-use crate::support::fleet::{GatewayProcess, SimServer, client};
+use crate::support::fleet::{SimServer, client};
+use crate::support::gateway::GatewayProcess;
 use crate::support::redis::RedisServer;
 use crate::support::{KEY, metric_sum, solve};
 

@@ -3,7 +3,6 @@
 //! `max_thread_waiters` callers waiting with the fleet's thread taken, the next solve is refused
 //! with 429 and `Retry-After`, starts nothing, and is served when retried after the others.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use captcha_gateway::sim::LatencyRange;
@@ -11,7 +10,8 @@ use serde_json::{Value, json};
 
 use crate::support::KEY;
 use crate::support::eventually::eventually;
-use crate::support::fleet::{GatewayProcess, SimServer, client};
+use crate::support::fleet::{SimServer, client};
+use crate::support::gateway::SimAccountConfig;
 use crate::support::redis::RedisServer;
 
 fn body(n: usize) -> Value {
@@ -63,10 +63,12 @@ async fn a_gateway_refuses_with_429_once_callers_wait_for_the_fleets_only_thread
     let extra = "max_thread_waiters = 1";
     // One thread for the whole fleet; checks every second, so the poller's 20 checks outlast
     // the wait for the refusal.
-    let a = GatewayProcess::start_with_threads(&sim, &redis.url(), 1, extra, 1.0, Stdio::inherit())
-        .await;
-    let b = GatewayProcess::start_with_threads(&sim, &redis.url(), 1, extra, 1.0, Stdio::inherit())
-        .await;
+    let config = SimAccountConfig::new(sim.addr, &redis.url())
+        .threads(1)
+        .top_level(extra)
+        .poll_interval(1.0);
+    let a = config.serve().start().await;
+    let b = config.serve().start().await;
     let http = client();
 
     let first = tokio::spawn({
@@ -146,10 +148,9 @@ async fn without_max_thread_waiters_every_caller_waits_for_the_thread() {
         max: Duration::from_millis(500),
     };
     let sim = SimServer::start(latency, 100).await;
-    let a =
-        GatewayProcess::start_with_threads(&sim, &redis.url(), 1, "", 0.05, Stdio::inherit()).await;
-    let b =
-        GatewayProcess::start_with_threads(&sim, &redis.url(), 1, "", 0.05, Stdio::inherit()).await;
+    let config = SimAccountConfig::new(sim.addr, &redis.url()).threads(1);
+    let a = config.serve().start().await;
+    let b = config.serve().start().await;
     let http = client();
     let bases = [a.base.clone(), b.base.clone()];
     let calls = (0..6).map(|n| {

@@ -4,7 +4,6 @@
 //! the process stays up without a panic, and its memory returns to the level it had after a
 //! warm-up of the same traffic (growth that scales with requests is a leak).
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -13,12 +12,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::Child;
 use tokio::task::JoinHandle;
 
 use crate::support::KEY;
 use crate::support::eventually::eventually;
-use crate::support::fleet::spawn_serve;
+use crate::support::gateway::{GatewayProcess, Launch, Stderr};
 
 const ENDPOINTS: &[&str] = &[
     "/in.php",
@@ -419,39 +417,33 @@ async fn raw_garbage(rng: &mut StdRng, addr: &str) {
 }
 
 struct Process {
-    child: Child,
-    _config: tempfile::NamedTempFile,
-    base: String,
-    addr: String,
+    gateway: GatewayProcess,
     stderr: JoinHandle<Vec<String>>,
 }
 
 impl Process {
     async fn start() -> Process {
-        use std::io::Write;
-        let mut config = tempfile::NamedTempFile::new().unwrap();
         let latency: String = captcha_gateway::model::Kind::ALL
             .iter()
             .map(|k| format!("{} = \"0.05s..0.15s\"\n", k.as_str()))
             .collect();
-        write!(
-            config,
+        let config = format!(
             "provider = \"sim\"\nlisten = \"127.0.0.1:0\"\ngateway_keys = [\"{KEY}\"]\n\
              [poll]\nfirst_check_s = 0.025\ninterval_s = 0.025\nmax_requests_per_second = 1000\n\
              [sim.latency]\n{latency}"
-        )
-        .unwrap();
+        );
         // mimalloc keeps memory freed on a thread for that thread's next allocations and returns
         // it to the system only once the thread allocates again after a delay; a worker thread
         // idle after the barrage then holds its peak (up to 30 MB here, under load). Returning
         // it at once makes RSS follow the live memory this test is about.
-        let env = [
-            ("RUST_LOG", "warn"),
-            ("RUST_BACKTRACE", "1"),
-            ("MIMALLOC_PURGE_DELAY", "0"),
-        ];
-        let (mut child, base, mut stdout) = spawn_serve(config.path(), &env, Stdio::piped()).await;
-        let stderr = child.stderr.take().unwrap();
+        let mut gateway = Launch::serve(config)
+            .log("warn")
+            .env("RUST_BACKTRACE", "1")
+            .env("MIMALLOC_PURGE_DELAY", "0")
+            .stderr(Stderr::Piped)
+            .start()
+            .await;
+        let stderr = gateway.take_stderr();
         let stderr = tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             let mut all = Vec::new();
@@ -460,32 +452,12 @@ impl Process {
             }
             all
         });
-        tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
-        let addr = base.trim_start_matches("http://").to_owned();
-        Process {
-            child,
-            _config: config,
-            base,
-            addr,
-            stderr,
-        }
-    }
-
-    fn rss_kb(&self) -> u64 {
-        let pid = self.child.id().expect("the gateway is running");
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS in /proc/PID/status")
+        gateway.drain_stdout();
+        Process { gateway, stderr }
     }
 
     fn assert_alive(&mut self) {
-        assert!(
-            matches!(self.child.try_wait(), Ok(None)),
-            "the gateway process exited"
-        );
+        assert!(self.gateway.running(), "the gateway process exited");
     }
 }
 
@@ -658,14 +630,14 @@ async fn hostile_client_harms_nobody() {
     let stop = Arc::new(AtomicBool::new(false));
     let served = Arc::new(AtomicU64::new(0));
     let legit: Vec<_> = (0..4)
-        .map(|n| legitimate(gw.base.clone(), stop.clone(), served.clone(), n))
+        .map(|n| legitimate(gw.gateway.base.clone(), stop.clone(), served.clone(), n))
         .collect();
 
     // Every admission slot a hostile request took comes back: nothing leaked a held solve. A
     // keyed solve runs on after its caller left (a repeat may join it), so memory is compared
     // once each barrage's work has ended, not while some of it still runs.
     // The four legitimate callers hold at most one slot each while they run.
-    let health_url = format!("{}/health", gw.base);
+    let health_url = format!("{}/health", gw.gateway.base);
     let drained = |at_most: u64| {
         let health_url = health_url.clone();
         async move {
@@ -689,13 +661,19 @@ async fn hostile_client_harms_nobody() {
     };
 
     // Warm-up: the same traffic, so allocator arenas and caches reach their working size.
-    barrage(&gw.base, &gw.addr, seed, 2_000).await;
+    barrage(&gw.gateway.base, gw.gateway.addr(), seed, 2_000).await;
     drained(4).await;
-    let baseline_kb = gw.rss_kb();
-    barrage(&gw.base, &gw.addr, seed.wrapping_add(1), 10_000).await;
+    let baseline_kb = gw.gateway.memory_kb("VmRSS:");
+    barrage(
+        &gw.gateway.base,
+        gw.gateway.addr(),
+        seed.wrapping_add(1),
+        10_000,
+    )
+    .await;
     gw.assert_alive();
     drained(4).await;
-    let after_kb = gw.rss_kb();
+    let after_kb = gw.gateway.memory_kb("VmRSS:");
     println!("FIGURE hostile: RSS {baseline_kb} kB after warm-up, {after_kb} kB after the barrage");
 
     stop.store(true, Ordering::Relaxed);
@@ -716,8 +694,7 @@ async fn hostile_client_harms_nobody() {
         "RSS grew from {baseline_kb} kB after warm-up to {after_kb} kB after 10,000 hostile requests (seed {seed})"
     );
 
-    let _ = gw.child.start_kill();
-    let _ = gw.child.wait().await;
+    gw.gateway.kill().await;
     let stderr = gw.stderr.await.unwrap();
     let panics: Vec<_> = stderr.iter().filter(|l| l.contains("panicked")).collect();
     assert!(

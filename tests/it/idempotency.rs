@@ -13,7 +13,8 @@ use captcha_gateway::sim::LatencyRange;
 use futures::future::join_all;
 use serde_json::{Value, json};
 
-use crate::support::fleet::{GatewayProcess, SimServer, client};
+use crate::support::fleet::{SimServer, client};
+use crate::support::gateway::GatewayProcess;
 use crate::support::redis::RedisServer;
 use crate::support::{KEY, TestGateway, fast_settings};
 
@@ -276,14 +277,18 @@ async fn killed_mid_solve(path: &'static str, answer_field: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_front_ends_hand_one_task_per_key_to_the_workers() {
-    use crate::queue::support::{WorkerProcess, worker_config};
+    use crate::queue::support::worker_on;
     let redis = RedisServer::start();
     let sim = slow_simulator().await;
-    let (_a, a) = crate::queue::support::front_end(&sim, &redis.url()).await;
-    let (_b, b) = crate::queue::support::front_end(&sim, &redis.url()).await;
-    let _worker = WorkerProcess::start(worker_config(sim.addr, &redis.url(), ""), &[]).await;
+    let front_a = crate::queue::support::front_end(&sim, &redis.url())
+        .start()
+        .await;
+    let front_b = crate::queue::support::front_end(&sim, &redis.url())
+        .start()
+        .await;
+    let _worker = worker_on(sim.addr, &redis.url(), "").start().await;
     let http = client();
-    let bases = [a.as_str(), b.as_str()];
+    let bases = [front_a.base.as_str(), front_b.base.as_str()];
 
     let solve = body("6Le-idem-queued");
     let calls = (0..4).map(|i| post(&http, bases[i % 2], "/v1/solve", KEY, "q-1", &solve));
@@ -301,7 +306,7 @@ async fn queued_front_ends_hand_one_task_per_key_to_the_workers() {
     }
     let id = created[0].1["task_id"].as_str().unwrap();
     let done: Value = http
-        .get(format!("{a}/v1/tasks/{id}?wait=30"))
+        .get(front_a.url(&format!("/v1/tasks/{id}?wait=30")))
         .bearer_auth(KEY)
         .send()
         .await

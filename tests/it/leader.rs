@@ -246,7 +246,8 @@ async fn a_live_leader_takes_its_lock_back_after_redis_restarts_empty() {
 #[tokio::test]
 async fn a_killed_gateway_leading_an_image_is_taken_over_by_another() {
     use crate::support::KEY;
-    use crate::support::fleet::{GatewayProcess, SimServer, client};
+    use crate::support::fleet::{SimServer, client};
+    use crate::support::gateway::GatewayProcess;
     use captcha_gateway::sim::LatencyRange;
     use serde_json::{Value, json};
 

@@ -5,18 +5,15 @@
 //! queue); and no key or password reaches any line.
 
 use std::io::Write;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use captcha_gateway::sim::{LatencyRange, SimSettings};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-use tokio::task::JoinHandle;
 
 use crate::support::eventually::eventually;
 use crate::support::fleet::SimServer;
+use crate::support::gateway::{Launch, OutputLine, Transcript};
 use crate::support::redis::RedisServer;
 
 const LOG_LEVEL: &str = "debug,captcha_gateway=trace";
@@ -58,100 +55,6 @@ impl Secrets {
     }
 }
 
-/// One output line of a process: which stream, and the text.
-#[derive(Clone, Debug)]
-struct Line {
-    stdout: bool,
-    text: String,
-}
-
-/// A gateway or worker process with every output line kept.
-struct Process {
-    child: Child,
-    /// The first stdout line (`... listening on <url>`).
-    announced: String,
-    lines: Arc<Mutex<Vec<Line>>>,
-    drains: Vec<JoinHandle<()>>,
-    _files: Vec<tempfile::NamedTempFile>,
-}
-
-impl Process {
-    async fn start(
-        args: &[&str],
-        env: &[(&str, &str)],
-        files: Vec<tempfile::NamedTempFile>,
-    ) -> Process {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
-            .args(args)
-            .env_clear()
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the binary starts");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        let stderr = BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut drains = vec![drain(stderr, false, lines.clone())];
-        let announced = tokio::time::timeout(Duration::from_secs(60), stdout.next_line())
-            .await
-            .expect("the process announces itself")
-            .unwrap()
-            .unwrap_or_default();
-        drains.push(drain(stdout, true, lines.clone()));
-        Process {
-            child,
-            announced,
-            lines,
-            drains,
-            _files: files,
-        }
-    }
-
-    /// The URL after ` listening on ` in the announcement.
-    fn base(&self) -> String {
-        let (_, url) = self
-            .announced
-            .split_once(" listening on ")
-            .unwrap_or_else(|| panic!("did not start: {:?}", self.announced));
-        url.trim().to_owned()
-    }
-
-    fn snapshot(&self) -> Vec<Line> {
-        self.lines.lock().unwrap().clone()
-    }
-
-    /// SIGTERM, wait for the exit and for both streams to end; returns every line.
-    async fn stop(mut self) -> Vec<Line> {
-        let pid = self.child.id().expect("still running").to_string();
-        let sent = Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .await
-            .unwrap();
-        assert!(sent.success());
-        let exited = tokio::time::timeout(Duration::from_secs(60), self.child.wait()).await;
-        assert!(exited.is_ok(), "{pid} did not exit on SIGTERM");
-        for d in self.drains {
-            d.await.expect("the reader ends at end of file");
-        }
-        self.lines.lock().unwrap().clone()
-    }
-}
-
-fn drain(
-    mut lines: tokio::io::Lines<BufReader<impl tokio::io::AsyncRead + Unpin + Send + 'static>>,
-    stdout: bool,
-    into: Arc<Mutex<Vec<Line>>>,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        while let Ok(Some(text)) = lines.next_line().await {
-            into.lock().unwrap().push(Line { stdout, text });
-        }
-    })
-}
-
 fn temp_file(text: &str) -> tempfile::NamedTempFile {
     let mut f = tempfile::NamedTempFile::new().unwrap();
     write!(f, "{text}").unwrap();
@@ -160,8 +63,8 @@ fn temp_file(text: &str) -> tempfile::NamedTempFile {
 
 /// Every stderr line as JSON (the test fails on the first that is not); stdout holds only the
 /// announcement, which scripts read as plain text.
-fn json_lines(lines: &[Line], announced: &str) -> Vec<Value> {
-    let stray: Vec<&Line> = lines.iter().filter(|l| l.stdout).collect();
+fn json_lines(lines: &[OutputLine], announced: &str) -> Vec<Value> {
+    let stray: Vec<&OutputLine> = lines.iter().filter(|l| l.stdout).collect();
     assert!(
         stray.is_empty(),
         "stdout has more than its announcement ({announced:?}): {stray:?}"
@@ -206,7 +109,7 @@ fn message(line: &Value) -> &str {
     line["fields"]["message"].as_str().unwrap_or("")
 }
 
-fn assert_no_secret(s: &Secrets, lines: &[Line]) {
+fn assert_no_secret(s: &Secrets, lines: &[OutputLine]) {
     for (what, secret) in s.all() {
         if let Some(l) = lines.iter().find(|l| l.text.contains(secret)) {
             panic!("the {what} leaked into a log line: {}", l.text);
@@ -232,15 +135,15 @@ fn gateway_config(
     s: &Secrets,
     key_file: &tempfile::NamedTempFile,
     extra: &str,
-) -> tempfile::NamedTempFile {
-    temp_file(&format!(
+) -> String {
+    format!(
         "listen = \"127.0.0.1:0\"\nprovider = \"captchaai\"\nprovider_url = \"http://{}\"\n\
          provider_key_file = \"{}\"\nthreads = 50\ngateway_keys = [\"{}\"]\n{extra}\n\
          [poll]\nfirst_check_s = 0.05\ninterval_s = 0.05\nmax_requests_per_second = 500\n",
         sim.addr,
         key_file.path().display(),
         s.gateway_key,
-    ))
+    )
 }
 
 fn request_id(res: &reqwest::Response) -> String {
@@ -258,18 +161,15 @@ async fn json_logs_name_the_request_behind_each_upstream_task_and_no_secret() {
     let sim = simulator_requiring(&s.provider_key).await;
     let key_file = temp_file(&s.provider_key);
     let config = gateway_config(&sim, &s, &key_file, "");
-    let env = [
-        ("RUST_LOG", LOG_LEVEL),
-        ("CAPTCHA_GATEWAY_LOG_FORMAT", "json"),
-    ];
-    let config_path = config.path().to_str().unwrap().to_owned();
-    let gw = Process::start(
-        &["serve", "--config", &config_path],
-        &env,
-        vec![key_file, config],
-    )
-    .await;
-    let base = gw.base();
+    let transcript = Transcript::default();
+    let gw = Launch::serve(config)
+        .log(LOG_LEVEL)
+        .env("CAPTCHA_GATEWAY_LOG_FORMAT", "json")
+        .keep_file(key_file)
+        .capture(&transcript, "gateway")
+        .start()
+        .await;
+    let base = gw.base.clone();
     let http = crate::support::fleet::client();
     let key = s.gateway_key.as_str();
 
@@ -402,8 +302,9 @@ async fn json_logs_name_the_request_behind_each_upstream_task_and_no_secret() {
         .unwrap();
     assert_eq!(request_id(&res), "worker-api-1");
 
-    let announced = gw.announced.clone();
-    let all = gw.stop().await;
+    let announced = gw.announcement().to_owned();
+    gw.stop().await;
+    let all = transcript.lines();
     let parsed = json_lines(&all, &announced);
     assert!(
         parsed.len() > 50,
@@ -477,7 +378,6 @@ async fn a_queued_task_logs_the_request_id_that_enqueued_it_on_the_worker() {
     let s = Secrets::new();
     let sim = simulator_requiring(&s.provider_key).await;
     let redis = RedisServer::start();
-    let env = [("RUST_LOG", LOG_LEVEL)];
     let front_key = temp_file(&s.provider_key);
     let front_config = gateway_config(
         &sim,
@@ -485,49 +385,36 @@ async fn a_queued_task_logs_the_request_id_that_enqueued_it_on_the_worker() {
         &front_key,
         &format!("redis_url = \"{}\"", redis.url()),
     );
-    let front_config_path = front_config.path().to_str().unwrap().to_owned();
-    let front = Process::start(
-        &[
-            "serve",
-            "--queue",
-            "--log-format",
-            "json",
-            "--config",
-            &front_config_path,
-        ],
-        &env,
-        vec![front_key, front_config],
-    )
-    .await;
+    let front_transcript = Transcript::default();
+    let front = Launch::serve(front_config)
+        .args(&["--queue", "--log-format", "json"])
+        .log(LOG_LEVEL)
+        .keep_file(front_key)
+        .capture(&front_transcript, "front end")
+        .start()
+        .await;
     let worker_key = temp_file(&s.provider_key);
-    let worker_config = temp_file(&format!(
+    let worker_config = format!(
         "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nprovider_key_file = \"{}\"\n\
          threads = 50\nredis_url = \"{}\"\n\
          [poll]\nfirst_check_s = 0.05\ninterval_s = 0.05\nmax_requests_per_second = 500\n",
         sim.addr,
         worker_key.path().display(),
         redis.url()
-    ));
-    let worker_config_path = worker_config.path().to_str().unwrap().to_owned();
-    let worker = Process::start(
-        &[
-            "worker",
-            "--log-json",
-            "--queue",
-            "--listen",
-            "127.0.0.1:0",
-            "--config",
-            &worker_config_path,
-        ],
-        &env,
-        vec![worker_key, worker_config],
-    )
-    .await;
+    );
+    let worker_transcript = Transcript::default();
+    let worker = Launch::worker(worker_config)
+        .args(&["--log-json", "--queue"])
+        .log(LOG_LEVEL)
+        .keep_file(worker_key)
+        .capture(&worker_transcript, "worker")
+        .start()
+        .await;
 
     let http = crate::support::fleet::client();
     let proxy = format!("queueuser:{}@127.0.0.1:3128", s.proxy_password);
     let res = http
-        .post(format!("{}/v1/solve", front.base()))
+        .post(format!("{}/v1/solve", front.base))
         .bearer_auth(&s.gateway_key)
         .header("X-Request-Id", "queued-solve-1")
         .json(&json!({
@@ -542,7 +429,7 @@ async fn a_queued_task_logs_the_request_id_that_enqueued_it_on_the_worker() {
     assert!(solved["token"].is_string(), "{solved}");
     // The worker's probes answer with the header too.
     let probe = http
-        .get(format!("{}/livez", worker.base()))
+        .get(format!("{}/livez", worker.base))
         .header("X-Request-Id", "probe-1")
         .send()
         .await
@@ -552,7 +439,7 @@ async fn a_queued_task_logs_the_request_id_that_enqueued_it_on_the_worker() {
         Duration::from_secs(10),
         "the worker's log of the solved task",
         || {
-            let lines = worker.snapshot();
+            let lines = worker_transcript.lines();
             async move {
                 lines.iter().any(|l| {
                     l.text.contains("upstream task solved") && l.text.contains("queued-solve-1")
@@ -562,10 +449,12 @@ async fn a_queued_task_logs_the_request_id_that_enqueued_it_on_the_worker() {
     )
     .await;
 
-    let worker_announced = worker.announced.clone();
-    let front_announced = front.announced.clone();
-    let worker_lines = worker.stop().await;
-    let front_lines = front.stop().await;
+    let worker_announced = worker.announcement().to_owned();
+    let front_announced = front.announcement().to_owned();
+    worker.stop().await;
+    front.stop().await;
+    let worker_lines = worker_transcript.lines();
+    let front_lines = front_transcript.lines();
     let parsed = json_lines(&worker_lines, &worker_announced);
     let said: Vec<&str> = task_lines(&parsed, "queue_task", "queued-solve-1")
         .iter()

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use futures::future::join_all;
 use serde_json::Value;
 
-use crate::queue::support::{WorkerProcess, worker_config};
+use crate::queue::support::worker_on;
 use crate::support::eventually::eventually;
 use crate::support::fleet::SimServer;
 use crate::support::redis::RedisServer;
@@ -401,8 +401,11 @@ async fn queue_scrapes_have_every_contract_family() {
         max: std::time::Duration::from_millis(150),
     };
     let sim = SimServer::start(latency, 100).await;
-    let (_front, front) = crate::queue::support::front_end(&sim, &redis.url()).await;
-    let worker = WorkerProcess::start(worker_config(sim.addr, &redis.url(), ""), &[]).await;
+    let queue_front = crate::queue::support::front_end(&sim, &redis.url())
+        .start()
+        .await;
+    let front = queue_front.base.clone();
+    let worker = worker_on(sim.addr, &redis.url(), "").start().await;
     let http = reqwest::Client::new();
     let (status, body) = crate::support::solve(
         &http,

@@ -3,15 +3,12 @@
 //! API port, the startup refusal when neither protects a public port, and the simulator's
 //! controls behind the gateway key.
 
-use std::io::Write as _;
-use std::process::Stdio;
-
 use captcha_gateway::config::Secret;
 use captcha_gateway::http::{OpsInput, ops_settings};
 use serde_json::{Value, json};
 
 use crate::cli::assert_config_error;
-use crate::support::fleet::spawn_serve;
+use crate::support::gateway::{GatewayProcess, Launch};
 use crate::support::{KEY, TestGateway, fast_settings};
 
 /// The operations key of these tests: not a gateway key, and not 32 characters.
@@ -95,39 +92,33 @@ async fn the_ops_key_opens_metrics_status_and_the_dashboard_and_nothing_else_doe
     }
 }
 
-/// A gateway process from a TOML file with a gateway key and `ops_listen`, and `env`: its API
-/// base URL and its operations base URL.
-async fn spawn_with_ops_listener(
-    env: &[(&str, &str)],
-) -> (
-    tokio::process::Child,
-    String,
-    String,
-    tempfile::NamedTempFile,
-) {
-    let mut config = tempfile::NamedTempFile::new().unwrap();
-    writeln!(
-        config,
+/// A gateway process from a TOML file with a gateway key and `ops_listen`, and `env`: the
+/// process (its API at `base`) and its operations base URL.
+async fn spawn_with_ops_listener(env: &[(&str, &str)]) -> (GatewayProcess, String) {
+    let launch = Launch::serve(format!(
         "provider = \"sim\"\nlisten = \"127.0.0.1:0\"\nops_listen = \"127.0.0.1:0\"\n\
          gateway_keys = [\"{KEY}\"]\n"
-    )
-    .unwrap();
-    let (child, base, mut lines) = spawn_serve(config.path(), env, Stdio::inherit()).await;
-    let line = lines.next_line().await.unwrap().unwrap_or_default();
+    ));
+    let mut gateway = env
+        .iter()
+        .fold(launch, |launch, (name, value)| launch.env(name, value))
+        .start()
+        .await;
+    let line = gateway.stdout_line().await;
     let ops = line
         .strip_prefix("operations listening on ")
         .unwrap_or_else(|| panic!("no operations listener announced: {line:?}"))
         .trim()
         .to_owned();
-    // Keep reading stdout (the simulator's line comes next) so the gateway never writes to a
-    // closed pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, base, ops, config)
+    // The simulator's line comes next.
+    gateway.drain_stdout();
+    (gateway, ops)
 }
 
 #[tokio::test]
 async fn the_ops_listener_serves_them_and_the_api_port_does_not() {
-    let (_child, api, ops, _config) = spawn_with_ops_listener(&[]).await;
+    let (gateway, ops) = spawn_with_ops_listener(&[]).await;
+    let api = &gateway.base;
     let http = reqwest::Client::new();
     for path in SENSITIVE {
         assert_eq!(
@@ -170,7 +161,7 @@ async fn the_ops_listener_serves_them_and_the_api_port_does_not() {
 #[tokio::test]
 async fn the_ops_listener_asks_for_the_ops_key_from_the_environment() {
     let env = [("CAPTCHA_GATEWAY_OPS_KEY", OPS_KEY)];
-    let (_child, _api, ops, _config) = spawn_with_ops_listener(&env).await;
+    let (_gateway, ops) = spawn_with_ops_listener(&env).await;
     let http = reqwest::Client::new();
     for path in SENSITIVE {
         let url = format!("{ops}{path}");
@@ -305,16 +296,16 @@ async fn the_status_command_sends_the_ops_key() {
 async fn a_workers_metrics_ask_for_the_ops_key_too() {
     let redis = crate::support::redis::RedisServer::start();
     let sim = crate::support::fleet::SimServer::stalled(5).await;
-    let mut config = tempfile::NamedTempFile::new().unwrap();
-    writeln!(
-        config,
+    let worker = Launch::worker(format!(
         "ops_key = \"{OPS_KEY}\"\nprovider = \"captchaai\"\nprovider_url = \"http://{}\"\n\
          threads = 5\nredis_url = \"{}\"\n",
         sim.addr,
         redis.url()
-    )
-    .unwrap();
-    let worker = crate::queue::support::WorkerProcess::start(config, &[]).await;
+    ))
+    .provider_key(KEY)
+    .log("warn")
+    .start()
+    .await;
     let http = reqwest::Client::new();
     let metrics = format!("{}/metrics", worker.base);
     assert_eq!(get(&http, &metrics, None).await.0, 401);

@@ -4,12 +4,12 @@
 //! reports the server's persistence, replicas and policy.
 
 use std::io::Write;
-use std::process::Stdio;
 
 use serde_json::Value;
 
 use crate::cli::assert_config_error;
-use crate::support::fleet::{client, spawn_serve};
+use crate::support::fleet::client;
+use crate::support::gateway::{Launch, Stderr};
 use crate::support::redis::RedisServer;
 
 fn sim_on(redis: &RedisServer) -> Vec<String> {
@@ -44,13 +44,15 @@ fn refused_with(redis: &RedisServer, toml: &str, names: &str) {
 
 /// `/v1/status` of a gateway started with `toml` on `redis`.
 async fn status_with(redis: &RedisServer, toml: &str) -> Value {
-    let file = config(&format!(
+    let gateway = Launch::serve(format!(
         "provider = \"sim\"\nlisten = \"127.0.0.1:0\"\nredis_url = \"{}\"\n{toml}",
         redis.url()
-    ));
-    let (_child, base, _out) = spawn_serve(file.path(), &[], Stdio::null()).await;
+    ))
+    .stderr(Stderr::Null)
+    .start()
+    .await;
     client()
-        .get(format!("{base}/v1/status"))
+        .get(gateway.url("/v1/status"))
         .send()
         .await
         .unwrap()
@@ -138,10 +140,12 @@ async fn status_reports_persistence_replicas_and_the_embedded_store_reports_none
     assert_eq!(server["maxmemory_policy"], "noeviction");
     assert_eq!(status["redis"]["handout_replicas"], 0);
 
-    let file = config("provider = \"sim\"\nlisten = \"127.0.0.1:0\"\n");
-    let (_child, base, _out) = spawn_serve(file.path(), &[], Stdio::null()).await;
+    let gateway = Launch::serve("provider = \"sim\"\nlisten = \"127.0.0.1:0\"\n")
+        .stderr(Stderr::Null)
+        .start()
+        .await;
     let embedded: Value = client()
-        .get(format!("{base}/v1/status"))
+        .get(gateway.url("/v1/status"))
         .send()
         .await
         .unwrap()

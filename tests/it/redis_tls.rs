@@ -9,7 +9,8 @@ use serde_json::Value;
 use crate::cli::assert_config_error;
 use crate::support::KEY;
 use crate::support::certs::TestCa;
-use crate::support::fleet::{GatewayProcess, SimServer, client};
+use crate::support::fleet::{SimServer, client};
+use crate::support::gateway::GatewayProcess;
 use crate::support::redis::{RedisServer, free_port};
 use captcha_gateway::sim::LatencyRange;
 

@@ -4,17 +4,15 @@
 //! none may contain any of them.
 
 use std::io::Write;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use captcha_gateway::sim::{LatencyRange, SimSettings};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-use tokio::task::JoinHandle;
+use tokio::process::Command;
 
-use crate::support::fleet::{SimServer, spawn_serve};
+use crate::support::fleet::SimServer;
+use crate::support::gateway::{GatewayProcess, Launch, Transcript};
 use crate::support::redis::{RedisServer, free_port};
 
 /// Distinctive values: each appears nowhere unless leaked. Alphanumeric, so URL and JSON
@@ -75,88 +73,43 @@ impl Secrets {
     }
 }
 
-/// Everything the gateways said and answered, for the final grep.
+/// Every response the test received, for the final grep.
 #[derive(Clone, Default)]
-struct Transcript(Arc<Mutex<Vec<String>>>);
+struct Responses(Arc<Mutex<Vec<String>>>);
 
-impl Transcript {
+impl Responses {
     fn push(&self, what: impl Into<String>) {
         self.0.lock().unwrap().push(what.into());
     }
-
-    /// Copies every line of `reader` until end of file; the handle ends at that end.
-    fn drain_from(
-        &self,
-        reader: impl AsyncBufReadExt + Unpin + Send + 'static,
-        origin: String,
-    ) -> JoinHandle<()> {
-        let me = self.clone();
-        tokio::spawn(async move {
-            let mut lines = reader.lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                me.push(format!("{origin}: {line}"));
-            }
-        })
-    }
 }
 
-/// A `serve` process logging at trace level (every dependency's too), with all output captured.
-struct Gateway {
-    child: Child,
-    base: String,
-    drains: Vec<JoinHandle<()>>,
-    _files: Vec<tempfile::NamedTempFile>,
-}
-
-impl Gateway {
-    async fn start(name: &str, toml: &str, provider_key: &str, log: &Transcript) -> Gateway {
-        let mut key_file = tempfile::NamedTempFile::new().unwrap();
-        writeln!(key_file, "{provider_key}").unwrap();
-        let mut config = tempfile::NamedTempFile::new().unwrap();
-        writeln!(
-            config,
-            "provider_key_file = \"{}\"\nlisten = \"127.0.0.1:0\"\n{toml}",
-            key_file.path().display()
-        )
-        .unwrap();
-        let env = [("RUST_LOG", "trace"), ("RUST_BACKTRACE", "1")];
-        let (mut child, base, stdout) = spawn_serve(config.path(), &env, Stdio::piped()).await;
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut drains = vec![log.drain_from(stderr, format!("{name} stderr"))];
-        drains.push(log.drain_from(stdout.into_inner(), format!("{name} stdout")));
-        Gateway {
-            child,
-            base,
-            drains,
-            _files: vec![key_file, config],
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    /// SIGTERM, then wait: the shutdown path logs too.
-    async fn stop(mut self) {
-        let pid = self.child.id().expect("still running").to_string();
-        let status = Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .await
-            .unwrap();
-        assert!(status.success());
-        let exited = tokio::time::timeout(Duration::from_secs(60), self.child.wait()).await;
-        assert!(exited.is_ok(), "gateway {pid} did not exit on SIGTERM");
-        for drain in self.drains {
-            drain.await.expect("the output reader ends at end of file");
-        }
-    }
+/// A `serve` process on `toml`, its provider key in a file, logging at trace level (every
+/// dependency's too), everything it prints captured into `log` under `name`.
+async fn start_gateway(
+    name: &str,
+    toml: &str,
+    provider_key: &str,
+    log: &Transcript,
+) -> GatewayProcess {
+    let mut key_file = tempfile::NamedTempFile::new().unwrap();
+    writeln!(key_file, "{provider_key}").unwrap();
+    let config = format!(
+        "provider_key_file = \"{}\"\nlisten = \"127.0.0.1:0\"\n{toml}\n",
+        key_file.path().display()
+    );
+    Launch::serve(config)
+        .log("trace")
+        .env("RUST_BACKTRACE", "1")
+        .keep_file(key_file)
+        .capture(log, name)
+        .start()
+        .await
 }
 
 /// An HTTP client that records every response (status, headers, body) it receives.
 struct Recorder {
     http: reqwest::Client,
-    seen: Transcript,
+    seen: Responses,
 }
 
 impl Recorder {
@@ -193,7 +146,7 @@ async fn simulator_requiring(key: &str) -> SimServer {
 }
 
 /// The real client libraries, with the gateway key, against one gateway.
-async fn run_python_clients(base: &str, key: &str, seen: &Transcript) {
+async fn run_python_clients(base: &str, key: &str, seen: &Responses) {
     let script =
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/clients.py");
     for client in ["captchaai", "twocaptcha"] {
@@ -245,8 +198,8 @@ async fn no_secret_reaches_a_log_line_a_response_or_a_label() {
         sim.addr, s.gateway_key, s.ops_key, s.tenant_key
     );
     let poll = "[poll]\nfirst_check_s = 0.05\ninterval_s = 0.05\nmax_requests_per_second = 500\n";
-    let a = Gateway::start("a", &format!("{common}{poll}"), &s.provider_key, &log).await;
-    let b = Gateway::start(
+    let a = start_gateway("a", &format!("{common}{poll}"), &s.provider_key, &log).await;
+    let b = start_gateway(
         "b",
         &format!("log_json = true\n{common}{poll}"),
         &s.provider_key,
@@ -254,7 +207,7 @@ async fn no_secret_reaches_a_log_line_a_response_or_a_label() {
     )
     .await;
     // A gateway whose provider key is wrong: its failures must not quote the key either.
-    let c = Gateway::start(
+    let c = start_gateway(
         "c",
         &format!(
             "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nthreads = 5\n\
@@ -271,7 +224,7 @@ async fn no_secret_reaches_a_log_line_a_response_or_a_label() {
             .timeout(Duration::from_secs(60))
             .build()
             .unwrap(),
-        seen: Transcript::default(),
+        seen: Responses::default(),
     };
     let key = &s.gateway_key;
     let proxy = format!("leakuser:{}@127.0.0.1:3128", s.proxy_password);
@@ -403,7 +356,14 @@ async fn no_secret_reaches_a_log_line_a_response_or_a_label() {
     for gw in [a, b, c] {
         gw.stop().await;
     }
-    let logs = log.0.lock().unwrap().clone();
+    let logs: Vec<String> = log
+        .lines()
+        .into_iter()
+        .map(|l| {
+            let stream = if l.stdout { "stdout" } else { "stderr" };
+            format!("{} {stream}: {}", l.process, l.text)
+        })
+        .collect();
     let responses = rec.seen.0.lock().unwrap().clone();
     // The grep means something only if the logs are verbose and cover the requests above.
     assert!(

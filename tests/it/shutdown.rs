@@ -8,8 +8,6 @@
 //! generous deadline; a hang fails with a message instead of a threshold on how long shutdown
 //! took.
 
-use std::io::Write;
-use std::process::Stdio;
 use std::time::Duration;
 
 use captcha_gateway::model::Kind;
@@ -19,6 +17,7 @@ use serde_json::{Value, json};
 use captcha_gateway::engine::store::redis::RedisSettings;
 
 use crate::support::eventually::eventually;
+use crate::support::gateway::{Launch, Stderr};
 use crate::support::redis::RedisServer;
 use crate::support::{KEY, TestGateway, fast_settings};
 
@@ -130,16 +129,15 @@ async fn the_serve_future_ends_within_the_grace_period_while_a_caller_waits_on_a
 async fn the_process_exits_within_the_grace_period_on_sigterm_while_a_caller_waits() {
     let redis = RedisServer::start();
     let other = TestGateway::with(slow_settings(&redis)).await;
-    let mut config = tempfile::NamedTempFile::new().unwrap();
-    write!(
-        config,
+    let mut gateway = Launch::serve(format!(
         "provider = \"sim\"\nlisten = \"127.0.0.1:0\"\nshutdown_grace_s = 1\nredis_url = \"{}\"\n\
          [sim.latency]\ntext = \"600s..600s\"\n[poll]\nfirst_check_s = 5\ninterval_s = 5\n",
         redis.url()
-    )
-    .unwrap();
-    let (mut child, base, _stdout) =
-        crate::support::fleet::spawn_serve(config.path(), &[], Stdio::null()).await;
+    ))
+    .stderr(Stderr::Null)
+    .start()
+    .await;
+    let base = gateway.base.clone();
     let http = reqwest::Client::new();
     let _first = ask(&other.http, &other.url(""));
     eventually(
@@ -154,19 +152,12 @@ async fn the_process_exits_within_the_grace_period_on_sigterm_while_a_caller_wai
     })
     .await;
 
-    let pid = child.id().expect("running").to_string();
-    // The shell's builtin `kill`: no extra package on a fresh machine.
-    let killed = std::process::Command::new("sh")
-        .args(["-c", &format!("kill -TERM {pid}")])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let status = tokio::time::timeout(HANG, child.wait())
+    gateway.terminate();
+    let status = tokio::time::timeout(HANG, gateway.exited())
         .await
         .unwrap_or_else(|_| {
             panic!("the gateway process still ran {HANG:?} after SIGTERM (grace 1 s)")
-        })
-        .unwrap();
+        });
     assert!(status.success(), "a clean exit after SIGTERM: {status:?}");
     assert_let_go(held).await;
 }

@@ -6,69 +6,31 @@
 //! is for a socket's end, bounded only to end a hang.
 
 use std::io::Write;
-use std::process::Stdio;
 use std::time::Duration;
 
 use futures::future::join_all;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::process::Child;
 use tokio::time::Instant;
 
 use crate::support::KEY;
 use crate::support::eventually::eventually;
-use crate::support::fleet::spawn_serve;
+use crate::support::gateway::{GatewayProcess, Launch};
 
 /// Ends a hang; never reached when the timeouts work.
 const HANG: Duration = Duration::from_secs(60);
 
 /// A gateway process on the in-process simulator, keyed, with `connections` as its
 /// `[connections]` table and every solve taking `solve`.
-struct Gateway {
-    child: Child,
-    base: String,
-    addr: String,
-    _config: tempfile::NamedTempFile,
-    /// Kept open: the process prints its simulator's address after its own.
-    _stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
-}
-
-impl Gateway {
-    async fn start(connections: &str, solve: &str) -> Gateway {
-        let mut config = tempfile::NamedTempFile::new().unwrap();
-        write!(
-            config,
-            "provider = \"sim\"\nlisten = \"127.0.0.1:0\"\nwarmup_s = 0\ngateway_keys = [\"{KEY}\"]\n\
-             [connections]\n{connections}\n\
-             [sim]\nthreads = 50\nlatency = {{ recaptcha_v2 = \"{solve}\" }}\n"
-        )
-        .unwrap();
-        let (child, base, stdout) = spawn_serve(config.path(), &[], Stdio::inherit()).await;
-        let addr = base.trim_start_matches("http://").to_owned();
-        Gateway {
-            child,
-            base,
-            addr,
-            _config: config,
-            _stdout: stdout,
-        }
-    }
-
-    /// `VmRSS` or `VmHWM` of the process, in kB.
-    fn memory_kb(&self, field: &str) -> u64 {
-        let pid = self.child.id().expect("the gateway runs");
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
-    }
-
-    async fn metric(&self, http: &reqwest::Client, name: &str, labels: &[&str]) -> u64 {
-        crate::support::metric_sum_where(http, &self.base, name, labels).await
-    }
+async fn start_gateway(connections: &str, solve: &str) -> GatewayProcess {
+    Launch::serve(format!(
+        "provider = \"sim\"\nlisten = \"127.0.0.1:0\"\nwarmup_s = 0\ngateway_keys = [\"{KEY}\"]\n\
+         [connections]\n{connections}\n\
+         [sim]\nthreads = 50\nlatency = {{ recaptcha_v2 = \"{solve}\" }}\n"
+    ))
+    .start()
+    .await
 }
 
 /// Reads until the server closes the connection (end of stream or a reset); returns what came.
@@ -201,7 +163,7 @@ fn stats(mut times: Vec<Duration>) -> String {
 
 #[tokio::test]
 async fn stalled_clients_are_closed_by_their_timeouts_while_a_waiting_caller_is_served() {
-    let gw = Gateway::start(
+    let gw = start_gateway(
         "header_timeout_s = 1\nidle_timeout_s = 3\nbody_timeout_s = 1\nmin_body_rate = 1000",
         "4s",
     )
@@ -219,7 +181,7 @@ async fn stalled_clients_are_closed_by_their_timeouts_while_a_waiting_caller_is_
     let mut waits = Vec::new();
     for (stall, count) in plan {
         for _ in 0..count {
-            let (s, started) = open(&gw.addr, stall).await;
+            let (s, started) = open(gw.addr(), stall).await;
             waits.push(tokio::spawn(async move {
                 (stall, closed_after(s, stall, started).await)
             }));
@@ -271,8 +233,9 @@ async fn stalled_clients_are_closed_by_their_timeouts_while_a_waiting_caller_is_
         let gw = &gw;
         let http = &http;
         async move {
-            gw.metric(
+            crate::support::metric_sum_where(
                 http,
+                &gw.base,
                 "captcha_gateway_connections_timed_out_total",
                 &[&label],
             )
@@ -307,12 +270,12 @@ async fn stalled_clients_are_closed_by_their_timeouts_while_a_waiting_caller_is_
 
 #[tokio::test]
 async fn past_the_cap_a_connection_is_answered_503_and_a_freed_place_is_served_again() {
-    let gw = Gateway::start("max = 20\nheader_timeout_s = 60", "100ms").await;
+    let gw = start_gateway("max = 20\nheader_timeout_s = 60", "100ms").await;
     // One kept-alive connection to watch the gauge through, and 19 silent ones: the cap is full.
-    let (mut watcher, _) = open(&gw.addr, Stall::Silent).await;
+    let (mut watcher, _) = open(gw.addr(), Stall::Silent).await;
     let mut held = Vec::new();
     for _ in 0..19 {
-        held.push(open(&gw.addr, Stall::Silent).await.0);
+        held.push(open(gw.addr(), Stall::Silent).await.0);
     }
     let scrape = "GET /metrics HTTP/1.1\r\nHost: gw\r\n\r\n";
     let watching = tokio::sync::Mutex::new(&mut watcher);
@@ -326,7 +289,7 @@ async fn past_the_cap_a_connection_is_answered_503_and_a_freed_place_is_served_a
     let watcher = watching.into_inner();
 
     // The 21st: its head is read and answered at once, its body is not, and it is closed.
-    let mut over = TcpStream::connect(&gw.addr).await.unwrap();
+    let mut over = TcpStream::connect(gw.addr()).await.unwrap();
     let head = format!("{BODY_HEAD}Authorization: Bearer {KEY}\r\n\r\n");
     over.write_all(head.as_bytes()).await.unwrap();
     let answer = tokio::time::timeout(HANG, until_closed(&mut over))
@@ -354,7 +317,7 @@ async fn past_the_cap_a_connection_is_answered_503_and_a_freed_place_is_served_a
         HANG,
         "a new connection to be served once a place is free",
         || async {
-            let mut s = TcpStream::connect(&gw.addr).await.unwrap();
+            let mut s = TcpStream::connect(gw.addr()).await.unwrap();
             s.write_all(b"GET /livez HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
                 .await
                 .unwrap();
@@ -383,7 +346,7 @@ async fn refused_before_the_body(addr: &str, head: &str) -> (u16, String) {
 
 #[tokio::test]
 async fn a_big_body_without_a_valid_key_is_refused_before_it_is_read() {
-    let gw = Gateway::start("", "100ms").await;
+    let gw = start_gateway("", "100ms").await;
     let wrong = "ffffffffffffffffffffffffffffffff";
     let length = "Content-Length: 5000000\r\n";
     let native = |auth: &str| {
@@ -392,14 +355,14 @@ async fn a_big_body_without_a_valid_key_is_refused_before_it_is_read() {
         )
     };
 
-    let (status, body) = refused_before_the_body(&gw.addr, &native("")).await;
+    let (status, body) = refused_before_the_body(gw.addr(), &native("")).await;
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(
         (status, v["error"]["code"].as_str()),
         (401, Some("ERROR_WRONG_USER_KEY"))
     );
     let (status, body) = refused_before_the_body(
-        &gw.addr,
+        gw.addr(),
         &native(&format!("Authorization: Bearer {wrong}\r\n")),
     )
     .await;
@@ -411,16 +374,16 @@ async fn a_big_body_without_a_valid_key_is_refused_before_it_is_read() {
     let tokens = format!(
         "POST /v1/pools/tokens HTTP/1.1\r\nHost: gw\r\n{length}Authorization: bearer {wrong}\r\n\r\n"
     );
-    assert_eq!(refused_before_the_body(&gw.addr, &tokens).await.0, 401);
+    assert_eq!(refused_before_the_body(gw.addr(), &tokens).await.0, 401);
     let seed = format!(
         "POST /solve HTTP/1.1\r\nHost: gw\r\n{length}Authorization: Bearer {wrong}\r\n\r\n"
     );
-    assert_eq!(refused_before_the_body(&gw.addr, &seed).await.0, 401);
+    assert_eq!(refused_before_the_body(gw.addr(), &seed).await.0, 401);
     // The compatible API: the key in the query string decides, in its protocol.
     let compat = format!(
         "POST /in.php?key={wrong}&json=1 HTTP/1.1\r\nHost: gw\r\n{length}Content-Type: multipart/form-data; boundary=x\r\n\r\n"
     );
-    let (status, body) = refused_before_the_body(&gw.addr, &compat).await;
+    let (status, body) = refused_before_the_body(gw.addr(), &compat).await;
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(
         (status, v["request"].as_str()),
@@ -428,7 +391,7 @@ async fn a_big_body_without_a_valid_key_is_refused_before_it_is_read() {
     );
     // With a valid key, a body declared over the limit is refused unread too.
     let (status, body) = refused_before_the_body(
-        &gw.addr,
+        gw.addr(),
         &native(&format!("Authorization: BEARER {KEY}\r\n")),
     )
     .await;

@@ -14,7 +14,8 @@ use crate::clients::python;
 use crate::support::KEY;
 use crate::support::eventually::eventually;
 use crate::support::fault_proxy::{FaultProxy, Mode};
-use crate::support::fleet::{GatewayProcess, SimServer};
+use crate::support::fleet::SimServer;
+use crate::support::gateway::GatewayProcess;
 use crate::support::redis::RedisServer;
 
 async fn simulator(min_ms: u64, max_ms: u64) -> SimServer {

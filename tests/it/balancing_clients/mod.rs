@@ -7,22 +7,20 @@ mod keyed;
 mod python;
 mod rust;
 
-use std::io::Write;
-use std::process::Stdio;
 use std::time::Duration;
 
 use captcha_gateway::sim::LatencyRange;
-use tokio::process::Child;
 
 use crate::support::KEY;
-use crate::support::fleet::{SimServer, spawn_serve};
+use crate::support::fleet::SimServer;
+use crate::support::gateway::{GatewayProcess, Launch};
 use crate::support::redis::free_port;
 
 /// One gateway process on a fixed loopback port, so it can come back where its clients expect it.
 pub(crate) struct Instance {
-    child: Option<Child>,
+    process: Option<GatewayProcess>,
     pub base: String,
-    config: tempfile::NamedTempFile,
+    launch: Launch,
 }
 
 impl Instance {
@@ -48,55 +46,40 @@ impl Instance {
         warmup_s: f64,
         tables: &str,
     ) -> Instance {
-        let mut config = tempfile::NamedTempFile::new().unwrap();
-        writeln!(
-            config,
+        let launch = Launch::serve(format!(
             "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:{}\"\n\
              threads = 2000\nmax_concurrent = {max_concurrent}\nwarmup_s = {warmup_s}\nredis_url = \"{redis_url}\"\n\
-             [poll]\nfirst_check_s = 0.05\ninterval_s = 0.05\nmax_requests_per_second = 2000\n{tables}",
+             [poll]\nfirst_check_s = 0.05\ninterval_s = 0.05\nmax_requests_per_second = 2000\n{tables}\n",
             sim.addr,
             free_port()
-        )
-        .unwrap();
-        let mut instance = Instance {
-            child: None,
-            base: String::new(),
-            config,
-        };
-        instance.spawn().await;
-        instance
-    }
-
-    async fn spawn(&mut self) {
-        let env = [("CAPTCHAAI_API_KEY", KEY), ("RUST_LOG", "warn")];
-        let (child, base, _) = spawn_serve(self.config.path(), &env, Stdio::inherit()).await;
-        if !self.base.is_empty() {
-            assert_eq!(base, self.base, "restarted on the same address");
+        ))
+        .provider_key(KEY)
+        .log("warn");
+        let process = launch.clone().start().await;
+        Instance {
+            base: process.base.clone(),
+            process: Some(process),
+            launch,
         }
-        self.child = Some(child);
-        self.base = base;
     }
 
     /// `kill -9`: connections reset, the port refuses.
     pub async fn kill(&mut self) {
-        let mut child = self.child.take().expect("running");
-        child.kill().await.unwrap();
+        let mut process = self.process.take().expect("running");
+        process.kill().await;
     }
 
-    /// Sends `signal` (`STOP`, `CONT`) with the shell's builtin `kill`.
+    /// Sends `signal` (`STOP`, `CONT`).
     pub fn signal(&self, signal: &str) {
-        let pid = self.child.as_ref().and_then(Child::id).expect("running");
-        let sent = std::process::Command::new("sh")
-            .args(["-c", &format!("kill -{signal} {pid}")])
-            .status()
-            .unwrap();
-        assert!(sent.success(), "kill -{signal} {pid}");
+        self.process.as_ref().expect("running").signal(signal);
     }
 
     /// Starts it again on the same port; returns once it listens.
     pub async fn restart(&mut self) {
-        assert!(self.child.is_none(), "killed first");
-        self.spawn().await;
+        assert!(self.process.is_none(), "killed first");
+        let process = self.launch.clone().start().await;
+        assert_eq!(process.base, self.base, "restarted on the same address");
+        self.process = Some(process);
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::queue::support::{WorkerProcess, worker_config};
+use crate::queue::support::worker_on;
 use crate::support::eventually::eventually;
 use crate::support::fleet::SimServer;
 use crate::support::redis::RedisServer;
@@ -45,8 +45,11 @@ async fn the_front_ends_status_shows_its_workers_answers_and_forgets_a_stopped_w
         max: Duration::from_millis(150),
     };
     let sim = SimServer::start(latency, 100).await;
-    let (_front, base) = crate::queue::support::front_end(&sim, &redis.url()).await;
-    let mut worker = WorkerProcess::start(worker_config(sim.addr, &redis.url(), ""), &[]).await;
+    let front = crate::queue::support::front_end(&sim, &redis.url())
+        .start()
+        .await;
+    let base = front.base.clone();
+    let mut worker = worker_on(sim.addr, &redis.url(), "").start().await;
     let http = reqwest::Client::new();
     let tasks = 4;
     for i in 0..tasks {
@@ -126,12 +129,14 @@ async fn a_seed_mode_worker_is_counted_with_its_answers() {
         max: Duration::from_millis(150),
     };
     let sim = SimServer::start(latency, 100).await;
-    let (_front, base) = crate::queue::support::front_end(&sim, &redis.url()).await;
-    let worker = WorkerProcess::start(
-        worker_config(sim.addr, &redis.url(), ""),
-        &["--seed-queue", "--concurrency", "4"],
-    )
-    .await;
+    let front = crate::queue::support::front_end(&sim, &redis.url())
+        .start()
+        .await;
+    let base = front.base.clone();
+    let worker = worker_on(sim.addr, &redis.url(), "")
+        .args(&["--seed-queue", "--concurrency", "4"])
+        .start()
+        .await;
     let tasks = 3;
     let producer = tokio::process::Command::new(crate::clients::python())
         .arg(concat!(

@@ -21,7 +21,8 @@ use futures::future::join_all;
 use serde_json::{Value, json};
 
 use crate::support::eventually::eventually_showing;
-use crate::support::fleet::{GatewayProcess, SimServer};
+use crate::support::fleet::SimServer;
+use crate::support::gateway::{GatewayProcess, SimAccountConfig, Stderr};
 use crate::support::{KEY, solve};
 
 /// What a caller asks for, in seconds: short, so every fault runs into it.
@@ -178,21 +179,19 @@ async fn assert_serves_again(http: &reqwest::Client, base: &str, sitekey: &str, 
 }
 
 /// A gateway process whose log goes to a file, so the test can check it never panicked.
-async fn logged_gateway(
-    sim: &SimServer,
-    redis_url: &str,
-    extra_toml: &str,
-) -> (GatewayProcess, tempfile::NamedTempFile) {
-    let log = tempfile::NamedTempFile::new().expect("a log file");
-    let file = log.reopen().expect("the log file opens");
-    let gw = GatewayProcess::start_logging_to(sim, redis_url, extra_toml, 0.05, file.into()).await;
-    (gw, log)
+async fn logged_gateway(sim: &SimServer, redis_url: &str, extra_toml: &str) -> GatewayProcess {
+    SimAccountConfig::new(sim.addr, redis_url)
+        .top_level(extra_toml)
+        .serve()
+        .stderr(Stderr::LogFile)
+        .start()
+        .await
 }
 
 /// No thread of the gateway panicked (a panic in a spawned task leaves the process up, so only
 /// its log tells).
-fn assert_never_panicked(log: &tempfile::NamedTempFile) {
-    let text = std::fs::read_to_string(log.path()).expect("the log file reads");
+fn assert_never_panicked(gateway: &GatewayProcess) {
+    let text = gateway.log();
     let panics: Vec<&str> = text.lines().filter(|l| l.contains("panicked")).collect();
     assert!(
         panics.is_empty(),

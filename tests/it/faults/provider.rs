@@ -12,7 +12,7 @@ use crate::support::redis::RedisServer;
 async fn every_injected_provider_fault_gets_callers_an_answer_and_frees_every_slot() {
     let redis = RedisServer::start();
     let sim = simulator().await;
-    let (gw, log) = logged_gateway(&sim, &redis.url(), "compat_task_timeout_s = 5").await;
+    let gw = logged_gateway(&sim, &redis.url(), "compat_task_timeout_s = 5").await;
     let http = client();
     let off = Faults::default();
     let faults = [
@@ -115,7 +115,7 @@ async fn every_injected_provider_fault_gets_callers_an_answer_and_frees_every_sl
             .sum();
         assert!(counted > 0, "no submit counted as {result}:\n{text}");
     }
-    assert_never_panicked(&log);
+    assert_never_panicked(&gw);
 }
 
 #[tokio::test]
@@ -123,7 +123,7 @@ async fn a_broken_road_to_the_provider_gets_callers_an_answer_and_frees_every_sl
     let redis = RedisServer::start();
     let sim = simulator().await;
     let proxy = FaultProxy::start(sim.addr).await;
-    let (gw, log) = logged_gateway(
+    let gw = logged_gateway(
         &behind(&sim, proxy.addr),
         &redis.url(),
         "compat_task_timeout_s = 5",
@@ -142,7 +142,7 @@ async fn a_broken_road_to_the_provider_gets_callers_an_answer_and_frees_every_sl
         assert_slots_return(&http, &gw.base, &context).await;
         assert_serves_again(&http, &gw.base, &format!("6Le-road-after-{i}"), &context).await;
     }
-    assert_never_panicked(&log);
+    assert_never_panicked(&gw);
 }
 
 /// Callers already waiting on running tasks when the road to the provider breaks: once it heals
@@ -152,7 +152,7 @@ async fn callers_waiting_when_the_road_to_the_provider_breaks_get_their_answers_
     let redis = RedisServer::start();
     let sim = SimServer::start(LatencyRange::fixed(Duration::from_millis(1_500)), 200).await;
     let proxy = FaultProxy::start(sim.addr).await;
-    let (gw, log) = logged_gateway(&behind(&sim, proxy.addr), &redis.url(), "").await;
+    let gw = logged_gateway(&behind(&sim, proxy.addr), &redis.url(), "").await;
     let http = client();
     for (i, mode) in [Mode::Blackhole, Mode::Reset, Mode::Stall]
         .into_iter()
@@ -200,9 +200,9 @@ async fn callers_waiting_when_the_road_to_the_provider_breaks_get_their_answers_
     }
     // The log is really captured (so the panic check below reads something): the failed polls
     // were logged.
-    let text = std::fs::read_to_string(log.path()).expect("the log file reads");
+    let text = gw.log();
     assert!(text.contains("poll request failed"), "log:\n{text}");
-    assert_never_panicked(&log);
+    assert_never_panicked(&gw);
 }
 
 /// The switch over HTTP on the gateway's own port (`--provider sim` serves the simulator under

@@ -9,7 +9,6 @@ use crate::support::redis::RedisServer;
 
 /// A gateway on a simulator with slow solves, its Redis behind a fault proxy.
 struct RedisRig {
-    log: tempfile::NamedTempFile,
     _redis: RedisServer,
     proxy: FaultProxy,
     sim: SimServer,
@@ -24,9 +23,8 @@ impl RedisRig {
         // Solves slow enough that callers are still waiting when the proxy breaks the road.
         let sim = SimServer::start(LatencyRange::fixed(Duration::from_millis(1_500)), 200).await;
         let url = format!("redis://127.0.0.1:{}/", proxy.port());
-        let (gw, log) = logged_gateway(&sim, &url, extra_toml).await;
+        let gw = logged_gateway(&sim, &url, extra_toml).await;
         RedisRig {
-            log,
             _redis: redis,
             proxy,
             sim,
@@ -132,7 +130,7 @@ async fn with_redis_blackholed_reset_or_stalled_the_gateway_degrades_loses_no_ca
         );
         assert_slots_return(http, base, &context).await;
     }
-    assert_never_panicked(&rig.log);
+    assert_never_panicked(&rig.gw);
 }
 
 /// A caller waiting on `w` got an answer.
@@ -170,7 +168,7 @@ async fn with_redis_required_a_broken_redis_gets_callers_a_clear_refusal_and_rec
     })
     .await;
     assert_slots_return(http, base, "required").await;
-    assert_never_panicked(&rig.log);
+    assert_never_panicked(&rig.gw);
 }
 
 /// The Redis store's response timeout (`RedisSettings::new`): an answer that waited on a
@@ -218,7 +216,7 @@ async fn with_redis_blackholed_or_stalled_a_callers_timeout_comes_at_its_deadlin
         assert_slots_return(http, base, &format!("{mode:?}")).await;
         assert_serves_again(http, base, "6Le-deadline-after", &format!("{mode:?}")).await;
     }
-    assert_never_panicked(&rig.log);
+    assert_never_panicked(&rig.gw);
 }
 
 /// `res.php` on the compatible API while Redis is paused (SIGSTOP, longer than a lease): the
@@ -231,7 +229,7 @@ async fn with_redis_blackholed_or_stalled_a_callers_timeout_comes_at_its_deadlin
 async fn res_php_keeps_a_polling_client_going_while_redis_is_paused() {
     let redis = RedisServer::start();
     let sim = SimServer::start(LatencyRange::fixed(Duration::from_millis(1_500)), 50).await;
-    let (gw, log) = logged_gateway(&sim, &redis.url(), "redis_lease_s = 3").await;
+    let gw = logged_gateway(&sim, &redis.url(), "redis_lease_s = 3").await;
     let (http, base) = (client(), gw.base.as_str());
     let res_php = |id: String| {
         let http = http.clone();
@@ -299,5 +297,5 @@ async fn res_php_keeps_a_polling_client_going_while_redis_is_paused() {
         .to_owned();
     let verdict = sim.verify(&http, &token).await;
     assert_eq!(verdict["success"], true, "{verdict}");
-    assert_never_panicked(&log);
+    assert_never_panicked(&gw);
 }

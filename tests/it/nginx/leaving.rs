@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use super::Nginx;
 use crate::support::eventually::eventually;
-use crate::support::fleet::{GatewayProcess, SimServer, client};
+use crate::support::fleet::{SimServer, client};
+use crate::support::gateway::SimAccountConfig;
 use crate::support::redis::RedisServer;
 use crate::support::{metric_sum, solve};
 
@@ -20,15 +21,12 @@ async fn nginx_named_solve_ends_when_its_caller_leaves_and_its_provider_task_ser
     // running when that caller leaves, however slow the machine.
     let sim = SimServer::stalled(100).await;
     // Checks every 2 s (then 4 s): the 20-check budget outlasts the test.
-    let gateway = GatewayProcess::start_with_threads(
-        &sim,
-        &redis.url(),
-        10,
-        "",
-        2.0,
-        std::process::Stdio::inherit(),
-    )
-    .await;
+    let gateway = SimAccountConfig::new(sim.addr, &redis.url())
+        .threads(10)
+        .poll_interval(2.0)
+        .serve()
+        .start()
+        .await;
     // The shipped file lists three instances; here all three are the one gateway, whose
     // figures the test reads.
     let nginx = Nginx::start(&[

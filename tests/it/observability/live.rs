@@ -14,8 +14,6 @@
 //!    raised.
 
 use std::collections::BTreeSet;
-use std::io::Write;
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -28,7 +26,8 @@ use super::promql::{self, Query};
 use super::scrape::{missing, samples};
 use crate::support::KEY;
 use crate::support::eventually::eventually;
-use crate::support::fleet::{SimServer, spawn_serve};
+use crate::support::fleet::SimServer;
+use crate::support::gateway::Launch;
 use crate::support::redis::RedisServer;
 
 /// The worker's pool: answers live 12 s and must have 10 s left, so a pooled answer is usable
@@ -38,12 +37,6 @@ const POOL_PAGE: &str = "https://pool.observability.example/";
 /// How long load goes on at most before a missing series fails the test: the loops end as soon
 /// as everything is there (seconds on an idle machine); this only bounds a hang.
 const PATIENCE: Duration = Duration::from_secs(180);
-
-fn toml_file(text: &str) -> tempfile::NamedTempFile {
-    let mut file = tempfile::NamedTempFile::new().unwrap();
-    file.write_all(text.as_bytes()).unwrap();
-    file
-}
 
 /// What both processes share: Redis, the simulated account, fast polling.
 fn common(redis: &str, sim: std::net::SocketAddr) -> String {
@@ -57,29 +50,6 @@ fn common(redis: &str, sim: std::net::SocketAddr) -> String {
 
 /// The operations key both processes ask for on `/metrics`.
 const OPS_KEY: &str = "ops-ObservabilityKey-0123456789";
-
-/// `captcha-gateway worker` with `config`; returns the process and its base URL.
-async fn start_worker(config: &std::path::Path) -> (tokio::process::Child, String) {
-    use tokio::io::AsyncBufReadExt;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
-        .args(["worker", "--config", config.to_str().unwrap()])
-        .args(["--listen", "127.0.0.1:0", "--queue", "captcha"])
-        .env_clear()
-        .env("RUST_LOG", "warn")
-        .env("CAPTCHA_GATEWAY_OPS_KEY", OPS_KEY)
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the worker binary starts");
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines.next_line().await.unwrap().unwrap_or_default();
-    let base = line
-        .split_once(" listening on ")
-        .map(|(_, base)| base.trim().to_owned())
-        .unwrap_or_else(|| panic!("the worker did not start: {line:?}"));
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, base)
-}
 
 /// One round of callers on the front end, in every protocol, good and bad; errors the
 /// simulator injects are expected and ignored here.
@@ -209,29 +179,34 @@ async fn the_dashboard_and_the_alerts_work_on_a_live_front_end_and_worker() {
     faulty.server_error_rate = 0.1;
     sim.sim.set_faults(faulty).unwrap();
     let common = common(&redis.url(), sim.addr);
-    let front_config = toml_file(&format!(
+    let mut front_end = Launch::serve(format!(
         "ops_listen = \"127.0.0.1:0\"\n{common}[[tenants]]\nname = \"alpha\"\nkeys = [\"{KEY}\"]\n\
          max_concurrent = 1000\nmax_solves_per_hour = 100000\n"
-    ));
-    let worker_config = toml_file(&format!(
-        "{common}[[pools]]\nkind = \"turnstile\"\nsitekey = \"{POOL_SITEKEY}\"\n\
-         pageurl = \"{POOL_PAGE}\"\nsize = 4\n"
-    ));
-    let env = [
-        ("RUST_LOG", "warn"),
-        ("CAPTCHA_GATEWAY_QUEUE", "captcha"),
-        ("CAPTCHA_GATEWAY_OPS_KEY", OPS_KEY),
-    ];
-    let (_front, front, mut lines) = spawn_serve(front_config.path(), &env, Stdio::inherit()).await;
+    ))
+    .log("warn")
+    .env("CAPTCHA_GATEWAY_QUEUE", "captcha")
+    .env("CAPTCHA_GATEWAY_OPS_KEY", OPS_KEY)
+    .start()
+    .await;
+    let front = front_end.base.clone();
     // Its figures are on its operations port, not on the port callers use.
-    let line = lines.next_line().await.unwrap().unwrap_or_default();
+    let line = front_end.stdout_line().await;
     let front_ops = line
         .strip_prefix("operations listening on ")
         .unwrap_or_else(|| panic!("no operations listener announced: {line:?}"))
         .trim()
         .to_owned();
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let (mut worker_process, worker) = start_worker(worker_config.path()).await;
+    front_end.drain_stdout();
+    let mut worker_process = Launch::worker(format!(
+        "{common}[[pools]]\nkind = \"turnstile\"\nsitekey = \"{POOL_SITEKEY}\"\n\
+         pageurl = \"{POOL_PAGE}\"\nsize = 4\n"
+    ))
+    .args(&["--queue", "captcha"])
+    .log("warn")
+    .env("CAPTCHA_GATEWAY_OPS_KEY", OPS_KEY)
+    .start()
+    .await;
+    let worker = worker_process.base.clone();
 
     let (exprs, variables) = dashboard_queries(&dashboard());
     let mut queries: Vec<(String, Query)> = exprs
@@ -373,7 +348,7 @@ async fn the_dashboard_and_the_alerts_work_on_a_live_front_end_and_worker() {
                 .any(|a| a["alertname"] == name && a[label] == value.as_str())
         }
     };
-    worker_process.kill().await.unwrap();
+    worker_process.kill().await;
     eventually(
         Duration::from_secs(60),
         "TargetDown for the stopped worker",

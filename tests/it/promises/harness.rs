@@ -3,20 +3,18 @@
 //! history check.
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use captcha_gateway::model::{Kind, now_ms};
 use captcha_gateway::sim::{LatencyRange, SimSettings};
 use serde_json::{Value, json};
-use tokio::process::Child;
 use tokio::task::JoinHandle;
 
 use crate::support::KEY;
 use crate::support::eventually::eventually;
-use crate::support::fleet::{SimServer, client, spawn_serve_wrapped};
-use crate::support::redis::signal;
+use crate::support::fleet::{SimServer, client};
+use crate::support::gateway::{GatewayProcess, SimAccountConfig, Stderr};
 
 /// The lease every gateway of a scenario runs with: short, so a fault of two leases is seconds.
 pub const LEASE_S: f64 = 3.0;
@@ -66,23 +64,6 @@ fn pools_toml() -> String {
 /// Upstream tasks the configured pools may hold at any one time.
 pub const POOLED_TASKS: u64 = 2 * POOL_SIZE;
 
-/// One gateway process of the fleet.
-pub struct Gateway {
-    child: Child,
-    _config: tempfile::NamedTempFile,
-    log: tempfile::NamedTempFile,
-}
-
-impl Gateway {
-    pub fn pid(&self) -> u32 {
-        self.child.id().expect("a running gateway")
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.log.path()).unwrap_or_default()
-    }
-}
-
 /// What a caller got.
 #[derive(Debug, Clone)]
 pub enum Outcome {
@@ -113,7 +94,7 @@ pub struct Fleet {
     pub sim: SimServer,
     pub redis_url: String,
     pub http: reqwest::Client,
-    pub gateways: Vec<Option<Gateway>>,
+    pub gateways: Vec<Option<GatewayProcess>>,
     live: Arc<Mutex<Vec<(usize, String)>>>,
     pub pools: bool,
     extra_toml: String,
@@ -185,44 +166,35 @@ impl Fleet {
 
     /// Starts one more gateway and lets callers pick it. Returns its index.
     pub async fn add(&mut self, wrapper: &[&str]) -> usize {
-        use std::io::Write;
-        let mut config = tempfile::NamedTempFile::new().unwrap();
-        write!(
-            config,
-            "provider = \"captchaai\"\nprovider_url = \"http://{sim}\"\nlisten = \"127.0.0.1:0\"\n\
-             threads = 2000\nmax_concurrent = 20000\nwarmup_s = 0\nredis_url = \"{redis}\"\nredis_lease_s = {LEASE_S}\n\
-             min_remaining_s = {MIN_REMAINING_S}\n{extra_toml}\n\n\
-             [lifetimes]\nrecaptcha_v2 = {lifetime}\nturnstile = {lifetime}\n\n\
-             [poll]\nfirst_check_s = 0.25\ninterval_s = 0.25\nmax_polls_per_task = 60\n\
-             max_requests_per_second = 2000\n\n{pools}",
-            sim = self.sim.addr,
-            redis = self.redis_url,
-            extra_toml = self.extra_toml,
-            lifetime = self.lifetime_s,
-            pools = if self.pools { pools_toml() } else { String::new() },
-        )
-        .unwrap();
-        let log = tempfile::NamedTempFile::new().unwrap();
-        let env = [
-            ("CAPTCHAAI_API_KEY", KEY),
-            ("RUST_LOG", "warn"),
+        let lifetimes = format!(
+            "[lifetimes]\nrecaptcha_v2 = {lifetime}\nturnstile = {lifetime}\n",
+            lifetime = self.lifetime_s
+        );
+        let mut config = SimAccountConfig::new(self.sim.addr, &self.redis_url)
+            .top_level(&format!(
+                "redis_lease_s = {LEASE_S}\nmin_remaining_s = {MIN_REMAINING_S}\n{}",
+                self.extra_toml
+            ))
+            .poll(0.25, 0.25)
+            .poll_option("max_polls_per_task = 60")
+            .section(&lifetimes);
+        if self.pools {
+            config = config.section(&pools_toml());
+        }
+        let gateway = config
+            .serve()
             // libfaketime shifts wall-clock time only: tokio's timers run on the monotonic clock.
-            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-        ];
-        let (child, base, _) = spawn_serve_wrapped(
-            wrapper,
-            config.path(),
-            &env,
-            Stdio::from(log.reopen().unwrap()),
-        )
-        .await;
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .wrapper(wrapper)
+            .stderr(Stderr::LogFile)
+            .start()
+            .await;
         let index = self.gateways.len();
-        self.live.lock().unwrap().push((index, base));
-        self.gateways.push(Some(Gateway {
-            child,
-            _config: config,
-            log,
-        }));
+        self.live
+            .lock()
+            .unwrap()
+            .push((index, gateway.base.clone()));
+        self.gateways.push(Some(gateway));
         index
     }
 
@@ -235,13 +207,12 @@ impl Fleet {
         self.retire(i);
         let mut gw = self.gateways[i].take().expect("a running gateway");
         self.signalled.lock().unwrap().insert(i, now_ms());
-        signal(gw.pid(), "TERM");
-        tokio::time::timeout(SOON, gw.child.wait())
+        gw.terminate();
+        tokio::time::timeout(SOON, gw.exited())
             .await
             .unwrap_or_else(|_| {
                 panic!("gateway {i} did not exit after SIGTERM; log:\n{}", gw.log())
             })
-            .unwrap()
     }
 
     /// `kill -9` of gateway `i`.
@@ -249,7 +220,7 @@ impl Fleet {
         self.retire(i);
         let mut gw = self.gateways[i].take().expect("a running gateway");
         self.signalled.lock().unwrap().insert(i, now_ms());
-        gw.child.kill().await.unwrap();
+        gw.kill().await;
     }
 
     /// The sum of a metric over every live gateway's `/metrics` (series holding every one of

@@ -7,7 +7,7 @@ use captcha_gateway::queue::{NewTask, QueueSettings, ResultStatus};
 use captcha_gateway::sim::LatencyRange;
 use serde_json::json;
 
-use super::support::{WorkerProcess, keda_lag, open, raw, worker_config};
+use super::support::{keda_lag, open, raw, worker_on};
 use crate::support::fleet::SimServer;
 use crate::support::redis::RedisServer;
 
@@ -22,8 +22,10 @@ fn fast() -> LatencyRange {
 async fn queue_worker_solves_tasks_and_writes_one_result_each_with_its_ttl() {
     let redis = RedisServer::start();
     let sim = SimServer::start(fast(), 500).await;
-    let config = worker_config(sim.addr, &redis.url(), "[queue]\nresult_ttl_s = 300\n");
-    let worker = WorkerProcess::start(config, &["--concurrency", "8"]).await;
+    let worker = worker_on(sim.addr, &redis.url(), "[queue]\nresult_ttl_s = 300\n")
+        .args(&["--concurrency", "8"])
+        .start()
+        .await;
     let queue = open(&redis.url(), QueueSettings::default()).await;
     let mut conn = raw(&redis.url()).await;
 
@@ -58,7 +60,7 @@ async fn queue_worker_solves_tasks_and_writes_one_result_each_with_its_ttl() {
             .unwrap_or_else(|| panic!("no result for {id}"));
         assert_eq!(result.status, ResultStatus::Ready, "{result:?}");
         assert!(result.answer.as_deref().is_some_and(|a| !a.is_empty()));
-        assert_eq!(result.worker, worker.consumer);
+        assert_eq!(result.worker, worker.consumer());
         assert_eq!(result.attempts, 1);
         let ttl: i64 = redis::cmd("PTTL")
             .arg(format!("cg:q:{{captcha}}:result:{id}"))
@@ -91,7 +93,7 @@ async fn queue_hostile_entries_are_dead_lettered_with_reasons_and_never_stop_the
     use super::support::{pending, request, xadd};
     let redis = RedisServer::start();
     let sim = SimServer::start(fast(), 500).await;
-    let worker = WorkerProcess::start(worker_config(sim.addr, &redis.url(), ""), &[]).await;
+    let worker = worker_on(sim.addr, &redis.url(), "").start().await;
     let queue = open(&redis.url(), QueueSettings::default()).await;
     let mut conn = raw(&redis.url()).await;
     let good = request("good");
@@ -202,11 +204,10 @@ async fn queue_sigterm_finishes_in_flight_tasks_within_the_grace_and_exits_0() {
     let in_flight = "captcha_gateway_queue_in_flight";
 
     // A grace long enough: everything in flight is finished by this worker, then it exits 0.
-    let mut patient = WorkerProcess::start(
-        worker_config(sim.addr, &redis.url(), ""),
-        &["--concurrency", "4", "--lease-s", "2", "--grace-s", "20"],
-    )
-    .await;
+    let mut patient = worker_on(sim.addr, &redis.url(), "")
+        .args(&["--concurrency", "4", "--lease-s", "2", "--grace-s", "20"])
+        .start()
+        .await;
     let ids = enqueue("graceful", 4).await;
     // Held and submitted upstream: after the signal the account submits nothing new (a task
     // not yet submitted would wait for the cut and be handed back instead).
@@ -224,17 +225,16 @@ async fn queue_sigterm_finishes_in_flight_tasks_within_the_grace_and_exits_0() {
             .await
             .unwrap()
             .expect("finished within the grace");
-        assert_eq!(r.worker, patient.consumer);
+        assert_eq!(r.worker, patient.consumer());
     }
     assert_eq!(pending(&mut conn).await, 0);
 
     // A grace too short for the solves: the tasks are handed back (or left pending), and
     // another worker finishes them.
-    let mut hasty = WorkerProcess::start(
-        worker_config(sim.addr, &redis.url(), "[queue]\nretry_base_s = 0.05\n"),
-        &["--concurrency", "2", "--lease-s", "2", "--grace-s", "0.5"],
-    )
-    .await;
+    let mut hasty = worker_on(sim.addr, &redis.url(), "[queue]\nretry_base_s = 0.05\n")
+        .args(&["--concurrency", "2", "--lease-s", "2", "--grace-s", "0.5"])
+        .start()
+        .await;
     let ids = enqueue("handed-back", 2).await;
     crate::support::eventually::eventually(Duration::from_secs(10), "2 tasks in flight", || {
         let w = &hasty;
@@ -243,18 +243,17 @@ async fn queue_sigterm_finishes_in_flight_tasks_within_the_grace_and_exits_0() {
     .await;
     hasty.signal("TERM");
     assert!(hasty.exited().await.success(), "exit 0 after SIGTERM");
-    let next = WorkerProcess::start(
-        worker_config(sim.addr, &redis.url(), ""),
-        &["--concurrency", "2", "--lease-s", "2"],
-    )
-    .await;
+    let next = worker_on(sim.addr, &redis.url(), "")
+        .args(&["--concurrency", "2", "--lease-s", "2"])
+        .start()
+        .await;
     for id in &ids {
         let r = queue
             .wait_result(id, Duration::from_secs(30))
             .await
             .unwrap()
             .expect("finished by the next worker");
-        assert_eq!(r.worker, next.consumer, "{id}");
+        assert_eq!(r.worker, next.consumer(), "{id}");
         assert_eq!(r.status, ResultStatus::Ready);
     }
 }

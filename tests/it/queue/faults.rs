@@ -11,8 +11,7 @@ use captcha_gateway::sim::LatencyRange;
 use serde_json::json;
 
 use super::support::{
-    WorkerProcess, keda_sees_new_work, open, pending, raw, request, sim_with_slow_kind,
-    worker_config, xadd,
+    keda_sees_new_work, open, pending, raw, request, sim_with_slow_kind, worker_on, xadd,
 };
 use crate::support::eventually::eventually;
 use crate::support::fleet::SimServer;
@@ -39,11 +38,10 @@ async fn queue_crash_kill_9_loses_nothing_and_repeats_only_dead_workers_tasks() 
         let addr = sim.addr;
         async move {
             let _ = n;
-            WorkerProcess::start(
-                worker_config(addr, &url, QUEUE_TOML),
-                &["--concurrency", &CONCURRENCY.to_string(), "--lease-s", "2"],
-            )
-            .await
+            worker_on(addr, &url, QUEUE_TOML)
+                .args(&["--concurrency", &CONCURRENCY.to_string(), "--lease-s", "2"])
+                .start()
+                .await
         }
     };
     let mut workers = vec![start(0).await, start(1).await, start(2).await];
@@ -143,11 +141,10 @@ async fn queue_pause_past_the_lease_is_reclaimed_and_the_resumed_worker_writes_n
     // moves its clock, so its solve cannot end before it is paused.
     let stalled = SimServer::stalled(100).await;
     let mut conn = raw(&redis.url()).await;
-    let paused = WorkerProcess::start(
-        worker_config(stalled.addr, &redis.url(), QUEUE_TOML),
-        &["--concurrency", "1", "--lease-s", "2"],
-    )
-    .await;
+    let paused = worker_on(stalled.addr, &redis.url(), QUEUE_TOML)
+        .args(&["--concurrency", "1", "--lease-s", "2"])
+        .start()
+        .await;
     let queue = open(&redis.url(), QueueSettings::default()).await;
     let id = queue
         .enqueue(NewTask {
@@ -171,18 +168,18 @@ async fn queue_pause_past_the_lease_is_reclaimed_and_the_resumed_worker_writes_n
     )
     .await;
     paused.signal("STOP");
-    let other = WorkerProcess::start(
-        worker_config(sim.addr, &redis.url(), QUEUE_TOML),
-        &["--concurrency", "1", "--lease-s", "2"],
-    )
-    .await;
+    let other = worker_on(sim.addr, &redis.url(), QUEUE_TOML)
+        .args(&["--concurrency", "1", "--lease-s", "2"])
+        .start()
+        .await;
     let result = queue
         .wait_result(&id, Duration::from_secs(30))
         .await
         .unwrap()
         .expect("the task was reclaimed and finished");
     assert_eq!(
-        result.worker, other.consumer,
+        result.worker,
+        other.consumer(),
         "finished by the worker that took it over"
     );
     assert_eq!(result.attempts, 2);
@@ -231,18 +228,17 @@ async fn queue_poison_task_is_dead_lettered_after_max_deliveries_without_blockin
     // A poll budget far beyond the test: the provider never gives up on the poison task
     // first (which would be its verdict, a terminal failure).
     let config = format!("max_polls_per_task = 1000\n{QUEUE_TOML}");
-    let worker = WorkerProcess::start(
-        worker_config(sim.addr, &redis.url(), &config),
-        &[
+    let worker = worker_on(sim.addr, &redis.url(), &config)
+        .args(&[
             "--concurrency",
             "2",
             "--lease-s",
             "2",
             "--max-deliveries",
             "3",
-        ],
-    )
-    .await;
+        ])
+        .start()
+        .await;
     let queue = open(&redis.url(), QueueSettings::default()).await;
     // Every attempt at it times out: it always fails, retryably.
     let poison = queue
@@ -331,11 +327,10 @@ async fn queue_redis_restarted_empty_workers_reconnect_recreate_the_group_and_co
     let mut workers = Vec::new();
     for _ in 0..2 {
         workers.push(
-            WorkerProcess::start(
-                worker_config(sim.addr, &redis.url(), QUEUE_TOML),
-                &["--concurrency", "4", "--lease-s", "2"],
-            )
-            .await,
+            worker_on(sim.addr, &redis.url(), QUEUE_TOML)
+                .args(&["--concurrency", "4", "--lease-s", "2"])
+                .start()
+                .await,
         );
     }
     let queue = open(&redis.url(), QueueSettings::default()).await;

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::support::{WorkerProcess, worker_config};
+use super::support::worker_on;
 use crate::support::fleet::SimServer;
 use crate::support::redis::RedisServer;
 use crate::support::{KEY, verify_at};
@@ -20,8 +20,11 @@ fn latency() -> captcha_gateway::sim::LatencyRange {
 async fn a_queued_front_end_answers_every_protocol_through_the_workers() {
     let redis = RedisServer::start();
     let sim = SimServer::start(latency(), 100).await;
-    let (_front, base) = crate::queue::support::front_end(&sim, &redis.url()).await;
-    let worker = WorkerProcess::start(worker_config(sim.addr, &redis.url(), ""), &[]).await;
+    let front = crate::queue::support::front_end(&sim, &redis.url())
+        .start()
+        .await;
+    let base = front.base.clone();
+    let worker = worker_on(sim.addr, &redis.url(), "").start().await;
     let http = reqwest::Client::new();
     let sim_base = format!("http://{}", sim.addr);
     let mut tokens = Vec::new();
@@ -140,7 +143,10 @@ async fn a_queued_front_end_answers_every_protocol_through_the_workers() {
 async fn a_task_the_front_end_cannot_queue_fails_in_its_callers_protocol() {
     let mut redis = RedisServer::start();
     let sim = SimServer::start(latency(), 100).await;
-    let (_front, base) = crate::queue::support::front_end(&sim, &redis.url()).await;
+    let front = crate::queue::support::front_end(&sim, &redis.url())
+        .start()
+        .await;
+    let base = front.base.clone();
     let http = reqwest::Client::new();
     redis.kill();
     let reply = http
@@ -211,7 +217,7 @@ async fn a_task_whose_caller_stopped_waiting_in_the_queue_is_failed_without_a_so
             .await
             .unwrap();
     }
-    let _worker = WorkerProcess::start(worker_config(sim.addr, &redis.url(), ""), &[]).await;
+    let _worker = worker_on(sim.addr, &redis.url(), "").start().await;
     let wait = std::time::Duration::from_secs(60);
     let late = queue
         .wait_result("late-1", wait)

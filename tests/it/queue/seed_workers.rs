@@ -12,9 +12,10 @@ use captcha_gateway::sim::LatencyRange;
 use redis::AsyncCommands;
 use serde_json::Value;
 
-use super::support::{WorkerProcess, raw, worker_config};
+use super::support::{raw, worker_on};
 use crate::support::eventually::eventually;
 use crate::support::fleet::SimServer;
+use crate::support::gateway::GatewayProcess;
 use crate::support::redis::RedisServer;
 use crate::support::verify_at;
 
@@ -30,19 +31,17 @@ fn latency() -> LatencyRange {
     }
 }
 
-async fn seed_worker(sim: &SimServer, redis: &RedisServer) -> WorkerProcess {
-    let config = worker_config(sim.addr, &redis.url(), "");
-    WorkerProcess::start(
-        config,
-        &[
+async fn seed_worker(sim: &SimServer, redis: &RedisServer) -> GatewayProcess {
+    worker_on(sim.addr, &redis.url(), "")
+        .args(&[
             "--seed-queue",
             "--concurrency",
             &CONCURRENCY.to_string(),
             "--lease-s",
             "2",
-        ],
-    )
-    .await
+        ])
+        .start()
+        .await
 }
 
 /// Starts the producer: it pushes `count` tasks and collects their results.
@@ -122,7 +121,7 @@ async fn the_seeds_producer_works_unchanged_against_three_seed_workers() {
     for _ in 0..3 {
         workers.push(seed_worker(&sim, &redis).await);
     }
-    let names: HashSet<String> = workers.iter().map(|w| w.consumer.clone()).collect();
+    let names: HashSet<String> = workers.iter().map(|w| w.consumer().to_owned()).collect();
     let tokens = all_succeeded(producer(&redis, 90), &names).await;
     assert_eq!(tokens.len(), 90);
     all_verify(&sim, &tokens).await;
@@ -164,7 +163,7 @@ async fn the_seeds_producer_loses_nothing_while_seed_workers_are_killed() {
     for _ in 0..3 {
         workers.push(seed_worker(&sim, &redis).await);
     }
-    let mut names: HashSet<String> = workers.iter().map(|w| w.consumer.clone()).collect();
+    let mut names: HashSet<String> = workers.iter().map(|w| w.consumer().to_owned()).collect();
     let running = producer(&redis, TASKS);
     let c = raw(&redis.url()).await;
     for (i, done) in [30u64, 80, 130].into_iter().enumerate() {
@@ -175,7 +174,7 @@ async fn the_seeds_producer_loses_nothing_while_seed_workers_are_killed() {
         .await;
         workers[i].kill().await;
         workers[i] = seed_worker(&sim, &redis).await;
-        names.insert(workers[i].consumer.clone());
+        names.insert(workers[i].consumer().to_owned());
     }
     let tokens = all_succeeded(running, &names).await;
     assert_eq!(tokens.len(), TASKS);
@@ -209,7 +208,7 @@ async fn a_frozen_seed_workers_tasks_are_finished_once_by_another() {
     let mut frozen = seed_worker(&stalled, &redis).await;
     let c = raw(&redis.url()).await;
     let running = producer(&redis, TASKS);
-    let list = format!("captcha:processing:{}", frozen.consumer);
+    let list = format!("captcha:processing:{}", frozen.consumer());
     // Frozen with every slot holding a started solve: then no take is in flight, so each listed
     // entry is one it knows it holds. (A take's reply still unread when it stops times out after
     // the thaw; the worker then rereads its list, finds it given back, and never learns of those
@@ -231,7 +230,7 @@ async fn a_frozen_seed_workers_tasks_are_finished_once_by_another() {
     assert_eq!(held.len() as u64, CONCURRENCY);
     let mut other = seed_worker(&sim, &redis).await;
     // Every result, the held entries' included, is the other worker's.
-    let tokens = all_succeeded(running, &HashSet::from([other.consumer.clone()])).await;
+    let tokens = all_succeeded(running, &HashSet::from([other.consumer().to_owned()])).await;
     assert_eq!(tokens.len(), TASKS);
     let mut c2 = c.clone();
     let listed: bool = c2.exists(&list).await.unwrap();
@@ -296,7 +295,7 @@ async fn a_frozen_seed_workers_tasks_are_finished_once_by_another() {
     let written: String = c2.hget("captcha:results", "after-thaw").await.unwrap();
     let r: Value = serde_json::from_str(&written).unwrap();
     assert_eq!(r["status"], "success", "{r}");
-    assert_eq!(r["worker"], frozen.consumer.as_str(), "{r}");
+    assert_eq!(r["worker"], frozen.consumer(), "{r}");
     all_verify(&stalled, &[r["token"].as_str().unwrap().to_owned()]).await;
     drained(&redis).await;
     frozen.signal("TERM");
@@ -313,7 +312,7 @@ async fn seed_workers_carry_on_after_redis_restarts_empty() {
         seed_worker(&sim, &redis).await,
         seed_worker(&sim, &redis).await,
     ];
-    let names: HashSet<String> = workers.iter().map(|w| w.consumer.clone()).collect();
+    let names: HashSet<String> = workers.iter().map(|w| w.consumer().to_owned()).collect();
     let first = all_succeeded(producer(&redis, 20), &names).await;
     assert_eq!(first.len(), 20);
     redis.restart();

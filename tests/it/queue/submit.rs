@@ -7,7 +7,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use super::support::{WorkerProcess, worker_config};
+use super::support::worker_on;
 use crate::support::fleet::SimServer;
 use crate::support::redis::RedisServer;
 use crate::support::verify_at;
@@ -43,8 +43,8 @@ async fn a_thousand_tasks_from_a_file_each_get_one_valid_result() {
     )
     .await;
     let _workers = [
-        WorkerProcess::start(worker_config(sim.addr, &redis.url(), ""), &[]).await,
-        WorkerProcess::start(worker_config(sim.addr, &redis.url(), ""), &[]).await,
+        worker_on(sim.addr, &redis.url(), "").start().await,
+        worker_on(sim.addr, &redis.url(), "").start().await,
     ];
     let mut file = tempfile::NamedTempFile::new().unwrap();
     for i in 0..1000 {

@@ -6,6 +6,9 @@ use std::time::Duration;
 use captcha_gateway::engine::store::redis::RedisSettings;
 use captcha_gateway::queue::{Queue, QueueSettings};
 
+use crate::support::KEY;
+use crate::support::gateway::Launch;
+
 /// A queue handle on `url` with `settings`' name and TTLs.
 pub async fn open(url: &str, settings: QueueSettings) -> Queue {
     let target = RedisSettings::new(vec![url.to_owned()], false).target;
@@ -71,92 +74,16 @@ pub async fn keda_lag(conn: &mut redis::aio::MultiplexedConnection, stream: &str
     panic!("no `workers` group on {stream}");
 }
 
-/// One `captcha-gateway worker` process on the simulator at `sim` and the Redis at `redis_url`.
-pub struct WorkerProcess {
-    child: tokio::process::Child,
-    /// `http://127.0.0.1:port` of its /livez, /readyz and /metrics.
-    pub base: String,
-    /// Its consumer name.
-    pub consumer: String,
-    _config: tempfile::NamedTempFile,
-}
-
-/// The worker's TOML: the simulator as a captchaai account, fast polling, `extra` appended
-/// (a `[queue]` table, say).
-pub fn worker_config(
-    sim: std::net::SocketAddr,
-    redis_url: &str,
-    extra: &str,
-) -> tempfile::NamedTempFile {
-    use std::io::Write;
-    let mut config = tempfile::NamedTempFile::new().unwrap();
-    writeln!(
-        config,
+/// A `worker` on the simulator at `sim` (a captchaai account with the test key) and the Redis
+/// at `redis_url`: 2 s leases, fast polling, `extra` appended (a `[queue]` table, say).
+pub fn worker_on(sim: std::net::SocketAddr, redis_url: &str, extra: &str) -> Launch {
+    Launch::worker(format!(
         "provider = \"captchaai\"\nprovider_url = \"http://{sim}\"\nthreads = 500\n\
          redis_url = \"{redis_url}\"\nredis_lease_s = 2\n\
          [poll]\nfirst_check_s = 0.05\ninterval_s = 0.05\nmax_requests_per_second = 2000\n{extra}\n"
-    )
-    .unwrap();
-    config
-}
-
-impl WorkerProcess {
-    /// Starts a worker with `args` after `worker --config <config> --listen 127.0.0.1:0`.
-    pub async fn start(config: tempfile::NamedTempFile, args: &[&str]) -> WorkerProcess {
-        use tokio::io::AsyncBufReadExt;
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
-            .args(["worker", "--config", config.path().to_str().unwrap()])
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .env_clear()
-            .env("CAPTCHAAI_API_KEY", crate::support::KEY)
-            .env("RUST_LOG", "warn")
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the worker binary starts");
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = lines.next_line().await.unwrap().unwrap_or_default();
-        let rest = line
-            .trim()
-            .strip_prefix("captcha-gateway worker ")
-            .unwrap_or_else(|| panic!("the worker did not start: {line:?}"));
-        let (consumer, base) = rest
-            .split_once(" listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        // Keep reading stdout so the worker never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        WorkerProcess {
-            child,
-            base: base.to_owned(),
-            consumer: consumer.to_owned(),
-            _config: config,
-        }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id().expect("still running")
-    }
-
-    /// `kill -<signal>` (STOP, CONT, TERM).
-    pub fn signal(&self, signal: &str) {
-        crate::support::redis::signal(self.pid(), signal);
-    }
-
-    /// `kill -9`, waiting until it is gone.
-    pub async fn kill(&mut self) {
-        let _ = self.child.kill().await;
-    }
-
-    /// Waits for the process to end by itself.
-    pub async fn exited(&mut self) -> std::process::ExitStatus {
-        self.child.wait().await.unwrap()
-    }
-
-    /// A figure of its /metrics (summed over labels).
-    pub async fn metric(&self, name: &str) -> u64 {
-        crate::support::metric_sum(&reqwest::Client::new(), &self.base, name).await
-    }
+    ))
+    .provider_key(KEY)
+    .log("warn")
 }
 
 /// A simulator whose solves take `latency`, except `slow_kind`'s, which never finish within a
@@ -246,28 +173,13 @@ pub async fn keda_sees_new_work(conn: &mut redis::aio::MultiplexedConnection, n:
 
 /// A `serve --queue` front end on the simulator (the same account as the workers'): its tasks go
 /// to the queue's workers. Its output goes to the test's.
-pub async fn front_end(
-    sim: &crate::support::fleet::SimServer,
-    redis_url: &str,
-) -> (tokio::process::Child, String) {
-    use std::io::Write;
-    let mut config = tempfile::NamedTempFile::new().unwrap();
-    writeln!(
-        config,
+pub fn front_end(sim: &crate::support::fleet::SimServer, redis_url: &str) -> Launch {
+    Launch::serve(format!(
         "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:0\"\n\
          redis_url = \"{redis_url}\"\n",
         sim.addr
-    )
-    .unwrap();
-    let env = [
-        ("CAPTCHAAI_API_KEY", crate::support::KEY),
-        ("RUST_LOG", "warn"),
-        ("CAPTCHA_GATEWAY_QUEUE", "captcha"),
-    ];
-    let (child, base, _) =
-        crate::support::fleet::spawn_serve(config.path(), &env, std::process::Stdio::inherit())
-            .await;
-    // The file is read at startup.
-    drop(config);
-    (child, base)
+    ))
+    .provider_key(KEY)
+    .log("warn")
+    .env("CAPTCHA_GATEWAY_QUEUE", "captcha")
 }
