@@ -29,13 +29,9 @@ pub struct Live {
 }
 
 pub fn live_counts(state: &Sources) -> Live {
-    let engine = state.engine.figures().read();
     let reading = Reading {
-        answers: engine.answers,
-        errors: engine.errors,
-        handout: engine.handout,
+        engine: state.engine.figures().read(),
         solve: state.upstream.solve_time_buckets(),
-        ready_to_caller: engine.ready_to_caller,
     };
     let mut errors = ErrorCounts::new();
     let mut accounts = Vec::new();
@@ -60,7 +56,7 @@ pub fn live_counts(state: &Sources) -> Live {
             threads_in_use: a.in_flight.into(),
         });
     }
-    for (code, n) in &reading.errors {
+    for (code, n) in &reading.engine.errors {
         *errors.entry(format!("caller_{code}")).or_default() += n;
     }
     Live {
@@ -124,7 +120,7 @@ pub fn instance_figures(
         .zip(ring.iter().skip(1))
         .map(|(a, b)| Tick {
             t_ms: b.t_ms,
-            answers: since(b.reading.answers, a.reading.answers),
+            answers: since(b.reading.engine.answers, a.reading.engine.answers),
             errors: total(&b.errors).saturating_sub(total(&a.errors)),
             threads_in_use: b.threads_in_use,
         })
@@ -142,18 +138,19 @@ pub fn instance_figures(
                 running_limit: a.limit_now(),
             })
             .unwrap_or_default(),
-        answers: live.reading.answers,
+        answers: live.reading.engine.answers,
         errors: live.errors.clone(),
         errors_window: counts_since(&live.errors, &start.errors),
         window_ms: now
             .saturating_sub(window_start.t_ms())
             .min(window.as_millis() as u64),
         accounts: live.accounts.clone(),
-        handout: histogram::since(&live.reading.handout, &start.reading.handout).to_vec(),
+        handout: histogram::since(&live.reading.engine.handout, &start.reading.engine.handout)
+            .to_vec(),
         solve: histogram::since(&live.reading.solve, &start.reading.solve).to_vec(),
         ready_to_caller: histogram::since(
-            &live.reading.ready_to_caller,
-            &start.reading.ready_to_caller,
+            &live.reading.engine.ready_to_caller,
+            &start.reading.engine.ready_to_caller,
         )
         .to_vec(),
         history,

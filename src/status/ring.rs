@@ -2,22 +2,17 @@
 
 use std::collections::VecDeque;
 
-use std::collections::BTreeMap;
-
 use super::report::ErrorCounts;
-use crate::model::BySource;
+use crate::engine::EngineReading;
 use crate::telemetry::histogram::Buckets;
 
-/// This instance's cumulative figures at one moment: the engine's handouts
-/// ([`EngineReading`](crate::engine::EngineReading)) and the accounts' solve times.
+/// This instance's cumulative figures at one moment: the engine's handouts and the accounts' solve
+/// times.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reading {
-    pub answers: BySource<u64>,
-    pub errors: BTreeMap<String, u64>,
-    pub handout: Buckets,
+    pub engine: EngineReading,
     /// Upstream submit to answer ready, from the accounts (`Upstream::solve_time_buckets`).
     pub solve: Buckets,
-    pub ready_to_caller: Buckets,
 }
 
 /// Cumulative readings at one moment.
