@@ -8,7 +8,7 @@ use super::history::{Rules, check};
 use super::solve_time;
 use crate::support::eventually::eventually;
 use crate::support::fault_proxy::{FaultProxy, Mode};
-use crate::support::redis::{RedisCluster, RedisServer};
+use crate::support::redis::{RedisCluster, RedisServer, unread_bytes};
 
 /// Callers per wave: before the fault, during it, after it.
 const WAVES: [std::ops::Range<usize>; 3] = [0..80, 80..140, 140..200];
@@ -150,8 +150,15 @@ async fn a_cluster_master_killed_and_replaced_by_its_replica_keeps_every_promise
             .is_empty(),
         "the killed master holds target keys"
     );
-    cluster.kill_node(victim);
+    // Paused first, so the next wave's operations are sent to it and wait unanswered: the kill
+    // then cuts operations certainly in flight, whatever the timing of the solves.
+    cluster.pause_node(victim);
     callers.extend(fleet.wave(WAVES[1].clone()));
+    eventually(SOON, "operations waiting on the paused master", || async {
+        unread_bytes(victim) > 0
+    })
+    .await;
+    cluster.kill_node(victim);
     eventually(
         SOON,
         "a replica to take over the killed master's slots",

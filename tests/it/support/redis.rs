@@ -327,6 +327,15 @@ impl RedisCluster {
             })
     }
 
+    /// `SIGSTOP` of the node on `port`: it reads nothing more until killed or resumed.
+    pub fn pause_node(&self, port: u16) {
+        self.nodes
+            .iter()
+            .find(|n| n.port == port)
+            .expect("a node of this cluster")
+            .pause();
+    }
+
     /// `kill -9` of the node on `port`.
     pub fn kill_node(&mut self, port: u16) {
         let node = self
@@ -358,4 +367,22 @@ impl RedisCluster {
     pub fn failed_over(&self, port: u16) -> bool {
         self.settled(Some(port))
     }
+}
+
+/// Bytes clients sent to the server on `port` that it has not read yet (the receive queues of its
+/// connections, as `ss` shows them): commands in flight to a paused server.
+pub fn unread_bytes(port: u16) -> u64 {
+    let out = Command::new("ss")
+        .args([
+            "-tnH",
+            "state",
+            "established",
+            &format!("( sport = :{port} )"),
+        ])
+        .output()
+        .expect("ss (iproute2) runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
 }
