@@ -29,8 +29,12 @@ pub struct Live {
 }
 
 pub fn live_counts(state: &Sources) -> Live {
+    let mut engine = state.engine.figures().read();
+    // The caller codes become `caller_*` classes below; the reading kept in the ring needs no
+    // second copy of them.
+    let caller_codes = std::mem::take(&mut engine.errors);
     let reading = Reading {
-        engine: state.engine.figures().read(),
+        engine,
         solve: state.upstream.solve_time_buckets(),
     };
     let mut errors = ErrorCounts::new();
@@ -56,7 +60,7 @@ pub fn live_counts(state: &Sources) -> Live {
             threads_in_use: a.in_flight.into(),
         });
     }
-    for (code, n) in &reading.engine.errors {
+    for (code, n) in &caller_codes {
         *errors.entry(format!("caller_{code}")).or_default() += n;
     }
     Live {

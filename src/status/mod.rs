@@ -1,9 +1,10 @@
 //! The live status behind the dashboard at `/`, `GET /v1/status` and `captcha-gateway status`
 //! (docs/API.md "Status"). Figures come from their owners (the store's per-target counters
 //! through `Pools`, the upstream accounts, admission, the queue, and the engine's handouts in
-//! [`EngineFigures`](crate::engine::EngineFigures), which `/metrics` reads too); a sampler keeps a bounded ring of readings so a page opened now
-//! shows the last minutes. With Redis, each instance publishes its own figures under a key that
-//! expires (`fleet.rs`) and the report adds up every live instance.
+//! [`EngineFigures`](crate::engine::EngineFigures), which `/metrics` reads too); a sampler keeps
+//! a bounded ring of readings so a page opened now shows the last minutes. With Redis, each
+//! instance publishes its own figures under a key that expires (`fleet.rs`) and the report adds
+//! up every live instance.
 
 mod build;
 mod fleet;
