@@ -20,6 +20,7 @@ mod result;
 pub mod seed;
 pub mod settings;
 pub mod steps;
+pub mod stream;
 mod wake;
 pub mod worker;
 

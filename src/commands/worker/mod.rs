@@ -1,12 +1,13 @@
 //! `captcha-gateway worker`: the solving stack as `serve` builds it (`wiring`), consuming the
-//! queue (`queue::worker` on the stream, `queue::seed` on seed 003's list) instead of serving
-//! the APIs, with its probes and metrics on `--listen` ([`probes`]). On SIGTERM it stops
-//! reading, finishes in-flight entries within the grace (renewing them meanwhile), hands back
-//! what the cut stops, leaves the rest pending, and exits 0.
+//! queue instead of serving the APIs: the one `queue::worker` over the stream
+//! (`queue::stream`) or over seed 003's lists (`--seed-queue`, `queue::seed`), with its probes
+//! and metrics on `--listen` ([`probes`]). On SIGTERM it stops taking, lets the entries in
+//! flight finish within the grace (their claims kept alive meanwhile), hands back what the cut
+//! stops or what it still holds, and exits 0.
 
 mod probes;
-mod seed;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,125 +15,190 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::WorkerArgs;
 use crate::config::{WorkerSettings, load_worker};
-use crate::engine::store::redis::Conn;
+use crate::engine::store::redis::{Conn, RedisTarget};
 use crate::queue::Queue;
-use crate::queue::worker::{QueueMetrics, Worker, WorkerParts, consumer_name};
+use crate::queue::seed::{self, SeedFigures, SeedSettings, SeedStats};
+use crate::queue::stream::{Stream, StreamParts};
+use crate::queue::worker::{Running, Source, WorkerFigures, consumer_name};
+use crate::setting::ConfigError;
 use crate::shutdown::Shutdown;
-use crate::wiring::{StartError, build_solving};
-
-pub use seed::seed_settings;
+use crate::telemetry::Metrics;
+use crate::wiring::{Solving, StartError, build_solving};
 
 /// `worker`: load the settings, build the engine as `serve` does, consume until SIGTERM.
 pub async fn run(mut args: WorkerArgs, shutdown: Shutdown) -> Result<(), StartError> {
     let env = |name: &str| std::env::var(name).ok();
     let settings = load_worker(&mut args, &env).map_err(StartError::Config)?;
     crate::telemetry::init_logs(&settings.serve.log, &settings.serve.secret_values());
-    if args.seed_queue {
-        return seed::run(settings, consumer_name(), shutdown).await;
-    }
-    let started = start(settings, shutdown.clone()).await?;
-    println!(
-        "captcha-gateway worker {} listening on http://{}",
-        started.consumer, started.addr
-    );
-    started.wait(shutdown).await
-}
-
-/// A running worker.
-pub struct Started {
-    pub addr: std::net::SocketAddr,
-    pub consumer: String,
-    worker: Arc<Worker>,
-    grace: Duration,
-    /// Stops the renewer and the HTTP server, after in-flight work ended.
-    background: CancellationToken,
-}
-
-/// Builds the engine and the queue, starts reading, renewing, reclaiming and serving probes.
-pub async fn start(settings: WorkerSettings, shutdown: Shutdown) -> Result<Started, StartError> {
-    let listener = probes::bind(settings.listen).await?;
-    let addr = listener.local_addr()?;
-    let solving = build_solving(&settings.serve, &shutdown).await?;
-    let redis = settings
+    let host = env("HOSTNAME")
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .unwrap_or_default();
+    let consumer = consumer_name(&host);
+    let target = settings
         .serve
         .redis
         .as_ref()
-        .expect("load_worker() requires --redis-url");
-    let queue = Queue::open(&redis.target, settings.queue.clone())
+        .expect("load_worker() requires --redis-url")
+        .target
+        .clone();
+    if args.seed_queue && target.cluster {
+        return Err(StartError::Config(ConfigError {
+            setting: "--seed-queue".into(),
+            problem: "seed 003's key names have no hash tag, so they span Redis Cluster slots"
+                .into(),
+            fix: "point --redis-url at one Redis server (the one seed 003's producer writes to)"
+                .into(),
+        }));
+    }
+    let listener = probes::bind(settings.listen).await?;
+    let addr = listener.local_addr()?;
+    let solving = build_solving(&settings.serve, &shutdown).await?;
+    let probes_conn = Conn::open(&target, target.response_timeout)
         .await
-        .map_err(|e| StartError::Store(e.to_string()))?;
-    let blocking = Conn::open(
-        &redis.target,
-        settings.queue.read_block() + redis.target.response_timeout,
-    )
-    .await
-    .map_err(|e| StartError::Store(e.to_string()))?;
-    let probes_conn = queue.conn();
+        .map_err(store_error)?;
+    let figures = Arc::new(WorkerFigures::default());
     let background = CancellationToken::new();
-    let worker = Worker::spawn(
-        solving.engine.clone(),
-        WorkerParts {
-            queue,
-            blocking,
-            consumer: consumer_name(),
-            settings: settings.queue.clone(),
-            default_timeout: settings.serve.limits.default_solve_timeout,
-        },
-        shutdown.tracker.clone(),
-        shutdown.token.clone(),
-        background.clone(),
-    );
-    probes::spawn(
-        probes_conn,
-        &solving,
-        settings.queue.concurrency,
-        |metrics| worker.register_metrics(metrics),
-        probes::Listening {
-            listener,
-            connections: settings.serve.connections,
-            ops: &settings.serve.ops,
-        },
-        background.clone(),
-    );
-    crate::status::publish_worker(
-        solving.engine.clone(),
-        solving.upstream.clone(),
-        settings.serve.status_every,
-        &redis.target,
-        &shutdown,
-    )
-    .await;
-    tracing::info!(%addr, consumer = %worker.consumer(), queue = %settings.queue.name, "worker consuming");
-    Ok(Started {
+    let listening = probes::Listening {
+        listener,
+        connections: settings.serve.connections,
+        ops: &settings.serve.ops,
+    };
+    let serve_probes = |own: Box<dyn FnOnce(&mut Metrics) + '_>| {
+        probes::spawn(
+            probes_conn,
+            &solving,
+            settings.queue.concurrency,
+            own,
+            listening,
+            background.clone(),
+        )
+    };
+    let consuming = Consuming {
+        settings: &settings,
+        solving: &solving,
+        target: &target,
+        consumer: &consumer,
         addr,
-        consumer: worker.consumer().to_owned(),
-        worker,
-        grace: settings.grace,
-        background,
-    })
+        figures: figures.clone(),
+    };
+    if args.seed_queue {
+        let seed = seed_settings(&settings);
+        let stats = Arc::new(SeedStats::default());
+        let prefix = seed.prefix.clone();
+        let source = seed::open(
+            solving.engine.clone(),
+            &target,
+            seed,
+            &consumer,
+            stats.clone(),
+        )
+        .await
+        .map_err(store_error)?;
+        let own = SeedFigures {
+            stats,
+            worker: figures,
+            prefix,
+        };
+        serve_probes(Box::new(|metrics| own.register(metrics.registry())));
+        consuming.until_stopped(source, shutdown).await;
+    } else {
+        let queue = Queue::open(&target, settings.queue.clone())
+            .await
+            .map_err(store_error)?;
+        let blocking = Conn::open(
+            &target,
+            settings.queue.read_block() + target.response_timeout,
+        )
+        .await
+        .map_err(store_error)?;
+        let source = Stream::new(
+            solving.engine.clone(),
+            StreamParts {
+                queue,
+                blocking,
+                consumer: consumer.clone(),
+                default_timeout: settings.serve.limits.default_solve_timeout,
+            },
+        );
+        serve_probes(Box::new(|metrics| {
+            source.register_metrics(figures.clone(), metrics)
+        }));
+        consuming.until_stopped(source, shutdown).await;
+    }
+    background.cancel();
+    Ok(())
 }
 
-impl Started {
-    /// Runs until the shutdown signal, then lets in-flight entries finish within the grace
-    /// (their leases still renewed); what the cut stops is handed back, the rest stays pending.
-    pub async fn wait(self, shutdown: Shutdown) -> Result<(), StartError> {
+/// The seed mode's settings from the worker's: `--queue` is the key prefix (`captcha`, the
+/// seed's, by default), `--lease-s` how long a silent consumer lives, `--result-ttl-s` the
+/// results' retention.
+fn seed_settings(worker: &WorkerSettings) -> SeedSettings {
+    let retention = worker.queue.result_ttl;
+    SeedSettings {
+        prefix: worker.queue.name.clone(),
+        lease: worker.queue.lease,
+        retention,
+        solve_timeout: worker.serve.limits.default_solve_timeout,
+        // A quarter of the retention, at most a minute: results outlive it by that much at most.
+        sweep_every: (retention / 4).clamp(Duration::from_secs(1), Duration::from_secs(60)),
+        ..SeedSettings::default()
+    }
+}
+
+fn store_error(e: impl std::fmt::Display) -> StartError {
+    StartError::Store(e.to_string())
+}
+
+/// What consuming needs from the command, whatever the source.
+struct Consuming<'a> {
+    settings: &'a WorkerSettings,
+    solving: &'a Solving,
+    target: &'a RedisTarget,
+    consumer: &'a str,
+    addr: SocketAddr,
+    figures: Arc<WorkerFigures>,
+}
+
+impl Consuming<'_> {
+    /// Consumes `source` until the shutdown signal, then lets the entries in flight end within
+    /// the grace period and hands back what is left.
+    async fn until_stopped<S: Source>(self, source: Arc<S>, shutdown: Shutdown) {
+        crate::status::publish_worker(
+            self.solving.engine.clone(),
+            self.solving.upstream.clone(),
+            self.settings.serve.status_every,
+            self.target,
+            &shutdown,
+        )
+        .await;
+        let mut running = Running::start(
+            source,
+            self.settings.queue.concurrency as usize,
+            self.figures,
+            shutdown.tracker.clone(),
+            shutdown.token.clone(),
+        );
+        println!(
+            "captcha-gateway worker {} listening on http://{}",
+            self.consumer, self.addr
+        );
+        tracing::info!(addr = %self.addr, consumer = %self.consumer, queue = %self.settings.queue.name, "worker consuming");
         shutdown.token.cancelled().await;
         tracing::info!(
-            in_flight = self.worker.in_flight(),
+            in_flight = running.in_flight(),
             "stopping: no new entries; finishing those in flight"
         );
-        shutdown
-            .drain_until(tokio::time::Instant::now() + self.grace, async {})
-            .await;
-        let left = self.worker.in_flight();
-        if left > 0 {
-            tracing::warn!(left, "entries left pending for other workers");
+        let deadline = tokio::time::Instant::now() + self.settings.grace;
+        if shutdown
+            .drain_until(deadline, running.in_flight_done())
+            .await
+            .is_none()
+        {
+            tracing::warn!(
+                left = running.in_flight(),
+                "grace period over: handing back what is unfinished"
+            );
         }
-        self.background.cancel();
-        Ok(())
-    }
-
-    pub fn metrics(&self) -> &QueueMetrics {
-        self.worker.metrics()
+        running.close().await;
     }
 }

@@ -9,12 +9,14 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Registry;
 
 use super::SeedStats;
+use crate::queue::worker::WorkerFigures;
 use crate::telemetry::collect::{Label, counters};
 
 /// What `/metrics` shows for a seed worker.
 #[derive(Debug)]
 pub struct SeedFigures {
     pub stats: Arc<SeedStats>,
+    pub worker: Arc<WorkerFigures>,
     pub prefix: String,
 }
 
@@ -31,7 +33,7 @@ impl Collector for SeedFigures {
             (
                 "taken",
                 "Entries moved into this consumer's processing list",
-                &s.taken,
+                &self.worker.taken,
             ),
             (
                 "solved",

@@ -12,27 +12,25 @@
 //! priority, so pools, coalescing and the fleet-wide thread budget apply.
 //!
 //! Owns: the seed's key names ([`keys`]), reading entries ([`entry`]), the result shape
-//! ([`outcome`]), the scripts' calls (`lists`), the consumer's loops (`worker`), and the
-//! process around them (`command`: engine, probes on `--listen`, shutdown; `http`).
-//! Does not own: the `worker` command's flags and settings (`queue::worker`) or the engine.
+//! ([`outcome`]), the scripts' calls (`lists`) and the consumer ([`Seed`], a `queue::worker`
+//! source: its takes, each entry's end, its heartbeat and sweep).
+//! Does not own: the loop and the stop (`queue::worker`), the `worker` command, the engine.
 
+mod consume;
 pub mod entry;
 pub mod keys;
 mod lists;
 mod metrics;
 pub mod outcome;
-mod worker;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
-
+pub use self::consume::Seed;
 use self::keys::SeedKeys;
 use self::lists::Lists;
 pub use self::metrics::SeedFigures;
-use self::worker::Consumer;
 use crate::engine::Engine;
 use crate::engine::store::redis::{Conn, RedisTarget};
 
@@ -41,8 +39,6 @@ use crate::engine::store::redis::{Conn, RedisTarget};
 pub struct SeedSettings {
     /// Key prefix: `captcha`, the seed's (the worker's `--queue` name).
     pub prefix: String,
-    /// Entries in flight at once in this process.
-    pub concurrency: usize,
     /// A consumer silent this long is dead and its entries go back to the queue; it beats every
     /// third of it.
     pub lease: Duration,
@@ -60,8 +56,6 @@ impl Default for SeedSettings {
     fn default() -> Self {
         Self {
             prefix: "captcha".into(),
-            // The worker's own default (docs/QUEUE.md): a worker's share of a plan's threads.
-            concurrency: 32,
             // The worker's `--lease-s` default: beats every 10 s survive a missed one or two.
             lease: Duration::from_secs(30),
             // The worker's `--result-ttl-s` default: the seed's producer reads within 180 s.
@@ -80,8 +74,6 @@ impl Default for SeedSettings {
 /// Counters of one seed consumer, for logs and `/metrics`.
 #[derive(Debug, Default)]
 pub struct SeedStats {
-    /// Entries moved into this consumer's processing list.
-    pub taken: AtomicU64,
     pub solved: AtomicU64,
     /// Solves that ended with an error result.
     pub failed: AtomicU64,
@@ -122,59 +114,27 @@ pub enum SeedError {
         "--seed-queue needs a single Redis server: the seed's key names span Redis Cluster slots"
     )]
     Cluster,
-    #[error("--concurrency must be at least 1")]
-    Concurrency,
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
 }
 
-/// Consumes the seed's queue as `consumer` (`<hostname>-<random boot id>`, never reused) until
-/// `stop`: takes no more, waits for the tasks in flight (the engine's shutdown cut ends their
-/// solves near the grace period's end), gives what is left back to the queue, and returns.
-pub async fn run(
+/// The seed consumer `consumer` (`<hostname>-<random boot id>`, never reused) of the queue at
+/// `target`, for `queue::worker` to run.
+pub async fn open(
     engine: Engine,
     target: &RedisTarget,
     settings: SeedSettings,
     consumer: &str,
     stats: Arc<SeedStats>,
-    stop: CancellationToken,
-) -> Result<(), SeedError> {
+) -> Result<Arc<Seed>, SeedError> {
     if target.cluster {
         return Err(SeedError::Cluster);
-    }
-    if settings.concurrency == 0 {
-        return Err(SeedError::Concurrency);
     }
     let conn = Conn::open(target, target.response_timeout).await?;
     // Blocking takes on their own connection, patient for longer than they block.
     let blocking = Conn::open(target, settings.block + target.response_timeout).await?;
-    let lists = Lists::new(conn, SeedKeys::new(&settings.prefix), consumer);
-    let life = CancellationToken::new();
-    let heartbeat = tokio::spawn(worker::heartbeat(
-        lists.clone(),
-        settings.lease,
-        stats.clone(),
-        life.clone(),
-    ));
-    tokio::spawn(worker::sweeper(
-        lists.clone(),
-        settings.retention,
-        settings.sweep_every,
-        stats.clone(),
-        life.clone(),
-    ));
-    tracing::info!(consumer, concurrency = settings.concurrency, queue = %SeedKeys::new(&settings.prefix).queue(), "seed queue: consuming");
-    let consumer_loop = Consumer::new(engine, lists.clone(), blocking, settings, stats);
-    consumer_loop.take_loop(&stop).await;
-    // No beat may follow the hand-back (it would register this consumer again, with nobody to
-    // ever beat for it): the heartbeat ends first, its last call included.
-    life.cancel();
-    let _ = heartbeat.await;
-    match lists.hand_back().await {
-        Ok(n) => tracing::info!(handed_back = n, "seed queue: stopped"),
-        Err(e) => {
-            tracing::warn!(error = %e, "seed queue: hand-back failed; other workers recover the entries after a lease")
-        }
-    }
-    Ok(())
+    let keys = SeedKeys::new(&settings.prefix);
+    tracing::info!(consumer, queue = %keys.queue(), "seed queue: consuming");
+    let lists = Lists::new(conn, keys, consumer);
+    Ok(Seed::new(engine, lists, blocking, settings, stats))
 }

@@ -1,128 +1,199 @@
-//! `captcha-gateway worker`: consumes the queue with the same engine as `serve` (pools, exact
-//! demand, coalescing and the fleet-wide thread budget apply; queued tasks rank below
-//! interactive callers and above pool refills), keeping up to `--concurrency` entries in flight.
+//! The one queue worker, whatever the queue's format: it keeps up to `concurrency` entries in
+//! flight, takes as many as there are free slots from its [`Source`], runs each to its end on
+//! the engine at queued priority ([`solve`]), keeps its claims alive while it runs, and on a stop
+//! takes no more, lets what is in flight end, then hands back what it still holds.
 //!
-//! Pieces: [`consume`] takes entries (read loop, reclaim loop), [`process`] runs one to its end,
-//! [`lease`] renews what is held, [`ops`] holds the scripts' calls, [`metrics`] its figures.
-//! The command around it (settings, engine, probes) is `commands::worker`. On SIGTERM it stops reading, finishes in-flight entries within the grace (renewing
-//! them meanwhile), hands back what the cut stops, leaves the rest pending, and exits 0.
+//! Sources: the Redis stream with its consumer group (`queue::stream`) and seed 003's lists
+//! (`queue::seed`). A source owns its keys, how it claims and renews entries and how an entry
+//! ends; this module owns the loop, the slots, the in-flight count and the order of a stop.
 
-mod consume;
-mod lease;
-mod metrics;
-mod ops;
-mod process;
+mod name;
+mod solve;
+mod source;
 
-pub use metrics::QueueMetrics;
+pub use name::consumer_name;
+pub use solve::{Solved, solve_queued};
+pub use source::Source;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use rand::Rng;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::engine::Engine;
-use crate::engine::store::redis::Conn;
-use crate::queue::{Queue, QueueSettings};
+/// The first pause after a failed take; doubled per failure up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+/// The longest pause between failed takes (Redis down, restarting, failing over).
+const MAX_PAUSE: Duration = Duration::from_secs(2);
 
-/// One worker process's shared state.
-pub struct Worker {
-    queue: Queue,
-    engine: Engine,
-    /// This process's consumer name: `<hostname>-<16 hex boot id>`, never reused.
-    consumer: String,
-    in_flight: lease::InFlight,
-    /// Begins and finishes gathered into one script call each.
-    lanes: ops::Lanes,
-    metrics: QueueMetrics,
-    /// A task's deadline when neither it nor its request names one.
-    default_timeout: Duration,
-    /// Where entry processing runs, so shutdown can wait for it.
+/// What every worker counts, whatever its source.
+#[derive(Debug, Default)]
+pub struct WorkerFigures {
+    /// Entries taken from the source (new, reclaimed or recovered).
+    pub taken: AtomicU64,
+    /// Entries being processed now.
+    pub in_flight: AtomicU64,
+    /// Takes that failed (retried after a pause).
+    pub take_errors: AtomicU64,
+}
+
+impl WorkerFigures {
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
+
+/// A worker consuming its source: [`Running::start`] it, then on a stop wait for
+/// [`Running::in_flight_done`] (within the grace period) and [`Running::close`] it.
+pub struct Running<S: Source> {
+    source: Arc<S>,
+    figures: Arc<WorkerFigures>,
     tracker: TaskTracker,
+    taking: JoinHandle<()>,
+    life: CancellationToken,
+    keep_alive: JoinHandle<()>,
 }
 
-/// What a worker needs besides its engine.
-pub struct WorkerParts {
-    pub queue: Queue,
-    /// The blocking reader's own connection, patient for longer than a read blocks.
-    pub blocking: Conn,
-    /// This process's consumer name (`consumer_name`).
-    pub consumer: String,
-    pub settings: QueueSettings,
-    /// A task's deadline when neither it nor its request names one.
-    pub default_timeout: Duration,
-}
-
-impl Worker {
-    /// Starts reading, renewing and reclaiming; `reading` stops taking new entries, `background`
-    /// stops the renewer after in-flight work ended.
-    pub fn spawn(
-        engine: Engine,
-        parts: WorkerParts,
+impl<S: Source> Running<S> {
+    /// Starts taking entries (until `stop`) and keeping this consumer's claims alive (until
+    /// [`close`](Self::close)). Entries run on `tracker`, so a process's shutdown waits for them.
+    pub fn start(
+        source: Arc<S>,
+        concurrency: usize,
+        figures: Arc<WorkerFigures>,
         tracker: TaskTracker,
-        reading: CancellationToken,
-        background: CancellationToken,
-    ) -> Arc<Worker> {
-        let worker = Arc::new(Worker {
-            queue: parts.queue,
-            engine,
-            consumer: parts.consumer,
-            in_flight: lease::InFlight::default(),
-            lanes: ops::Lanes::default(),
-            metrics: QueueMetrics::default(),
-            default_timeout: parts.default_timeout,
+        stop: CancellationToken,
+    ) -> Self {
+        let life = CancellationToken::new();
+        let keep_alive = tokio::spawn(source.clone().keep_alive(life.clone()));
+        let slots = Arc::new(Semaphore::new(concurrency.max(1)));
+        let taking = tokio::spawn(take_loop(
+            source.clone(),
+            slots,
+            figures.clone(),
+            tracker.clone(),
+            stop,
+        ));
+        Self {
+            source,
+            figures,
             tracker,
-        });
-        let slots = Arc::new(Semaphore::new(parts.settings.concurrency as usize));
-        tokio::spawn(worker.clone().renew_loop(background));
-        tokio::spawn(
-            worker
-                .clone()
-                .read_loop(parts.blocking, slots, reading.clone()),
-        );
-        tokio::spawn(worker.clone().upkeep_loop(reading));
-        worker
+            taking,
+            life,
+            keep_alive,
+        }
     }
 
-    pub fn consumer(&self) -> &str {
-        &self.consumer
+    pub fn source(&self) -> &Arc<S> {
+        &self.source
     }
 
-    /// Entries this process holds now.
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.len()
+    /// Entries being processed now.
+    pub fn in_flight(&self) -> u64 {
+        WorkerFigures::get(&self.figures.in_flight)
     }
 
-    pub fn metrics(&self) -> &QueueMetrics {
-        &self.metrics
+    /// Resolves once the take loop has stopped (after `stop`) and every entry it started ended.
+    pub async fn in_flight_done(&mut self) {
+        let _ = (&mut self.taking).await;
+        self.tracker.close();
+        self.tracker.wait().await;
     }
 
-    /// Registers the worker's figures (and the queue's depth) on `/metrics`.
-    pub fn register_metrics(self: &Arc<Self>, metrics: &mut crate::telemetry::Metrics) {
-        metrics::register(self, metrics);
+    /// Ends the keep-alive (its last call included, so nothing renews or beats for this
+    /// consumer after), then hands back what it still holds.
+    pub async fn close(self) {
+        self.taking.abort();
+        self.life.cancel();
+        let _ = self.keep_alive.await;
+        self.source.hand_back().await;
     }
 }
 
-/// `<hostname>-<16 hex random boot id>`: unique per process start, so a restarted pod never
-/// inherits (and keeps alive) a dead predecessor's pending entries.
-pub fn consumer_name() -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .unwrap_or_default();
-    let host: String = host
-        .trim()
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        .take(63)
-        .collect();
-    let host = if host.is_empty() {
-        "worker".to_owned()
-    } else {
-        host
+/// Takes entries while there are free slots, until `stop`.
+async fn take_loop<S: Source>(
+    source: Arc<S>,
+    slots: Arc<Semaphore>,
+    figures: Arc<WorkerFigures>,
+    tracker: TaskTracker,
+    stop: CancellationToken,
+) {
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let Some(mut permits) = take_slots(&slots, &stop).await else {
+            return;
+        };
+        match source.take(permits.len(), &stop).await {
+            Ok(entries) => {
+                pause = FIRST_PAUSE;
+                figures
+                    .taken
+                    .fetch_add(entries.len() as u64, Ordering::Relaxed);
+                for entry in entries {
+                    let Some(permit) = permits.pop() else {
+                        // A source never returns more than asked; a surplus is its bug.
+                        tracing::error!("a queue source returned more entries than free slots");
+                        break;
+                    };
+                    start(&source, entry, permit, &figures, &tracker);
+                }
+            }
+            Err(e) => {
+                drop(permits);
+                figures.take_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %e, "taking queue entries failed; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = stop.cancelled() => return,
+                }
+                pause = (pause * 2).min(MAX_PAUSE);
+            }
+        }
+        if stop.is_cancelled() {
+            return;
+        }
+    }
+}
+
+fn start<S: Source>(
+    source: &Arc<S>,
+    entry: S::Entry,
+    permit: OwnedSemaphorePermit,
+    figures: &Arc<WorkerFigures>,
+    tracker: &TaskTracker,
+) {
+    figures.in_flight.fetch_add(1, Ordering::Relaxed);
+    let (source, figures) = (source.clone(), figures.clone());
+    tracker.spawn(async move {
+        source.process(entry).await;
+        figures.in_flight.fetch_sub(1, Ordering::Relaxed);
+        drop(permit);
+    });
+}
+
+/// At least one free slot (waiting for it), plus every other free one; `None` on `stop`.
+async fn take_slots(
+    slots: &Arc<Semaphore>,
+    stop: &CancellationToken,
+) -> Option<Vec<OwnedSemaphorePermit>> {
+    let first = tokio::select! {
+        p = slots.clone().acquire_owned() => p.ok()?,
+        () = stop.cancelled() => return None,
     };
-    let boot: [u8; 8] = rand::rng().random();
-    format!("{host}-{}", hex::encode(boot))
+    let mut permits = vec![first];
+    let more = slots.available_permits() as u32;
+    if more > 0 {
+        if let Ok(mut rest) = slots.clone().try_acquire_many_owned(more) {
+            while rest.num_permits() > 1 {
+                if let Some(one) = rest.split(1) {
+                    permits.push(one);
+                }
+            }
+            permits.push(rest);
+        }
+    }
+    Some(permits)
 }

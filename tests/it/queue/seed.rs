@@ -16,6 +16,7 @@ use captcha_gateway::engine::{
 };
 use captcha_gateway::model::{SolveRequest, UpstreamRef, now_ms};
 use captcha_gateway::queue::seed::{self, SeedSettings, SeedStats};
+use captcha_gateway::queue::worker::{Running, WorkerFigures};
 use redis::AsyncCommands;
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -87,11 +88,17 @@ struct Consumer {
 
 impl Consumer {
     fn start(redis: &RedisServer, provider: Arc<Provider>, settings: SeedSettings) -> Consumer {
-        Self::start_at(redis.url(), provider, settings)
+        Self::start_at(redis.url(), provider, settings, CONCURRENCY)
     }
 
-    /// A consumer of the Redis at `url` (a fault proxy's, say).
-    fn start_at(url: String, provider: Arc<Provider>, settings: SeedSettings) -> Consumer {
+    /// A consumer of the Redis at `url` (a fault proxy's, say) keeping up to `concurrency`
+    /// entries in flight.
+    fn start_at(
+        url: String,
+        provider: Arc<Provider>,
+        settings: SeedSettings,
+        concurrency: usize,
+    ) -> Consumer {
         let cut = CancellationToken::new();
         let engine = Engine::new(
             Arc::new(MemoryStore::new()),
@@ -106,7 +113,17 @@ impl Consumer {
         let stats = Arc::new(SeedStats::default());
         let run = tokio::spawn({
             let (name, stats, stop) = (name.clone(), stats.clone(), stop.clone());
-            async move { seed::run(engine, &target, settings, &name, stats, stop).await }
+            async move {
+                let source = seed::open(engine, &target, settings, &name, stats).await?;
+                let figures = Arc::new(WorkerFigures::default());
+                let tracker = TaskTracker::new();
+                let mut running =
+                    Running::start(source, concurrency, figures, tracker, stop.clone());
+                stop.cancelled().await;
+                running.in_flight_done().await;
+                running.close().await;
+                Ok(())
+            }
         });
         Consumer {
             name,
@@ -125,9 +142,11 @@ impl Consumer {
     }
 }
 
+/// Entries a test consumer keeps in flight unless a test says otherwise.
+const CONCURRENCY: usize = 8;
+
 fn settings() -> SeedSettings {
     SeedSettings {
-        concurrency: 8,
         lease: Duration::from_secs(3),
         ..SeedSettings::default()
     }
@@ -414,14 +433,7 @@ async fn a_consumer_keeps_its_concurrency_in_flight_and_hands_entries_back_on_st
         let _: () = c.rpush("captcha:queue", e).await.unwrap();
     }
     let provider = Provider::new(true);
-    let consumer = Consumer::start(
-        &redis,
-        provider.clone(),
-        SeedSettings {
-            concurrency: 4,
-            ..settings()
-        },
-    );
+    let consumer = Consumer::start_at(redis.url(), provider.clone(), settings(), 4);
     eventually(WAIT, "four solves started", || {
         let p = provider.clone();
         async move { p.started() == 4 }
@@ -461,6 +473,7 @@ async fn entries_taken_by_a_take_whose_reply_was_lost_are_found_and_solved_once(
             block: Duration::from_secs(5),
             ..settings()
         },
+        CONCURRENCY,
     );
     let c = conn(&redis).await;
     let list = format!("captcha:processing:{}", consumer.name);

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
-use super::Worker;
+use super::Stream;
 use crate::lua;
 use crate::queue::keys::GROUP;
 
@@ -23,18 +23,14 @@ pub struct InFlight {
 
 /// One held entry; dropping it stops renewing.
 pub struct Held {
-    worker: Arc<Worker>,
+    stream: Arc<Stream>,
     stream_id: String,
     pub lost: CancellationToken,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.worker.in_flight.lock().remove(&self.stream_id);
-        self.worker
-            .metrics
-            .in_flight
-            .fetch_sub(1, Ordering::Relaxed);
+        self.stream.held.lock().remove(&self.stream_id);
     }
 }
 
@@ -62,16 +58,13 @@ impl InFlight {
     }
 }
 
-impl Worker {
+impl Stream {
     /// Starts renewing `stream_id` (just delivered, so its idle time is zero now).
     pub(super) fn hold(self: &Arc<Self>, stream_id: &str) -> Held {
         let lost = CancellationToken::new();
-        self.in_flight
-            .lock()
-            .insert(stream_id.to_owned(), lost.clone());
-        self.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.held.lock().insert(stream_id.to_owned(), lost.clone());
         Held {
-            worker: self.clone(),
+            stream: self.clone(),
             stream_id: stream_id.to_owned(),
             lost,
         }
@@ -85,7 +78,7 @@ impl Worker {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(every) => {}
             }
-            let ids = self.in_flight.ids();
+            let ids = self.held.ids();
             for batch in ids.chunks(RENEW_BATCH) {
                 let mut call = lua::QUEUE_RENEW.key(self.queue.keys().tasks());
                 call.arg(GROUP).arg(&self.consumer).arg(batch);
@@ -95,7 +88,7 @@ impl Worker {
                 {
                     Ok(lost) => {
                         for id in lost {
-                            if self.in_flight.lose(&id) {
+                            if self.held.lose(&id) {
                                 tracing::info!(stream_id = %id, "lease lost: another worker has the task now");
                                 self.metrics.leases_lost.fetch_add(1, Ordering::Relaxed);
                             }

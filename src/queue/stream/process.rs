@@ -8,14 +8,15 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::time::Instant;
 
-use super::Worker;
+use super::Stream;
 use super::metrics::Outcome;
 use super::ops::{Begin, Finished};
-use crate::engine::{Priority, SolveError, SolveFailure, TaskState};
+use crate::engine::{SolveError, SolveFailure, TaskState};
 use crate::model::{Kind, now_ms};
 use crate::provider::{ErrorClass, classify};
 use crate::queue::entry::{Entry, MAX_TIMEOUT, Task};
 use crate::queue::result::{Finish, QueueResult};
+use crate::queue::worker::{Solved, solve_queued};
 use crate::queue::{QueueError, ResultStatus};
 use crate::wire::inphp::InPhpDialect;
 
@@ -38,9 +39,9 @@ enum Attempt {
     Lost,
 }
 
-impl Worker {
+impl Stream {
     /// Processes one delivered entry to its end on this worker.
-    pub(super) async fn process(self: Arc<Self>, entry: Entry) {
+    pub(super) async fn process_entry(self: Arc<Self>, entry: Entry) {
         let held = self.hold(&entry.stream_id);
         // The task's lines (its upstream tasks' too) name the request that enqueued it.
         let span = tracing::info_span!(
@@ -166,34 +167,23 @@ impl Worker {
             .map(Duration::from_millis)
             .or(native.timeout)
             .unwrap_or(self.default_timeout);
-        let solving = self
-            .engine
-            .solve_at(req, started + timeout, Priority::Queued);
+        let solving = solve_queued(&self.engine, req, started + timeout);
         let solved = tokio::select! {
             solved = solving => solved,
             () = lost.cancelled() => return Attempt::Lost,
         };
         match solved {
-            Ok(handout) => Attempt::Answered(QueueResult::ready(
+            Solved::Answer(handout) => Attempt::Answered(QueueResult::ready(
                 &task.id,
                 &handout,
                 self.finish_fields(attempts, started),
             )),
-            Err(SolveError::ShuttingDown) => Attempt::HandBack,
-            // Stopping (the engine's cut, or the account refusing new submits after the
-            // signal) says nothing about the task: handed back, not counted as an attempt.
-            Err(SolveError::Failed(f))
-                if f.is_shutting_down() || f.code == crate::provider::SHUTDOWN =>
-            {
-                Attempt::HandBack
-            }
-            Err(SolveError::Failed(f)) if !retryable(&f.code) => {
+            Solved::HandBack => Attempt::HandBack,
+            Solved::Failed(SolveError::Failed(f)) if !retryable(&f.code) => {
                 Attempt::Failed(self.failed(&task.id, Some(kind), &f, attempts, started))
             }
-            Err(e @ (SolveError::Timeout | SolveError::Unavailable)) => {
-                Attempt::Retry(SolveFailure::new(e.code(), e.to_string()))
-            }
-            Err(SolveError::Failed(f)) => Attempt::Retry(f),
+            Solved::Failed(SolveError::Failed(f)) => Attempt::Retry(f),
+            Solved::Failed(e) => Attempt::Retry(SolveFailure::new(e.code(), e.to_string())),
         }
     }
 

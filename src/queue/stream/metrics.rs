@@ -1,4 +1,4 @@
-//! The stream worker's own figures on `/metrics`: how delivered entries ended here, its
+//! The stream consumer's own figures on `/metrics`: how delivered entries ended here, its
 //! reclaims and leases, and the queue's depth (docs/API.md "Metrics").
 
 use std::fmt;
@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
+use super::Stream;
 use crate::queue::figures::QueueDepth;
+use crate::queue::worker::WorkerFigures;
 use crate::telemetry::Metrics;
 use crate::telemetry::collect::{Label, counters, gauges};
 
@@ -62,7 +64,6 @@ pub struct QueueMetrics {
     pub promoted: AtomicU64,
     /// Entries whose lease this worker found lost (taken over while it was slow or paused).
     pub leases_lost: AtomicU64,
-    pub in_flight: AtomicU64,
 }
 
 impl QueueMetrics {
@@ -78,27 +79,33 @@ impl QueueMetrics {
 }
 
 /// This worker's counters and the queue's depth on `/metrics`.
-pub(super) fn register(worker: &Arc<super::Worker>, metrics: &mut Metrics) {
-    QueueDepth::register(worker.queue.clone(), metrics);
+pub(super) fn register(stream: &Arc<Stream>, worker: Arc<WorkerFigures>, metrics: &mut Metrics) {
+    QueueDepth::register(stream.queue.clone(), metrics);
     metrics
         .registry()
-        .register_collector(Box::new(WorkerFigures(worker.clone())));
+        .register_collector(Box::new(StreamFigures {
+            stream: stream.clone(),
+            worker,
+        }));
 }
 
-struct WorkerFigures(Arc<super::Worker>);
+struct StreamFigures {
+    stream: Arc<Stream>,
+    worker: Arc<WorkerFigures>,
+}
 
-impl fmt::Debug for WorkerFigures {
+impl fmt::Debug for StreamFigures {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("WorkerFigures")
-            .field(&self.0.consumer)
+        f.debug_tuple("StreamFigures")
+            .field(&self.stream.consumer)
             .finish()
     }
 }
 
-impl Collector for WorkerFigures {
+impl Collector for StreamFigures {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let m = &self.0.metrics;
-        let queue = || -> Label { ("queue", self.0.queue.settings().name.clone()) };
+        let m = &self.stream.metrics;
+        let queue = || -> Label { ("queue", self.stream.queue.settings().name.clone()) };
         counters(
             &mut encoder,
             "queue_processed",
@@ -134,7 +141,7 @@ impl Collector for WorkerFigures {
             let row = ([queue()], value.load(Ordering::Relaxed));
             counters(&mut encoder, name, help, [row])?;
         }
-        let row = ([queue()], m.in_flight.load(Ordering::Relaxed));
+        let row = ([queue()], WorkerFigures::get(&self.worker.in_flight));
         gauges(
             &mut encoder,
             "queue_in_flight",

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::Worker;
+use super::Stream;
 use crate::queue::entry::Entry;
 use crate::queue::steps::{self, BeginStep, FinishStep};
 use crate::queue::{QueueError, QueueResult};
@@ -72,7 +72,7 @@ pub(super) struct Lanes {
     finishes: Lane<FinishStep, Finished>,
 }
 
-impl Worker {
+impl Stream {
     pub(super) async fn begin(
         self: &Arc<Self>,
         entry: &Entry,

@@ -1,22 +1,21 @@
-//! One consumer of a seed-style queue: the take loop (up to `concurrency` entries in flight),
-//! the task of each entry, the heartbeat that recovers dead consumers' entries, and the
-//! retention sweep.
+//! One consumer of a seed-style queue as the worker's [`Source`]: takes (with a reread of its
+//! own processing list when a reply was lost), each entry's solve and result, the heartbeat that
+//! recovers dead consumers' entries, and the retention sweep.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use super::entry::{self, Entry};
 use super::lists::Lists;
 use super::{SeedSettings, SeedStats, outcome};
+use crate::engine::Engine;
 use crate::engine::store::redis::Conn;
-use crate::engine::{Engine, Priority, SolveError};
+use crate::queue::worker::{Solved, Source, solve_queued};
 
 /// How many dead consumers one beat lists; the next beat lists the rest.
 const DEAD_PER_BEAT: usize = 20;
@@ -27,24 +26,93 @@ const ADOPT_EVERY: u32 = 30;
 /// The longest pause after a failed Redis call before trying again.
 const MAX_PAUSE: Duration = Duration::from_secs(2);
 
-/// What the take loop and the tasks share.
-pub(super) struct Consumer {
-    pub engine: Engine,
-    pub lists: Lists,
-    pub blocking: Conn,
-    pub settings: SeedSettings,
-    pub stats: Arc<SeedStats>,
-    pub slots: Arc<Semaphore>,
+/// One seed consumer's state.
+pub struct Seed {
+    engine: Engine,
+    lists: Lists,
+    blocking: Conn,
+    settings: SeedSettings,
+    stats: Arc<SeedStats>,
     /// Entries this process holds, with how many copies (a producer may push one twice).
     held: Mutex<HashMap<Vec<u8>, usize>>,
     /// Set when this consumer's processing list may hold entries it does not know of (a take or
-    /// a finish whose outcome is unknown): the take loop then rereads the list.
+    /// a finish whose outcome is unknown): the next take then rereads the list.
     reread: AtomicBool,
-    tasks: TaskTracker,
 }
 
-impl Consumer {
-    pub fn new(
+impl Source for Seed {
+    /// An entry exactly as the producer pushed it: the scripts remove it by its bytes.
+    type Entry = Vec<u8>;
+
+    async fn take(
+        &self,
+        most: usize,
+        _stop: &CancellationToken,
+    ) -> redis::RedisResult<Vec<Vec<u8>>> {
+        // Not cut by `stop`: a blocking take dropped mid-way could still move an entry after
+        // this consumer handed its list back; it blocks a second at most.
+        let taken = if self.reread.swap(false, Ordering::Relaxed) {
+            self.reread_own(most).await
+        } else {
+            self.take_new(most).await
+        };
+        match taken {
+            Ok(entries) => {
+                let mut held = self.held();
+                for raw in &entries {
+                    *held.entry(raw.clone()).or_default() += 1;
+                }
+                Ok(entries)
+            }
+            Err(e) => {
+                self.stats.add(&self.stats.redis_errors, 1);
+                self.reread.store(true, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    async fn process(self: Arc<Self>, raw: Vec<u8>) {
+        self.process_entry(&raw).await;
+        let mut held = self.held();
+        if let Some(n) = held.get_mut(&raw) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&raw);
+            }
+        }
+    }
+
+    async fn keep_alive(self: Arc<Self>, life: CancellationToken) {
+        tokio::join!(
+            heartbeat(
+                self.lists.clone(),
+                self.settings.lease,
+                self.stats.clone(),
+                life.clone()
+            ),
+            sweeper(
+                self.lists.clone(),
+                self.settings.retention,
+                self.settings.sweep_every,
+                self.stats.clone(),
+                life
+            ),
+        );
+    }
+
+    async fn hand_back(&self) {
+        match self.lists.hand_back().await {
+            Ok(n) => tracing::info!(handed_back = n, "seed queue: stopped"),
+            Err(e) => {
+                tracing::warn!(error = %e, "seed queue: hand-back failed; other workers recover the entries after a lease")
+            }
+        }
+    }
+}
+
+impl Seed {
+    pub(super) fn new(
         engine: Engine,
         lists: Lists,
         blocking: Conn,
@@ -55,96 +123,53 @@ impl Consumer {
             engine,
             lists,
             blocking,
-            slots: Arc::new(Semaphore::new(settings.concurrency)),
             settings,
             stats,
             held: Mutex::new(HashMap::new()),
             // A consumer starts by reading its list: empty under a new name, but never assumed.
             reread: AtomicBool::new(true),
-            tasks: TaskTracker::new(),
         })
+    }
+
+    pub fn consumer(&self) -> &str {
+        self.lists.consumer()
+    }
+
+    pub fn stats(&self) -> &Arc<SeedStats> {
+        &self.stats
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, usize>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes and starts entries until `stop`, then waits for the tasks it started. What is left
-    /// in the processing list (taken after `stop`, or cut short by shutdown) stays there.
-    pub async fn take_loop(self: &Arc<Self>, stop: &CancellationToken) {
-        let mut pause = Duration::from_millis(50);
-        while !stop.is_cancelled() {
-            let first = tokio::select! {
-                p = self.slots.clone().acquire_owned() => p.expect("the semaphore is never closed"),
-                () = stop.cancelled() => break,
-            };
-            match self.take_some(first).await {
-                Ok(()) => pause = Duration::from_millis(50),
-                Err(e) => {
-                    self.stats.add(&self.stats.redis_errors, 1);
-                    self.reread.store(true, Ordering::Relaxed);
-                    tracing::warn!(error = %e, "seed queue: take failed; retrying");
-                    tokio::select! {
-                        () = tokio::time::sleep(pause) => {},
-                        () = stop.cancelled() => break,
-                    }
-                    pause = (pause * 2).min(MAX_PAUSE);
-                }
-            }
-        }
-        self.tasks.close();
-        self.tasks.wait().await;
-    }
-
-    /// One round: rereads the processing list if needed, else takes what the free slots allow,
-    /// blocking for one entry when the queue is empty.
-    async fn take_some(self: &Arc<Self>, first: OwnedSemaphorePermit) -> redis::RedisResult<()> {
-        if self.reread.swap(false, Ordering::Relaxed) {
-            return self.reread_own(first).await;
-        }
-        let free = 1 + self.slots.available_permits();
-        let mut entries = self.lists.take(free).await?;
+    /// Up to `most` new entries, blocking for one when the queue is empty.
+    async fn take_new(&self, most: usize) -> redis::RedisResult<Vec<Vec<u8>>> {
+        let mut entries = self.lists.take(most).await?;
         if entries.is_empty() {
             let Some(one) = self
                 .lists
                 .wait_take(&self.blocking, self.settings.block)
                 .await?
             else {
-                return Ok(());
+                return Ok(entries);
             };
             entries.push(one);
             // The beat and the queue length after a blocking take, and whatever else came.
-            let more = self.slots.available_permits();
-            entries.extend(self.lists.take(more).await?);
+            entries.extend(self.lists.take(most - 1).await?);
         }
-        self.stats.add(&self.stats.taken, entries.len() as u64);
-        let mut first = Some(first);
-        for raw in entries {
-            let permit = match first.take() {
-                Some(p) => p,
-                None => self
-                    .slots
-                    .clone()
-                    .acquire_owned()
-                    .await
-                    .expect("the semaphore is never closed"),
-            };
-            self.start(raw, permit);
-        }
-        Ok(())
+        Ok(entries)
     }
 
-    /// Starts the entries of this consumer's processing list that it does not hold (taken by a
-    /// call whose reply was lost).
-    async fn reread_own(self: &Arc<Self>, first: OwnedSemaphorePermit) -> redis::RedisResult<()> {
-        let listed = self.lists.own_entries().await.inspect_err(|_| {
-            self.reread.store(true, Ordering::Relaxed);
-        })?;
+    /// Up to `most` entries of this consumer's processing list that it does not hold (taken by
+    /// a call whose reply was lost); a next reread picks up the rest.
+    async fn reread_own(&self, most: usize) -> redis::RedisResult<Vec<Vec<u8>>> {
+        let listed = self.lists.own_entries().await?;
         let mut counts: HashMap<Vec<u8>, usize> = HashMap::new();
         for raw in listed {
             *counts.entry(raw).or_default() += 1;
         }
-        let missing: Vec<Vec<u8>> = {
+        let mut missing: Vec<Vec<u8>> = {
             let held = self.held();
             counts
                 .into_iter()
@@ -160,41 +185,16 @@ impl Consumer {
                 "seed queue: picking up entries found in this consumer's processing list"
             );
         }
-        let mut first = Some(first);
-        for raw in missing {
-            let permit = match first.take() {
-                Some(p) => p,
-                None => self
-                    .slots
-                    .clone()
-                    .acquire_owned()
-                    .await
-                    .expect("the semaphore is never closed"),
-            };
-            self.start(raw, permit);
+        if missing.len() > most {
+            missing.truncate(most);
+            self.reread.store(true, Ordering::Relaxed);
         }
-        Ok(())
-    }
-
-    fn start(self: &Arc<Self>, raw: Vec<u8>, permit: OwnedSemaphorePermit) {
-        *self.held().entry(raw.clone()).or_default() += 1;
-        let me = self.clone();
-        self.tasks.spawn(async move {
-            me.process(&raw).await;
-            let mut held = me.held();
-            if let Some(n) = held.get_mut(&raw) {
-                *n -= 1;
-                if *n == 0 {
-                    held.remove(&raw);
-                }
-            }
-            drop(permit);
-        });
+        Ok(missing)
     }
 
     /// Solves one entry and writes its result, or drops it; leaves it in the processing list
     /// only when shutdown cut its solve short (handed back at exit).
-    async fn process(&self, raw: &[u8]) {
+    async fn process_entry(&self, raw: &[u8]) {
         let started = Instant::now();
         let worker = self.lists.consumer();
         // Counted once the entry is finished, so a figure never runs ahead of the lists.
@@ -224,20 +224,17 @@ impl Consumer {
                 // Unknown: solve; HSETNX still keeps the first result only.
                 Ok(false) | Err(_) => {
                     let deadline = Instant::now() + self.settings.solve_timeout;
-                    match self
-                        .engine
-                        .solve_at(*request, deadline, Priority::Queued)
-                        .await
-                    {
-                        Ok(handout) => {
+                    match solve_queued(&self.engine, *request, deadline).await {
+                        Solved::Answer(handout) => {
                             let took = started.elapsed();
                             Some((
                                 id,
                                 outcome::success(handout.kind, &handout.answer, took, worker),
                             ))
                         }
-                        Err(SolveError::ShuttingDown) => return,
-                        Err(e) => {
+                        // Left in the processing list: handed back when the worker stops.
+                        Solved::HandBack => return,
+                        Solved::Failed(e) => {
                             outcome_counter = &self.stats.failed;
                             tracing::info!(task = %id, code = e.code(), reason = %e, "seed queue: task failed");
                             Some((id, outcome::error(e.code(), worker)))
@@ -287,12 +284,7 @@ impl Consumer {
 }
 
 /// Beats every third of a lease, and gives dead consumers' entries back to the queue.
-pub(super) async fn heartbeat(
-    lists: Lists,
-    lease: Duration,
-    stats: Arc<SeedStats>,
-    life: CancellationToken,
-) {
+async fn heartbeat(lists: Lists, lease: Duration, stats: Arc<SeedStats>, life: CancellationToken) {
     let mut tick = tokio::time::interval((lease / 3).max(Duration::from_millis(10)));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut first = true;
@@ -374,7 +366,7 @@ async fn unregistered(lists: &Lists, stats: &SeedStats) -> Vec<String> {
 }
 
 /// Removes results older than the retention, now and every `every`.
-pub(super) async fn sweeper(
+async fn sweeper(
     lists: Lists,
     retention: Duration,
     every: Duration,

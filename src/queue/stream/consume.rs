@@ -1,102 +1,79 @@
-//! Taking entries: the read loop (`XREADGROUP`, as many as there are free slots), and the
-//! reclaim loop every worker runs (`XAUTOCLAIM` of entries idle past a lease, due retries moved
-//! back, consumers of dead workers forgotten once they hold nothing).
+//! Taking entries: a read (`XREADGROUP`, as many as asked), preceded every half lease by a
+//! reclaim (`XAUTOCLAIM` of entries idle past a lease); and the upkeep every consumer runs (due
+//! retries moved back, consumers of dead workers forgotten once they hold nothing).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use redis::Value;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use super::Worker;
-use crate::engine::store::redis::Conn;
+use super::Stream;
 use crate::lua;
 use crate::queue::entry::Entry;
 use crate::queue::keys::GROUP;
 use crate::queue::reply::{pairs, text};
 
-/// Wait after a failed read or claim before the next (Redis down, restarting, failing over).
-const ERROR_PAUSE: Duration = Duration::from_secs(1);
 /// Due retries moved per promoter run.
 const PROMOTE_BATCH: u32 = 500;
 /// A consumer holding nothing and silent this many leases belonged to a dead process.
 const DEAD_CONSUMER_LEASES: u32 = 10;
 
-impl Worker {
-    /// Reads new entries while there are free slots, until `stop`.
-    pub(super) async fn read_loop(
-        self: Arc<Self>,
-        mut blocking: Conn,
-        slots: Arc<Semaphore>,
-        stop: CancellationToken,
-    ) {
+impl Stream {
+    /// Up to `most` entries: stalled ones taken over first when a reclaim is due (so a reader
+    /// blocked on an idle stream never starves the reclaim), else new ones, blocking for up to
+    /// the read block; none on `stop`.
+    pub(super) async fn take_entries(
+        &self,
+        most: usize,
+        stop: &CancellationToken,
+    ) -> redis::RedisResult<Vec<Entry>> {
+        if self.reclaim_due() {
+            let reclaimed = self.reclaim(most).await;
+            if !reclaimed.is_empty() {
+                return Ok(reclaimed);
+            }
+        }
         let block_ms = self.queue.settings().read_block().as_millis() as u64;
-        let reclaim_every = self.queue.settings().lease / 2;
-        let mut next_reclaim = tokio::time::Instant::now() + reclaim_every;
-        loop {
-            let Some(mut permits) = take_slots(&slots, &stop).await else {
-                return;
-            };
-            // Stalled entries are taken over here, with the same free slots, so a reader
-            // blocked on an idle stream never starves the reclaim of slots.
-            if tokio::time::Instant::now() >= next_reclaim {
-                next_reclaim = tokio::time::Instant::now() + reclaim_every;
-                permits = self.reclaim(permits).await;
-                if permits.is_empty() {
-                    continue;
+        let mut read = redis::cmd("XREADGROUP");
+        read.arg("GROUP")
+            .arg(GROUP)
+            .arg(&self.consumer)
+            .arg("COUNT")
+            .arg(most)
+            .arg("BLOCK")
+            .arg(block_ms)
+            .arg("STREAMS")
+            .arg(self.queue.keys().tasks())
+            .arg(">");
+        let mut blocking = self.blocking.clone();
+        let reply = tokio::select! {
+            r = read.query_async::<Value>(&mut blocking) => r,
+            () = stop.cancelled() => return Ok(Vec::new()),
+        };
+        match reply {
+            Ok(value) => Ok(stream_entries(&value)),
+            Err(e) if e.code() == Some("NOGROUP") => {
+                // Redis restarted empty (or the stream was removed): make the group again and
+                // read on.
+                tracing::warn!("the queue's consumer group is missing; creating it again");
+                if let Err(e) = self.queue.ensure_group().await {
+                    tracing::warn!(error = %e, "could not create the consumer group");
                 }
+                Ok(Vec::new())
             }
-            let mut read = redis::cmd("XREADGROUP");
-            read.arg("GROUP")
-                .arg(GROUP)
-                .arg(&self.consumer)
-                .arg("COUNT")
-                .arg(permits.len())
-                .arg("BLOCK")
-                .arg(block_ms)
-                .arg("STREAMS")
-                .arg(self.queue.keys().tasks())
-                .arg(">");
-            let reply = tokio::select! {
-                r = read.query_async::<Value>(&mut blocking) => r,
-                _ = stop.cancelled() => return,
-            };
-            match reply {
-                Ok(value) => self.start_all(stream_entries(&value), permits),
-                Err(e) => {
-                    drop(permits);
-                    if e.code() == Some("NOGROUP") {
-                        // Redis restarted empty (or the stream was removed): make the group
-                        // again and read on.
-                        tracing::warn!("the queue's consumer group is missing; creating it again");
-                        if let Err(e) = self.queue.ensure_group().await {
-                            tracing::warn!(error = %e, "could not create the consumer group");
-                        }
-                        continue;
-                    }
-                    tracing::warn!(error = %e, "reading the queue failed; retrying");
-                    pause(&stop).await;
-                }
-            }
+            Err(e) => Err(e),
         }
     }
 
-    /// Starts processing each entry with one of `permits`; unused permits are given back.
-    fn start_all(self: &Arc<Self>, entries: Vec<Entry>, mut permits: Vec<OwnedSemaphorePermit>) {
-        for entry in entries {
-            let Some(permit) = permits.pop() else {
-                // Never more entries than COUNT; a surplus would still be reclaimed later.
-                tracing::warn!("more entries than free slots were delivered");
-                return;
-            };
-            let worker = self.clone();
-            self.tracker.spawn(async move {
-                worker.process(entry).await;
-                drop(permit);
-            });
+    fn reclaim_due(&self) -> bool {
+        let mut next = self.next_reclaim.lock().unwrap_or_else(|e| e.into_inner());
+        let now = tokio::time::Instant::now();
+        if now < *next {
+            return false;
         }
+        *next = now + self.queue.settings().lease / 2;
+        true
     }
 
     /// Every half lease: move due retries back, forget dead consumers. Runs until `stop`.
@@ -112,15 +89,12 @@ impl Worker {
         }
     }
 
-    /// Takes over entries idle past a lease (`XAUTOCLAIM`), as many as `permits`; returns the
-    /// permits left unused.
-    async fn reclaim(
-        self: &Arc<Self>,
-        mut permits: Vec<OwnedSemaphorePermit>,
-    ) -> Vec<OwnedSemaphorePermit> {
+    /// Takes over up to `most` entries idle past a lease (`XAUTOCLAIM`).
+    async fn reclaim(&self, most: usize) -> Vec<Entry> {
         let lease_ms = self.queue.settings().lease.as_millis() as u64;
         let mut cursor = "0-0".to_owned();
-        while !permits.is_empty() {
+        let mut taken = Vec::new();
+        while taken.len() < most {
             let claimed: redis::RedisResult<Value> = redis::cmd("XAUTOCLAIM")
                 .arg(self.queue.keys().tasks())
                 .arg(GROUP)
@@ -128,7 +102,7 @@ impl Worker {
                 .arg(lease_ms)
                 .arg(&cursor)
                 .arg("COUNT")
-                .arg(permits.len())
+                .arg(most - taken.len())
                 .query_async(&mut self.queue.conn())
                 .await;
             let value = match claimed {
@@ -166,15 +140,14 @@ impl Worker {
                     .reclaimed
                     .fetch_add(entries.len() as u64, Ordering::Relaxed);
             }
-            let take = entries.len().min(permits.len());
-            let used = permits.split_off(permits.len() - take);
-            self.start_all(entries, used);
+            let room = most - taken.len();
+            taken.extend(entries.into_iter().take(room));
             if next == "0-0" {
                 break;
             }
             cursor = next;
         }
-        permits
+        taken
     }
 
     async fn promote(&self) {
@@ -225,43 +198,6 @@ impl Worker {
                     .await;
             }
         }
-    }
-}
-
-/// At least one free slot (waiting for it), plus every other free one; `None` on `stop`.
-async fn take_slots(
-    slots: &Arc<Semaphore>,
-    stop: &CancellationToken,
-) -> Option<Vec<OwnedSemaphorePermit>> {
-    let first = tokio::select! {
-        p = slots.clone().acquire_owned() => p.ok()?,
-        _ = stop.cancelled() => return None,
-    };
-    let mut permits = vec![first];
-    let more = slots.available_permits() as u32;
-    if more > 0 {
-        if let Ok(rest) = slots.clone().try_acquire_many_owned(more) {
-            permits.extend(split(rest));
-        }
-    }
-    Some(permits)
-}
-
-fn split(mut permits: OwnedSemaphorePermit) -> Vec<OwnedSemaphorePermit> {
-    let mut out = Vec::with_capacity(permits.num_permits());
-    while permits.num_permits() > 1 {
-        if let Some(one) = permits.split(1) {
-            out.push(one);
-        }
-    }
-    out.push(permits);
-    out
-}
-
-async fn pause(stop: &CancellationToken) {
-    tokio::select! {
-        _ = stop.cancelled() => {}
-        _ = tokio::time::sleep(ERROR_PAUSE) => {}
     }
 }
 
