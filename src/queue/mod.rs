@@ -3,10 +3,10 @@
 //! task under its own key, with a wake-up on a Pub/Sub channel for producers that wait.
 //!
 //! Owns: key names ([`keys`]), the entry and result formats ([`entry`], [`result`]), the producer
-//! side ([`Queue`]) and the worker loop ([`worker`]). Every multi-step change is one Lua script
-//! (`lua/queue_*.lua`); every key of a queue shares one hash tag, so Redis Cluster works.
-//!
-//! Seed 003's list format (`worker --seed-queue`) is its own submodule, [`seed`].
+//! side ([`Queue`]), and the one worker ([`worker`]) over a source: the stream ([`stream`]) or
+//! seed 003's lists (`worker --seed-queue`, [`seed`]). Every multi-step change is one Lua script
+//! (`lua/queue_*.lua`, `lua/seed_*.lua`); every key of a stream queue shares one hash tag, so
+//! Redis Cluster works.
 //!
 //! Does not own: solving (the engine), the HTTP front (`serve --queue`).
 

@@ -9,7 +9,6 @@ mod probes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -82,7 +81,8 @@ pub async fn run(mut args: WorkerArgs, shutdown: Shutdown) -> Result<(), StartEr
         figures: figures.clone(),
     };
     if args.seed_queue {
-        let seed = seed_settings(&settings);
+        let seed =
+            SeedSettings::from_queue(&settings.queue, settings.serve.limits.default_solve_timeout);
         let stats = Arc::new(SeedStats::default());
         let prefix = seed.prefix.clone();
         let source = seed::open(
@@ -127,22 +127,6 @@ pub async fn run(mut args: WorkerArgs, shutdown: Shutdown) -> Result<(), StartEr
     }
     background.cancel();
     Ok(())
-}
-
-/// The seed mode's settings from the worker's: `--queue` is the key prefix (`captcha`, the
-/// seed's, by default), `--lease-s` how long a silent consumer lives, `--result-ttl-s` the
-/// results' retention.
-fn seed_settings(worker: &WorkerSettings) -> SeedSettings {
-    let retention = worker.queue.result_ttl;
-    SeedSettings {
-        prefix: worker.queue.name.clone(),
-        lease: worker.queue.lease,
-        retention,
-        solve_timeout: worker.serve.limits.default_solve_timeout,
-        // A quarter of the retention, at most a minute: results outlive it by that much at most.
-        sweep_every: (retention / 4).clamp(Duration::from_secs(1), Duration::from_secs(60)),
-        ..SeedSettings::default()
-    }
 }
 
 fn store_error(e: impl std::fmt::Display) -> StartError {

@@ -33,6 +33,7 @@ use self::lists::Lists;
 pub use self::metrics::SeedFigures;
 use crate::engine::Engine;
 use crate::engine::store::redis::{Conn, RedisTarget};
+use crate::queue::QueueSettings;
 
 /// How the seed mode behaves; every default in `impl Default` with its reason.
 #[derive(Debug, Clone)]
@@ -67,6 +68,26 @@ impl Default for SeedSettings {
             block: Duration::from_secs(1),
             // A minute: results outlive their retention by at most that.
             sweep_every: Duration::from_secs(60),
+        }
+    }
+}
+
+impl SeedSettings {
+    /// The seed mode's settings from the queue's, which the `worker` command reads for either
+    /// mode: the queue's name is the key prefix (`captcha`, the seed's, by default), its lease
+    /// how long a silent consumer lives, its result retention the results'; a solve may take
+    /// `solve_timeout`.
+    pub fn from_queue(queue: &QueueSettings, solve_timeout: Duration) -> Self {
+        let retention = queue.result_ttl;
+        SeedSettings {
+            prefix: queue.name.clone(),
+            lease: queue.lease,
+            retention,
+            solve_timeout,
+            // A quarter of the retention, at most a minute: results outlive it by that much at
+            // most.
+            sweep_every: (retention / 4).clamp(Duration::from_secs(1), Duration::from_secs(60)),
+            ..SeedSettings::default()
         }
     }
 }

@@ -197,3 +197,6 @@ async fn take_slots(
     }
     Some(permits)
 }
+
+#[cfg(test)]
+mod tests;
