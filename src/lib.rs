@@ -9,7 +9,7 @@
 //!   settings error), [`shutdown`].
 //! - [`wire`]: the protocols, one folder each (`in.php`/`res.php`, the JSON task protocol, the
 //!   native body), shared by the gateway's API, the simulator and the provider clients; [`lua`],
-//!   every script run on Redis.
+//!   every script run on Redis; [`redis_base`], the connection and the scripts' reply reader.
 //! - [`telemetry`]: metrics, logs, request ids, histograms.
 //! - [`provider`] (protocol clients, thread budget, batched poller) and [`sim`] (the provider
 //!   simulator, a product feature).
@@ -39,6 +39,7 @@ pub mod model;
 pub mod pools;
 pub mod provider;
 pub mod queue;
+pub mod redis_base;
 pub mod secret;
 pub mod setting;
 pub mod shutdown;

@@ -122,6 +122,14 @@ pub enum StoreError {
     Unavailable(String),
 }
 
+/// A script reply that is not what its contract says is treated as Redis being unusable for
+/// that operation: the engine solves without the store rather than act on a misread reply.
+impl From<crate::redis_base::ReplyError> for StoreError {
+    fn from(e: crate::redis_base::ReplyError) -> Self {
+        StoreError::Unavailable(e.to_string())
+    }
+}
+
 /// What a store is: this process's identity in it, whether it is shared by a fleet (and with
 /// which lease), and whether it can be reached.
 pub trait Backend: Send + Sync {

@@ -33,11 +33,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::askers::{Askers, MAX_FOLLOWERS};
 use super::call::{BudgetCall, BudgetPrelude, CapChange};
-use super::conn::Conn;
 use super::reply::{Acquired, Released, Renewed, capped};
 use super::{RedisSettings, keys, ms};
 use crate::engine::store::StoreError;
 use crate::provider::{BudgetSettings, BudgetStats, Lease, MemoryBudget, Priority, ThreadBudget};
+use crate::redis_base::Conn;
 
 /// How long a cut of the cap is remembered after its last change: far beyond its regrowth.
 const CAP_MEMORY: Duration = Duration::from_secs(24 * 3600);

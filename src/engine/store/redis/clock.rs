@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use redis::RedisResult;
 use tokio::time::Instant;
 
-use super::conn::Conn;
+use crate::redis_base::Conn;
 
 #[derive(Default)]
 pub(super) struct RedisClock {

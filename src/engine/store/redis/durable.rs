@@ -21,8 +21,8 @@ use serde::Serialize;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::conn::{Conn, RedisTarget};
 use super::server::{LocalFsync, ServerFacts};
+use crate::redis_base::{Conn, RedisTarget};
 
 /// What a hand-out waits for before its answer leaves the gateway (all off by default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -20,11 +20,12 @@ use redis::{AsyncCommands, Value};
 
 use super::call::TargetCall;
 use super::ops::Pk;
-use super::reply::{Counted, Reply};
+use super::reply::Counted;
 use super::{Inner, keys, ms};
 use crate::engine::store::{StoreError, TargetFigures};
 use crate::lua;
 use crate::model::{Millis, Reuse, Target};
+use crate::redis_base::Reply;
 
 /// Per-target requests in flight at once during a walk: enough to fill the pipe, few enough to
 /// leave room for callers' scripts between them.

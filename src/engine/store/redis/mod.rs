@@ -10,7 +10,6 @@ mod askers;
 mod budget;
 pub mod call;
 mod clock;
-mod conn;
 mod durable;
 mod fanout;
 mod keys;
@@ -25,8 +24,8 @@ mod takeover;
 mod tasks;
 mod wake;
 
+pub use crate::redis_base::{Conn, RedisTarget};
 pub use budget::RedisBudget;
-pub use conn::{Conn, RedisTarget};
 pub use durable::Durability;
 pub use server::{ServerFacts, ServerProblem};
 

@@ -1,113 +1,11 @@
-//! Reading a target script's reply as its contract header in `lua/` says it is: each position
-//! there with its type, or an error naming the script and the position. Never a default: a
-//! missing or mistyped value read as 0 or skipped would shift every later position, and a
-//! hand-out decided on a misread reply could give an answer to the wrong caller.
+//! The store scripts' replies, one type per script, each read with the strict
+//! [`Reply`](crate::redis_base::Reply) reader: as the script's contract header in `lua/` says,
+//! or an error naming the script and the position, never a default.
 
 use redis::Value;
 
 use crate::engine::store::StoreError;
-
-/// A reply being read front to back.
-pub(super) struct Reply {
-    script: &'static str,
-    values: std::vec::IntoIter<Value>,
-    at: usize,
-}
-
-impl Reply {
-    /// `script` names the file, for the error.
-    pub(super) fn of(script: &'static str, values: Vec<Value>) -> Reply {
-        Reply {
-            script,
-            values: values.into_iter(),
-            at: 0,
-        }
-    }
-
-    fn next(&mut self, what: &str) -> Result<Value, StoreError> {
-        self.at += 1;
-        self.values
-            .next()
-            .ok_or_else(|| self.wrong(what, "nothing"))
-    }
-
-    fn wrong(&self, what: &str, got: &str) -> StoreError {
-        StoreError::Unavailable(format!(
-            "{} replied {got} where its contract has {what} (position {})",
-            self.script, self.at
-        ))
-    }
-
-    /// An integer (Lua numbers arrive as integers).
-    pub(super) fn int(&mut self, what: &str) -> Result<i64, StoreError> {
-        match self.next(what)? {
-            Value::Int(n) => Ok(n),
-            other => Err(self.wrong(what, kind(&other))),
-        }
-    }
-
-    /// A count: an integer that is not negative.
-    pub(super) fn count(&mut self, what: &str) -> Result<u64, StoreError> {
-        let n = self.int(what)?;
-        u64::try_from(n).map_err(|_| self.wrong(what, "a negative number"))
-    }
-
-    /// 1 or 0.
-    pub(super) fn flag(&mut self, what: &str) -> Result<bool, StoreError> {
-        match self.int(what)? {
-            0 => Ok(false),
-            1 => Ok(true),
-            _ => Err(self.wrong(what, "a number other than 0 or 1")),
-        }
-    }
-
-    /// A string (`''` included).
-    pub(super) fn text(&mut self, what: &str) -> Result<String, StoreError> {
-        match self.next(what)? {
-            v @ (Value::BulkString(_) | Value::SimpleString(_) | Value::VerbatimString { .. }) => {
-                redis::from_redis_value::<String>(v).map_err(|_| self.wrong(what, "bytes"))
-            }
-            other => Err(self.wrong(what, kind(&other))),
-        }
-    }
-
-    /// `n` strings.
-    pub(super) fn texts(&mut self, n: usize, what: &str) -> Result<Vec<String>, StoreError> {
-        (0..n).map(|_| self.text(what)).collect()
-    }
-
-    /// Every remaining value, each a string (a list of waiter ids).
-    pub(super) fn rest(mut self, what: &str) -> Result<Vec<String>, StoreError> {
-        let mut out = Vec::with_capacity(self.values.len());
-        while self.values.len() > 0 {
-            out.push(self.text(what)?);
-        }
-        Ok(out)
-    }
-
-    /// The reply ends here.
-    pub(super) fn end(mut self) -> Result<(), StoreError> {
-        match self.values.next() {
-            None => Ok(()),
-            Some(extra) => {
-                self.at += 1;
-                Err(self.wrong("the end", kind(&extra)))
-            }
-        }
-    }
-}
-
-/// What a value is, without what it holds (a reply can carry an answer).
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Nil => "nil",
-        Value::Int(_) => "an integer",
-        Value::BulkString(_) | Value::SimpleString(_) | Value::VerbatimString { .. } => "a string",
-        Value::Array(_) | Value::Set(_) | Value::Map(_) => "a collection",
-        Value::Okay => "OK",
-        _ => "another type",
-    }
-}
+use crate::redis_base::Reply;
 
 /// `arrive.lua`: `{code, now, answer json, remaining ms, woken...}`.
 pub(super) struct Arrived {
@@ -134,7 +32,7 @@ impl Arrived {
             1 => ArriveCode::Pooled,
             2 => ArriveCode::Wait,
             3 => ArriveCode::Start,
-            _ => return Err(r.wrong("the code 1, 2 or 3", "another number")),
+            _ => return Err(r.wrong("the code 1, 2 or 3", "another number").into()),
         };
         Ok(Arrived {
             code,
@@ -215,7 +113,7 @@ impl Taken {
                 r.end()?;
                 Ok(Taken::Nothing)
             }
-            _ => Err(r.wrong("the code 0, 1 or 2", "another number")),
+            _ => Err(r.wrong("the code 0, 1 or 2", "another number").into()),
         }
     }
 }
@@ -239,7 +137,7 @@ impl SharedArrived {
             3 => SharedArrived::Lead {
                 token: r.count("the lock's token")?,
             },
-            _ => return Err(r.wrong("the code 1, 2 or 3", "another number")),
+            _ => return Err(r.wrong("the code 1, 2 or 3", "another number").into()),
         };
         r.end()?;
         Ok(arrived)

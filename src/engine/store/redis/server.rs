@@ -11,7 +11,7 @@ use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{RedisResult, Value};
 use serde::{Deserialize, Serialize};
 
-use super::conn::Conn;
+use crate::redis_base::Conn;
 
 /// The one eviction policy under which Redis never drops a key the gateway still needs.
 pub const NO_EVICTION: &str = "noeviction";

@@ -10,11 +10,12 @@ use tokio::sync::oneshot;
 use super::call::{FinishOutcome, TargetCall};
 use super::fanout::LocalWaiter;
 use super::ops::{OpError, Pk};
-use super::reply::{ArriveCode, Arrived, Claimed, Counted, Reply};
+use super::reply::{ArriveCode, Arrived, Claimed, Counted};
 use super::{Inner, mail, poolable};
 use crate::engine::store::{Arrival, ClaimId, Finished, StoreError, TargetCounts, WaiterId};
 use crate::engine::store::{TaskOutcome, TaskOutcome::*};
 use crate::model::{Answer, Millis, Target, UpstreamRef};
+use crate::redis_base::Reply;
 
 /// How long an arrival's reply is kept. An arrival whose outcome is unknown is only undone in
 /// the background (its caller already went on alone), so it is retried for half of this; giving

@@ -12,11 +12,11 @@ use std::sync::{Mutex, MutexGuard};
 use futures::{StreamExt, stream};
 use redis::Value;
 
-use super::reply::Reply;
 use super::{Inner, keys, ms};
 use crate::engine::store::StoreError;
 use crate::lua;
 use crate::model::{Millis, Target, now_ms};
+use crate::redis_base::Reply;
 
 /// Renewal scripts in flight at once (as `live.rs` walks targets).
 const PARALLEL: usize = 32;

@@ -10,12 +10,12 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use tokio::sync::Notify;
 
-use super::conn::Conn;
 use super::{keys, unavailable};
 use crate::engine::store::{Housekeeping, MemoryStore, StoreError, TaskRecords};
 use crate::engine::{TaskRecord, TaskState};
 use crate::lua;
 use crate::model::Millis;
+use crate::redis_base::Conn;
 
 /// How often a long-poll for a task finished by another instance looks again. Tasks finished by
 /// this instance wake their long-polls at once.

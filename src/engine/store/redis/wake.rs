@@ -9,14 +9,15 @@ use redis::AsyncCommands;
 use tokio_util::sync::CancellationToken;
 
 use super::call::TargetCall;
-use super::conn::Conn;
 use super::fanout::{self, instance_of};
 use super::ops::Pk;
-use super::reply::{Reply, Taken};
+use super::reply::Taken;
 use super::{Inner, keys, mail, ms, poolable};
 use crate::engine::store::StoreError;
 use crate::lua;
 use crate::model::{Answer, now_ms};
+use crate::redis_base::Conn;
+use crate::redis_base::Reply;
 
 impl Inner {
     /// Tells the instances of `woken` waiters that mail is waiting; takes this instance's own.
@@ -123,7 +124,7 @@ impl Inner {
             .run(&op, true)
             .await
             .map_err(StoreError::from)
-            .and_then(|values| Reply::of("abandon.lua", values).rest("woken waiters"));
+            .and_then(|values| Ok(Reply::of("abandon.lua", values).rest("woken waiters")?));
         match woken {
             Ok(woken) => woken
                 .into_iter()

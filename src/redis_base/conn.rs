@@ -40,7 +40,7 @@ impl std::fmt::Debug for RedisTarget {
 
 impl RedisTarget {
     /// A client of the single server (for a Pub/Sub connection); `None` for a Cluster.
-    pub(super) fn single_client(&self) -> Option<RedisResult<redis::Client>> {
+    pub fn single_client(&self) -> Option<RedisResult<redis::Client>> {
         if self.cluster {
             return None;
         }
