@@ -10,9 +10,10 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::config::{ConfigError, Settings};
-use crate::engine::store::redis::{RedisBudget, RedisStore};
+use crate::engine::store::redis::RedisStore;
 use crate::engine::{Engine, MemoryStore, Store};
 use crate::pools::{self, Pools, RefillSettings};
+use crate::provider::budget::RedisBudget;
 use crate::provider::{self, BudgetSettings};
 use crate::shutdown::Shutdown;
 use crate::sim::{self, SimSettings, Simulator};
@@ -144,9 +145,15 @@ pub async fn open_budget(
         return Ok(provider::budget::in_process(budget));
     };
     // Its leases are renewed through the grace period, like the tasks that hold them.
-    let fleet = RedisBudget::start(redis, account, budget, shutdown.cut.clone())
-        .await
-        .map_err(|e| StartError::Store(e.to_string()))?;
+    let fleet = RedisBudget::start(
+        &redis.target,
+        redis.lease,
+        account,
+        budget,
+        shutdown.cut.clone(),
+    )
+    .await
+    .map_err(|e| StartError::Store(e.to_string()))?;
     Ok(Arc::new(fleet))
 }
 

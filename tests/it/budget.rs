@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use captcha_gateway::engine::store::redis::{RedisBudget, RedisSettings};
+use captcha_gateway::engine::store::redis::RedisSettings;
+use captcha_gateway::provider::budget::RedisBudget;
 use captcha_gateway::provider::{BudgetSettings, Priority, ThreadBudget};
 use captcha_gateway::sim::LatencyRange;
 use futures::future::join_all;
@@ -267,7 +268,7 @@ async fn a_caller_in_one_instance_gets_the_next_thread_before_refills_in_another
         refill_reserve: 0,
         ..BudgetSettings::new(2)
     };
-    let open = || RedisBudget::start(&settings, "acc", budget, cut.clone());
+    let open = || RedisBudget::start(&settings.target, settings.lease, "acc", budget, cut.clone());
     let a = Arc::new(open().await.unwrap());
     let b = Arc::new(open().await.unwrap());
     let mut conn = redis_conn(&redis).await;
@@ -326,9 +327,15 @@ async fn two_leases(
 ) -> (RedisBudget, Vec<captcha_gateway::provider::Lease>) {
     let mut settings = RedisSettings::new(vec![redis.url()], false);
     settings.lease = Duration::from_millis(600);
-    let budget = RedisBudget::start(&settings, "acc", BudgetSettings::new(2), cut.clone())
-        .await
-        .unwrap();
+    let budget = RedisBudget::start(
+        &settings.target,
+        settings.lease,
+        "acc",
+        BudgetSettings::new(2),
+        cut.clone(),
+    )
+    .await
+    .unwrap();
     let held = vec![
         budget.acquire(Priority::Interactive).await,
         budget.acquire(Priority::Interactive).await,
@@ -459,7 +466,15 @@ async fn a_capacity_error_seen_by_one_instance_shrinks_the_cap_of_all() {
     let redis = RedisServer::start();
     let settings = RedisSettings::new(vec![redis.url()], false);
     let cut = CancellationToken::new();
-    let open = || RedisBudget::start(&settings, "acc", BudgetSettings::new(8), cut.clone());
+    let open = || {
+        RedisBudget::start(
+            &settings.target,
+            settings.lease,
+            "acc",
+            BudgetSettings::new(8),
+            cut.clone(),
+        )
+    };
     let (a, b) = (open().await.unwrap(), open().await.unwrap());
     a.capacity_error();
     let conn = redis_conn(&redis).await;
@@ -521,9 +536,15 @@ async fn many_callers_of_one_instance_queued_at_once_never_exceed_the_threads_an
     let cut = CancellationToken::new();
     let settings = RedisSettings::new(vec![redis.url()], false);
     let budget = Arc::new(
-        RedisBudget::start(&settings, "acc", BudgetSettings::new(8), cut.clone())
-            .await
-            .unwrap(),
+        RedisBudget::start(
+            &settings.target,
+            settings.lease,
+            "acc",
+            BudgetSettings::new(8),
+            cut.clone(),
+        )
+        .await
+        .unwrap(),
     );
     let mut conn = redis_conn(&redis).await;
     let peak = Arc::new(std::sync::atomic::AtomicUsize::new(0));

@@ -3,7 +3,9 @@
 //! across instances, and the cap's halving and regrowth. Key and argument orders follow the
 //! contract header of `lua/lib/budget.lua`.
 
-use captcha_gateway::engine::store::redis::call::{BudgetCall, BudgetPrelude, CapChange};
+use captcha_gateway::provider::budget::redis::{
+    BudgetCall, BudgetPrelude, CapChange, budget_channel,
+};
 use redis::Value;
 use redis::aio::MultiplexedConnection;
 
@@ -38,15 +40,14 @@ impl Account {
     /// `call` as the gateway makes it (keys, prelude and arguments from the same type), on the
     /// test's clock.
     async fn run(&mut self, call: BudgetCall) -> Vec<Value> {
-        let keys = ["leases", "fence", "fences", "waiters", "wexp", "cap"].map(Self::key);
         let prelude = BudgetPrelude {
             clock: Some(self.now),
             lease_ms: LEASE,
             threads: self.threads,
             increase_every_ms: STEP,
-            channel: "cg:{b:acc}:freed".into(),
+            channel: budget_channel("acc"),
         };
-        call.invocation(&keys, &prelude)
+        call.invocation("acc", &prelude)
             .invoke_async::<Vec<Value>>(&mut self.conn)
             .await
             .unwrap_or_else(|e| panic!("{call:?}: {e}"))

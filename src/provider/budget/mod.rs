@@ -2,9 +2,11 @@
 //! process (embedded store) or across the whole fleet (Redis), and who gets a thread when one
 //! frees (docs/ARCHITECTURE.md promise 5; docs/REDIS.md "Thread budget").
 //!
-//! Owns: the [`Budget`] seam with its two implementations ([`MemoryBudget`] here, the Redis one
-//! in the store), the [`Priority`] classes, the refill reserve, and the effective cap that
-//! capacity errors shrink and time grows back ([`CapRule`]).
+//! Owns: the [`Budget`] seam with its two implementations ([`MemoryBudget`] for one process,
+//! [`RedisBudget`] for a fleet, with its scripts' calls, replies and keys in `redis/`), the
+//! [`Priority`] classes, the refill reserve, and the effective cap that capacity errors shrink
+//! and time grows back ([`CapRule`], and its twin in `lua/lib/budget.lua`, which must run where
+//! the fleet's state is; a property test keeps the two equal).
 //! Does not own: how long a thread stays taken after its caller left (the account's `Slot`), or
 //! retrying the provider (the account).
 //!
@@ -18,9 +20,11 @@
 
 mod cap;
 mod memory;
+pub mod redis;
 
 pub use cap::{CapRule, CapSettings};
 pub use memory::MemoryBudget;
+pub use redis::RedisBudget;
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
-//! The target and thread-budget scripts' calls, typed: which `.lua` runs, its keys, the prelude
-//! its family reads first (`lua/lib/target.lua`, `lua/lib/budget.lua`) and each script's own
-//! arguments, in the order its contract header gives. The store and the script tests build their invocations here
+//! The target scripts' calls, typed: which `.lua` runs, its keys, the prelude they read first
+//! (`lua/lib/target.lua`) and each script's own arguments, in the order its contract header
+//! gives. The store and the script tests build their invocations here
 //! and nowhere else, so an argument changes in one place and the compiler finds every caller.
 
 use redis::{Script, ScriptInvocation};
@@ -220,116 +220,6 @@ impl TargetCall {
             .arg(flag(prelude.poolable))
             .arg(time(prelude.clock))
             .arg(time(prelude.issued));
-        for a in self.args() {
-            inv.arg(a);
-        }
-        inv
-    }
-}
-
-/// The arguments every budget script reads before its own (`lua/lib/budget.lua`, ARGV[1..5]).
-#[derive(Debug, Clone)]
-pub struct BudgetPrelude {
-    /// `None` in production (Redis `TIME`); a time only on an explicit clock.
-    pub clock: Option<u64>,
-    pub lease_ms: u64,
-    /// The account's configured threads.
-    pub threads: u32,
-    /// The cap grows back one thread per this.
-    pub increase_every_ms: u64,
-    /// The channel told when threads free.
-    pub channel: String,
-}
-
-/// How the cap changes (`budget_cap.lua`).
-#[derive(Debug, Clone, Copy)]
-pub enum CapChange {
-    /// A provider capacity error: halve the cap unless it was cut less than `gap_ms` ago.
-    Shrink { gap_ms: u64 },
-    /// `threadsinfo` reported the plan's threads.
-    Plan { threads: u64 },
-}
-
-/// One thread-budget script and its own arguments, one variant per `budget_*.lua`.
-#[derive(Debug, Clone)]
-pub enum BudgetCall {
-    Acquire {
-        id: String,
-        /// 0 interactive, 1 queued, 2 refill (`Priority::index`).
-        class: usize,
-        /// Threads kept for refills.
-        reserve: u32,
-        /// How long a waiter keeps its place without asking again.
-        waiter_ttl_ms: u64,
-        followers: Vec<String>,
-    },
-    Release {
-        ids: Vec<String>,
-    },
-    Renew {
-        ids: Vec<String>,
-    },
-    Cap {
-        change: CapChange,
-        /// How long the cap's state outlives its last change.
-        memory_ms: u64,
-    },
-}
-
-impl BudgetCall {
-    fn script(&self) -> &'static Script {
-        match self {
-            BudgetCall::Acquire { .. } => &lua::BUDGET_ACQUIRE,
-            BudgetCall::Release { .. } => &lua::BUDGET_RELEASE,
-            BudgetCall::Renew { .. } => &lua::BUDGET_RENEW,
-            BudgetCall::Cap { .. } => &lua::BUDGET_CAP,
-        }
-    }
-
-    /// The script's own arguments (ARGV[6..]).
-    fn args(&self) -> Vec<String> {
-        match self {
-            BudgetCall::Acquire {
-                id,
-                class,
-                reserve,
-                waiter_ttl_ms,
-                followers,
-            } => [
-                id.clone(),
-                class.to_string(),
-                reserve.to_string(),
-                waiter_ttl_ms.to_string(),
-            ]
-            .into_iter()
-            .chain(followers.iter().cloned())
-            .collect(),
-            BudgetCall::Release { ids } | BudgetCall::Renew { ids } => ids.clone(),
-            BudgetCall::Cap { change, memory_ms } => {
-                let (mode, value) = match change {
-                    CapChange::Shrink { gap_ms } => ("shrink", gap_ms),
-                    CapChange::Plan { threads } => ("plan", threads),
-                };
-                vec![mode.into(), value.to_string(), memory_ms.to_string()]
-            }
-        }
-    }
-
-    /// The invocation of this call on the account whose budget keys are `keys`.
-    pub fn invocation(
-        &self,
-        keys: &[String; 6],
-        prelude: &BudgetPrelude,
-    ) -> ScriptInvocation<'static> {
-        let mut inv = self.script().prepare_invoke();
-        for key in keys {
-            inv.key(key);
-        }
-        inv.arg(prelude.clock.map(|t| t.to_string()).unwrap_or_default())
-            .arg(prelude.lease_ms)
-            .arg(prelude.threads)
-            .arg(prelude.increase_every_ms)
-            .arg(&prelude.channel);
         for a in self.args() {
             inv.arg(a);
         }

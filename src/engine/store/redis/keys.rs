@@ -105,23 +105,6 @@ pub fn idempotency(scoped: &str) -> String {
     format!("cg:{{d:{scoped}}}:idem")
 }
 
-/// The six keys of one account's thread budget, in the order `lua/lib/budget.lua` expects:
-/// leases, fencing counter, fences, waiters, waiter expiry, cap. The account name is the tag
-/// (braces in it would split the tag, so they are replaced).
-pub fn budget_keys(account: &str) -> [String; 6] {
-    let tag = budget_tag(account);
-    ["leases", "fence", "fences", "waiters", "wexp", "cap"].map(|k| format!("cg:{{{tag}}}:{k}"))
-}
-
-/// The channel told when one of the account's threads frees.
-pub fn budget_channel(account: &str) -> String {
-    format!("cg:{{{}}}:freed", budget_tag(account))
-}
-
-fn budget_tag(account: &str) -> String {
-    format!("b:{}", account.replace(['{', '}'], "_"))
-}
-
 /// Every live target id, for figures and sweeps (read with plain commands, never in a script);
 /// ids leave it when `retire.lua` forgets the target.
 pub fn targets() -> &'static str {
@@ -159,9 +142,5 @@ mod tests {
         assert_eq!(tag(&inbox("abc")), "i:abc");
         assert_eq!(tag(&task("123")), "k:123");
         assert_eq!(tag(&idempotency("ab12")), "d:ab12");
-        for key in budget_keys("acc{1}") {
-            assert_eq!(tag(&key), "b:acc_1_", "{key}");
-        }
-        assert_eq!(tag(&budget_channel("acc")), "b:acc");
     }
 }

@@ -6,8 +6,6 @@
 //! then solves directly (degraded, no pool), finished answers still reach this instance's own
 //! waiters, and task records live in a local fallback until Redis returns.
 
-mod askers;
-mod budget;
 pub mod call;
 mod clock;
 mod durable;
@@ -25,7 +23,6 @@ mod tasks;
 mod wake;
 
 pub use crate::redis_base::{Conn, RedisTarget};
-pub use budget::RedisBudget;
 pub use durable::Durability;
 pub use server::{ServerFacts, ServerProblem};
 

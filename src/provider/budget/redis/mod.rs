@@ -6,7 +6,7 @@
 //! here), waking them when a thread frees (Pub/Sub on a single server, plus a recheck so a lost
 //! message only delays), the fleet's cap (`lua/budget_cap.lua`), and the fallback to an
 //! in-process budget while Redis cannot be asked.
-//! Does not own: the rules' arithmetic twin in process (`provider::budget`), or the store.
+//! Does not own: the rules' arithmetic twin in process (`MemoryBudget`, `CapRule`).
 //!
 //! Each Redis call and what happens when its reply is lost, it runs twice, Redis restarts
 //! empty or this process pauses:
@@ -25,25 +25,28 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::StreamExt as _;
 use redis::{RedisResult, Value};
 use tokio::sync::Notify;
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
-use super::askers::{Askers, MAX_FOLLOWERS};
-use super::call::{BudgetCall, BudgetPrelude, CapChange};
-use super::reply::{Acquired, Released, Renewed, capped};
-use super::{RedisSettings, keys, ms};
-use crate::engine::store::StoreError;
-use crate::provider::{BudgetSettings, BudgetStats, Lease, MemoryBudget, Priority, ThreadBudget};
-use crate::redis_base::Conn;
+mod askers;
+mod background;
+mod call;
+mod release;
+mod reply;
+
+pub use call::{BudgetCall, BudgetPrelude, CapChange, budget_channel, budget_keys};
+
+use self::askers::{Askers, MAX_FOLLOWERS};
+use self::background::{listener, renewer};
+use self::release::{Place, RedisLease};
+use self::reply::Acquired;
+use super::{BudgetSettings, BudgetStats, Lease, MemoryBudget, Priority, ThreadBudget};
+use crate::redis_base::{Conn, RedisTarget, ReplyError};
 
 /// How long a cut of the cap is remembered after its last change: far beyond its regrowth.
 const CAP_MEMORY: Duration = Duration::from_secs(24 * 3600);
-
-/// Releases per script call at most.
-const MAX_RELEASES: usize = 256;
 
 /// How long one ask may take once Redis is known down: long enough for a Redis that is back.
 const KNOWN_DOWN_ASK: Duration = Duration::from_millis(200);
@@ -62,7 +65,6 @@ pub struct RedisBudget {
 
 struct Shared {
     conn: Conn,
-    keys: [String; 6],
     channel: String,
     account: String,
     /// Prefix of this process's lease ids: random per start, so ids never repeat across restarts.
@@ -102,20 +104,17 @@ impl RedisBudget {
     /// Connects (lazily on a single server) and starts the renewer and the listener, which
     /// stop at `cut`.
     pub async fn start(
-        redis: &RedisSettings,
+        target: &RedisTarget,
+        lease: Duration,
         account: &str,
         settings: BudgetSettings,
         cut: CancellationToken,
-    ) -> Result<RedisBudget, StoreError> {
-        let conn = Conn::open(&redis.target, redis.target.response_timeout)
-            .await
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+    ) -> RedisResult<RedisBudget> {
+        let conn = Conn::open(target, target.response_timeout).await?;
         let instance = hex::encode(rand::random::<[u8; 8]>());
-        let lease = redis.lease;
         let inner = Arc::new(Shared {
             conn,
-            keys: keys::budget_keys(account),
-            channel: keys::budget_channel(account),
+            channel: budget_channel(account),
             account: account.to_owned(),
             instance,
             next_id: AtomicU64::new(0),
@@ -136,8 +135,8 @@ impl RedisBudget {
             fallback: MemoryBudget::new(settings),
         });
         tokio::spawn(renewer(inner.clone(), cut.clone()));
-        if let Some(client) = redis.target.single_client() {
-            let client = client.map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        if let Some(client) = target.single_client() {
+            let client = client?;
             tokio::spawn(listener(inner.clone(), client, cut));
         }
         Ok(RedisBudget { inner })
@@ -158,7 +157,7 @@ impl Shared {
             channel: self.channel.clone(),
         };
         let mut conn = self.conn.clone();
-        call.invocation(&self.keys, &prelude)
+        call.invocation(&self.account, &prelude)
             .invoke_async(&mut conn)
             .await
     }
@@ -204,91 +203,6 @@ impl Shared {
         })
     }
 
-    /// Gives `id` back (a lease, or a waiter's place) soon: releases asked for while one call
-    /// is under way go together in the next (one round trip and one wake-up for many).
-    /// `was_held`: a lease this process held, so finding it gone means it was lost. Outside a
-    /// runtime nothing can be sent: the lease lapses within one lease.
-    fn release_soon(self: &Arc<Self>, id: String, was_held: bool) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let start = {
-            let mut releasing = self.releasing.lock().unwrap_or_else(|e| e.into_inner());
-            releasing.0.push((id, was_held));
-            !std::mem::replace(&mut releasing.1, true)
-        };
-        if start {
-            let inner = self.clone();
-            rt.spawn(async move { inner.send_releases().await });
-        }
-    }
-
-    async fn send_releases(self: Arc<Self>) {
-        loop {
-            let batch: Vec<(String, bool)> = {
-                let mut releasing = self.releasing.lock().unwrap_or_else(|e| e.into_inner());
-                if releasing.0.is_empty() {
-                    releasing.1 = false;
-                    return;
-                }
-                let n = releasing.0.len().min(MAX_RELEASES);
-                releasing.0.drain(..n).collect()
-            };
-            self.release(&batch).await;
-        }
-    }
-
-    /// Gives `batch` back in one call, retrying a lost reply a few times; what is never
-    /// released lapses within one lease.
-    async fn release(&self, batch: &[(String, bool)]) {
-        let ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();
-        let mut pause = Duration::from_millis(50);
-        for attempt in 0..5 {
-            match self.call(BudgetCall::Release { ids: ids.clone() }).await {
-                Ok(reply) => {
-                    match Released::read(reply, batch.len()) {
-                        Ok(Released { in_use, removed }) => {
-                            self.in_use.store(saturate(in_use), Ordering::Relaxed);
-                            self.note_release(batch, &removed, attempt);
-                        }
-                        Err(e) => {
-                            tracing::warn!(account = %self.account, error = %e, "releasing thread leases")
-                        }
-                    }
-                    break;
-                }
-                Err(e) => {
-                    tracing::debug!(account = %self.account, error = %e, "releasing thread leases");
-                    sleep(pause).await;
-                    pause *= 2;
-                }
-            }
-        }
-        self.freed.notify_waiters();
-    }
-
-    /// Counts leases this process held that were gone when given back. After an unknown first
-    /// attempt, "not there" may be our own release, so only the first attempt's answer counts.
-    fn note_release(&self, batch: &[(String, bool)], removed: &[bool], attempt: u32) {
-        for ((id, was_held), removed) in batch.iter().zip(removed) {
-            if *was_held && !removed && attempt == 0 {
-                // Its task ran on after the lease lapsed, like a loss at renewal.
-                self.over_admissions.fetch_add(1, Ordering::Relaxed);
-                self.lost(id, "at release");
-            }
-        }
-    }
-
-    fn lost(&self, id: &str, when: &str) {
-        self.leases_lost.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(
-            account = %self.account,
-            lease = id,
-            when,
-            "a thread lease lapsed while its task ran: the fleet may exceed the account's threads until it ends"
-        );
-    }
-
     fn new_id(&self) -> String {
         format!(
             "{}:{}",
@@ -296,39 +210,10 @@ impl Shared {
             self.next_id.fetch_add(1, Ordering::Relaxed)
         )
     }
-
-    fn spawn_cap(self: &Arc<Self>, change: CapChange) {
-        let inner = self.clone();
-        tokio::spawn(async move {
-            let call = BudgetCall::Cap {
-                change,
-                memory_ms: ms(CAP_MEMORY),
-            };
-            // A few tries: running it again is harmless (a second halving inside the gap and a
-            // second plan change nothing), and a lost signal only waits for the next error.
-            for _ in 0..3 {
-                match inner.call(call.clone()).await {
-                    Ok(reply) => {
-                        match capped(reply) {
-                            Ok(cap) => inner.cap.store(saturate(cap), Ordering::Relaxed),
-                            Err(e) => {
-                                tracing::warn!(account = %inner.account, error = %e, ?change, "budget cap")
-                            }
-                        }
-                        return;
-                    }
-                    Err(e) => {
-                        tracing::debug!(account = %inner.account, error = %e, ?change, "budget cap");
-                        sleep(Duration::from_millis(200)).await;
-                    }
-                }
-            }
-        });
-    }
 }
 
 /// A script reply that broke its contract, as the error every budget call returns.
-fn strict<T>(read: Result<T, StoreError>) -> RedisResult<T> {
+fn strict<T>(read: Result<T, ReplyError>) -> RedisResult<T> {
     read.map_err(|e| {
         redis::RedisError::from((
             redis::ErrorKind::UnexpectedReturnType,
@@ -338,42 +223,13 @@ fn strict<T>(read: Result<T, StoreError>) -> RedisResult<T> {
     })
 }
 
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// A count as the gauges hold it.
 fn saturate(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
-}
-
-/// A granted lease: dropping it releases the thread in the background.
-struct RedisLease {
-    inner: Arc<Shared>,
-    id: String,
-}
-
-impl Drop for RedisLease {
-    fn drop(&mut self) {
-        // Not held any more: a renewal found it lost and counted it; nothing to give back.
-        if !self.inner.held().remove(&self.id) {
-            return;
-        }
-        self.inner.release_soon(std::mem::take(&mut self.id), true);
-    }
-}
-
-/// A waiter's place in Redis, withdrawn when its acquire is given up (and any grant a lost
-/// reply made under its id released).
-struct Place {
-    inner: Arc<Shared>,
-    id: String,
-    armed: bool,
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        self.inner.release_soon(std::mem::take(&mut self.id), false);
-    }
 }
 
 /// A caller's place among the askers of its class; leaving (drop) withdraws it.
@@ -539,65 +395,6 @@ impl ThreadBudget for RedisBudget {
         BudgetStats {
             leases_lost: self.inner.leases_lost.load(Ordering::Relaxed),
             over_admissions: self.inner.over_admissions.load(Ordering::Relaxed),
-        }
-    }
-}
-
-/// Renews this process's leases every third of a lease and refreshes its view of the fleet.
-/// A lease found gone is counted lost (and an over-admission: its task still runs) and dropped
-/// from the renewal set, never asked for again.
-async fn renewer(inner: Arc<Shared>, cut: CancellationToken) {
-    loop {
-        let ids: Vec<String> = inner.held().iter().cloned().collect();
-        match inner.call(BudgetCall::Renew { ids }).await {
-            Ok(reply) => match Renewed::read(reply) {
-                Ok(Renewed { in_use, cap, lost }) => {
-                    inner.note(in_use, cap);
-                    for id in lost {
-                        if inner.held().remove(&id) {
-                            inner.over_admissions.fetch_add(1, Ordering::Relaxed);
-                            inner.lost(&id, "at renewal");
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(account = %inner.account, error = %e, "renewing thread leases")
-                }
-            },
-            Err(e) => {
-                tracing::debug!(account = %inner.account, error = %e, "renewing thread leases")
-            }
-        }
-        tokio::select! {
-            _ = sleep(inner.lease / 3) => {}
-            _ = cut.cancelled() => return,
-        }
-    }
-}
-
-/// Wakes this process's waiters when any instance frees a thread. Reconnects after a drop;
-/// while it is down, waiters still ask again every recheck.
-async fn listener(inner: Arc<Shared>, client: redis::Client, cut: CancellationToken) {
-    loop {
-        if let Ok(mut pubsub) = client.get_async_pubsub().await {
-            if pubsub.subscribe(&inner.channel).await.is_ok() {
-                // Anything freed while we were not listening is found by the waiters' next ask.
-                inner.freed.notify_waiters();
-                let mut messages = pubsub.on_message();
-                loop {
-                    tokio::select! {
-                        m = messages.next() => match m {
-                            Some(_) => inner.freed.notify_waiters(),
-                            None => break,
-                        },
-                        _ = cut.cancelled() => return,
-                    }
-                }
-            }
-        }
-        tokio::select! {
-            _ = sleep(Duration::from_secs(1)) => {}
-            _ = cut.cancelled() => return,
         }
     }
 }
