@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::{ConfigError, FileConfig, bad, redis_settings};
 use crate::cli::{ServeArgs, SubmitArgs};
-use crate::engine::store::redis::RedisTarget;
+use crate::redis_base::RedisTarget;
 
 /// The largest task file line read: an image task's base64 body stays well inside it.
 const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;

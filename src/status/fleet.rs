@@ -9,8 +9,8 @@ use std::time::Duration;
 use redis::AsyncCommands;
 
 use super::instance::InstanceFigures;
-use crate::engine::store::redis::{Conn, RedisTarget};
 use crate::model::now_ms;
+use crate::redis_base::{Conn, RedisTarget};
 
 const INSTANCES: &str = "cg:status:{fleet}:instances";
 /// At most this many instances are read; a larger fleet's report sums the first ones and says

@@ -18,10 +18,10 @@ use std::time::Duration;
 
 pub use report::StatusReport;
 
-use crate::engine::store::redis::RedisTarget;
 use crate::engine::{Admission, Engine};
 use crate::pools::Pools;
 use crate::queue::Queue;
+use crate::redis_base::RedisTarget;
 use crate::shutdown::Shutdown;
 use crate::upstream::Upstream;
 use instance::InstanceFigures;

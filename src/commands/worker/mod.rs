@@ -14,11 +14,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::WorkerArgs;
 use crate::config::{WorkerSettings, load_worker};
-use crate::engine::store::redis::{Conn, RedisTarget};
 use crate::queue::Queue;
 use crate::queue::seed::{self, SeedFigures, SeedSettings, SeedStats};
 use crate::queue::stream::{Stream, StreamParts};
 use crate::queue::worker::{Running, Source, WorkerFigures, consumer_name};
+use crate::redis_base::{Conn, RedisTarget};
 use crate::setting::ConfigError;
 use crate::shutdown::Shutdown;
 use crate::telemetry::Metrics;

@@ -15,8 +15,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::Admission;
-use crate::engine::store::redis::Conn;
 use crate::http::{AdmissionFigures, BearerKey, ConnSettings, Connections, OpsSettings};
+use crate::redis_base::Conn;
 use crate::setting::ConfigError;
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::CONTENT_TYPE;
