@@ -16,7 +16,7 @@ use crate::cli::{ServeArgs, SimulateArgs};
 use crate::engine::EngineSettings;
 use crate::engine::store::redis::RedisSettings;
 use crate::http::Limits;
-use crate::model::{Kind, TargetPolicy};
+use crate::model::Kind;
 use crate::pools::{PoolSpec, PoolTable};
 use crate::provider::{AccountSettings, PollSettings};
 use crate::sim::{KindLatency, KindLifetime, SettingsError, SimSettings};
@@ -26,14 +26,20 @@ use crate::setting::bad;
 
 pub use crate::secret::Secret;
 
+mod access;
 mod accounts;
+mod engine;
 mod logs;
 mod submit;
+mod upstream;
 mod worker;
+
 pub use crate::provider::AccountProvider;
+use access::Access;
 pub use accounts::AccountSpec;
 pub use logs::log_settings;
 pub use submit::{SubmitSettings, SubmitTask, load_submit};
+use upstream::Upstream;
 pub use worker::{WorkerSettings, load_worker};
 
 /// Everything `serve` needs, validated.
@@ -260,112 +266,18 @@ pub fn load_serve(
         }
     };
 
-    let provider_url = match args.provider_url.clone().or(file.provider_url.clone()) {
-        None => None,
-        Some(raw) => Some(
-            url::Url::parse(&raw)
-                .ok()
-                .filter(|u| matches!(u.scheme(), "http" | "https"))
-                .ok_or_else(|| {
-                    bad(
-                        "--provider-url",
-                        format!("`{raw}` is not an http(s) URL"),
-                        "pass a base URL such as http://127.0.0.1:8081",
-                    )
-                })?,
-        ),
-    };
-
-    let key_file = args
-        .provider_key_file
-        .clone()
-        .or(file.provider_key_file.clone());
-    let provider_key = match key_file {
-        Some(path) => {
-            let key = std::fs::read_to_string(&path).map_err(|e| {
-                bad(
-                    "--provider-key-file",
-                    format!("cannot read {}: {e}", path.display()),
-                    "point it at a readable file holding the key",
-                )
-            })?;
-            Some(Secret(key.trim().to_owned()))
-        }
-        None => match provider {
-            AccountProvider::TwoCaptcha => env("TWOCAPTCHA_API_KEY"),
-            _ => env("CAPTCHAAI_API_KEY").or_else(|| env("CAPTCHAAI_KEY")),
-        }
-        .map(|k| Secret(k.trim().to_owned())),
-    }
-    .filter(|k| !k.0.is_empty());
-    let accounts = accounts::specs(&file.accounts, env)?;
-    if !accounts.is_empty() {
-        one_account_settings_unused(args, &file)?;
-    }
-    if accounts.is_empty() && provider != AccountProvider::Sim && provider_key.is_none() {
-        return Err(bad(
-            "CAPTCHAAI_API_KEY",
-            "no provider key is set",
-            "export CAPTCHAAI_API_KEY=<your key> (TWOCAPTCHA_API_KEY for 2captcha), pass --provider-key-file FILE, or use --provider sim",
-        ));
-    }
-
-    let threads = args.threads.or(file.threads);
-    if threads == Some(0) {
-        return Err(bad(
-            "--threads",
-            "must be at least 1",
-            "set it to your plan's thread count, e.g. --threads 15",
-        ));
-    }
-
-    let keys: Vec<String> = if args.gateway_keys.is_empty() {
-        file.gateway_keys.clone()
-    } else {
-        args.gateway_keys.iter().map(|k| k.0.clone()).collect()
-    };
-    let keys: Vec<String> = keys
-        .into_iter()
-        .map(|k| k.trim().to_owned())
-        .filter(|k| !k.is_empty())
-        .collect();
-    if let Some(k) = keys
-        .iter()
-        .find(|k| k.chars().count() != crate::http::KEY_LEN)
-    {
-        return Err(bad(
-            "--gateway-key",
-            format!(
-                "a key of {} characters was given; clients such as the captchaai SDK only send 32",
-                k.chars().count()
-            ),
-            "use 32-character keys, e.g. `openssl rand -hex 16`",
-        ));
-    }
-    let tenants = crate::tenants::specs(&file.tenants, &keys)?;
-    if keys.is_empty() && tenants.is_empty() && !listen.ip().is_loopback() {
-        return Err(bad(
-            "--gateway-key",
-            format!("no gateway key is set while listening on {listen}, which is not loopback"),
-            "set --gateway-key / CAPTCHA_GATEWAY_KEYS, or listen on 127.0.0.1",
-        ));
-    }
-
-    let (ops, ops_key) = crate::http::ops_settings(
-        crate::http::OpsInput {
-            listen: args.ops_listen.or(file.ops_listen),
-            key_env: env(crate::http::OPS_KEY_ENV)
-                .filter(|k| !k.trim().is_empty())
-                .map(Secret),
-            key_file: args
-                .ops_key_file
-                .as_deref()
-                .or(file.ops_key_file.as_deref()),
-            key: file.ops_key.as_deref(),
-            on_api_port: file.ops_on_api_port.unwrap_or(false),
-        },
-        listen,
-    )?;
+    let Upstream {
+        provider_url,
+        provider_key,
+        accounts,
+        threads,
+    } = upstream::upstream(args, &file, provider, env)?;
+    let Access {
+        keys,
+        tenants,
+        ops,
+        ops_key,
+    } = access::access(args, &file, listen, env)?;
 
     let max_concurrent = args
         .max_concurrent
@@ -385,112 +297,10 @@ pub fn load_serve(
         MAX_WARMUP_S,
     )?;
 
-    let mut engine = EngineSettings {
-        store_required: args.redis_required || file.redis_required.unwrap_or(false),
-        ..EngineSettings::default()
-    };
-    if let Some(s) = args.min_remaining_s.or(file.min_remaining_s) {
-        engine.min_remaining = secs("--min-remaining-s", s)?;
-    }
-    engine.target_policy = TargetPolicy {
-        drop_query: !(args.keep_query || file.keep_query.unwrap_or(false)),
-    };
-    if let Some(s) = file.task_timeout_s {
-        engine.task_timeout = secs("task_timeout_s", s)?;
-    }
-    if let Some(s) = file.result_retention_s {
-        engine.result_retention = secs("result_retention_s", s)?.max(Duration::from_secs(15 * 60));
-    }
-    for (name, s) in &file.lifetimes {
-        let kind = kind("lifetimes", name)?;
-        engine
-            .lifetimes
-            .insert(kind, secs(&format!("lifetimes.{name}"), *s)?);
-    }
-    for (kind, life) in &engine.lifetimes {
-        if *life <= engine.min_remaining {
-            return Err(bad(
-                &format!("lifetimes.{kind}"),
-                format!(
-                    "{}s is not longer than min_remaining ({}s), so no answer could ever be handed out",
-                    life.as_secs_f64(),
-                    engine.min_remaining.as_secs_f64()
-                ),
-                "raise the lifetime or lower min_remaining_s",
-            ));
-        }
-    }
-
-    let mut limits = Limits::default();
-    if let Some(n) = file.max_thread_waiters {
-        if !(1..=1_000_000).contains(&n) {
-            return Err(bad(
-                "max_thread_waiters",
-                format!("{n} is out of range"),
-                "use 1 to 1000000, or leave it out to let callers wait for a thread",
-            ));
-        }
-        limits.max_thread_waiters = usize::try_from(n).ok();
-    }
-    if let Some(s) = file.compat_task_timeout_s {
-        limits.compat_task_timeout = secs("compat_task_timeout_s", s)?;
-    }
-    if let Some(s) = file.default_solve_timeout_s {
-        limits.default_solve_timeout = secs("default_solve_timeout_s", s)?;
-    }
+    let (engine, limits) = engine::engine_settings(args, &file)?;
 
     let sim = sim_settings(&file.sim, &SimulateArgs::default())?;
-    // Only the in-process simulator's latencies are known here; a `simulate` server at a
-    // `base_url` is polled as a real provider would be, learning its solve times.
-    let all_sim = if accounts.is_empty() {
-        provider == AccountProvider::Sim
-    } else {
-        accounts
-            .iter()
-            .all(|a| a.provider == AccountProvider::Sim && a.base_url.is_none())
-    };
-    let mut poll = if all_sim {
-        sim_poll_defaults(&sim)
-    } else {
-        PollSettings::default()
-    };
-    if let Some(adaptive) = file.poll.adaptive {
-        poll.adaptive = adaptive;
-    }
-    // Bounded so a task's last check (first check + interval x checks) stays a sane time away:
-    // an hour and ten minutes are far past any provider's answer, and a provider blocks an
-    // account long before a thousand checks of one task.
-    if let Some(s) = file.poll.first_check_s {
-        poll.first_check = Some(secs_up_to("poll.first_check_s", s, 3600.0)?);
-    }
-    if let Some(s) = file.poll.interval_s {
-        poll = poll.with_interval(secs_up_to("poll.interval_s", s, 600.0)?);
-    }
-    if let Some(n) = file.poll.max_polls_per_task {
-        if !(1..=MAX_POLLS_PER_TASK).contains(&n) {
-            return Err(bad(
-                "poll.max_polls_per_task",
-                format!("{n} is not from 1 to {MAX_POLLS_PER_TASK}"),
-                "e.g. 20 (2captcha blocks accounts past about 20 checks per task)",
-            ));
-        }
-        poll.max_polls_per_task = n;
-    }
-    if let Some(n) = file.poll.batch_size {
-        poll.batch_size = n.clamp(1, 100);
-    }
-    if let Some(r) = file.poll.max_requests_per_second {
-        if !(r.is_finite() && r > 0.0) {
-            return Err(bad(
-                "poll.max_requests_per_second",
-                "must be a positive number",
-                "e.g. 10",
-            ));
-        }
-        poll.max_requests_per_second = r;
-    }
-
-    bounded_state(&file, &mut engine)?;
+    let poll = upstream::poll_settings(&file, provider, &accounts, &sim)?;
 
     let pools = crate::pools::specs(&file.pools, engine.target_policy)?;
     let callbacks = callback_settings(&file)?;
@@ -729,25 +539,6 @@ fn redis_ca(path: &Path, urls: &[String]) -> Result<Vec<u8>, ConfigError> {
     Ok(pem)
 }
 
-/// The simulator answers in seconds, so the gateway polls it sooner and more often than a real
-/// provider (which asks for 5 s between polls), but never so often that the per-task check
-/// budget runs out before the slowest simulated solve: the budget's checks (half at the interval,
-/// half at twice it) must span the longest latency.
-fn sim_poll_defaults(sim: &SimSettings) -> PollSettings {
-    let defaults = PollSettings::default();
-    let ranges = Kind::ALL.map(|k| sim.latency_for(k));
-    let fastest = ranges.iter().map(|r| r.min).min().unwrap_or_default();
-    let slowest = ranges.iter().map(|r| r.max).max().unwrap_or_default();
-    let checks = f64::from(defaults.max_polls_per_task.max(2));
-    // half the checks at `interval`, half at `2 * interval`: 1.5 * checks * interval in all.
-    let spanning = slowest.mul_f64(1.25 / (1.5 * checks));
-    PollSettings {
-        first_check: Some(fastest.max(Duration::from_millis(100))),
-        ..defaults
-    }
-    .with_interval(spanning.max(Duration::from_millis(250)))
-}
-
 /// The simulator's settings from a `[sim]` table and `simulate` flags (flags win).
 pub(crate) fn sim_settings(
     file: &SimFile,
@@ -862,41 +653,12 @@ fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
     })
 }
 
-/// `target_idle_s` and `metrics_top_targets`: per-target state and series stay bounded however
-/// many pages a fleet visits.
-fn bounded_state(file: &FileConfig, engine: &mut EngineSettings) -> Result<(), ConfigError> {
-    if let Some(s) = file.target_idle_s {
-        if !(1.0..1e9).contains(&s) {
-            return Err(bad(
-                "target_idle_s",
-                format!("{s:?} is not a number of seconds of at least 1"),
-                "give the seconds an unused target is kept, e.g. 900",
-            ));
-        }
-        engine.target_idle = secs("target_idle_s", s)?;
-    }
-    if let Some(n) = file.metrics_top_targets {
-        if n > 10_000 {
-            return Err(bad(
-                "metrics_top_targets",
-                format!("{n} would put a series per target back into every scrape"),
-                "give at most 10000 (default 50); the rest are summed under target=\"other\"",
-            ));
-        }
-        engine.metrics_top_targets = n;
-    }
-    Ok(())
-}
-
-/// The most checks of one task a setting may ask for.
-const MAX_POLLS_PER_TASK: u32 = 1000;
-
-/// [`secs`], at most `max` seconds.
 /// Slow start: long enough for a balancer to see the instance busy, short next to a solve's
 /// minutes; an hour is far beyond any use, so more is a typo.
 const DEFAULT_WARMUP_S: f64 = 10.0;
 const MAX_WARMUP_S: f64 = 3600.0;
 
+/// [`secs`], at most `max` seconds.
 fn secs_up_to(setting: &str, s: f64, max: f64) -> Result<Duration, ConfigError> {
     if s > max {
         return Err(bad(
@@ -990,33 +752,6 @@ fn kind(setting: &str, name: &str) -> Result<Kind, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn simulated_solves_of_any_length_fit_in_the_poll_budget() {
-        for slow in ["5s..8s", "20s..40s", "1m..2m"] {
-            let mut file = SimFile::default();
-            file.latency.insert("recaptcha_v2".into(), slow.into());
-            let sim = sim_settings(&file, &SimulateArgs::default()).unwrap();
-            let poll = sim_poll_defaults(&sim);
-            let longest = sim.latency_for(Kind::RecaptchaV2).max;
-            assert!(
-                poll.horizon(Kind::RecaptchaV2) >= longest,
-                "{slow}: {:?} < {longest:?}",
-                poll.horizon(Kind::RecaptchaV2)
-            );
-        }
-        let quick = sim_poll_defaults(&SimSettings::default());
-        assert_eq!(
-            quick.interval,
-            Duration::from_millis(250),
-            "the default simulator is polled briskly"
-        );
-        assert_eq!(
-            quick.coalesce,
-            Duration::from_millis(50),
-            "checks run at most a fifth of an interval early"
-        );
-    }
 
     #[test]
     fn a_bad_redis_url_is_named_without_echoing_it() {
