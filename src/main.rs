@@ -21,6 +21,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// More runtime threads than this is a typo, not a plan: every one is started at once.
 const MAX_RUNTIME_THREADS: u16 = 256;
 
+/// The process's environment, the one place it is read: every command is handed this lookup.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
@@ -50,7 +55,6 @@ async fn run(cli: Cli) -> ExitCode {
     tokio::spawn(shutdown.clone().on_signal());
     let result = match cli.command {
         Command::Serve(args) => {
-            let env = |name: &str| std::env::var(name).ok();
             let settings = match config::load_serve(&args, &env) {
                 Ok(s) => s,
                 Err(e) => return config_error(&e),
@@ -74,13 +78,13 @@ async fn run(cli: Cli) -> ExitCode {
             )
             .await
         }
-        Command::Worker(args) => captcha_gateway::commands::worker::run(args, shutdown).await,
+        Command::Worker(args) => captcha_gateway::commands::worker::run(args, &env, shutdown).await,
         Command::Bench(args) => {
             // The bench sets up its own quieter logging: warnings only, under the progress bar.
             // Ctrl-C or SIGTERM stops it: dropping the run kills the gateway and redis-server
             // processes it started (they are killed on drop).
             return tokio::select! {
-                code = captcha_gateway::bench::run(args) => code,
+                code = captcha_gateway::bench::run(args, &env) => code,
                 () = shutdown.token.cancelled() => {
                     eprintln!("bench: interrupted");
                     ExitCode::from(130)

@@ -100,11 +100,10 @@ async fn run_once(scenario: Scenario, opts: &Opts) -> Result<RunResult, BenchErr
 /// Runs `args.scenario` `args.runs` times, prints the table, writes the JSON. Exit code 0 when
 /// every run passed its checks, 1 when one failed or could not run, 2 when the JSON file cannot
 /// be written.
-pub async fn run(args: BenchArgs) -> ExitCode {
+pub async fn run(args: BenchArgs, env: &dyn Fn(&str) -> Option<String>) -> ExitCode {
     // Quieter than `serve` (warnings only, under the progress bar) unless RUST_LOG says
     // otherwise; a RUST_LOG that does not parse is a configuration error, as for `serve`.
-    let env = |name: &str| std::env::var(name).ok();
-    let mut log = match crate::config::log_settings(&Default::default(), None, None, &env) {
+    let mut log = match crate::config::log_settings(&Default::default(), None, None, env) {
         Ok(log) => log,
         Err(e) => {
             eprintln!("error: {e}");

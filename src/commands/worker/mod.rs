@@ -25,9 +25,12 @@ use crate::telemetry::Metrics;
 use crate::wiring::{Solving, StartError, build_solving};
 
 /// `worker`: load the settings, build the engine as `serve` does, consume until SIGTERM.
-pub async fn run(mut args: WorkerArgs, shutdown: Shutdown) -> Result<(), StartError> {
-    let env = |name: &str| std::env::var(name).ok();
-    let settings = load_worker(&mut args, &env).map_err(StartError::Config)?;
+pub async fn run(
+    mut args: WorkerArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+    shutdown: Shutdown,
+) -> Result<(), StartError> {
+    let settings = load_worker(&mut args, env).map_err(StartError::Config)?;
     crate::telemetry::init_logs(&settings.serve.log, &settings.serve.secret_values());
     let host = env("HOSTNAME")
         .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
