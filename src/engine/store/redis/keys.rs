@@ -1,6 +1,8 @@
-//! Every Redis key name, one function per key. Each target's keys share the literal hash tag
-//! `{t:<target id>}` so one script's keys live in one Cluster slot; a task record and an
-//! instance inbox carry their own tags. Nothing else builds a key, and no script does.
+//! Every key name of the store, one function per key. Each target's keys share the literal hash
+//! tag `{t:<target id>}` so one script's keys live in one Cluster slot; a task record and an
+//! instance inbox carry their own tags. Nothing else in the store builds a key, and no script
+//! does. The thread budget's keys are its own (`provider/budget/redis/call.rs`), as are the
+//! queue's (`queue/keys.rs`, `queue/seed/keys.rs`).
 
 /// The thirteen keys of a single-use target, in the order the target scripts' prelude expects;
 /// `op` names the operation whose reply is recorded (see `lua/lib/target.lua`).
