@@ -3,6 +3,10 @@
 //! gives. The store and the script tests build their invocations here
 //! and nowhere else, so an argument changes in one place and the compiler finds every caller.
 
+mod shared;
+
+pub use shared::{SharedCall, SharedOutcome};
+
 use redis::{Script, ScriptInvocation};
 
 use super::keys;

@@ -2,6 +2,10 @@
 //! [`Reply`](crate::redis_base::Reply) reader: as the script's contract header in `lua/` says,
 //! or an error naming the script and the position, never a default.
 
+mod shared;
+
+pub(super) use shared::{SharedFinished, SharedRenewed, SharedTakenOver};
+
 use redis::Value;
 
 use crate::engine::store::StoreError;
