@@ -3,9 +3,15 @@
 //! gives. The store and the script tests build their invocations here
 //! and nowhere else, so an argument changes in one place and the compiler finds every caller.
 
+mod announce;
+mod idem;
 mod shared;
+mod task;
 
+pub use announce::AnnounceCall;
+pub use idem::IdemBindCall;
 pub use shared::{SharedCall, SharedOutcome};
+pub use task::TaskCall;
 
 use redis::{Script, ScriptInvocation};
 

@@ -5,16 +5,15 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use redis::AsyncCommands;
+use redis::{AsyncCommands, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::call::TargetCall;
+use super::call::{AnnounceCall, TargetCall};
 use super::fanout::{self, instance_of};
 use super::ops::Pk;
-use super::reply::Taken;
-use super::{Inner, keys, mail, ms, poolable};
+use super::reply::{Announced, Taken};
+use super::{Inner, keys, mail, ms, poolable, unavailable};
 use crate::engine::store::StoreError;
-use crate::lua;
 use crate::model::{Answer, now_ms};
 use crate::redis_base::Conn;
 use crate::redis_base::Reply;
@@ -33,12 +32,17 @@ impl Inner {
                 continue;
             }
             let mut conn = self.conn();
-            let pushed = lua::ANNOUNCE
-                .key(keys::inbox(instance))
-                .arg(format!("{target_id} {waiter}"))
-                .arg(ms(self.settings.mail_ttl) * 2)
-                .invoke_async::<i64>(&mut conn)
-                .await;
+            let call = AnnounceCall {
+                target_id: target_id.clone(),
+                waiter: waiter.clone(),
+                inbox_ttl_ms: ms(self.settings.mail_ttl) * 2,
+            };
+            let pushed = call
+                .invocation(instance)
+                .invoke_async::<Value>(&mut conn)
+                .await
+                .map_err(unavailable)
+                .and_then(Announced::read);
             if let Err(e) = pushed {
                 // The mail stays in Redis; its deadline passes it on if nobody takes it.
                 tracing::warn!(error = %e, "could not announce mail to another instance");
