@@ -5,11 +5,13 @@
 
 mod announce;
 mod idem;
+mod retire;
 mod shared;
 mod task;
 
 pub use announce::AnnounceCall;
 pub use idem::IdemBindCall;
+pub use retire::RetireCall;
 pub use shared::{SharedCall, SharedOutcome};
 pub use task::TaskCall;
 

@@ -5,11 +5,13 @@
 mod announce;
 mod idem;
 mod shared;
+mod target;
 mod task;
 
 pub(super) use announce::Announced;
 pub(super) use idem::Bound;
 pub(super) use shared::{SharedFinished, SharedRenewed, SharedTakenOver};
+pub(super) use target::{Abandoned, Delivered, Placed, Restored, Retired};
 pub(super) use task::{Reported, TaskFinished};
 
 use redis::Value;
