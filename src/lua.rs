@@ -2,7 +2,8 @@
 //! `lua/` with its contract header; the preludes it relies on (`lib/clock.lua` for Redis time,
 //! `lib/target.lua` for a target's keys and hand-offs, `lib/budget.lua` for the thread budget)
 //! are prepended at build time, so each stays a single EVAL. The tests run these same scripts
-//! ([`by_name`]), never a copy assembled by hand.
+//! (through the store's typed calls, `engine::store::redis::call`), never a copy assembled by
+//! hand.
 
 use std::sync::LazyLock;
 
@@ -103,9 +104,16 @@ pub static SEED_BEAT: LazyLock<Script> = clocked!("seed_beat.lua");
 pub static SEED_RECOVER: LazyLock<Script> = clocked!("seed_recover.lua");
 pub static SEED_SWEEP: LazyLock<Script> = clocked!("seed_sweep.lua");
 
-/// Every script by its file's name without `.lua`, for the tests that run them by hand.
-pub fn by_name(name: &str) -> Option<&'static Script> {
-    let all: &[(&str, &'static LazyLock<Script>)] = &[
+#[cfg(test)]
+mod tests {
+    use std::sync::LazyLock;
+
+    use redis::Script;
+
+    use super::*;
+
+    /// Every script by its file's name without `.lua`.
+    const ALL: &[(&str, &LazyLock<Script>)] = &[
         ("arrive", &ARRIVE),
         ("finish", &FINISH),
         ("abandon", &ABANDON),
@@ -142,13 +150,7 @@ pub fn by_name(name: &str) -> Option<&'static Script> {
         ("seed_recover", &SEED_RECOVER),
         ("seed_sweep", &SEED_SWEEP),
     ];
-    all.iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, s)| LazyLock::force(s))
-}
 
-#[cfg(test)]
-mod tests {
     #[test]
     fn every_script_in_lua_is_loaded_here() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/lua");
@@ -161,12 +163,11 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names.len(), 35, "{names:?}");
+        assert_eq!(names.len(), ALL.len());
         for name in names {
-            assert!(
-                super::by_name(&name).is_some(),
-                "lua/{name}.lua is not loaded"
-            );
+            let loaded = ALL.iter().find(|(n, _)| *n == name);
+            let (_, script) = loaded.unwrap_or_else(|| panic!("lua/{name}.lua is not loaded"));
+            LazyLock::force(script);
         }
-        assert!(super::by_name("nothing").is_none());
     }
 }

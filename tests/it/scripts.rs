@@ -3,16 +3,13 @@
 //! again, a lapse, a stale hand-off, skewed clocks, a refill race). Key names and argument orders
 //! follow the contract headers in `lua/` and the key list in docs/REDIS.md.
 
-use captcha_gateway::engine::store::redis::call::{FinishOutcome, Prelude, TargetCall};
+use captcha_gateway::engine::store::redis::call::{
+    AnnounceCall, FinishOutcome, Prelude, TargetCall, TaskCall,
+};
+use redis::Value;
 use redis::aio::MultiplexedConnection;
-use redis::{Script, Value};
 
 use crate::support::redis::RedisServer;
-
-/// A script outside the target scripts' calls (the inbox, task records), preludes and all.
-fn script(file: &str) -> &'static Script {
-    captcha_gateway::lua::by_name(file).unwrap_or_else(|| panic!("no lua/{file}.lua"))
-}
 
 const LEASE: u64 = 15_000;
 const MIN_REMAINING: u64 = 10_000;
@@ -407,15 +404,24 @@ async fn an_announced_inbox_always_expires() {
     let redis = RedisServer::start();
     let client = redis::Client::open(redis.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let script = script("announce");
     let inbox = "cg:{i:abc}:inbox";
-    script
-        .key(inbox)
-        .arg("t w")
-        .arg(60_000)
+    let call = AnnounceCall {
+        target_id: "t".into(),
+        waiter: "w".into(),
+        inbox_ttl_ms: 60_000,
+    };
+    call.invocation("abc")
         .invoke_async::<i64>(&mut conn)
         .await
         .unwrap();
+    let announced: Vec<String> = redis::cmd("LRANGE")
+        .arg(inbox)
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(announced, ["t w"]);
     let ttl: i64 = redis::cmd("PTTL")
         .arg(inbox)
         .query_async(&mut conn)
@@ -431,16 +437,15 @@ async fn a_task_record_lost_by_redis_is_written_again_at_its_finish() {
     let redis = RedisServer::start();
     let client = redis::Client::open(redis.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let script = script("task_finish");
     let key = "cg:{k:42}:task";
-    let finish = |record: &'static str| {
-        let mut inv = script.prepare_invoke();
-        inv.key(key)
-            .arg("{\"ok\":1}")
-            .arg(5)
-            .arg(60_000)
-            .arg(record);
-        inv
+    let finish = |record: &str| {
+        let call = TaskCall::Finish {
+            state_json: "{\"ok\":1}".into(),
+            finished_at: 5,
+            retention_ms: 60_000,
+            record_json: record.into(),
+        };
+        call.invocation("42")
     };
     let r: i64 = finish("").invoke_async(&mut conn).await.unwrap();
     assert_eq!(r, 0, "nothing to write it from");

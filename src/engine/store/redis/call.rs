@@ -3,6 +3,18 @@
 //! gives. The store and the script tests build their invocations here
 //! and nowhere else, so an argument changes in one place and the compiler finds every caller.
 
+mod announce;
+mod idem;
+mod retire;
+mod shared;
+mod task;
+
+pub use announce::AnnounceCall;
+pub use idem::IdemBindCall;
+pub use retire::RetireCall;
+pub use shared::{SharedCall, SharedOutcome};
+pub use task::TaskCall;
+
 use redis::{Script, ScriptInvocation};
 
 use super::keys;

@@ -18,14 +18,12 @@ use std::collections::{HashMap, HashSet};
 use futures::{StreamExt, stream};
 use redis::{AsyncCommands, Value};
 
-use super::call::TargetCall;
+use super::call::{Prelude, RetireCall, TargetCall};
 use super::ops::Pk;
-use super::reply::Counted;
+use super::reply::{Counted, Retired};
 use super::{Inner, keys, ms};
 use crate::engine::store::{StoreError, TargetFigures};
-use crate::lua;
 use crate::model::{Millis, Reuse, Target};
-use crate::redis_base::Reply;
 
 /// Per-target requests in flight at once during a walk: enough to fill the pipe, few enough to
 /// leave room for callers' scripts between them.
@@ -161,30 +159,25 @@ impl Inner {
         // The script judges idleness by Redis time (by `now` only on an explicit clock); the
         // filter above by this instance's clock only saves script runs.
         let s = &self.settings;
-        let clock = match s.explicit_clock {
-            true => now.to_string(),
-            false => String::new(),
-        };
-        let mut inv = lua::RETIRE.prepare_invoke();
-        for key in keys::retire_keys(id) {
-            inv.key(key);
-        }
-        inv.arg(ms(s.op_ttl))
-            .arg(ms(s.min_remaining))
-            .arg(ms(s.mail_ttl))
-            .arg(ms(s.lease))
-            .arg("")
-            .arg(clock)
+        let prelude = Prelude {
+            op_ttl_ms: ms(s.op_ttl),
+            min_remaining_ms: ms(s.min_remaining),
+            mail_ttl_ms: ms(s.mail_ttl),
+            lease_ms: ms(s.lease),
+            poolable: None,
+            clock: self.script_clock(now),
             // No issue time: retiring twice is harmless, so it keeps no record.
-            .arg("")
-            .arg(ms(s.target_idle));
-        let reply = inv.invoke_async::<Vec<Value>>(&mut conn).await;
-        let retired = self.seen(reply).and_then(|values| {
-            let mut r = Reply::of("retire.lua", values);
-            Ok((r.int("the retired flag")?, r.rest("woken waiters")?))
-        });
-        match retired {
-            Ok((1, _)) => {
+            issued: None,
+        };
+        let call = RetireCall {
+            idle_ms: ms(s.target_idle),
+        };
+        let reply = call
+            .invocation(id, &prelude)
+            .invoke_async::<Vec<Value>>(&mut conn)
+            .await;
+        match self.seen(reply).and_then(Retired::read) {
+            Ok(Retired::Gone) => {
                 self.known().remove(id);
                 true
             }
@@ -196,7 +189,7 @@ impl Inner {
                 if let Err(e) = back {
                     tracing::warn!(error = %e, "could not re-register a target kept at retirement");
                 }
-                if let Ok((_, woken)) = kept {
+                if let Ok(Retired::Kept { woken }) = kept {
                     self.notify(id, woken).await;
                 }
                 false

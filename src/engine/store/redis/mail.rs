@@ -24,20 +24,9 @@ pub fn restamp(mut answer: Answer, remaining_ms: i64, now: Millis) -> Answer {
     answer
 }
 
-pub fn encode(delivery: &Delivery) -> String {
-    match delivery {
-        Ok(answer) => answer_mail(answer),
-        Err(failure) => format!("F|{}", failure_json(failure)),
-    }
-}
-
 /// A failure as the `F|` mail carries it.
 pub fn failure_json(failure: &SolveFailure) -> String {
     serde_json::to_string(failure).unwrap_or_default()
-}
-
-pub fn answer_mail(answer: &Answer) -> String {
-    format!("A|{}|{}", answer.expires_at, answer_json(answer))
 }
 
 /// The pool member form of an answer.
@@ -58,6 +47,14 @@ pub fn decode(mail: &str) -> Option<Delivery> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Mail as the scripts write it (`lua/lib/target.lua`, `shared_finish.lua`).
+    fn encode(delivery: &Delivery) -> String {
+        match delivery {
+            Ok(answer) => format!("A|{}|{}", answer.expires_at, answer_json(answer)),
+            Err(failure) => format!("F|{}", failure_json(failure)),
+        }
+    }
 
     #[test]
     fn mail_round_trips_and_garbage_is_none() {

@@ -42,7 +42,6 @@ use super::{
     SingleUse, StoreError, TargetCounts, TargetFigures, TaskOutcome, TaskRecords, WaiterId,
 };
 use crate::engine::{Delivery, SolveFailure, TaskRecord, TaskState};
-use crate::lua;
 use crate::model::{Answer, Millis, Reuse, Target, UpstreamRef};
 
 /// How the Redis store behaves; every default in `impl Default` with its reason.
@@ -585,14 +584,16 @@ impl IdempotencyKeys for RedisStore {
         _now: Millis,
     ) -> Result<bool, StoreError> {
         let mut conn = self.inner.conn();
-        let r = lua::IDEM_BIND
-            .key(keys::idempotency(scoped))
-            .arg(expected.unwrap_or(""))
-            .arg(value)
-            .arg(ttl_ms.max(1))
-            .invoke_async::<i64>(&mut conn)
+        let call = call::IdemBindCall {
+            expected: expected.map(str::to_owned),
+            value: value.to_owned(),
+            ttl_ms: ttl_ms.max(1),
+        };
+        let r = call
+            .invocation(scoped)
+            .invoke_async::<redis::Value>(&mut conn)
             .await;
-        Ok(self.inner.seen(r)? == 1)
+        Ok(reply::Bound::read(self.inner.seen(r)?)?.bound)
     }
 }
 

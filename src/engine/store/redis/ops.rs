@@ -155,13 +155,10 @@ impl Inner {
         }
     }
 
-    /// The clock argument of a script: '' (Redis time) in production, the caller's `now` on an
-    /// explicit clock.
-    pub(super) fn clock_arg(&self, now: u64) -> String {
-        match self.settings.explicit_clock {
-            true => now.to_string(),
-            false => String::new(),
-        }
+    /// The clock a script is called with: `None` (Redis time) in production, the caller's `now`
+    /// on an explicit clock.
+    pub(super) fn script_clock(&self, now: u64) -> Option<u64> {
+        self.settings.explicit_clock.then_some(now)
     }
 
     /// Notes a caller's `now` (on an explicit clock, the time of the store's background work

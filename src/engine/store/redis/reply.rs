@@ -2,6 +2,18 @@
 //! [`Reply`](crate::redis_base::Reply) reader: as the script's contract header in `lua/` says,
 //! or an error naming the script and the position, never a default.
 
+mod announce;
+mod idem;
+mod shared;
+mod target;
+mod task;
+
+pub(super) use announce::Announced;
+pub(super) use idem::Bound;
+pub(super) use shared::{SharedFinished, SharedRenewed, SharedTakenOver};
+pub(super) use target::{Abandoned, Delivered, Placed, Restored, Retired};
+pub(super) use task::{Reported, TaskFinished};
+
 use redis::Value;
 
 use crate::engine::store::StoreError;

@@ -11,12 +11,12 @@ use std::sync::atomic::Ordering;
 use redis::Value;
 use tokio::sync::oneshot;
 
+use super::call::{SharedCall, SharedOutcome};
 use super::fanout::LocalWaiter;
-use super::reply::SharedArrived;
-use super::{Inner, keys, mail, ms};
+use super::reply::{SharedArrived, SharedFinished};
+use super::{Inner, mail, ms};
 use crate::engine::SolveFailure;
 use crate::engine::store::{SharedArrival, StoreError};
-use crate::lua;
 use crate::model::{Answer, Millis, Target};
 
 impl Inner {
@@ -48,15 +48,13 @@ impl Inner {
             },
         );
         let mut conn = inner.conn();
-        let r = lua::SHARED_ARRIVE
-            .key(keys::shared(&target.id))
-            .key(keys::lead(&target.id))
-            .key(keys::fence(&target.id))
-            .key(keys::followers(&target.id))
-            .arg(inner.clock_arg(now))
-            .arg(min_remaining_ms)
-            .arg(&waiter)
-            .arg(ms(inner.settings.lease))
+        let call = SharedCall::Arrive {
+            min_remaining_ms,
+            waiter: waiter.clone(),
+            lease_ms: ms(inner.settings.lease),
+        };
+        let r = call
+            .invocation(&target.id, inner.script_clock(now))
             .invoke_async::<Vec<Value>>(&mut conn)
             .await;
         let values = match inner.seen(r) {
@@ -111,27 +109,24 @@ impl Inner {
         // behind lapses within a lease, and a follower takes over).
         inner.leads.remove(&target.id, lead);
         let mut conn = inner.conn();
-        let r = lua::SHARED_FINISH
-            .key(keys::shared(&target.id))
-            .key(keys::lead(&target.id))
-            .key(keys::followers(&target.id))
-            .key(keys::mbox(&target.id))
-            .key(keys::mlease(&target.id))
-            .key(keys::fence(&target.id))
-            .arg(inner.clock_arg(now))
-            .arg(lead)
-            .arg(finish_mail(&outcome, inner.observe(now)))
-            .arg(inner.mail_ttl())
-            .invoke_async::<Vec<String>>(&mut conn)
+        let call = SharedCall::Finish {
+            token: lead,
+            outcome: shared_outcome(&outcome, inner.observe(now)),
+            mail_ttl_ms: inner.mail_ttl(),
+        };
+        let r = call
+            .invocation(&target.id, inner.script_clock(now))
+            .invoke_async::<Vec<Value>>(&mut conn)
             .await;
-        match inner.seen(r) {
-            Ok(followers) => {
-                inner.notify(&target.id, followers).await;
+        match inner.seen(r).and_then(SharedFinished::read) {
+            Ok(finished) => {
+                inner.notify(&target.id, finished.woken).await;
                 Ok(())
             }
             Err(e) => {
-                // Redis is away: this instance's followers still get the outcome (the same one
-                // Redis gave the others if the script ran and only its reply was lost).
+                // Redis is away (or its reply unreadable): this instance's followers still get
+                // the outcome (the same one Redis gave the others if the script ran and only
+                // its reply was lost).
                 while let Some(w) = inner.local.take_any_waiter(&target.id) {
                     let _ = w.tx.send(outcome.clone());
                 }
@@ -141,11 +136,16 @@ impl Inner {
     }
 }
 
-/// The mail of a reusable task's outcome as `shared_finish.lua` takes it: an answer carries its
-/// remaining life at `now` (the script stamps its expiry in Redis time), a failure as it is.
-fn finish_mail(outcome: &Result<Answer, SolveFailure>, now: Millis) -> String {
+/// A reusable task's outcome as `shared_finish.lua` takes it: an answer carries its remaining
+/// life at `now` (the script stamps its expiry in Redis time), a failure as it is.
+fn shared_outcome(outcome: &Result<Answer, SolveFailure>, now: Millis) -> SharedOutcome {
     match outcome {
-        Ok(a) => format!("A|{}|{}", mail::remaining(a, now), mail::answer_json(a)),
-        Err(_) => mail::encode(outcome),
+        Ok(a) => SharedOutcome::Answer {
+            remaining_ms: mail::remaining(a, now),
+            json: mail::answer_json(a),
+        },
+        Err(f) => SharedOutcome::Failed {
+            json: mail::failure_json(f),
+        },
     }
 }

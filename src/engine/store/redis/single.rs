@@ -10,12 +10,11 @@ use tokio::sync::oneshot;
 use super::call::{FinishOutcome, TargetCall};
 use super::fanout::LocalWaiter;
 use super::ops::{OpError, Pk};
-use super::reply::{ArriveCode, Arrived, Claimed, Counted};
+use super::reply::{Abandoned, ArriveCode, Arrived, Claimed, Counted, Delivered, Placed};
 use super::{Inner, mail, poolable};
 use crate::engine::store::{Arrival, ClaimId, Finished, StoreError, TargetCounts, WaiterId};
 use crate::engine::store::{TaskOutcome, TaskOutcome::*};
 use crate::model::{Answer, Millis, Target, UpstreamRef};
-use crate::redis_base::Reply;
 
 /// How long an arrival's reply is kept. An arrival whose outcome is unknown is only undone in
 /// the background (its caller already went on alone), so it is retried for half of this; giving
@@ -231,10 +230,9 @@ impl Inner {
         let op = self.op(call, &target.id, Pk::of(poolable)).at(now);
         match self.run(&op, true).await {
             Ok(values) => {
-                let mut reply = Reply::of("finish.lua", values);
-                let again = reply.int("the restart flag")?;
-                self.notify(&target.id, reply.rest("woken waiters")?).await;
-                if again == 1 {
+                let delivered = Delivered::read(values)?;
+                self.notify(&target.id, delivered.woken).await;
+                if delivered.restart {
                     self.local.add_claim(&restart, target);
                     return Ok(Finished::Restart(ClaimId(restart)));
                 }
@@ -277,8 +275,8 @@ impl Inner {
         let at = self.observe(now);
         let call = super::wake::abandon_call(waiter, answer.as_ref(), at);
         let op = self.op(call, target_id, pk).at(now);
-        let woken = Reply::of("abandon.lua", self.run(&op, true).await?).rest("woken waiters")?;
-        self.notify(target_id, woken).await;
+        let abandoned = Abandoned::read(self.run(&op, true).await?)?;
+        self.notify(target_id, abandoned.woken).await;
         Ok(())
     }
 
@@ -295,8 +293,8 @@ impl Inner {
         };
         let pk = Pk::of(poolable(target) == "1");
         let op = self.op(call, &target.id, pk).at(now);
-        let woken = Reply::of("put.lua", self.run(&op, true).await?).rest("woken waiters")?;
-        self.notify(&target.id, woken).await;
+        let placed = Placed::read(self.run(&op, true).await?)?;
+        self.notify(&target.id, placed.woken).await;
         Ok(())
     }
 

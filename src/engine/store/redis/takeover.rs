@@ -12,11 +12,11 @@ use std::sync::{Mutex, MutexGuard};
 use futures::{StreamExt, stream};
 use redis::Value;
 
-use super::{Inner, keys, ms};
+use super::call::SharedCall;
+use super::reply::{SharedRenewed, SharedTakenOver};
+use super::{Inner, ms};
 use crate::engine::store::StoreError;
-use crate::lua;
 use crate::model::{Millis, Target, now_ms};
-use crate::redis_base::Reply;
 
 /// Renewal scripts in flight at once (as `live.rs` walks targets).
 const PARALLEL: usize = 32;
@@ -77,31 +77,30 @@ impl Inner {
         }
         let lease = ms(self.settings.lease);
         // One script per lock, this instance's followers going with the first (or alone, with
-        // token 0). Many at once on the multiplexed connection: a renewal pass must fit well
+        // no lead). Many at once on the multiplexed connection: a renewal pass must fit well
         // inside a third of a lease however many targets are followed.
-        let mut runs: Vec<(String, u64, Vec<String>)> = Vec::new();
+        let mut runs: Vec<(String, Option<u64>, Vec<String>)> = Vec::new();
         for (target_id, tokens) in leads {
             let mine = followers.remove(&target_id).unwrap_or_default();
-            let first = tokens.first().copied().unwrap_or(0);
             for token in tokens.iter().skip(1) {
-                runs.push((target_id.clone(), *token, Vec::new()));
+                runs.push((target_id.clone(), Some(*token), Vec::new()));
             }
-            runs.push((target_id, first, mine));
+            runs.push((target_id, tokens.first().copied(), mine));
         }
         stream::iter(runs)
-            .map(|(target_id, token, ids)| async move {
-                let mut inv = lua::SHARED_RENEW.prepare_invoke();
-                inv.key(keys::lead(&target_id))
-                    .key(keys::fence(&target_id))
-                    .key(keys::followers(&target_id))
-                    .key(keys::mbox(&target_id));
-                inv.arg(self.clock_arg(now)).arg(lease).arg(token);
-                for id in &ids {
-                    inv.arg(id);
-                }
+            .map(|(target_id, lead, followers)| async move {
+                let call = SharedCall::Renew {
+                    lease_ms: lease,
+                    lead,
+                    followers,
+                };
                 let mut conn = self.conn();
-                let held = self.seen(inv.invoke_async::<i64>(&mut conn).await);
-                if token != 0 && matches!(held, Ok(0)) {
+                let r = call
+                    .invocation(&target_id, self.script_clock(now))
+                    .invoke_async::<Value>(&mut conn)
+                    .await;
+                let renewed = self.seen(r).and_then(SharedRenewed::read);
+                if let (Some(token), Ok(SharedRenewed { held: false })) = (lead, renewed) {
                     tracing::info!(
                         target_id,
                         token,
@@ -125,27 +124,26 @@ impl Inner {
         min_remaining_ms: u64,
     ) -> Result<Option<u64>, StoreError> {
         let mut conn = self.conn();
-        let r = lua::SHARED_TAKEOVER
-            .key(keys::shared(&target.id))
-            .key(keys::lead(&target.id))
-            .key(keys::fence(&target.id))
-            .key(keys::followers(&target.id))
-            .key(keys::mbox(&target.id))
-            .key(keys::mlease(&target.id))
-            .arg(self.clock_arg(now))
-            .arg(min_remaining_ms)
-            .arg(ms(self.settings.lease))
-            .arg(self.mail_ttl())
+        let call = SharedCall::Takeover {
+            min_remaining_ms,
+            lease_ms: ms(self.settings.lease),
+            mail_ttl_ms: self.mail_ttl(),
+        };
+        let r = call
+            .invocation(&target.id, self.script_clock(now))
             .invoke_async::<Vec<Value>>(&mut conn)
             .await;
-        let mut reply = Reply::of("shared_takeover.lua", self.seen(r)?);
-        if reply.int("the code")? == 2 {
-            let token = reply.count("the lock's token")?;
-            self.leads
-                .add(target, token, now + ms(self.settings.lock_ttl));
-            return Ok(Some(token));
+        match SharedTakenOver::read(self.seen(r)?)? {
+            SharedTakenOver::Lead { token } => {
+                self.leads
+                    .add(target, token, now + ms(self.settings.lock_ttl));
+                Ok(Some(token))
+            }
+            SharedTakenOver::Mailed { woken } => {
+                self.notify(&target.id, woken).await;
+                Ok(None)
+            }
+            SharedTakenOver::Nothing => Ok(None),
         }
-        self.notify(&target.id, reply.rest("woken waiters")?).await;
-        Ok(None)
     }
 }

@@ -7,13 +7,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::AsyncCommands;
+use redis::{AsyncCommands, Value};
 use tokio::sync::Notify;
 
+use super::call::TaskCall;
+use super::reply::{Reported, TaskFinished};
 use super::{keys, unavailable};
 use crate::engine::store::{Housekeeping, MemoryStore, StoreError, TaskRecords};
 use crate::engine::{TaskRecord, TaskState};
-use crate::lua;
 use crate::model::Millis;
 use crate::redis_base::Conn;
 
@@ -161,11 +162,11 @@ impl Tasks {
             return self.fallback.mark_reported(id).await;
         }
         let mut c = conn.clone();
-        let r = lua::TASK_REPORT
-            .key(keys::task(id))
-            .invoke_async::<i64>(&mut c)
+        let r = TaskCall::Report
+            .invocation(id)
+            .invoke_async::<Value>(&mut c)
             .await;
-        Ok(seen(healthy, r)? == 1)
+        Ok(Reported::read(seen(healthy, r)?)?.marked)
     }
 
     pub async fn get(
@@ -242,15 +243,14 @@ impl Tasks {
         record: &str,
     ) -> Result<(), StoreError> {
         let mut c = conn.clone();
-        let r = lua::TASK_FINISH
-            .key(keys::task(id))
-            .arg(state_json)
-            .arg(now)
-            .arg(self.retention.as_millis() as u64)
-            .arg(record)
-            .invoke_async::<i64>(&mut c)
-            .await;
-        if seen(healthy, r)? == 2 {
+        let call = TaskCall::Finish {
+            state_json: state_json.to_owned(),
+            finished_at: now,
+            retention_ms: self.retention.as_millis() as u64,
+            record_json: record.to_owned(),
+        };
+        let r = call.invocation(id).invoke_async::<Value>(&mut c).await;
+        if TaskFinished::read(seen(healthy, r)?)? == TaskFinished::Rewritten {
             tracing::warn!("a task record lost by redis was written again at its finish");
         }
         Ok(())
@@ -280,6 +280,12 @@ impl Tasks {
         record: String,
     ) {
         let retention = self.retention;
+        let call = TaskCall::Finish {
+            state_json,
+            finished_at: now,
+            retention_ms: retention.as_millis() as u64,
+            record_json: record,
+        };
         tokio::spawn(async move {
             let give_up = tokio::time::Instant::now() + retention;
             let mut pause = Duration::from_millis(250);
@@ -287,15 +293,8 @@ impl Tasks {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(5));
                 let mut c = conn.clone();
-                let r = lua::TASK_FINISH
-                    .key(keys::task(&id))
-                    .arg(&state_json)
-                    .arg(now)
-                    .arg(retention.as_millis() as u64)
-                    .arg(&record)
-                    .invoke_async::<i64>(&mut c)
-                    .await;
-                if r.is_ok() {
+                let r = call.invocation(&id).invoke_async::<Value>(&mut c).await;
+                if r.map_err(unavailable).and_then(TaskFinished::read).is_ok() {
                     return;
                 }
             }

@@ -5,19 +5,17 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use redis::AsyncCommands;
+use redis::{AsyncCommands, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::call::TargetCall;
+use super::call::{AnnounceCall, TargetCall};
 use super::fanout::{self, instance_of};
 use super::ops::Pk;
-use super::reply::Taken;
-use super::{Inner, keys, mail, ms, poolable};
+use super::reply::{Abandoned, Announced, Restored, Taken};
+use super::{Inner, keys, mail, ms, poolable, unavailable};
 use crate::engine::store::StoreError;
-use crate::lua;
 use crate::model::{Answer, now_ms};
 use crate::redis_base::Conn;
-use crate::redis_base::Reply;
 
 impl Inner {
     /// Tells the instances of `woken` waiters that mail is waiting; takes this instance's own.
@@ -33,12 +31,17 @@ impl Inner {
                 continue;
             }
             let mut conn = self.conn();
-            let pushed = lua::ANNOUNCE
-                .key(keys::inbox(instance))
-                .arg(format!("{target_id} {waiter}"))
-                .arg(ms(self.settings.mail_ttl) * 2)
-                .invoke_async::<i64>(&mut conn)
-                .await;
+            let call = AnnounceCall {
+                target_id: target_id.clone(),
+                waiter: waiter.clone(),
+                inbox_ttl_ms: ms(self.settings.mail_ttl) * 2,
+            };
+            let pushed = call
+                .invocation(instance)
+                .invoke_async::<Value>(&mut conn)
+                .await
+                .map_err(unavailable)
+                .and_then(Announced::read);
             if let Err(e) = pushed {
                 // The mail stays in Redis; its deadline passes it on if nobody takes it.
                 tracing::warn!(error = %e, "could not announce mail to another instance");
@@ -124,9 +127,10 @@ impl Inner {
             .run(&op, true)
             .await
             .map_err(StoreError::from)
-            .and_then(|values| Ok(Reply::of("abandon.lua", values).rest("woken waiters")?));
+            .and_then(Abandoned::read);
         match woken {
-            Ok(woken) => woken
+            Ok(abandoned) => abandoned
+                .woken
                 .into_iter()
                 .map(|w| (target_id.to_owned(), w))
                 .collect(),
@@ -231,15 +235,13 @@ pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
             };
             let pk = Pk::of(poolable(&target) == "1");
             let op = inner.op(call, &target_id, pk);
-            let renewed = inner.run_once(&op).await.and_then(|values| {
-                let mut r = Reply::of("renew.lua", values);
-                Ok((
-                    r.count("waiters restored")?,
-                    r.count("claims restored")?,
-                    r.rest("woken waiters")?,
-                ))
-            });
-            if let Ok((back_w, back_c, woken)) = renewed {
+            let renewed = inner.run_once(&op).await.and_then(Restored::read);
+            if let Ok(Restored {
+                waiters: back_w,
+                claims: back_c,
+                woken,
+            }) = renewed
+            {
                 let back = back_w + back_c;
                 inner.counters.restored.fetch_add(back, Ordering::Relaxed);
                 if back_w > 0 || back_c > 0 {
