@@ -1,7 +1,9 @@
-//! The target scripts' calls, typed: which `.lua` runs, its keys, the prelude they read first
-//! (`lua/lib/target.lua`) and each script's own arguments, in the order its contract header
-//! gives. The store and the script tests build their invocations here
-//! and nowhere else, so an argument changes in one place and the compiler finds every caller.
+//! The store scripts' calls, typed: which `.lua` runs, its keys, the prelude its family reads
+//! first (`lua/lib/target.lua` for the target scripts and `retire.lua`) and its own arguments,
+//! in the order its contract header gives: the target scripts here ([`TargetCall`]), the
+//! reusable-answer, task record, idempotency, retire and inbox scripts in `call/`. The store and
+//! the script tests build their invocations here and nowhere else, so an argument changes in
+//! one place and the compiler finds every caller.
 
 mod announce;
 mod idem;
@@ -35,6 +37,25 @@ pub struct Prelude {
     pub clock: Option<u64>,
     /// When the operation was issued (Redis time); `None`: not known, never refused as too old.
     pub issued: Option<u64>,
+}
+
+impl Prelude {
+    /// Appends the prelude's arguments (ARGV[1..7]) to a target-family invocation.
+    fn push(&self, inv: &mut ScriptInvocation<'static>) {
+        let flag = |b: Option<bool>| match b {
+            Some(true) => "1",
+            Some(false) => "0",
+            None => "",
+        };
+        let time = |t: Option<u64>| t.map(|t| t.to_string()).unwrap_or_default();
+        inv.arg(self.op_ttl_ms)
+            .arg(self.min_remaining_ms)
+            .arg(self.mail_ttl_ms)
+            .arg(self.lease_ms)
+            .arg(flag(self.poolable))
+            .arg(time(self.clock))
+            .arg(time(self.issued));
+    }
 }
 
 /// What a finished upstream task delivers (`finish.lua`'s ARGV[8..10]).
@@ -219,19 +240,7 @@ impl TargetCall {
         for key in keys::target_keys(target_id, op_id) {
             inv.key(key);
         }
-        let flag = |b: Option<bool>| match b {
-            Some(true) => "1",
-            Some(false) => "0",
-            None => "",
-        };
-        let time = |t: Option<u64>| t.map(|t| t.to_string()).unwrap_or_default();
-        inv.arg(prelude.op_ttl_ms)
-            .arg(prelude.min_remaining_ms)
-            .arg(prelude.mail_ttl_ms)
-            .arg(prelude.lease_ms)
-            .arg(flag(prelude.poolable))
-            .arg(time(prelude.clock))
-            .arg(time(prelude.issued));
+        prelude.push(&mut inv);
         for a in self.args() {
             inv.arg(a);
         }

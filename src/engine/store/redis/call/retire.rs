@@ -23,20 +23,8 @@ impl RetireCall {
         for key in keys::retire_keys(target_id) {
             inv.key(key);
         }
-        let flag = |b: Option<bool>| match b {
-            Some(true) => "1",
-            Some(false) => "0",
-            None => "",
-        };
-        let time = |t: Option<u64>| t.map(|t| t.to_string()).unwrap_or_default();
-        inv.arg(prelude.op_ttl_ms)
-            .arg(prelude.min_remaining_ms)
-            .arg(prelude.mail_ttl_ms)
-            .arg(prelude.lease_ms)
-            .arg(flag(prelude.poolable))
-            .arg(time(prelude.clock))
-            .arg(time(prelude.issued))
-            .arg(self.idle_ms);
+        prelude.push(&mut inv);
+        inv.arg(self.idle_ms);
         inv
     }
 }
