@@ -16,6 +16,14 @@ pub enum QueueError {
     Corrupt(String),
 }
 
+/// A script reply that is not what its contract says: the data under the queue's keys, or the
+/// script that wrote it, is not what this version expects.
+impl From<crate::redis_base::ReplyError> for QueueError {
+    fn from(e: crate::redis_base::ReplyError) -> Self {
+        QueueError::Corrupt(e.to_string())
+    }
+}
+
 impl From<redis::RedisError> for QueueError {
     fn from(e: redis::RedisError) -> Self {
         QueueError::Redis(e.to_string())

@@ -10,6 +10,7 @@
 //!
 //! Does not own: solving (the engine), the HTTP front (`serve --queue`).
 
+pub mod calls;
 mod entry;
 mod error;
 pub mod figures;

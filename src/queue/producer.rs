@@ -7,14 +7,14 @@ use redis::Value;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::calls::{Added, EnqueueCall};
 use super::entry::new_task_id;
 use super::keys::{GROUP, QueueKeys};
 use super::reply;
 use super::wake::Wakeups;
 use super::{Enqueued, NewTask, QueueError, QueueResult, QueueSettings};
-use crate::engine::store::redis::{Conn, RedisTarget};
-use crate::lua;
 use crate::model::now_ms;
+use crate::redis_base::{Conn, RedisTarget};
 
 /// A handle on one queue. Cheap to clone; clones share the connection and the wake-up
 /// subscription (which stops when the last clone is dropped).
@@ -96,22 +96,19 @@ impl Queue {
     pub async fn enqueue(&self, task: NewTask) -> Result<Enqueued, QueueError> {
         let id = task.id.clone().unwrap_or_else(new_task_id);
         let fields = task.fields(&id, now_ms())?;
-        let mut invocation = lua::QUEUE_ENQUEUE.key(self.inner.keys.tasks());
-        if let Some(idem) = &task.idem {
-            invocation.key(self.inner.keys.idem(idem));
-        }
-        invocation
-            .arg(GROUP)
-            .arg(self.inner.settings.result_ttl.as_millis() as u64)
-            .arg(&id);
-        for (k, v) in &fields {
-            invocation.arg(k).arg(v);
-        }
-        let (id, duplicate): (String, i64) = invocation.invoke_async(&mut self.conn()).await?;
-        Ok(Enqueued {
-            id,
-            duplicate: duplicate == 1,
-        })
+        let call = EnqueueCall {
+            idem: task.idem.as_deref(),
+            idem_ttl_ms: u64::try_from(self.inner.settings.result_ttl.as_millis())
+                .unwrap_or(u64::MAX),
+            id: &id,
+            fields: &fields,
+        };
+        let reply: redis::Value = call
+            .invocation(&self.inner.keys)
+            .invoke_async(&mut self.conn())
+            .await?;
+        let Added { id, duplicate } = EnqueueCall::read(reply)?;
+        Ok(Enqueued { id, duplicate })
     }
 
     /// The result of task `id`, if written (and not expired). A read, so it is tried again

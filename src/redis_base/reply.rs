@@ -25,6 +25,15 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// A script's whole reply as Redis sent it: an array is read item by item, anything else
+    /// (a script returning one number) as a reply of one value.
+    pub fn of_value(script: &'static str, value: Value) -> Reply {
+        match value {
+            Value::Array(values) => Reply::of(script, values),
+            one => Reply::of(script, vec![one]),
+        }
+    }
+
     /// `script` names the file, for the error.
     pub fn of(script: &'static str, values: Vec<Value>) -> Reply {
         Reply {
@@ -89,6 +98,26 @@ impl Reply {
         (0..n).map(|_| self.text(what)).collect()
     }
 
+    /// A nested array of strings (a list inside the reply).
+    pub fn list(&mut self, what: &str) -> Result<Vec<String>, ReplyError> {
+        match self.next(what)? {
+            Value::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    match item {
+                        v @ (Value::BulkString(_) | Value::SimpleString(_)) => out.push(
+                            redis::from_redis_value::<String>(v)
+                                .map_err(|_| self.wrong(what, "bytes"))?,
+                        ),
+                        other => return Err(self.wrong(what, kind(&other))),
+                    }
+                }
+                Ok(out)
+            }
+            other => Err(self.wrong(what, kind(&other))),
+        }
+    }
+
     /// Every remaining value, each a string (a list of waiter ids).
     pub fn rest(mut self, what: &str) -> Result<Vec<String>, ReplyError> {
         let mut out = Vec::with_capacity(self.values.len());
@@ -107,6 +136,18 @@ impl Reply {
                 Err(self.wrong("the end", kind(&extra)))
             }
         }
+    }
+}
+
+/// For callers whose errors are Redis's own (the thread budget, the seed lists): a reply that
+/// breaks its contract is an unexpected return type, its text naming the script.
+impl From<ReplyError> for redis::RedisError {
+    fn from(e: ReplyError) -> Self {
+        redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "script reply",
+            e.to_string(),
+        ))
     }
 }
 
@@ -140,7 +181,7 @@ mod tests {
         assert_eq!(r.count("count").unwrap(), 7);
         assert_eq!(r.texts(1, "one").unwrap(), ["a"]);
         assert_eq!(r.rest("rest").unwrap(), ["b", "c"]);
-        let mut done = Reply::of("x.lua", vec![Value::Int(-3)]);
+        let mut done = Reply::of_value("x.lua", Value::Int(-3));
         assert_eq!(done.int("int").unwrap(), -3);
         done.end().unwrap();
     }
@@ -160,6 +201,15 @@ mod tests {
             .unwrap_err();
         assert_eq!(negative.got, "a negative number");
         assert!(Reply::of("x.lua", vec![Value::Int(2)]).flag("f").is_err());
+        let mut nested = Reply::of(
+            "x.lua",
+            vec![
+                Value::Array(vec![s("a")]),
+                Value::Array(vec![Value::Int(1)]),
+            ],
+        );
+        assert_eq!(nested.list("names").unwrap(), ["a"]);
+        assert_eq!(nested.list("names").unwrap_err().got, "an integer");
         let extra = Reply::of("x.lua", vec![Value::Nil]).end().unwrap_err();
         assert_eq!((extra.position, extra.got.as_str()), (1, "nil"));
     }

@@ -14,7 +14,7 @@ use super::entry::{self, Entry};
 use super::lists::Lists;
 use super::{SeedSettings, SeedStats, outcome};
 use crate::engine::Engine;
-use crate::engine::store::redis::Conn;
+use crate::redis_base::Conn;
 use crate::queue::worker::{Solved, Source, solve_queued};
 
 /// How many dead consumers one beat lists; the next beat lists the rest.

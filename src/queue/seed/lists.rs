@@ -1,5 +1,6 @@
 //! The seed mode's Redis calls: one typed method per script (`lua/seed_*.lua`), so the ARGV
-//! slots are named once, here. Each says what a lost reply, a second run, an empty restarted
+//! slots are named once, here, and each reply read strictly as its contract header says (an
+//! error naming the script, never a default). Each says what a lost reply, a second run, an empty restarted
 //! Redis or a paused worker does:
 //! - take: a lost reply leaves the entries in this consumer's processing list; the worker then
 //!   rereads the list ([`Lists::own_entries`]) and picks up what it does not hold.
@@ -11,11 +12,11 @@
 
 use std::time::Duration;
 
-use redis::RedisResult;
+use redis::{RedisResult, Value};
 
 use super::keys::SeedKeys;
-use crate::engine::store::redis::Conn;
 use crate::lua;
+use crate::redis_base::{Conn, Reply};
 
 /// ARGV[1] of every script: empty, so scripts read Redis server time.
 const REDIS_TIME: &str = "";
@@ -122,7 +123,7 @@ impl Lists {
     ) -> RedisResult<Finished> {
         let (id, json) = result.unwrap_or(("", ""));
         let mut conn = self.conn.clone();
-        let (written, removed): (i64, i64) = lua::SEED_FINISH
+        let reply: Value = lua::SEED_FINISH
             .key(self.keys.results())
             .key(self.keys.results_index())
             .key(&self.processing)
@@ -134,17 +135,20 @@ impl Lists {
             .arg(json)
             .invoke_async(&mut conn)
             .await?;
-        Ok(Finished {
-            written: written == 1,
-            removed: removed > 0,
-        })
+        let mut r = Reply::of_value("seed_finish.lua", reply);
+        let finished = Finished {
+            written: r.flag("written")?,
+            removed: r.flag("removed")?,
+        };
+        r.end()?;
+        Ok(finished)
     }
 
     /// Beats; returns whether this consumer was still registered, and up to `most` consumers
     /// silent for `lease`.
     pub async fn beat(&self, lease: Duration, most: usize) -> RedisResult<(bool, Vec<String>)> {
         let mut conn = self.conn.clone();
-        let (registered, dead): (i64, Vec<String>) = lua::SEED_BEAT
+        let reply: Value = lua::SEED_BEAT
             .key(self.keys.consumers())
             .arg(REDIS_TIME)
             .arg(&self.consumer)
@@ -152,14 +156,17 @@ impl Lists {
             .arg(most)
             .invoke_async(&mut conn)
             .await?;
-        Ok((registered == 1, dead))
+        let mut r = Reply::of_value("seed_beat.lua", reply);
+        let beat = (r.flag("registered")?, r.list("the dead consumers")?);
+        r.end()?;
+        Ok(beat)
     }
 
     /// Gives `consumer`'s entries back to the head of the queue and forgets it, if it has been
     /// silent for `silent`. `None`: it beat meanwhile and keeps them.
     pub async fn recover(&self, consumer: &str, silent: Duration) -> RedisResult<Option<u64>> {
         let mut conn = self.conn.clone();
-        let moved: i64 = lua::SEED_RECOVER
+        let reply: Value = lua::SEED_RECOVER
             .key(self.keys.consumers())
             .key(self.keys.processing(consumer))
             .key(self.keys.queue())
@@ -169,7 +176,16 @@ impl Lists {
             .arg(ms(silent))
             .invoke_async(&mut conn)
             .await?;
-        Ok(u64::try_from(moved).ok())
+        let mut r = Reply::of_value("seed_recover.lua", reply);
+        let moved = match r.int("entries given back, or -1")? {
+            -1 => None,
+            n => Some(
+                u64::try_from(n)
+                    .map_err(|_| r.wrong("entries given back, or -1", "another negative number"))?,
+            ),
+        };
+        r.end()?;
+        Ok(moved)
     }
 
     /// This consumer's hand-back at a graceful exit: its unfinished entries go back to the head
@@ -217,14 +233,18 @@ impl Lists {
     /// Removes up to `most` results finished more than `retention` ago.
     pub async fn sweep(&self, retention: Duration, most: usize) -> RedisResult<u64> {
         let mut conn = self.conn.clone();
-        lua::SEED_SWEEP
+        let reply: Value = lua::SEED_SWEEP
             .key(self.keys.results())
             .key(self.keys.results_index())
             .arg(REDIS_TIME)
             .arg(ms(retention))
             .arg(most)
             .invoke_async(&mut conn)
-            .await
+            .await?;
+        let mut r = Reply::of_value("seed_sweep.lua", reply);
+        let removed = r.count("results removed")?;
+        r.end()?;
+        Ok(removed)
     }
 }
 

@@ -32,7 +32,7 @@ use self::keys::SeedKeys;
 use self::lists::Lists;
 pub use self::metrics::SeedFigures;
 use crate::engine::Engine;
-use crate::engine::store::redis::{Conn, RedisTarget};
+use crate::redis_base::{Conn, RedisTarget};
 use crate::queue::QueueSettings;
 
 /// How the seed mode behaves; every default in `impl Default` with its reason.

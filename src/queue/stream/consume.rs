@@ -9,7 +9,8 @@ use redis::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::Stream;
-use crate::lua;
+use crate::queue::QueueError;
+use crate::queue::calls::PromoteCall;
 use crate::queue::entry::Entry;
 use crate::queue::keys::GROUP;
 use crate::queue::reply::{pairs, text};
@@ -151,13 +152,14 @@ impl Stream {
     }
 
     async fn promote(&self) {
-        let moved: redis::RedisResult<u64> = lua::QUEUE_PROMOTE
-            .key(self.queue.keys().tasks())
-            .key(self.queue.keys().retry())
-            .arg(GROUP)
-            .arg(PROMOTE_BATCH)
-            .invoke_async(&mut self.queue.conn())
-            .await;
+        let moved = PromoteCall {
+            most: PROMOTE_BATCH,
+        }
+        .invocation(self.queue.keys())
+        .invoke_async::<redis::Value>(&mut self.queue.conn())
+        .await
+        .map_err(QueueError::from)
+        .and_then(|r| Ok(PromoteCall::read(r)?));
         match moved {
             Ok(n) if n > 0 => {
                 self.metrics.promoted.fetch_add(n, Ordering::Relaxed);

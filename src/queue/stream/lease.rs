@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 use super::Stream;
-use crate::lua;
-use crate::queue::keys::GROUP;
+use crate::queue::QueueError;
+use crate::queue::calls::RenewCall;
 
 /// Ids renewed per script call: keeps each call short on a busy worker.
 const RENEW_BATCH: usize = 200;
@@ -80,11 +80,17 @@ impl Stream {
             }
             let ids = self.held.ids();
             for batch in ids.chunks(RENEW_BATCH) {
-                let mut call = lua::QUEUE_RENEW.key(self.queue.keys().tasks());
-                call.arg(GROUP).arg(&self.consumer).arg(batch);
-                match call
-                    .invoke_async::<Vec<String>>(&mut self.queue.conn())
-                    .await
+                let call = RenewCall {
+                    consumer: &self.consumer,
+                    stream_ids: batch,
+                };
+                let reply = call
+                    .invocation(self.queue.keys())
+                    .invoke_async::<redis::Value>(&mut self.queue.conn())
+                    .await;
+                match reply
+                    .map_err(QueueError::from)
+                    .and_then(|r| Ok(RenewCall::read(r)?))
                 {
                     Ok(lost) => {
                         for id in lost {

@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
-use crate::engine::store::redis::Conn;
+use crate::redis_base::Conn;
 use crate::queue::Queue;
 use crate::queue::entry::Entry;
 use crate::queue::worker::{Source, WorkerFigures};

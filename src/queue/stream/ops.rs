@@ -9,11 +9,12 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::Stream;
+use crate::queue::calls::{BeginStep, FinishStep};
 use crate::queue::entry::Entry;
-use crate::queue::steps::{self, BeginStep, FinishStep};
+use crate::queue::steps;
 use crate::queue::{QueueError, QueueResult};
 
-pub use crate::queue::steps::{Begin, Finished};
+pub use crate::queue::calls::{Begin, Finished};
 
 /// Entries per script call at most: keeps one call (and the Redis time it blocks others) short.
 const MAX_BATCH: usize = 256;

@@ -1,7 +1,8 @@
 //! The worker's batched scripts (`queue::steps`) against a real Redis: a batch answers each entry
 //! on its own, exactly as one call per entry would, including entries whose lease was lost.
 
-use captcha_gateway::queue::steps::{self, Begin, BeginStep, FinishStep, Finished};
+use captcha_gateway::queue::calls::{Begin, BeginStep, FinishStep, Finished};
+use captcha_gateway::queue::steps;
 use captcha_gateway::queue::{QueueResult, QueueSettings, ResultStatus};
 use redis::AsyncCommands;
 

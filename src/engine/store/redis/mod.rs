@@ -22,7 +22,7 @@ mod takeover;
 mod tasks;
 mod wake;
 
-pub use crate::redis_base::{Conn, RedisTarget};
+use crate::redis_base::{Conn, RedisTarget};
 pub use durable::Durability;
 pub use server::{ServerFacts, ServerProblem};
 

@@ -43,7 +43,7 @@ use self::background::{listener, renewer};
 use self::release::{Place, RedisLease};
 use self::reply::Acquired;
 use super::{BudgetSettings, BudgetStats, Lease, MemoryBudget, Priority, ThreadBudget};
-use crate::redis_base::{Conn, RedisTarget, ReplyError};
+use crate::redis_base::{Conn, RedisTarget};
 
 /// How long a cut of the cap is remembered after its last change: far beyond its regrowth.
 const CAP_MEMORY: Duration = Duration::from_secs(24 * 3600);
@@ -188,7 +188,7 @@ impl Shared {
             in_use,
             cap,
             also,
-        } = strict(Acquired::read(reply))?;
+        } = Acquired::read(reply)?;
         self.note(in_use, cap);
         Ok(if granted {
             let also = usize::try_from(also)
@@ -210,17 +210,6 @@ impl Shared {
             self.next_id.fetch_add(1, Ordering::Relaxed)
         )
     }
-}
-
-/// A script reply that broke its contract, as the error every budget call returns.
-fn strict<T>(read: Result<T, ReplyError>) -> RedisResult<T> {
-    read.map_err(|e| {
-        redis::RedisError::from((
-            redis::ErrorKind::UnexpectedReturnType,
-            "budget script reply",
-            e.to_string(),
-        ))
-    })
 }
 
 fn ms(d: Duration) -> u64 {
