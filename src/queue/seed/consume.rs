@@ -14,8 +14,8 @@ use super::entry::{self, Entry};
 use super::lists::Lists;
 use super::{SeedSettings, SeedStats, outcome};
 use crate::engine::Engine;
-use crate::redis_base::Conn;
 use crate::queue::worker::{Solved, Source, solve_queued};
+use crate::redis_base::Conn;
 
 /// How many dead consumers one beat lists; the next beat lists the rest.
 const DEAD_PER_BEAT: usize = 20;

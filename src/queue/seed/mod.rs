@@ -32,8 +32,8 @@ use self::keys::SeedKeys;
 use self::lists::Lists;
 pub use self::metrics::SeedFigures;
 use crate::engine::Engine;
-use crate::redis_base::{Conn, RedisTarget};
 use crate::queue::QueueSettings;
+use crate::redis_base::{Conn, RedisTarget};
 
 /// How the seed mode behaves; every default in `impl Default` with its reason.
 #[derive(Debug, Clone)]

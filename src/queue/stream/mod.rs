@@ -22,10 +22,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
-use crate::redis_base::Conn;
 use crate::queue::Queue;
 use crate::queue::entry::Entry;
 use crate::queue::worker::{Source, WorkerFigures};
+use crate::redis_base::Conn;
 
 /// One stream consumer's state.
 pub struct Stream {
