@@ -19,6 +19,14 @@
 //!   paused past it, or Redis restarted empty) is counted lost and never put back.
 //! - cap: a second halving inside the decrease gap changes nothing.
 
+mod askers;
+mod background;
+mod call;
+mod release;
+mod reply;
+
+pub use call::{BudgetCall, BudgetPrelude, CapChange, budget_channel, budget_keys};
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,14 +37,6 @@ use redis::{RedisResult, Value};
 use tokio::sync::Notify;
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
-
-mod askers;
-mod background;
-mod call;
-mod release;
-mod reply;
-
-pub use call::{BudgetCall, BudgetPrelude, CapChange, budget_channel, budget_keys};
 
 use self::askers::{Askers, MAX_FOLLOWERS};
 use self::background::{listener, renewer};
