@@ -1,7 +1,7 @@
 //! The seed mode's Redis calls: one typed method per script (`lua/seed_*.lua`), so the ARGV
-//! slots are named once, here, and each reply read strictly as its contract header says (an
-//! error naming the script, never a default). Each says what a lost reply, a second run, an empty restarted
-//! Redis or a paused worker does:
+//! slots are named once, here, and each reply is read strictly as its contract header says (an
+//! error naming the script, never a default). Each says what a lost reply, a second run, an
+//! empty restarted Redis or a paused worker does:
 //! - take: a lost reply leaves the entries in this consumer's processing list; the worker then
 //!   rereads the list ([`Lists::own_entries`]) and picks up what it does not hold.
 //! - finish: run twice, the first result stays (HSETNX) and at most one identical entry more is
