@@ -369,20 +369,34 @@ impl RedisCluster {
     }
 }
 
-/// Bytes clients sent to the server on `port` that it has not read yet (the receive queues of its
-/// connections, as `ss` shows them): commands in flight to a paused server.
+/// Bytes clients other than Redis itself sent to the server on `port` that it has not read yet
+/// (the receive queues of its connections, as `ss` shows them): commands in flight to a paused
+/// server. A replica's link is left out: it acknowledges its offset every second, so its bytes
+/// pile up on a paused master whether or not any client command is waiting.
 pub fn unread_bytes(port: u16) -> u64 {
-    let out = Command::new("ss")
-        .args([
-            "-tnH",
-            "state",
-            "established",
-            &format!("( sport = :{port} )"),
-        ])
-        .output()
-        .expect("ss (iproute2) runs");
-    String::from_utf8_lossy(&out.stdout)
+    let ss = |filter: String, processes: bool| {
+        let mut args = vec![if processes { "-tnpH" } else { "-tnH" }];
+        args.extend(["state", "established"]);
+        let out = Command::new("ss")
+            .args(&args)
+            .arg(filter)
+            .output()
+            .expect("ss (iproute2) runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // Each line: receive queue, send queue, local address, peer address[, its process].
+    let port_of = |addr: &str| addr.rsplit(':').next().map(str::to_owned);
+    let from_redis: Vec<String> = ss(format!("( dport = :{port} )"), true)
         .lines()
-        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .filter(|l| l.contains("((\"redis-server\""))
+        .filter_map(|l| port_of(l.split_whitespace().nth(2)?))
+        .collect();
+    ss(format!("( sport = :{port} )"), false)
+        .lines()
+        .filter_map(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            let peer = port_of(fields.get(3)?)?;
+            (!from_redis.contains(&peer)).then(|| fields.first()?.parse::<u64>().ok())?
+        })
         .sum()
 }
