@@ -16,7 +16,7 @@ use redis::{RedisResult, Value};
 
 use super::keys::SeedKeys;
 use crate::lua;
-use crate::redis_base::{Conn, Reply};
+use crate::redis_base::{Conn, Reply, ReplyError};
 
 /// ARGV[1] of every script: empty, so scripts read Redis server time.
 const REDIS_TIME: &str = "";
@@ -62,7 +62,7 @@ impl Lists {
     /// queue length).
     pub async fn take(&self, most: usize) -> RedisResult<Vec<Vec<u8>>> {
         let mut conn = self.conn.clone();
-        lua::SEED_TAKE
+        let reply: Value = lua::SEED_TAKE
             .key(self.keys.queue())
             .key(&self.processing)
             .key(self.keys.consumers())
@@ -71,7 +71,8 @@ impl Lists {
             .arg(&self.consumer)
             .arg(most)
             .invoke_async(&mut conn)
-            .await
+            .await?;
+        Ok(taken(reply)?)
     }
 
     /// Waits up to `block` for one entry, moving it into this consumer's processing list
@@ -135,13 +136,7 @@ impl Lists {
             .arg(json)
             .invoke_async(&mut conn)
             .await?;
-        let mut r = Reply::of_value("seed_finish.lua", reply);
-        let finished = Finished {
-            written: r.flag("written")?,
-            removed: r.flag("removed")?,
-        };
-        r.end()?;
-        Ok(finished)
+        Ok(finished(reply)?)
     }
 
     /// Beats; returns whether this consumer was still registered, and up to `most` consumers
@@ -156,10 +151,7 @@ impl Lists {
             .arg(most)
             .invoke_async(&mut conn)
             .await?;
-        let mut r = Reply::of_value("seed_beat.lua", reply);
-        let beat = (r.flag("registered")?, r.list("the dead consumers")?);
-        r.end()?;
-        Ok(beat)
+        Ok(beaten(reply)?)
     }
 
     /// Gives `consumer`'s entries back to the head of the queue and forgets it, if it has been
@@ -176,16 +168,7 @@ impl Lists {
             .arg(ms(silent))
             .invoke_async(&mut conn)
             .await?;
-        let mut r = Reply::of_value("seed_recover.lua", reply);
-        let moved = match r.int("entries given back, or -1")? {
-            -1 => None,
-            n => Some(
-                u64::try_from(n)
-                    .map_err(|_| r.wrong("entries given back, or -1", "another negative number"))?,
-            ),
-        };
-        r.end()?;
-        Ok(moved)
+        Ok(recovered(reply)?)
     }
 
     /// This consumer's hand-back at a graceful exit: its unfinished entries go back to the head
@@ -241,11 +224,75 @@ impl Lists {
             .arg(most)
             .invoke_async(&mut conn)
             .await?;
-        let mut r = Reply::of_value("seed_sweep.lua", reply);
-        let removed = r.count("results removed")?;
-        r.end()?;
-        Ok(removed)
+        Ok(swept(reply)?)
     }
+}
+
+/// `seed_take.lua`: the entries taken, each exactly as queued (bytes: an entry that is not
+/// UTF-8 is still the worker's to count as unreadable and remove).
+fn taken(reply: Value) -> Result<Vec<Vec<u8>>, ReplyError> {
+    match reply {
+        Value::Array(items) => items
+            .into_iter()
+            .enumerate()
+            .map(|(at, item)| match item {
+                Value::BulkString(bytes) => Ok(bytes),
+                _ => Err(ReplyError {
+                    script: "seed_take.lua",
+                    position: at + 1,
+                    expected: "an entry".to_owned(),
+                    got: "another type".to_owned(),
+                }),
+            })
+            .collect(),
+        _ => Err(ReplyError {
+            script: "seed_take.lua",
+            position: 1,
+            expected: "the list of entries taken".to_owned(),
+            got: "another type".to_owned(),
+        }),
+    }
+}
+
+/// `seed_finish.lua`: `{written, removed}`, each 1 or 0.
+fn finished(reply: Value) -> Result<Finished, ReplyError> {
+    let mut r = Reply::of_value("seed_finish.lua", reply);
+    let finished = Finished {
+        written: r.flag("written")?,
+        removed: r.flag("removed")?,
+    };
+    r.end()?;
+    Ok(finished)
+}
+
+/// `seed_beat.lua`: `{registered (1 or 0), {dead consumers}}`.
+fn beaten(reply: Value) -> Result<(bool, Vec<String>), ReplyError> {
+    let mut r = Reply::of_value("seed_beat.lua", reply);
+    let beat = (r.flag("registered")?, r.list("the dead consumers")?);
+    r.end()?;
+    Ok(beat)
+}
+
+/// `seed_recover.lua`: how many entries were given back, or -1 when the consumer is alive.
+fn recovered(reply: Value) -> Result<Option<u64>, ReplyError> {
+    let mut r = Reply::of_value("seed_recover.lua", reply);
+    let moved = match r.int("entries given back, or -1")? {
+        -1 => None,
+        n => Some(
+            u64::try_from(n)
+                .map_err(|_| r.wrong("entries given back, or -1", "another negative number"))?,
+        ),
+    };
+    r.end()?;
+    Ok(moved)
+}
+
+/// `seed_sweep.lua`: how many results were removed.
+fn swept(reply: Value) -> Result<u64, ReplyError> {
+    let mut r = Reply::of_value("seed_sweep.lua", reply);
+    let removed = r.count("results removed")?;
+    r.end()?;
+    Ok(removed)
 }
 
 /// `text` matched literally in a `SCAN MATCH` pattern.
@@ -262,6 +309,49 @@ fn glob_escape(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn s(v: &str) -> Value {
+        Value::BulkString(v.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn replies_as_their_contracts_say_read_whole() {
+        let entries = taken(Value::Array(vec![s("{}"), Value::BulkString(vec![0xff])])).unwrap();
+        assert_eq!(entries, [b"{}".to_vec(), vec![0xff]]);
+        assert!(taken(Value::Array(vec![])).unwrap().is_empty());
+        let f = finished(Value::Array(vec![Value::Int(1), Value::Int(0)])).unwrap();
+        assert_eq!((f.written, f.removed), (true, false));
+        let (registered, dead) = beaten(Value::Array(vec![
+            Value::Int(0),
+            Value::Array(vec![s("w-1")]),
+        ]))
+        .unwrap();
+        assert_eq!((registered, dead), (false, vec!["w-1".to_owned()]));
+        assert_eq!(recovered(Value::Int(3)).unwrap(), Some(3));
+        assert_eq!(recovered(Value::Int(-1)).unwrap(), None);
+        assert_eq!(swept(Value::Int(0)).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_reply_off_its_contract_is_an_error_naming_the_script() {
+        let e = taken(Value::Array(vec![s("{}"), Value::Int(1)])).unwrap_err();
+        assert_eq!((e.script, e.position), ("seed_take.lua", 2));
+        assert!(taken(Value::Int(0)).is_err());
+        let e = finished(Value::Array(vec![Value::Int(1), Value::Int(2)])).unwrap_err();
+        assert_eq!(e.script, "seed_finish.lua");
+        assert!(
+            finished(Value::Array(vec![Value::Int(1)])).is_err(),
+            "two flags"
+        );
+        assert!(beaten(Value::Array(vec![Value::Int(1), s("w-1")])).is_err());
+        assert!(
+            recovered(Value::Int(-2)).is_err(),
+            "-1 is the only negative"
+        );
+        assert!(swept(Value::Array(vec![Value::Int(1), Value::Int(1)])).is_err());
+    }
+
     #[test]
     fn glob_characters_of_a_prefix_match_only_themselves() {
         assert_eq!(super::glob_escape("a*b?[c]\\:"), "a\\*b\\?\\[c\\]\\\\:");
