@@ -660,8 +660,11 @@ async fn hostile_client_harms_nobody() {
         }
     };
 
-    // Warm-up: the same traffic, so allocator arenas and caches reach their working size.
-    barrage(&gw.gateway.base, gw.gateway.addr(), seed, 2_000).await;
+    // Warm-up: the same traffic at the same size as the measured barrage, so the allocator's
+    // arenas and caches reach the high-water mark that traffic's concurrency needs first (a
+    // 2,000-request warm-up left up to ~25 MB of that to the measured barrage, as much as a
+    // 1 KB-per-request leak would add, and so failed now and then with no leak).
+    barrage(&gw.gateway.base, gw.gateway.addr(), seed, 10_000).await;
     drained(4).await;
     let baseline_kb = gw.gateway.memory_kb("VmRSS:");
     barrage(
@@ -687,7 +690,7 @@ async fn hostile_client_harms_nobody() {
     drained(0).await;
     gw.assert_alive();
 
-    // 10,000 requests after a 2,000-request warm-up: a leak of even 1 KB per request would add
+    // 10,000 requests after a 10,000-request warm-up: a leak of even 1 KB per request would add
     // ~10 MB. The allowance covers allocator noise, not growth that scales with traffic.
     assert!(
         after_kb <= baseline_kb + baseline_kb / 4 + 8 * 1024,
