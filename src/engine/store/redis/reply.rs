@@ -10,8 +10,8 @@ mod task;
 
 pub(super) use announce::Announced;
 pub(super) use idem::Bound;
-pub(super) use shared::{SharedFinished, SharedRenewed, SharedTakenOver};
-pub(super) use target::{Abandoned, Delivered, Placed, Restored, Retired};
+pub(super) use shared::{SharedRenewed, SharedTakenOver};
+pub(super) use target::{Delivered, Restored, Retired, Woken};
 pub(super) use task::{Reported, TaskFinished};
 
 use redis::Value;

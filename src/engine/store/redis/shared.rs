@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 
 use super::call::{SharedCall, SharedOutcome};
 use super::fanout::LocalWaiter;
-use super::reply::{SharedArrived, SharedFinished};
+use super::reply::{SharedArrived, Woken};
 use super::{Inner, mail, ms};
 use crate::engine::SolveFailure;
 use crate::engine::store::{SharedArrival, StoreError};
@@ -118,7 +118,10 @@ impl Inner {
             .invocation(&target.id, inner.script_clock(now))
             .invoke_async::<Vec<Value>>(&mut conn)
             .await;
-        match inner.seen(r).and_then(SharedFinished::read) {
+        match inner
+            .seen(r)
+            .and_then(|values| Woken::read("shared_finish.lua", values))
+        {
             Ok(finished) => {
                 inner.notify(&target.id, finished.woken).await;
                 Ok(())

@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 use super::call::{FinishOutcome, TargetCall};
 use super::fanout::LocalWaiter;
 use super::ops::{OpError, Pk};
-use super::reply::{Abandoned, ArriveCode, Arrived, Claimed, Counted, Delivered, Placed};
+use super::reply::{ArriveCode, Arrived, Claimed, Counted, Delivered, Woken};
 use super::{Inner, mail, poolable};
 use crate::engine::store::{Arrival, ClaimId, Finished, StoreError, TargetCounts, WaiterId};
 use crate::engine::store::{TaskOutcome, TaskOutcome::*};
@@ -275,7 +275,7 @@ impl Inner {
         let at = self.observe(now);
         let call = super::wake::abandon_call(waiter, answer.as_ref(), at);
         let op = self.op(call, target_id, pk).at(now);
-        let abandoned = Abandoned::read(self.run(&op, true).await?)?;
+        let abandoned = Woken::read("abandon.lua", self.run(&op, true).await?)?;
         self.notify(target_id, abandoned.woken).await;
         Ok(())
     }
@@ -293,7 +293,7 @@ impl Inner {
         };
         let pk = Pk::of(poolable(target) == "1");
         let op = self.op(call, &target.id, pk).at(now);
-        let placed = Placed::read(self.run(&op, true).await?)?;
+        let placed = Woken::read("put.lua", self.run(&op, true).await?)?;
         self.notify(&target.id, placed.woken).await;
         Ok(())
     }

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::call::{AnnounceCall, TargetCall};
 use super::fanout::{self, instance_of};
 use super::ops::Pk;
-use super::reply::{Abandoned, Announced, Restored, Taken};
+use super::reply::{Announced, Restored, Taken, Woken};
 use super::{Inner, keys, mail, ms, poolable, unavailable};
 use crate::engine::store::StoreError;
 use crate::model::{Answer, now_ms};
@@ -127,7 +127,7 @@ impl Inner {
             .run(&op, true)
             .await
             .map_err(StoreError::from)
-            .and_then(Abandoned::read);
+            .and_then(|values| Woken::read("abandon.lua", values));
         match woken {
             Ok(abandoned) => abandoned
                 .woken

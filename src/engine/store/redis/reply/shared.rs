@@ -1,23 +1,10 @@
-//! The replies of the reusable-answer scripts beside `shared_arrive.lua`'s: `shared_finish`,
-//! `shared_renew`, `shared_takeover`.
+//! The replies of the reusable-answer scripts beside `shared_arrive.lua`'s: `shared_renew` and
+//! `shared_takeover` (`shared_finish` answers `{woken...}`, read as [`super::Woken`]).
 
 use redis::Value;
 
 use crate::engine::store::StoreError;
 use crate::redis_base::Reply;
-
-/// `shared_finish.lua`: `{woken...}`, the followers that got mail.
-pub struct SharedFinished {
-    pub woken: Vec<String>,
-}
-
-impl SharedFinished {
-    pub fn read(values: Vec<Value>) -> Result<SharedFinished, StoreError> {
-        Ok(SharedFinished {
-            woken: Reply::of("shared_finish.lua", values).rest("followers that got mail")?,
-        })
-    }
-}
 
 /// `shared_renew.lua`: `1` while the lock is this leader's, `0` when it is lost (or it led
 /// nothing).
@@ -68,6 +55,7 @@ impl SharedTakenOver {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Woken;
     use super::*;
 
     fn s(v: &str) -> Value {
@@ -76,9 +64,14 @@ mod tests {
 
     #[test]
     fn a_reply_as_its_contract_says_reads_whole() {
-        let f = SharedFinished::read(vec![s("a:s1"), s("b:s2")]).unwrap();
+        let f = Woken::read("shared_finish.lua", vec![s("a:s1"), s("b:s2")]).unwrap();
         assert_eq!(f.woken, ["a:s1", "b:s2"]);
-        assert!(SharedFinished::read(vec![]).unwrap().woken.is_empty());
+        assert!(
+            Woken::read("shared_finish.lua", vec![])
+                .unwrap()
+                .woken
+                .is_empty()
+        );
         assert!(SharedRenewed::read(Value::Int(1)).unwrap().held);
         assert!(!SharedRenewed::read(Value::Int(0)).unwrap().held);
         assert!(matches!(
@@ -102,7 +95,9 @@ mod tests {
             assert!(e.contains(script), "{e}");
         };
         named(
-            SharedFinished::read(vec![Value::Int(1)]).err().unwrap(),
+            Woken::read("shared_finish.lua", vec![Value::Int(1)])
+                .err()
+                .unwrap(),
             "shared_finish.lua",
         );
         named(

@@ -23,28 +23,17 @@ impl Delivered {
     }
 }
 
-/// `abandon.lua`: `{woken...}`.
-pub struct Abandoned {
+/// `abandon.lua`, `put.lua` and `shared_finish.lua` all answer `{woken...}`: the waiters (or
+/// followers) that got mail.
+pub struct Woken {
     pub woken: Vec<String>,
 }
 
-impl Abandoned {
-    pub fn read(values: Vec<Value>) -> Result<Abandoned, StoreError> {
-        Ok(Abandoned {
-            woken: Reply::of("abandon.lua", values).rest("woken waiters")?,
-        })
-    }
-}
-
-/// `put.lua`: `{woken...}`.
-pub struct Placed {
-    pub woken: Vec<String>,
-}
-
-impl Placed {
-    pub fn read(values: Vec<Value>) -> Result<Placed, StoreError> {
-        Ok(Placed {
-            woken: Reply::of("put.lua", values).rest("woken waiters")?,
+impl Woken {
+    /// `script` names the file, for the error.
+    pub fn read(script: &'static str, values: Vec<Value>) -> Result<Woken, StoreError> {
+        Ok(Woken {
+            woken: Reply::of(script, values).rest("woken waiters")?,
         })
     }
 }
@@ -102,10 +91,13 @@ mod tests {
         assert_eq!((d.restart, d.woken), (true, vec!["w1".into(), "w2".into()]));
         let d = Delivered::read(vec![Value::Int(0)]).unwrap();
         assert_eq!((d.restart, d.woken.len()), (false, 0));
-        assert_eq!(Abandoned::read(vec![s("w")]).unwrap().woken, ["w"]);
-        assert!(Abandoned::read(vec![]).unwrap().woken.is_empty());
         assert_eq!(
-            Placed::read(vec![s("a"), s("b")]).unwrap().woken,
+            Woken::read("abandon.lua", vec![s("w")]).unwrap().woken,
+            ["w"]
+        );
+        assert!(Woken::read("abandon.lua", vec![]).unwrap().woken.is_empty());
+        assert_eq!(
+            Woken::read("put.lua", vec![s("a"), s("b")]).unwrap().woken,
             ["a", "b"]
         );
         let n = Restored::read(vec![Value::Int(2), Value::Int(1), s("w")]).unwrap();
@@ -140,10 +132,15 @@ mod tests {
             "finish.lua",
         );
         named(
-            Abandoned::read(vec![Value::Int(1)]).err().unwrap(),
+            Woken::read("abandon.lua", vec![Value::Int(1)])
+                .err()
+                .unwrap(),
             "abandon.lua",
         );
-        named(Placed::read(vec![Value::Nil]).err().unwrap(), "put.lua");
+        named(
+            Woken::read("put.lua", vec![Value::Nil]).err().unwrap(),
+            "put.lua",
+        );
         named(
             Restored::read(vec![Value::Int(1)]).err().unwrap(),
             "renew.lua",
