@@ -118,6 +118,19 @@ impl Reply {
         }
     }
 
+    /// Every remaining value, each a bulk string kept as bytes (queue entries, which need not be
+    /// UTF-8).
+    pub fn rest_bytes(mut self, what: &str) -> Result<Vec<Vec<u8>>, ReplyError> {
+        let mut out = Vec::with_capacity(self.values.len());
+        while self.values.len() > 0 {
+            match self.next(what)? {
+                Value::BulkString(bytes) => out.push(bytes),
+                other => return Err(self.wrong(what, kind(&other))),
+            }
+        }
+        Ok(out)
+    }
+
     /// Every remaining value, each a string (a list of waiter ids).
     pub fn rest(mut self, what: &str) -> Result<Vec<String>, ReplyError> {
         let mut out = Vec::with_capacity(self.values.len());

@@ -4,7 +4,7 @@
 //! contract header of `lua/lib/budget.lua`.
 
 use captcha_gateway::provider::budget::redis::{
-    BudgetCall, BudgetPrelude, CapChange, budget_channel,
+    BudgetCall, BudgetPrelude, CapChange, budget_channel, budget_keys,
 };
 use redis::Value;
 use redis::aio::MultiplexedConnection;
@@ -47,7 +47,7 @@ impl Account {
             increase_every_ms: STEP,
             channel: budget_channel("acc"),
         };
-        call.invocation("acc", &prelude)
+        call.invocation(&budget_keys("acc"), &prelude)
             .invoke_async::<Vec<Value>>(&mut self.conn)
             .await
             .unwrap_or_else(|e| panic!("{call:?}: {e}"))

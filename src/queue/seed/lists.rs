@@ -232,25 +232,12 @@ impl Lists {
 /// UTF-8 is still the worker's to count as unreadable and remove).
 fn taken(reply: Value) -> Result<Vec<Vec<u8>>, ReplyError> {
     match reply {
-        Value::Array(items) => items
-            .into_iter()
-            .enumerate()
-            .map(|(at, item)| match item {
-                Value::BulkString(bytes) => Ok(bytes),
-                _ => Err(ReplyError {
-                    script: "seed_take.lua",
-                    position: at + 1,
-                    expected: "an entry".to_owned(),
-                    got: "another type".to_owned(),
-                }),
-            })
-            .collect(),
-        _ => Err(ReplyError {
-            script: "seed_take.lua",
-            position: 1,
-            expected: "the list of entries taken".to_owned(),
-            got: "another type".to_owned(),
-        }),
+        Value::Array(entries) => Reply::of("seed_take.lua", entries).rest_bytes("an entry"),
+        // Even one entry comes as a list: a lone value is off the contract.
+        _ => {
+            Err(Reply::of("seed_take.lua", Vec::new())
+                .wrong("the list of entries taken", "one value"))
+        }
     }
 }
 
@@ -338,6 +325,7 @@ mod tests {
         let e = taken(Value::Array(vec![s("{}"), Value::Int(1)])).unwrap_err();
         assert_eq!((e.script, e.position), ("seed_take.lua", 2));
         assert!(taken(Value::Int(0)).is_err());
+        assert!(taken(s("{}")).is_err(), "even one entry comes as a list");
         let e = finished(Value::Array(vec![Value::Int(1), Value::Int(2)])).unwrap_err();
         assert_eq!(e.script, "seed_finish.lua");
         assert!(

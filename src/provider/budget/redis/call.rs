@@ -112,10 +112,14 @@ impl BudgetCall {
         }
     }
 
-    /// The invocation of this call on `account`'s budget.
-    pub fn invocation(&self, account: &str, prelude: &BudgetPrelude) -> ScriptInvocation<'static> {
+    /// The invocation of this call on the account whose keys are `keys` ([`budget_keys`]).
+    pub fn invocation(
+        &self,
+        keys: &[String; 6],
+        prelude: &BudgetPrelude,
+    ) -> ScriptInvocation<'static> {
         let mut inv = self.script().prepare_invoke();
-        for key in budget_keys(account) {
+        for key in keys {
             inv.key(key);
         }
         inv.arg(prelude.clock.map(|t| t.to_string()).unwrap_or_default())

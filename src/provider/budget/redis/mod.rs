@@ -65,6 +65,8 @@ pub struct RedisBudget {
 
 struct Shared {
     conn: Conn,
+    /// The account's keys, named once ([`budget_keys`]).
+    keys: [String; 6],
     channel: String,
     account: String,
     /// Prefix of this process's lease ids: random per start, so ids never repeat across restarts.
@@ -114,6 +116,7 @@ impl RedisBudget {
         let instance = hex::encode(rand::random::<[u8; 8]>());
         let inner = Arc::new(Shared {
             conn,
+            keys: budget_keys(account),
             channel: budget_channel(account),
             account: account.to_owned(),
             instance,
@@ -157,7 +160,7 @@ impl Shared {
             channel: self.channel.clone(),
         };
         let mut conn = self.conn.clone();
-        call.invocation(&self.account, &prelude)
+        call.invocation(&self.keys, &prelude)
             .invoke_async(&mut conn)
             .await
     }
