@@ -16,7 +16,13 @@ local top = redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
 if #top > 0 then
   redis.call('ZREM', pool, top[1])
   incr('pool_hits', 1)
-  return done(extend({1, now, top[1], tonumber(top[2]) - now}, woken))
+  local reply = extend({1, now, top[1], tonumber(top[2]) - now}, woken)
+  -- A pool hit keeps no record unless it woke waiters: if its reply is lost, the answer it took
+  -- is one answer of waste and never a second caller's (run again, it takes another), while a
+  -- record per hit is a key written and expired at the hit rate. Woken waiters must still be
+  -- told, so that reply is kept for a retry.
+  if #woken == 0 then return reply end
+  return done(reply)
 end
 local covered = redis.call('ZCARD', waiters) < redis.call('ZCARD', inflight)
 redis.call('ZADD', waiters, now, ARGV[7])

@@ -15,6 +15,7 @@ use captcha_gateway::{config, shutdown::Shutdown, telemetry};
 /// Every process this binary starts (gateway, worker, bench) allocates through mimalloc: the
 /// per-request and per-task paths are dominated by small short-lived allocations, where it is
 /// measurably cheaper than glibc's allocator (docs/BENCHMARKS.md `queue`).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -87,7 +87,7 @@ impl Gateway {
         }
         Solving::register_parts(&engine, &upstream, &pools, &mut metrics);
 
-        let state = AppState {
+        let state = AppState::new(http::AppShared {
             engine,
             auth: Arc::new(Auth::with_tenants(
                 settings.gateway_keys.iter().map(|k| k.0.as_str()),
@@ -115,7 +115,7 @@ impl Gateway {
             )
             .map_err(|e| StartError::Io(std::io::Error::other(e.to_string())))?,
             ops: Arc::new(settings.ops.clone()),
-        };
+        });
         state
             .status
             .spawn_sampler(state.status_sources(), &shutdown);

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::FutureExt;
+use futures::future::BoxFuture;
 use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -214,8 +215,14 @@ impl Engine {
     }
 
     /// Hands one answer to this caller, or says why not by `deadline`.
-    pub async fn solve(&self, req: SolveRequest, deadline: Instant) -> Result<Handout, SolveError> {
-        self.solve_at(req, deadline, Priority::Interactive).await
+    pub fn solve(
+        &self,
+        req: SolveRequest,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<Handout, SolveError>> + Send + '_ {
+        // Not an `async fn` around `solve_at`: that would be one more layer of every waiting
+        // caller's future, holding its own copy of the arguments.
+        self.solve_at(req, deadline, Priority::Interactive)
     }
 
     /// [`solve`](Self::solve) for a caller of another rank: upstream tasks this caller starts
@@ -502,28 +509,34 @@ impl Engine {
 
     /// The store cannot be reached: unless it is required, solve for this caller alone, without
     /// pool, demand matching or coalescing (promise 7). Taken at once while the store is known to
-    /// be away, so no caller waits out its timeouts (its health check notices its return). The answer is this caller's; if it
-    /// leaves first, the answer is lost, which is the price of degrading.
-    pub(super) async fn degraded(
+    /// be away, so no caller waits out its timeouts (its health check notices its return). The
+    /// answer is this caller's; if it leaves first, the answer is lost, which is the price of
+    /// degrading.
+    ///
+    /// Boxed: it holds a whole upstream solve, and every waiting caller's future would otherwise
+    /// keep room for this rare path (docs/BENCHMARKS.md `capacity`).
+    pub(super) fn degraded(
         &self,
         req: SolveRequest,
         deadline: Instant,
         priority: Priority,
-    ) -> Result<Handout, SolveError> {
-        if self.settings.store_required {
-            return Err(SolveError::Unavailable);
-        }
-        let kind = req.kind();
-        match tokio::time::timeout_at(deadline, self.run_upstream(&req, priority)).await {
-            Ok(Ok(answer)) => Ok(Handout {
-                kind,
-                answer,
-                source: Source::Solved,
-            }),
-            Ok(Err(failure)) if failure.is_shutting_down() => Err(SolveError::ShuttingDown),
-            Ok(Err(failure)) => Err(SolveError::Failed(failure)),
-            Err(_elapsed) => Err(SolveError::Timeout),
-        }
+    ) -> BoxFuture<'_, Result<Handout, SolveError>> {
+        Box::pin(async move {
+            if self.settings.store_required {
+                return Err(SolveError::Unavailable);
+            }
+            let kind = req.kind();
+            match tokio::time::timeout_at(deadline, self.run_upstream(&req, priority)).await {
+                Ok(Ok(answer)) => Ok(Handout {
+                    kind,
+                    answer,
+                    source: Source::Solved,
+                }),
+                Ok(Err(failure)) if failure.is_shutting_down() => Err(SolveError::ShuttingDown),
+                Ok(Err(failure)) => Err(SolveError::Failed(failure)),
+                Err(_elapsed) => Err(SolveError::Timeout),
+            }
+        })
     }
 
     /// Starts the tasks a dead instance's waiting demand lacks, for every target this instance

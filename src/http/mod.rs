@@ -45,7 +45,7 @@ pub use ops_access::{
     OPS_KEY_ENV, OpsInput, OpsSettings, refusal as ops_refusal, settings as ops_settings,
 };
 pub use sim_guard::sim_guard;
-pub use state::{AppState, Limits};
+pub use state::{AppShared, AppState, Limits};
 pub use tls::{TlsSettings, settings as tls_settings};
 
 use axum::Router;

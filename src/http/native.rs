@@ -65,9 +65,10 @@ pub async fn solve(
 ) -> Result<Json<Value>, ApiError> {
     let mut native = parse_native(&body, state.limits.max_solve_timeout)?;
     let idem = idempotency::read(&headers, &tenant.0, &body)?;
-    // A one-chunk body is a slice of hyper's connection read buffer: holding it while the solve
-    // waits would keep that buffer and make hyper allocate another (see listen.rs).
-    drop(body);
+    // A one-chunk body, and every header value, is a slice of hyper's connection read buffer:
+    // holding either while the solve waits would keep that buffer and make hyper allocate
+    // another (see listen.rs).
+    drop((body, headers));
     if native.callback_url.is_some() {
         return Err(ApiError::bad_request(
             "bad_callback_url",
@@ -78,9 +79,9 @@ pub async fn solve(
     let deadline = started + clamp(&state, native.timeout);
     let result = match idem {
         Some(idem) => {
-            state
-                .solve_keyed(&tenant.0, &idem, native.req, deadline)
-                .await?
+            // Boxed: keyed calls are the rarer path, and its larger future would otherwise size
+            // every waiting caller's (docs/BENCHMARKS.md `capacity`).
+            Box::pin(state.solve_keyed(&tenant.0, &idem, native.req, deadline)).await?
         }
         None => {
             super::fleet_busy::check_native(&state)?;
@@ -107,9 +108,10 @@ pub async fn create_task(
 ) -> Result<Response, ApiError> {
     let mut native = parse_native(&body, state.limits.max_solve_timeout)?;
     let idem = idempotency::read(&headers, &tenant.0, &body)?.map(IdemKey::outliving_the_request);
-    // A one-chunk body is a slice of hyper's connection read buffer: holding it while the solve
-    // waits would keep that buffer and make hyper allocate another (see listen.rs).
-    drop(body);
+    // A one-chunk body, and every header value, is a slice of hyper's connection read buffer:
+    // holding either while the solve waits would keep that buffer and make hyper allocate
+    // another (see listen.rs).
+    drop((body, headers));
     let callback = native
         .callback_url
         .as_deref()

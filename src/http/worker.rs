@@ -64,10 +64,13 @@ pub async fn solve(
         Ok(idem) => idem,
         Err(e) => return refused(&e),
     };
-    drop(body);
+    // Slices of hyper's read buffer, like the body: not held while the solve waits.
+    drop((body, headers));
     let deadline = Instant::now() + state.limits.default_solve_timeout;
     if let Some(idem) = idem {
-        return match state.solve_keyed(&tenant.0, &idem, req, deadline).await {
+        // Boxed, as in `native::solve`: the rarer path does not size every waiting caller's
+        // future.
+        return match Box::pin(state.solve_keyed(&tenant.0, &idem, req, deadline)).await {
             Ok(Err(SolveError::ShuttingDown)) => {
                 let mut res = error(StatusCode::SERVICE_UNAVAILABLE, "SHUTTING_DOWN");
                 res.headers_mut()

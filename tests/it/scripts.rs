@@ -198,6 +198,33 @@ async fn a_finish_run_twice_hands_its_answer_out_once() {
     );
 }
 
+/// A pool hit keeps no reply record (one key written and expired per hit otherwise). Run again
+/// under the same op id, as after a lost reply, it takes the next answer: the first is waste,
+/// never a second caller's.
+#[tokio::test]
+async fn a_pool_hit_run_again_takes_another_answer_and_keeps_no_record() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "hit-again").await;
+    t.run("p1", put(60_000, "{\"text\":\"X\"}")).await;
+    t.run("p2", put(60_000, "{\"text\":\"Y\"}")).await;
+    let first = t.run("a1", arrive("i:1", "c1")).await;
+    let again = t.run("a1", arrive("i:1", "c1")).await;
+    assert_eq!(
+        (int(&first[0]), int(&again[0])),
+        (1, 1),
+        "both hit the pool"
+    );
+    let (a, b) = (strings(&first[2..3]), strings(&again[2..3]));
+    assert_ne!(a, b, "the second run took the other answer");
+    assert!(t.zset("pool").await.is_empty(), "each answer taken once");
+    let recorded: bool = redis::cmd("EXISTS")
+        .arg(t.key("op:a1"))
+        .query_async(&mut t.conn)
+        .await
+        .unwrap();
+    assert!(!recorded, "a pool hit writes no record");
+}
+
 /// A past fault: `take` deleted the mail and, its reply lost, the answer was gone. Run again
 /// under the same op id it returns the same mail; another op finds none (no second handout).
 #[tokio::test]

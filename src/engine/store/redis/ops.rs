@@ -4,8 +4,10 @@
 //! not have run, and on Cluster redis-rs may send it twice. So every operation that hands
 //! something out or takes something carries an op id: the script records its reply under it
 //! (`lua/lib/target.lua`, `replay`/`done`), and running it again returns that reply and changes
-//! nothing. A caller whose outcome is unknown retries the same operation until it is known, and
-//! never acts on a guess.
+//! nothing. (A pool hit that woke nobody is not recorded: run again it takes another answer, so
+//! its lost reply wastes one answer and never hands one out twice; `lua/arrive.lua`.) A caller
+//! whose outcome is unknown retries the same operation until it is known, and never acts on a
+//! guess.
 //!
 //! Retries stop, on the side of losing rather than doubling:
 //! - after [`RedisSettings::unknown_retry`] (well inside the record's lifetime);
