@@ -15,13 +15,26 @@ pub fn target_keys(target_id: &str, op: &str) -> [String; 13] {
         mbox(target_id),
         mlease(target_id),
         stats(target_id),
-        format!("cg:{{t:{target_id}}}:op:{op}"),
-        format!("cg:{{t:{target_id}}}:fin"),
-        format!("cg:{{t:{target_id}}}:gone"),
-        format!("cg:{{t:{target_id}}}:notes"),
-        format!("cg:{{t:{target_id}}}:orphans"),
-        format!("cg:{{t:{target_id}}}:adopted"),
+        target_key(target_id, &["op:", op]),
+        target_key(target_id, &["fin"]),
+        target_key(target_id, &["gone"]),
+        target_key(target_id, &["notes"]),
+        target_key(target_id, &["orphans"]),
+        target_key(target_id, &["adopted"]),
     ]
+}
+
+/// `cg:{t:<target id>}:<name>`. Built by appending, not `format!`: thirteen of these are named
+/// for every script call on the pool hit path, where the formatting machinery cost ~2 % of a
+/// hit's CPU (docs/BENCHMARKS.md "Hot path").
+fn target_key(target_id: &str, name: &[&str]) -> String {
+    let len = name.iter().map(|n| n.len()).sum::<usize>();
+    let mut key = String::with_capacity(8 + target_id.len() + len);
+    key.push_str("cg:{t:");
+    key.push_str(target_id);
+    key.push_str("}:");
+    name.iter().for_each(|n| key.push_str(n));
+    key
 }
 
 /// The keys `retire.lua` checks and deletes: the thirteen target keys (under an op id no
@@ -39,56 +52,56 @@ pub fn retire_keys(target_id: &str) -> Vec<String> {
 
 /// What the durable hand-out prober writes and waits for on a target's slot (`durable.rs`).
 pub fn probe(target_id: &str) -> String {
-    format!("cg:{{t:{target_id}}}:probe")
+    target_key(target_id, &["probe"])
 }
 
 pub fn mbox(target_id: &str) -> String {
-    format!("cg:{{t:{target_id}}}:mbox")
+    target_key(target_id, &["mbox"])
 }
 
 pub fn mlease(target_id: &str) -> String {
-    format!("cg:{{t:{target_id}}}:mlease")
+    target_key(target_id, &["mlease"])
 }
 
 pub fn stats(target_id: &str) -> String {
-    format!("cg:{{t:{target_id}}}:stats")
+    target_key(target_id, &["stats"])
 }
 
 pub fn wlease(target_id: &str) -> String {
-    format!("cg:{{t:{target_id}}}:wlease")
+    target_key(target_id, &["wlease"])
 }
 
 pub fn inflight(target_id: &str) -> String {
-    format!("cg:{{t:{target_id}}}:inflight")
+    target_key(target_id, &["inflight"])
 }
 
 pub fn pool(target_id: &str) -> String {
-    format!("cg:{{t:{target_id}}}:pool")
+    target_key(target_id, &["pool"])
 }
 
 pub fn waiters(target_id: &str) -> String {
-    format!("cg:{{t:{target_id}}}:waiters")
+    target_key(target_id, &["waiters"])
 }
 
 /// The cached answer of a reusable target.
 pub fn shared(target_id: &str) -> String {
-    format!("cg:{{t:{target_id}}}:shared")
+    target_key(target_id, &["shared"])
 }
 
 /// The lock of the one task solving a reusable target.
 pub fn lead(target_id: &str) -> String {
-    format!("cg:{{t:{target_id}}}:lead")
+    target_key(target_id, &["lead"])
 }
 
 /// The fencing counter of a reusable target's lock.
 pub fn fence(target_id: &str) -> String {
-    format!("cg:{{t:{target_id}}}:fence")
+    target_key(target_id, &["fence"])
 }
 
 /// Waiters following a reusable target's task, each scored by its lease end. (A new name for
 /// what was a plain set under `:followers`, so a fleet mid-upgrade gets no type errors.)
 pub fn followers(target_id: &str) -> String {
-    format!("cg:{{t:{target_id}}}:followed")
+    target_key(target_id, &["followed"])
 }
 
 /// Where other instances tell this one that mail arrived for its waiters.
@@ -122,6 +135,18 @@ mod tests {
         let open = key.find('{').unwrap();
         let close = key[open..].find('}').unwrap() + open;
         &key[open + 1..close]
+    }
+
+    /// Key names are shared with every instance of a fleet, including one running the previous
+    /// release during an upgrade: they never change by accident.
+    #[test]
+    fn key_names_are_stable() {
+        let keys = target_keys("ab12", "o-7");
+        assert_eq!(keys[0], "cg:{t:ab12}:pool");
+        assert_eq!(keys[7], "cg:{t:ab12}:op:o-7");
+        assert_eq!(keys[12], "cg:{t:ab12}:adopted");
+        assert_eq!(followers("ab12"), "cg:{t:ab12}:followed");
+        assert_eq!(probe("ab12"), "cg:{t:ab12}:probe");
     }
 
     #[test]
