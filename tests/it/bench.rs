@@ -101,6 +101,16 @@ fn seed_stack_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/seed_stack")
 }
 
+/// A copy of the seed stack's folder in a temporary directory of its own: a test tells its
+/// gunicorn processes from another test's by their `--chdir`.
+fn seed_stack_copy() -> tempfile::TempDir {
+    let copy = tempfile::tempdir().unwrap();
+    for file in ["app.py", "requirements.txt"] {
+        std::fs::copy(seed_stack_dir().join(file), copy.path().join(file)).unwrap();
+    }
+    copy
+}
+
 /// The pids of live gunicorn processes serving the app in `dir` (Linux; a zombie's command line
 /// is empty, so it does not count).
 fn gunicorns_in(dir: &Path) -> Vec<u32> {
@@ -123,7 +133,8 @@ fn gunicorns_in(dir: &Path) -> Vec<u32> {
 /// was not a cached token, both rates and their ratio reported, and no gunicorn left behind.
 #[test]
 fn bench_seed_stack_compares_both_systems_on_valid_tokens_handed_out_once() {
-    let dir = seed_stack_dir();
+    let copy = seed_stack_copy();
+    let dir = copy.path();
     let python = crate::clients::python();
     let args = [
         OsStr::new("--python"),
@@ -154,7 +165,7 @@ fn bench_seed_stack_compares_both_systems_on_valid_tokens_handed_out_once() {
     within(
         std::time::Duration::from_secs(10),
         "no gunicorn left after the bench",
-        || gunicorns_in(&dir).is_empty().then_some(()),
+        || gunicorns_in(dir).is_empty().then_some(()),
     );
 }
 
@@ -177,6 +188,39 @@ fn bench_seed_stack_without_the_packages_names_the_requirements_file() {
         error[0].contains("pip install -r ") && error[0].contains("seed_stack/requirements.txt"),
         "{stderr}"
     );
+}
+
+#[test]
+fn an_interrupted_seed_stack_bench_takes_every_gunicorn_process_with_it() {
+    let copy = seed_stack_copy();
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+        .args(["bench", "seed-stack", "--python"])
+        .arg(crate::clients::python())
+        .arg("--seed-stack-dir")
+        .arg(copy.path())
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    // The seed stack is up once gunicorn's master and both workers are there; the full-size
+    // run then has tens of seconds to go.
+    let limit = std::time::Duration::from_secs(60);
+    within(limit, "gunicorn's master and two workers", || {
+        (gunicorns_in(copy.path()).len() >= 3).then_some(())
+    });
+    let sent = Command::new("kill")
+        .args(["-TERM", &bench.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = within(limit, "the bench exits", || bench.try_wait().unwrap());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(bench.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(out.code(), Some(130), "{stderr}");
+    within(limit, "every gunicorn process gone", || {
+        gunicorns_in(copy.path()).is_empty().then_some(())
+    });
 }
 
 /// The child processes of `pid` (Linux).
