@@ -197,6 +197,9 @@ pub enum Scenario {
     /// The task queue end to end: tasks/s with an instant simulator and 2 workers, and seed
     /// 003's setup (3 workers, 3-6 s solves, a 15-thread plan).
     Queue,
+    /// The pool hit path against "the seed stack" (seed 002's Flask worker on gunicorn taking
+    /// cached tokens from a Redis list written seed 000's way), alternated on one Redis.
+    SeedStack,
 }
 
 #[derive(Debug, Args)]
@@ -221,7 +224,7 @@ pub struct BenchArgs {
     /// that the scenario works, measures nothing worth quoting.
     #[arg(long)]
     pub quick: bool,
-    /// Concurrent load connections (`hit`, default 64).
+    /// Concurrent load connections (`hit`, default 64; `seed-stack`, default 50).
     #[arg(long)]
     pub concurrency: Option<usize>,
     /// `hit` with durable hand-outs (docs/REDIS.md): `fsync` runs its Redis with `appendfsync
@@ -229,6 +232,18 @@ pub struct BenchArgs {
     /// and the gateway `redis_handout_replicas = 1`. Off by default.
     #[arg(long, value_enum)]
     pub durable: Option<Durable>,
+    /// The Python that runs the seed stack of `seed-stack`; it needs Flask, gunicorn and redis
+    /// (`pip install -r bench/seed_stack/requirements.txt`).
+    #[arg(
+        long,
+        env = "CAPTCHA_GATEWAY_BENCH_PYTHON",
+        default_value = "python3",
+        value_name = "PATH"
+    )]
+    pub python: PathBuf,
+    /// The folder of the seed stack's `app.py` (`seed-stack`), relative to the current directory.
+    #[arg(long, default_value = "bench/seed_stack", value_name = "DIR")]
+    pub seed_stack_dir: PathBuf,
 }
 
 /// How `bench hit` makes hand-outs durable.

@@ -1,4 +1,4 @@
-//! A minimal HTTP/1.1 keep-alive client for the hot loops of `hit`, where the load generator
+//! A minimal HTTP/1.1 keep-alive client for the hot loops of `hit` and `seed-stack`, where the load generator
 //! shares two cores with the gateway and Redis: a request is a pre-built byte string, a reply
 //! is read by `Content-Length`. It costs a fraction of a general client's CPU per request, so
 //! the gateway, not the load, is what the figure measures.
@@ -70,6 +70,29 @@ impl RawConn {
         self.buf.extend_from_slice(&chunk[..n]);
         Ok(())
     }
+}
+
+/// One request on `conn`, opened to `addr` on first use, with what `read` makes of the reply's
+/// status and body. The connection comes back unless the exchange itself failed (it is then
+/// dropped, and the next call opens another).
+pub async fn exchange<T>(
+    conn: Option<RawConn>,
+    addr: &str,
+    request: &[u8],
+    read: impl FnOnce(u16, &[u8]) -> Result<T, String>,
+) -> (Option<RawConn>, Result<T, String>) {
+    let mut conn = match conn {
+        Some(c) => c,
+        None => match RawConn::connect(addr).await {
+            Ok(c) => c,
+            Err(e) => return (None, Err(format!("connect: {e}"))),
+        },
+    };
+    let outcome = match conn.send(request).await {
+        Ok((status, body)) => read(status, body),
+        Err(e) => return (None, Err(format!("request failed: {e}"))),
+    };
+    (Some(conn), outcome)
 }
 
 /// A `POST` with a JSON body and the bench key as bearer token.

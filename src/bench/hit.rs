@@ -16,7 +16,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use super::conn::{self, ConnPool, RawConn};
-use super::load::{self, Checked, Latencies, Solved, TargetSpec};
+use super::load::{self, Checked, Latencies, LoopOutcome, Solved, TargetSpec};
 use super::redis_pop;
 use super::report::{Goal, RunResult};
 use super::rig::{self, GatewaySpec, GatewayUnderTest, RedisServer, SimServer, secs};
@@ -50,7 +50,26 @@ async fn replica_of(master: &RedisServer) -> Result<RedisServer, BenchError> {
 
 /// Tokens imported per second of the peak phase: above any rate this machine reaches, so the
 /// pool never runs dry (a dry pool would start upstream solves and measure something else).
-const PEAK_TOKENS_PER_S: f64 = 40_000.0;
+pub(super) const PEAK_TOKENS_PER_S: f64 = 40_000.0;
+
+/// The simulator and the gateway of `hit`, on the Redis at `redis_url`: a separate `serve`
+/// process with a 50-thread plan and 2-5 s solves (never reached while the pool holds tokens).
+/// `seed-stack` starts its gateway with this too, so the two scenarios measure the same one.
+pub(super) async fn gateway(
+    redis_url: &str,
+    durable: Option<Durable>,
+) -> Result<(SimServer, GatewayUnderTest), BenchError> {
+    let sim = SimServer::start(50, secs(2.0, 5.0)).await?;
+    let mut spec = GatewaySpec::new(50, 2.0, 0.25);
+    spec.redis_url = Some(redis_url.to_owned());
+    spec.top = match durable {
+        Some(Durable::Fsync) => "redis_handout_fsync = true\n".into(),
+        Some(Durable::Replica) => "redis_handout_replicas = 1\n".into(),
+        None => String::new(),
+    };
+    let gw = GatewayUnderTest::process(&spec, &sim).await?;
+    Ok((sim, gw))
+}
 
 pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     let own_redis = match (&opts.redis_url, opts.durable) {
@@ -70,15 +89,7 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
         (Some(master), Some(Durable::Replica)) => Some(replica_of(master).await?),
         _ => None,
     };
-    let sim = SimServer::start(50, secs(2.0, 5.0)).await?;
-    let mut spec = GatewaySpec::new(50, 2.0, 0.25);
-    spec.redis_url = Some(redis_url.clone());
-    spec.top = match opts.durable {
-        Some(Durable::Fsync) => "redis_handout_fsync = true\n".into(),
-        Some(Durable::Replica) => "redis_handout_replicas = 1\n".into(),
-        None => String::new(),
-    };
-    let gw = GatewayUnderTest::process(&spec, &sim).await?;
+    let (sim, gw) = gateway(&redis_url, opts.durable).await?;
     let concurrency = opts.concurrency.unwrap_or(if opts.quick { 8 } else { 64 });
     let duration = Duration::from_secs_f64(opts.duration_or(0.5, 5.0));
     let client = load::client(concurrency * 2);
@@ -98,25 +109,9 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
         own_redis.as_ref().map_or(0, |r| r.pid()),
     ];
     let cpu_before = pids.map(rig::cpu_seconds);
-    let bar = load::bar(budget as u64, "hit: /v1/solve, peak");
     let addr = gw.base.trim_start_matches("http://").to_owned();
     let solve_req = Arc::new(conn::post_json(&addr, "/v1/solve", &target.solve_body()));
-    let peak = {
-        let (addr, req) = (addr.clone(), solve_req.clone());
-        load::closed_loop(
-            concurrency,
-            budget,
-            duration,
-            &bar,
-            || None,
-            move |c| {
-                let (addr, req) = (addr.clone(), req.clone());
-                async move { raw_solve(c, &addr, &req).await }
-            },
-        )
-        .await
-    };
-    bar.finish_and_clear();
+    let peak = closed_solves(&addr, &solve_req, concurrency, budget, duration, "hit").await;
     let wall = peak.elapsed.as_secs_f64();
     let cores = |i: usize| (rig::cpu_seconds(pids[i]) - cpu_before[i]) / wall;
     let (bench_cores, gw_cores, redis_cores) = (cores(0), cores(1), cores(2));
@@ -239,14 +234,15 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
     Ok(result)
 }
 
-async fn import(
+/// Imports `n` fresh simulator tokens into `target`'s pool; fewer accepted is a setup error.
+pub(super) async fn import(
     client: &reqwest::Client,
     base: &str,
     sim: &SimServer,
     target: &TargetSpec,
     n: usize,
 ) -> Result<(), BenchError> {
-    let bar = load::bar(n as u64, "hit: importing tokens");
+    let bar = load::bar(n as u64, "importing tokens");
     let accepted = load::import_tokens(client, base, &sim.sim, target, n)
         .await
         .map_err(|e| BenchError::Setup(format!("token import failed: {e}")))?;
@@ -259,33 +255,55 @@ async fn import(
     Ok(())
 }
 
-fn note_errors(result: &mut RunResult, phase: &str, n: usize, first: &[String]) {
+/// Fails the run when a phase had errors, quoting the first few.
+pub(super) fn note_errors(result: &mut RunResult, phase: &str, n: usize, first: &[String]) {
     if n > 0 {
         result.fail(format!("{phase}: {n} errors, first: {first:?}"));
     }
 }
 
-/// One `/v1/solve` on a raw connection (opened on first use, dropped after an error).
+/// The peak phase: a closed loop of `concurrency` connections on `POST /v1/solve` (`req`, for
+/// the gateway at `addr`) until `budget` calls have started or `duration` has passed.
+pub(super) async fn closed_solves(
+    addr: &str,
+    req: &Arc<Vec<u8>>,
+    concurrency: usize,
+    budget: usize,
+    duration: Duration,
+    scenario: &str,
+) -> LoopOutcome {
+    let bar = load::bar(budget as u64, &format!("{scenario}: /v1/solve, peak"));
+    let (addr, req) = (addr.to_owned(), req.clone());
+    let outcome = load::closed_loop(
+        concurrency,
+        budget,
+        duration,
+        &bar,
+        || None,
+        move |c| {
+            let (addr, req) = (addr.clone(), req.clone());
+            async move { raw_solve(c, &addr, &req).await }
+        },
+    )
+    .await;
+    bar.finish_and_clear();
+    outcome
+}
+
+/// One `/v1/solve` on a raw connection (opened on first use, dropped after an error): the
+/// token, and whether it came from the pool.
 async fn raw_solve(
     conn: Option<RawConn>,
     addr: &str,
     req: &[u8],
 ) -> (Option<RawConn>, Result<(String, bool), String>) {
-    let mut conn = match conn {
-        Some(c) => c,
-        None => match RawConn::connect(addr).await {
-            Ok(c) => c,
-            Err(e) => return (None, Err(format!("connect: {e}"))),
-        },
-    };
-    let outcome = match conn.send(req).await {
-        Ok((200, body)) => serde_json::from_slice::<Solved>(body)
-            .map(|s| (s.source == "pool", s.token))
+    conn::exchange(conn, addr, req, |status, body| match status {
+        200 => serde_json::from_slice::<Solved>(body)
+            .map(|s| (s.token, s.source == "pool"))
             .map_err(|e| format!("unreadable answer: {e}")),
-        Ok((status, body)) => Err(format!("{status}: {}", String::from_utf8_lossy(body))),
-        Err(e) => return (None, Err(format!("request failed: {e}"))),
-    };
-    (Some(conn), outcome.map(|(pooled, token)| (token, pooled)))
+        _ => Err(format!("{status}: {}", String::from_utf8_lossy(body))),
+    })
+    .await
 }
 
 /// `n` `/v1/solve` calls at `rate` per second, each sent when due however slow the others are

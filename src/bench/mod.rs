@@ -12,8 +12,10 @@
 //!   checks.
 //! - `report.rs`: figures, targets, medians over runs, the table and the JSON.
 //! - `redis_pop.rs`: `redis-benchmark` of an equivalent Lua pop, the floor `hit` is quoted against.
+//! - `gunicorn.rs`: the seed stack `seed-stack` compares with (`bench/seed_stack/app.py` on
+//!   gunicorn), its process group killed on drop.
 //! - one file per scenario: `hit`, `burst`, `steady`, `slack`, `capacity`, `plan`, `soak`,
-//!   `polling`, `queue`.
+//!   `polling`, `queue`, `seed_stack`.
 //!
 //! A run *fails* (exit code 1) when the scenario itself went wrong: a caller got an error, a
 //! token was invalid, expired or handed out twice. A missed target is reported, not a failure:
@@ -22,6 +24,7 @@
 mod burst;
 mod capacity;
 mod conn;
+mod gunicorn;
 mod hit;
 mod load;
 mod plan;
@@ -31,6 +34,7 @@ mod queue_floor;
 mod redis_pop;
 mod report;
 mod rig;
+mod seed_stack;
 mod slack;
 mod soak;
 mod steady;
@@ -59,6 +63,10 @@ pub struct Opts {
     pub redis_url: Option<String>,
     pub concurrency: Option<usize>,
     pub durable: Option<crate::cli::Durable>,
+    /// The Python that runs the seed stack (`seed-stack`).
+    pub python: std::path::PathBuf,
+    /// The folder of the seed stack's `app.py` (`seed-stack`).
+    pub seed_stack_dir: std::path::PathBuf,
 }
 
 impl Opts {
@@ -80,6 +88,7 @@ fn name(scenario: Scenario) -> &'static str {
         Scenario::Soak => "soak",
         Scenario::Polling => "polling",
         Scenario::Queue => "queue",
+        Scenario::SeedStack => "seed-stack",
     }
 }
 
@@ -94,6 +103,7 @@ async fn run_once(scenario: Scenario, opts: &Opts) -> Result<RunResult, BenchErr
         Scenario::Soak => soak::run(opts).await,
         Scenario::Polling => polling::run(opts).await,
         Scenario::Queue => queue::run(opts).await,
+        Scenario::SeedStack => seed_stack::run(opts).await,
     }
 }
 
@@ -120,6 +130,8 @@ pub async fn run(args: BenchArgs, env: &dyn Fn(&str) -> Option<String>) -> ExitC
         redis_url: args.redis_url.clone(),
         concurrency: args.concurrency,
         durable: args.durable,
+        python: args.python.clone(),
+        seed_stack_dir: args.seed_stack_dir.clone(),
     };
     let scenario = name(args.scenario);
     let command: Vec<String> = std::env::args().skip(1).collect();

@@ -452,6 +452,38 @@ pub fn threads_cpu_seconds(name: &str) -> f64 {
         .sum()
 }
 
+/// The processes of process group `pgid` (a server and the workers it forked), from the group
+/// field of each `/proc/PID/stat`.
+pub fn group_members(pgid: u32) -> Vec<u32> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .filter_map(Result::ok)
+        .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|stat| stat_group(&stat) == Some(pgid))
+        })
+        .collect()
+}
+
+/// CPU seconds the live processes of group `pgid` have used, summed ([`cpu_seconds`] of each).
+pub fn group_cpu_seconds(pgid: u32) -> f64 {
+    group_members(pgid).into_iter().map(cpu_seconds).sum()
+}
+
+/// The process group field of a `/proc/PID/stat` line.
+fn stat_group(stat: &str) -> Option<u32> {
+    // After the command name: state, parent, group.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
+}
+
 /// User + system CPU seconds from a `stat` line of `/proc` (a process's or a thread's).
 fn stat_cpu_seconds(stat: &str) -> f64 {
     // The command name may contain spaces; the fields after its closing parenthesis do not.

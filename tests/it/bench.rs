@@ -1,6 +1,8 @@
 //! The `bench` tool keeps working: its scenarios run in their `--quick` size through the real
 //! binary, and their correctness figures (not timings) are what we assert.
 
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -8,11 +10,17 @@ use serde_json::Value;
 /// Runs `captcha-gateway bench <scenario> --quick --json FILE` and returns the exit status and
 /// the summary figures by name (their median).
 fn bench(scenario: &str) -> (bool, Value, impl Fn(&str) -> f64) {
+    bench_with(scenario, &[])
+}
+
+/// [`bench`] with more arguments.
+fn bench_with(scenario: &str, args: &[&OsStr]) -> (bool, Value, impl Fn(&str) -> f64) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");
     let out = Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
         .args(["bench", scenario, "--quick", "--json"])
         .arg(&json)
+        .args(args)
         .env("RUST_LOG", "warn")
         .output()
         .expect("the binary runs");
@@ -86,6 +94,133 @@ fn bench_queue_gets_one_ready_result_per_task_through_the_workers() {
     assert_eq!(figure("instant: upstream submits per task"), 1.0);
     assert_eq!(figure("seed: upstream submits per task"), 1.0);
     assert!(figure("seed: peak upstream tasks") <= 15.0);
+}
+
+/// The seed stack's folder in this repository.
+fn seed_stack_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/seed_stack")
+}
+
+/// A copy of the seed stack's folder in a temporary directory of its own: a test tells its
+/// gunicorn processes from another test's by their `--chdir`.
+fn seed_stack_copy() -> tempfile::TempDir {
+    let copy = tempfile::tempdir().unwrap();
+    for file in ["app.py", "requirements.txt"] {
+        std::fs::copy(seed_stack_dir().join(file), copy.path().join(file)).unwrap();
+    }
+    copy
+}
+
+/// The pids of live gunicorn processes serving the app in `dir` (Linux; a zombie's command line
+/// is empty, so it does not count).
+fn gunicorns_in(dir: &Path) -> Vec<u32> {
+    let dir = dir.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            cmdline.contains("gunicorn") && cmdline.contains(&dir)
+        })
+        .collect()
+}
+
+/// The gateway's pool hit path against seed 002's Flask worker on gunicorn reading seed 000's
+/// Redis list, with the venv's Python (scripts/test installs bench/seed_stack/requirements.txt
+/// into it): every token of either system valid and handed out once, no seed-stack answer that
+/// was not a cached token, both rates and their ratio reported, and no gunicorn left behind.
+#[test]
+fn bench_seed_stack_compares_both_systems_on_valid_tokens_handed_out_once() {
+    let copy = seed_stack_copy();
+    let dir = copy.path();
+    let python = crate::clients::python();
+    let args = [
+        OsStr::new("--python"),
+        python.as_os_str(),
+        OsStr::new("--seed-stack-dir"),
+        dir.as_os_str(),
+    ];
+    let (ok, report, figure) = bench_with("seed-stack", &args);
+    assert!(ok, "bench seed-stack failed: {report}");
+    assert_eq!(report["failed"], false);
+    assert_eq!(figure("gateway_pool_hit_rate"), 1.0);
+    assert_eq!(figure("gateway_tokens_handed_out_twice"), 0.0);
+    assert_eq!(
+        figure("seed_cached_share"),
+        1.0,
+        "every answer a cached token"
+    );
+    assert_eq!(figure("seed_tokens_handed_out_twice"), 0.0);
+    assert_eq!(figure("seed_tokens_lost"), 0.0);
+    let (gateway, seed) = (figure("gateway_hits_per_s"), figure("seed_answers_per_s"));
+    assert!(gateway > 0.0 && seed > 0.0, "{gateway} / {seed}");
+    let ratio = figure("ratio_gateway_to_seed");
+    assert!((ratio - gateway / seed).abs() <= 1e-6 * ratio, "{ratio}");
+    assert!(
+        figure("seed_gunicorn_cores") > 0.0,
+        "gunicorn's CPU is measured"
+    );
+    within(
+        std::time::Duration::from_secs(10),
+        "no gunicorn left after the bench",
+        || gunicorns_in(dir).is_empty().then_some(()),
+    );
+}
+
+/// A Python without Flask, gunicorn or redis stops the scenario before anything starts, with one
+/// line that names the fix.
+#[test]
+fn bench_seed_stack_without_the_packages_names_the_requirements_file() {
+    let out = Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+        .args(["bench", "seed-stack", "--quick", "--python", "false"])
+        .arg("--seed-stack-dir")
+        .arg(seed_stack_dir())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let error: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(error.len(), 1, "{stderr}");
+    assert!(
+        error[0].contains("pip install -r ") && error[0].contains("seed_stack/requirements.txt"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_interrupted_seed_stack_bench_takes_every_gunicorn_process_with_it() {
+    let copy = seed_stack_copy();
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+        .args(["bench", "seed-stack", "--python"])
+        .arg(crate::clients::python())
+        .arg("--seed-stack-dir")
+        .arg(copy.path())
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    // The seed stack is up once gunicorn's master and both workers are there; the full-size
+    // run then has tens of seconds to go.
+    let limit = std::time::Duration::from_secs(60);
+    within(limit, "gunicorn's master and two workers", || {
+        (gunicorns_in(copy.path()).len() >= 3).then_some(())
+    });
+    let sent = Command::new("kill")
+        .args(["-TERM", &bench.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = within(limit, "the bench exits", || bench.try_wait().unwrap());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(bench.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(out.code(), Some(130), "{stderr}");
+    within(limit, "every gunicorn process gone", || {
+        gunicorns_in(copy.path()).is_empty().then_some(())
+    });
 }
 
 /// The child processes of `pid` (Linux).
