@@ -13,7 +13,7 @@ touch()
 -- The hot path checks before it works: with no leases or mail deadlines at all (a target served
 -- from its pool) there is nothing to reap, and stale answers are the earliest-expiring, so only
 -- a stale first one means any. Each skipped call was ~10-15 % of a pool hit's Redis time
--- (docs/BENCHMARKS.md "Hot path").
+-- (docs/BENCHMARKS.md "Hot path and capacity").
 local woken = {}
 if redis.call('EXISTS', wlease, inflight, mlease) > 0 then woken = reap() end
 local top = redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')

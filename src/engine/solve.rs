@@ -514,7 +514,7 @@ impl Engine {
     /// degrading.
     ///
     /// Boxed: it holds a whole upstream solve, and every waiting caller's future would otherwise
-    /// keep room for this rare path (docs/BENCHMARKS.md `capacity`).
+    /// keep room for this rare path (docs/BENCHMARKS.md "Hot path and capacity").
     pub(super) fn degraded(
         &self,
         req: SolveRequest,

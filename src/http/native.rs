@@ -80,7 +80,7 @@ pub async fn solve(
     let result = match idem {
         Some(idem) => {
             // Boxed: keyed calls are the rarer path, and its larger future would otherwise size
-            // every waiting caller's (docs/BENCHMARKS.md `capacity`).
+            // every waiting caller's (docs/BENCHMARKS.md "Hot path and capacity").
             Box::pin(state.solve_keyed(&tenant.0, &idem, native.req, deadline)).await?
         }
         None => {

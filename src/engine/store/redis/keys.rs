@@ -26,7 +26,7 @@ pub fn target_keys(target_id: &str, op: &str) -> [String; 13] {
 
 /// `cg:{t:<target id>}:<name>`. Built by appending, not `format!`: thirteen of these are named
 /// for every script call on the pool hit path, where the formatting machinery cost ~2 % of a
-/// hit's CPU (docs/BENCHMARKS.md "Hot path").
+/// hit's CPU (docs/BENCHMARKS.md "Hot path and capacity").
 fn target_key(target_id: &str, name: &[&str]) -> String {
     let len = name.iter().map(|n| n.len()).sum::<usize>();
     let mut key = String::with_capacity(8 + target_id.len() + len);
