@@ -34,7 +34,7 @@ pub struct Gateway {
 impl Gateway {
     /// Binds, builds every part and starts serving; returns once the gateway accepts requests.
     pub async fn start(settings: Settings, shutdown: Shutdown) -> Result<Gateway, StartError> {
-        let listener = TcpListener::bind(settings.listen).await.map_err(|e| {
+        let listener = http::bind(settings.listen).map_err(|e| {
             StartError::Config(ConfigError {
                 setting: "--listen".into(),
                 problem: format!("cannot listen on {}: {e}", settings.listen),

@@ -37,6 +37,25 @@ use tokio_util::sync::CancellationToken;
 
 use super::conn::{Activity, Admit, Connections, Tracked, Watched, serve_shed, shed_limits, watch};
 
+/// The accept queue of the API port. Linux drops a SYN that finds the queue full and the client
+/// sends it again a second later, so a burst of new connections (a fleet reconnecting after a
+/// deploy, or `bench hit`'s open-loop phase after a pause) waits 1 s, 3 s, ... for nothing;
+/// tokio's default is 1,024. The kernel caps it at `net.core.somaxconn` (4,096 on current
+/// kernels).
+const ACCEPT_BACKLOG: u32 = 4096;
+
+/// Listens on `addr` with room for a burst of connections in the accept queue.
+pub fn bind(addr: std::net::SocketAddr) -> io::Result<TcpListener> {
+    let socket = match addr {
+        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    // As `TcpListener::bind` does: a restarted gateway rebinds while old connections linger.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(ACCEPT_BACKLOG)
+}
+
 /// hyper's smallest allowed read buffer.
 const READ_BUFFER_BYTES: usize = 8 * 1024;
 
@@ -192,4 +211,29 @@ fn is_connection_error(e: &io::Error) -> bool {
             | io::ErrorKind::ConnectionAborted
             | io::ErrorKind::ConnectionReset
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// More connections than tokio's default backlog (1,024) arrive at once while nothing
+    /// accepts: each completes its handshake in the accept queue. With a full queue Linux drops
+    /// the SYN and the client only sends it again after a second or more, so the guard below
+    /// (far beyond a loopback handshake) is what a too-small queue runs into.
+    #[tokio::test]
+    async fn a_burst_of_connections_waits_in_the_accept_queue() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connects = (0..1_500).map(|_| TcpStream::connect(addr));
+        let all = futures::future::join_all(connects);
+        let connected = tokio::time::timeout(Duration::from_secs(30), all)
+            .await
+            .expect("every connection completed its handshake without a SYN sent again");
+        assert!(
+            connected.iter().all(Result::is_ok),
+            "every connect succeeded"
+        );
+        drop(listener);
+    }
 }

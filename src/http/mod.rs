@@ -38,7 +38,7 @@ pub use auth::{Auth, AuthError, BearerKey, KEY_LEN, Tenant, bearer, key_tenant};
 pub use conn::{ConnSettings, Connections, ConnectionsFile};
 pub use entry::parse_native_body;
 pub use intake::Intake;
-pub use listen::serve;
+pub use listen::{bind, serve};
 pub use metrics::{AdmissionFigures, RequestMetrics};
 pub use openapi::OPENAPI_JSON;
 pub use ops_access::{
