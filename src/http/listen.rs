@@ -39,9 +39,8 @@ use super::conn::{Activity, Admit, Connections, Tracked, Watched, serve_shed, sh
 
 /// The accept queue of the API port. Linux drops a SYN that finds the queue full and the client
 /// sends it again a second later, so a burst of new connections (a fleet reconnecting after a
-/// deploy, or `bench hit`'s open-loop phase after a pause) waits 1 s, 3 s, ... for nothing;
-/// tokio's default is 1,024. The kernel caps it at `net.core.somaxconn` (4,096 on current
-/// kernels).
+/// deploy, an open-loop client catching up after a stall) waits 1 s or more for nothing; tokio's
+/// default is 1,024. The kernel caps it at `net.core.somaxconn` (4,096 on current kernels).
 const ACCEPT_BACKLOG: u32 = 4096;
 
 /// Listens on `addr` with room for a burst of connections in the accept queue.
