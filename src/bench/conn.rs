@@ -1,6 +1,6 @@
-//! A minimal HTTP/1.1 keep-alive client for the hot loops of `hit` and `seed-stack`, where the load generator
-//! shares two cores with the gateway and Redis: a request is a pre-built byte string, a reply
-//! is read by `Content-Length`. It costs a fraction of a general client's CPU per request, so
+//! A minimal HTTP/1.1 keep-alive client for the hot loops of `hit` and `seed-stack`, where the
+//! load generator shares two cores with the gateway and Redis: a request is a pre-built byte
+//! string, a reply is read by `Content-Length`. It costs a fraction of a general client's CPU per request, so
 //! the gateway, not the load, is what the figure measures.
 //!
 //! Only what the gateway sends is understood: a status line, headers with `Content-Length`,

@@ -1,6 +1,7 @@
 //! `captcha-gateway bench <scenario>`: load scenarios that start their own simulator, gateway
-//! and (for `hit`) `redis-server` on free loopback ports, drive them, check every token handed
-//! out with the simulator, and report figures against the targets of docs/BENCHMARKS.md.
+//! and (for `hit`, `queue` and `seed-stack`) `redis-server` on free loopback ports, drive them,
+//! check every token handed out with the simulator, and report figures against the targets of
+//! docs/BENCHMARKS.md.
 //!
 //! # Layout
 //!
