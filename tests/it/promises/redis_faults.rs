@@ -127,8 +127,27 @@ async fn redis_replies_lost_after_the_command_ran_keep_every_promise() {
     );
 }
 
+/// How many times the failover scenario may run until its kill lands on operations in flight.
+/// Whether it does is a race this test does not fully steer: the wait for unread bytes on the
+/// paused master can be met by background traffic (renewals, health checks) before the next
+/// wave's arrivals reach it, and then no operation is cut (1 run in 4-6 on a 2-core machine).
+/// Every attempt checks every promise; only "the kill hit operations in flight" may take more
+/// than one.
+const FAILOVER_ATTEMPTS: usize = 4;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_master_killed_and_replaced_by_its_replica_keeps_every_promise() {
+    for attempt in 1..=FAILOVER_ATTEMPTS {
+        if cluster_failover_once().await > 0 {
+            return;
+        }
+        println!("FIGURES cluster_failover: attempt {attempt} cut no operation in flight");
+    }
+    panic!("in {FAILOVER_ATTEMPTS} attempts the failover never hit operations in flight");
+}
+
+/// One failover under load, its promises checked; returns the operations whose reply it lost.
+async fn cluster_failover_once() -> u64 {
     let mut cluster = RedisCluster::start_with_replicas(1);
     let fleet = Fleet::start(&cluster.urls(), solve_time(), "redis_cluster = true").await;
     let mut callers = fleet.wave(WAVES[0].clone());
@@ -175,5 +194,5 @@ async fn a_cluster_master_killed_and_replaced_by_its_replica_keeps_every_promise
     println!(
         "FIGURES cluster_failover: operations with a lost reply {unknown}, sent again {retried}"
     );
-    assert!(unknown > 0, "the failover hit operations in flight");
+    unknown
 }
