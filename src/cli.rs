@@ -224,8 +224,9 @@ pub struct BenchArgs {
     /// that the scenario works, measures nothing worth quoting.
     #[arg(long)]
     pub quick: bool,
-    /// Concurrent load connections (`hit`, default 64; `seed-stack`, default 50).
-    #[arg(long)]
+    /// Concurrent load connections (`hit`, default 64; `seed-stack`, default 50), 1-10,000:
+    /// zero measures nothing, and more than `capacity`'s callers is a typo.
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
     pub concurrency: Option<usize>,
     /// `hit` with durable hand-outs (docs/REDIS.md): `fsync` runs its Redis with `appendfsync
     /// always` and the gateway with `redis_handout_fsync`; `replica` gives its Redis a replica

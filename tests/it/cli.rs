@@ -89,6 +89,12 @@ fn bad_configuration_exits_2_with_one_line() {
     assert_config_error(&["serve", "--config", path], &[], "threadz");
     let (code, stderr) = run(&["serve", "--provider", "warp"], &[]);
     assert_eq!(code, 2, "clap usage errors exit 2 too: {stderr}");
+    for hostile in ["0", "-1", "1e9", "99999999999999999999"] {
+        let flag = format!("--concurrency={hostile}");
+        let (code, stderr) = run(&["bench", "seed-stack", &flag], &[]);
+        assert_eq!(code, 2, "--concurrency {hostile}: {stderr}");
+        assert!(stderr.contains("--concurrency"), "{stderr}");
+    }
 }
 
 #[test]
