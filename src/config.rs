@@ -134,6 +134,8 @@ struct FileConfig {
     redis_handout_fsync: Option<bool>,
     /// Seconds a hand-out waits for that before its answer is withheld (default 1).
     redis_handout_wait_s: Option<f64>,
+    /// Most pooled answers an instance takes at once to hand out from memory (default 64; 0 off).
+    redis_pool_batch: Option<i64>,
     min_remaining_s: Option<f64>,
     keep_query: Option<bool>,
     task_timeout_s: Option<f64>,
@@ -506,6 +508,21 @@ fn redis_settings(
             ));
         }
     }
+    if let Some(n) = file.redis_pool_batch {
+        settings.pool_batch = u32::try_from(n)
+            .ok()
+            .filter(|n| *n <= crate::engine::store::redis::MAX_POOL_BATCH)
+            .ok_or_else(|| {
+                bad(
+                    "redis_pool_batch",
+                    format!("{n} is out of range"),
+                    format!(
+                        "use 0 (every pool hit is its own Redis call) to {}",
+                        crate::engine::store::redis::MAX_POOL_BATCH
+                    ),
+                )
+            })?;
+    }
     Ok(Some(settings))
 }
 
@@ -844,6 +861,31 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(line.starts_with("max_thread_waiters: "), "{line}");
+        }
+    }
+
+    #[test]
+    fn the_pool_batch_defaults_to_64_and_is_range_checked_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.toml");
+        let load = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            let args = ServeArgs {
+                config: Some(path.clone()),
+                ..ServeArgs::default()
+            };
+            load_serve(&args, &|_| None)
+        };
+        let redis = "provider = \"sim\"\nredis_url = \"redis://127.0.0.1:1\"\n";
+        let batch = |text: &str| load(text).unwrap().redis.unwrap().pool_batch;
+        assert_eq!(batch(redis), 64);
+        assert_eq!(batch(&format!("{redis}redis_pool_batch = 0\n")), 0);
+        assert_eq!(batch(&format!("{redis}redis_pool_batch = 256\n")), 256);
+        for bad in ["-1", "257", "4294967296"] {
+            let line = load(&format!("{redis}redis_pool_batch = {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(line.starts_with("redis_pool_batch: "), "{line}");
         }
     }
 

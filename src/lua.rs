@@ -72,6 +72,7 @@ pub static TAKE: LazyLock<Script> = target!("take.lua");
 pub static UNTAKE: LazyLock<Script> = target!("untake.lua");
 pub static RENEW: LazyLock<Script> = target!("renew.lua");
 pub static NOTE: LazyLock<Script> = target!("note.lua");
+pub static UNHOLD: LazyLock<Script> = target!("unhold.lua");
 pub static ANNOUNCE: LazyLock<Script> = plain!("announce.lua");
 
 // Reusable targets, task records, idempotency keys.
@@ -126,6 +127,7 @@ mod tests {
         ("untake", &UNTAKE),
         ("renew", &RENEW),
         ("note", &NOTE),
+        ("unhold", &UNHOLD),
         ("announce", &ANNOUNCE),
         ("shared_arrive", &SHARED_ARRIVE),
         ("shared_finish", &SHARED_FINISH),
@@ -162,7 +164,7 @@ mod tests {
             })
             .collect();
         names.sort();
-        assert_eq!(names.len(), 35, "{names:?}");
+        assert_eq!(names.len(), 36, "{names:?}");
         assert_eq!(names.len(), ALL.len());
         for name in names {
             let loaded = ALL.iter().find(|(n, _)| *n == name);

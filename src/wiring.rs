@@ -187,6 +187,14 @@ async fn open_store(
             fix: p.fix,
         }));
     }
+    // Local claim batches go back when the instance stops taking work, so the rest of the
+    // fleet's callers get them during this one's grace period.
+    let store = Arc::new(store);
+    let (handing, stop) = (store.clone(), shutdown.token.clone());
+    shutdown.tracker.spawn(async move {
+        stop.cancelled().await;
+        handing.hand_back().await;
+    });
     if !store.ping().await {
         if settings.engine.store_required {
             return Err(StartError::Store(
@@ -197,7 +205,7 @@ async fn open_store(
             "Redis does not answer: starting degraded (solving without the pool); reconnecting in the background"
         );
     }
-    Ok(Arc::new(store))
+    Ok(store)
 }
 
 /// Re-covers demand whose tasks died with another instance, every third of a lease.

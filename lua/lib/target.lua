@@ -18,6 +18,10 @@
 --                         task, which the next claim of the target adopts instead of submitting
 -- KEYS[13] adopted  ZSET  claim id -> keep until (ms): orphans another claim adopted; their own
 --                         instance (it was only paused) must deliver nothing for them
+-- KEYS[14] held     HASH  batch id -> the mails of pooled answers one instance took at once to
+--                         hand out from memory (a local claim batch), JSON array in pool order
+-- KEYS[15] holds    ZSET  batch id -> lease end (ms): an instance releases its batch before this
+--                         (what it did not hand out goes back); one still held after it is waste
 --
 -- ARGV[1] op ttl (ms)   ARGV[2] min_remaining (ms)   ARGV[3] mail ttl (ms)   ARGV[4] lease (ms)
 -- ARGV[5] poolable: '1' | '0' | '' (not known to the caller: as recorded in stats)
@@ -41,6 +45,7 @@ local pool, waiters, wlease, inflight = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local mbox, mlease, stats = KEYS[5], KEYS[6], KEYS[7]
 local opkey, fin, gone = KEYS[8], KEYS[9], KEYS[10]
 local notes, orphans, adopted = KEYS[11], KEYS[12], KEYS[13]
+local held, holds = KEYS[14], KEYS[15]
 local op_ttl, min_rem = tonumber(ARGV[1]), tonumber(ARGV[2])
 local mail_ttl, lease = tonumber(ARGV[3]), tonumber(ARGV[4])
 local issued = tonumber(table.remove(ARGV, 7))
@@ -144,6 +149,19 @@ end
 -- in time. Returns the waiters that got passed-on mail.
 local function reap()
   local woken = {}
+  -- A batch still held after its lease: its instance died or paused past it, and may have handed
+  -- out any of its answers, so none goes back; all count as waste (pessimistically: some may
+  -- have reached callers) and no longer as hits.
+  for _, b in ipairs(redis.call('ZRANGEBYSCORE', holds, '-inf', '(' .. now)) do
+    local mails = redis.call('HGET', held, b)
+    if mails then
+      local n = #cjson.decode(mails)
+      incr('expired_unused', n)
+      incr('pool_hits', -n)
+    end
+    redis.call('HDEL', held, b)
+    redis.call('ZREM', holds, b)
+  end
   for _, w in ipairs(redis.call('ZRANGEBYSCORE', wlease, '-inf', '(' .. now)) do
     redis.call('ZREM', waiters, w)
     redis.call('ZREM', wlease, w)
@@ -227,4 +245,46 @@ end
 local function extend(list, more)
   for _, v in ipairs(more) do table.insert(list, v) end
   return list
+end
+
+-- Ends batch `b`: its instance handed out its first `served` answers; the rest are placed again
+-- (the oldest waiter, else the pool, else waste) and stop counting as hits. A batch already
+-- ended or reaped is left alone, so running this twice changes nothing more. Appends the
+-- waiters that got an answer to `woken`.
+local function release(b, served, woken)
+  if b == '' then return end
+  local mails = redis.call('HGET', held, b)
+  if not mails then return end
+  redis.call('HDEL', held, b)
+  redis.call('ZREM', holds, b)
+  mails = cjson.decode(mails)
+  local back = 0
+  for i = served + 1, #mails do
+    back = back + 1
+    local w = place(mails[i])
+    if w then table.insert(woken, w) end
+  end
+  incr('pool_hits', -back)
+end
+
+-- Takes up to `n` more pooled answers for batch `b`, held until `hold_ms` from now: only answers
+-- that keep min_remaining through the hold, and never more than half of what the pool keeps, so
+-- other instances' callers still find answers there. They count as hits now (a release gives
+-- back what was not handed out). Returns their mails in pool order.
+local function hold(b, n, hold_ms)
+  if n <= 0 or b == '' then return {} end
+  n = math.min(n, math.floor(redis.call('ZCARD', pool) / 2))
+  if n <= 0 then return {} end
+  local top = redis.call('ZRANGEBYSCORE', pool, min_expiry + hold_ms, '+inf', 'WITHSCORES',
+    'LIMIT', 0, n)
+  local mails = {}
+  for i = 1, #top, 2 do
+    redis.call('ZREM', pool, top[i])
+    table.insert(mails, 'A|' .. top[i + 1] .. '|' .. top[i])
+  end
+  if #mails == 0 then return mails end
+  redis.call('HSET', held, b, cjson.encode(mails))
+  redis.call('ZADD', holds, now + hold_ms, b)
+  incr('pool_hits', #mails)
+  return mails
 end

@@ -116,6 +116,8 @@ fn arrive(waiter: &str, claim: &str) -> TargetCall {
     TargetCall::Arrive {
         waiter: waiter.into(),
         claim: claim.into(),
+        release: None,
+        hold: None,
     }
 }
 

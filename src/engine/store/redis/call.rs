@@ -81,6 +81,10 @@ pub enum TargetCall {
         waiter: String,
         /// The claim to start a task under if one must start.
         claim: String,
+        /// A local claim batch this instance ends first (`held.rs`).
+        release: Option<Release>,
+        /// A new batch to take on a pool hit, if any.
+        hold: Option<Hold>,
     },
     Finish {
         claim: String,
@@ -126,6 +130,33 @@ pub enum TargetCall {
         waiters: Vec<(String, u64)>,
         claims: Vec<String>,
     },
+    Unhold(Release),
+}
+
+/// The end of a local claim batch: its id and how many of its answers were handed out (the
+/// first ones, in order); the rest go back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Release {
+    pub batch: String,
+    pub served: usize,
+}
+
+/// A local claim batch to take: up to `size` answers, under `batch`, held for `lease_ms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    pub batch: String,
+    pub size: u32,
+    pub lease_ms: u64,
+}
+
+impl Hold {
+    /// The release of this batch with nothing handed out: all of it goes back.
+    pub fn whole(&self) -> Release {
+        Release {
+            batch: self.batch.clone(),
+            served: 0,
+        }
+    }
 }
 
 impl TargetCall {
@@ -143,6 +174,7 @@ impl TargetCall {
             TargetCall::Take { .. } => "take.lua",
             TargetCall::Untake { .. } => "untake.lua",
             TargetCall::Renew { .. } => "renew.lua",
+            TargetCall::Unhold(_) => "unhold.lua",
         }
     }
 
@@ -159,13 +191,37 @@ impl TargetCall {
             TargetCall::Take { .. } => &lua::TAKE,
             TargetCall::Untake { .. } => &lua::UNTAKE,
             TargetCall::Renew { .. } => &lua::RENEW,
+            TargetCall::Unhold(_) => &lua::UNHOLD,
         }
     }
 
     /// The script's own arguments (ARGV[7..] as its header numbers them).
     fn args(&self) -> Vec<String> {
         match self {
-            TargetCall::Arrive { waiter, claim } => vec![waiter.clone(), claim.clone()],
+            TargetCall::Arrive {
+                waiter,
+                claim,
+                release,
+                hold,
+            } => {
+                let (batch, served) = match release {
+                    Some(r) => (r.batch.clone(), r.served),
+                    None => (String::new(), 0),
+                };
+                let (size, lease_ms, new_batch) = match hold {
+                    Some(h) => (h.size, h.lease_ms, h.batch.clone()),
+                    None => (0, 0, String::new()),
+                };
+                vec![
+                    waiter.clone(),
+                    claim.clone(),
+                    batch,
+                    served.to_string(),
+                    size.to_string(),
+                    lease_ms.to_string(),
+                    new_batch,
+                ]
+            }
             TargetCall::Finish {
                 claim,
                 outcome,
@@ -225,6 +281,9 @@ impl TargetCall {
                 }
                 args.extend(claims.iter().cloned());
                 args
+            }
+            TargetCall::Unhold(Release { batch, served }) => {
+                vec![batch.clone(), served.to_string()]
             }
         }
     }

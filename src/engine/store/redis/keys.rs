@@ -4,9 +4,9 @@
 //! does. The thread budget's keys are its own (`provider/budget/redis/call.rs`), as are the
 //! queue's (`queue/keys.rs`, `queue/seed/keys.rs`).
 
-/// The thirteen keys of a single-use target, in the order the target scripts' prelude expects;
+/// The fifteen keys of a single-use target, in the order the target scripts' prelude expects;
 /// `op` names the operation whose reply is recorded (see `lua/lib/target.lua`).
-pub fn target_keys(target_id: &str, op: &str) -> [String; 13] {
+pub fn target_keys(target_id: &str, op: &str) -> [String; 15] {
     [
         pool(target_id),
         waiters(target_id),
@@ -21,10 +21,12 @@ pub fn target_keys(target_id: &str, op: &str) -> [String; 13] {
         target_key(target_id, &["notes"]),
         target_key(target_id, &["orphans"]),
         target_key(target_id, &["adopted"]),
+        target_key(target_id, &["held"]),
+        target_key(target_id, &["holds"]),
     ]
 }
 
-/// `cg:{t:<target id>}:<name>`. Built by appending, not `format!`: thirteen of these are named
+/// `cg:{t:<target id>}:<name>`. Built by appending, not `format!`: fifteen of these are named
 /// for every script call on the pool hit path, where the formatting machinery cost ~2 % of a
 /// hit's CPU (docs/BENCHMARKS.md "Hot path and capacity").
 fn target_key(target_id: &str, name: &[&str]) -> String {
@@ -37,7 +39,7 @@ fn target_key(target_id: &str, name: &[&str]) -> String {
     key
 }
 
-/// The keys `retire.lua` checks and deletes: the thirteen target keys (under an op id no
+/// The keys `retire.lua` checks and deletes: the fifteen target keys (under an op id no
 /// operation uses), then the reusable answer's cache, lock, fence counter and followers.
 pub fn retire_keys(target_id: &str) -> Vec<String> {
     let mut keys = target_keys(target_id, "retire").to_vec();

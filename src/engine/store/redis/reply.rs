@@ -27,6 +27,8 @@ pub(super) struct Arrived {
     /// Code 1: the pooled answer's JSON; code 3: the note of the provider task adopted, or ''.
     pub(super) answer: String,
     pub(super) remaining_ms: i64,
+    /// Code 1 with a batch taken: its answers' mails, in pool order.
+    pub(super) held: Vec<String>,
     pub(super) woken: Vec<String>,
 }
 
@@ -46,11 +48,20 @@ impl Arrived {
             3 => ArriveCode::Start,
             _ => return Err(r.wrong("the code 1, 2 or 3", "another number").into()),
         };
+        let arrived = r.count("the arrival time")?;
+        let answer = r.text("the answer")?;
+        let remaining_ms = r.int("the remaining life")?;
+        let n = r.count("the answers held")?;
+        let n = usize::try_from(n)
+            .ok()
+            .filter(|n| *n <= super::held::MAX_BATCH as usize)
+            .ok_or_else(|| r.wrong("at most the largest batch", "more"))?;
         Ok(Arrived {
             code,
-            arrived: r.count("the arrival time")?,
-            answer: r.text("the answer")?,
-            remaining_ms: r.int("the remaining life")?,
+            arrived,
+            answer,
+            remaining_ms,
+            held: r.texts(n, "a held answer's mail")?,
             woken: r.rest("woken waiters")?,
         })
     }
@@ -171,6 +182,8 @@ mod tests {
             Value::Int(1_000),
             s("{}"),
             Value::Int(50),
+            Value::Int(1),
+            s("A|9|{}"),
             s("w1"),
             s("w2"),
         ])
@@ -180,7 +193,17 @@ mod tests {
             (a.arrived, a.answer.as_str(), a.remaining_ms),
             (1_000, "{}", 50)
         );
+        assert_eq!(a.held, ["A|9|{}"]);
         assert_eq!(a.woken, ["w1", "w2"]);
+        // More held answers than any batch may take is a broken reply, not a long batch.
+        let too_many = Arrived::read(vec![
+            Value::Int(1),
+            Value::Int(1_000),
+            s("{}"),
+            Value::Int(50),
+            Value::Int(i64::from(crate::engine::store::redis::held::MAX_BATCH) + 1),
+        ]);
+        assert!(too_many.is_err());
         let c = Claimed::read("cover.lua", vec![Value::Int(1), s(""), s("w")], 2).unwrap();
         assert_eq!(
             (c.adopted, c.woken),

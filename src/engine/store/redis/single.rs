@@ -7,11 +7,12 @@ use std::sync::Arc;
 use redis::Value;
 use tokio::sync::oneshot;
 
-use super::call::{FinishOutcome, TargetCall};
+use super::call::{FinishOutcome, Hold, Release, TargetCall};
 use super::fanout::LocalWaiter;
+use super::held::{Batch, HOLD, LEASE_SLACK, Look, Turn};
 use super::ops::{OpError, Pk};
 use super::reply::{ArriveCode, Arrived, Claimed, Counted, Delivered, Woken};
-use super::{Inner, mail, poolable};
+use super::{Inner, mail, ms, poolable};
 use crate::engine::store::{Arrival, ClaimId, Finished, StoreError, TargetCounts, WaiterId};
 use crate::engine::store::{TaskOutcome, TaskOutcome::*};
 use crate::model::{Answer, Millis, Target, UpstreamRef};
@@ -33,9 +34,11 @@ fn adopted_task(note: &str) -> Option<UpstreamRef> {
     })
 }
 
-/// One caller's arrival. When its outcome is unknown the caller is told the store is away (it
-/// solves alone) and the arrival is resolved in the background and undone once known: a pooled
-/// answer goes back, the wait is given up, a claimed task is released.
+/// One caller's arrival. A caller this instance can serve from a local claim batch
+/// (`held.rs`) is served without Redis. Otherwise, when its outcome is unknown the caller is told
+/// the store is away (it solves alone) and the arrival is resolved in the background and undone
+/// once known: a pooled answer (and any batch) goes back, the wait is given up, a claimed task is
+/// released.
 pub(super) async fn arrive(
     inner: &Arc<Inner>,
     target: &Target,
@@ -43,6 +46,103 @@ pub(super) async fn arrive(
     now: Millis,
     min_remaining_ms: u64,
 ) -> Result<Arrival, StoreError> {
+    let is_poolable = poolable(target) == "1";
+    let at = inner.observe(now);
+    let (release, hold) = match is_poolable {
+        true => match local_turn(inner, &target.id, at, min_remaining_ms).await {
+            Turn::Hit(answer) => return Ok(Arrival::Pooled(answer)),
+            Turn::Script { release, hold } => (release, hold),
+            Turn::Await(_) => (None, None),
+        },
+        false => (None, None),
+    };
+    let Some(size) = hold else {
+        let arrived = arrive_in_redis(inner, target, waiter, now, min_remaining_ms, release, None);
+        return arrived.await.map(|(arrival, _)| arrival);
+    };
+    let claim = inner.held.claim(&target.id);
+    let asked = Hold {
+        batch: inner.new_id("b"),
+        size,
+        lease_ms: ms(HOLD + LEASE_SLACK),
+    };
+    let until = tokio::time::Instant::now() + HOLD;
+    let arrived = arrive_in_redis(
+        inner,
+        target,
+        waiter,
+        now,
+        min_remaining_ms,
+        release,
+        Some(&asked),
+    )
+    .await;
+    let batch = match &arrived {
+        Ok((_, Some(reply))) if !reply.held.is_empty() => Some(Batch::read(
+            asked.batch,
+            &reply.held,
+            reply.redis_now,
+            at,
+            until,
+        )),
+        _ => None,
+    };
+    let kept = batch.as_ref().map(|b| (b.id.clone(), b.until()));
+    if let Some(back) = claim.land(batch) {
+        inner.clone().unhold_later(target.id.clone(), back);
+    } else if let Some((id, until)) = kept {
+        let (inner, target_id) = (inner.clone(), target.id.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep_until(until).await;
+            if let Some(back) = inner.held.lapse(&target_id, &id) {
+                inner.unhold(&target_id, back).await;
+            }
+        });
+    }
+    arrived.map(|(arrival, _)| arrival)
+}
+
+/// This instance's own look at its batches first: a hit, or the script call to make. A caller
+/// that finds a batch being taken waits for it and looks again, a few times at most: a batch
+/// serves as many callers as it holds, and those it could not serve wait for the next.
+async fn local_turn(inner: &Inner, target_id: &str, at: Millis, min_remaining_ms: u64) -> Turn {
+    const LOOKS: usize = 8;
+    let mut at = at;
+    for n in 1..=LOOKS {
+        let look = match n {
+            1 => Look::First,
+            LOOKS => Look::Last,
+            _ => Look::Again,
+        };
+        match inner.held.arrive(target_id, at, min_remaining_ms, look) {
+            Turn::Await(landed) => landed.await,
+            turn => return turn,
+        }
+        at = inner.observe(at);
+    }
+    Turn::Script {
+        release: None,
+        hold: None,
+    }
+}
+
+/// What a pool hit's reply carried for a batch: its mails and Redis's time then.
+struct HeldReply {
+    held: Vec<String>,
+    redis_now: u64,
+}
+
+/// The arrive script's run and what the caller gets. A batch taken with a pool hit whose
+/// hand-out was not confirmed goes straight back; otherwise its mails are returned.
+async fn arrive_in_redis(
+    inner: &Arc<Inner>,
+    target: &Target,
+    waiter: &WaiterId,
+    now: Millis,
+    min_remaining_ms: u64,
+    release: Option<Release>,
+    hold: Option<&Hold>,
+) -> Result<(Arrival, Option<HeldReply>), StoreError> {
     inner.note_target(target, now).await?;
     let at = inner.observe(now);
     let (tx, rx) = oneshot::channel();
@@ -61,6 +161,8 @@ pub(super) async fn arrive(
     let call = TargetCall::Arrive {
         waiter: waiter.0.clone(),
         claim: claim.clone(),
+        release: release.clone(),
+        hold: hold.cloned(),
     };
     let op = inner
         .op(call, &target.id, pk)
@@ -73,27 +175,39 @@ pub(super) async fn arrive(
         Ok(ran) => ran,
         Err(e) => {
             inner.local.take_waiter(&waiter.0);
-            if let OpError::Unknown(_) = e {
-                let (inner, target, waiter) = (inner.clone(), target.clone(), waiter.0.clone());
-                let (call, id, issued) = (op.call.clone(), op.id.clone(), op.issued);
-                tokio::spawn(async move {
-                    let op = super::ops::Op {
-                        call,
-                        target_id: &target.id,
-                        pk,
-                        id,
-                        now: Some(now),
-                        min_remaining: Some(min_remaining_ms),
-                        ttl: Some(ARRIVAL_RECORD),
-                        issued,
-                        handout: true,
-                    };
-                    if let Ok(ran) = inner.resolve(&op, epoch).await {
-                        inner
-                            .undo_arrival(&target, &waiter, &claim, ran.values)
-                            .await;
+            match e {
+                OpError::Unknown(_) => {
+                    let (inner, target, waiter) = (inner.clone(), target.clone(), waiter.0.clone());
+                    let (call, id, issued) = (op.call.clone(), op.id.clone(), op.issued);
+                    tokio::spawn(async move {
+                        let op = super::ops::Op {
+                            call,
+                            target_id: &target.id,
+                            pk,
+                            id,
+                            now: Some(now),
+                            min_remaining: Some(min_remaining_ms),
+                            ttl: Some(ARRIVAL_RECORD),
+                            issued,
+                            handout: true,
+                        };
+                        if let Ok(ran) = inner.resolve(&op, epoch).await {
+                            let batch = match &op.call {
+                                TargetCall::Arrive { hold: Some(h), .. } => Some(h.whole()),
+                                _ => None,
+                            };
+                            inner
+                                .undo_arrival(&target, &waiter, &claim, batch, ran.values)
+                                .await;
+                        }
+                    });
+                }
+                // Redis never saw it: the batch it was to end is still held there.
+                OpError::NotRun(_) => {
+                    if let Some(back) = release {
+                        inner.clone().unhold_later(target.id.clone(), back);
                     }
-                });
+                }
             }
             return Err(e.into());
         }
@@ -102,7 +216,7 @@ pub(super) async fn arrive(
         Ok(reply) => reply,
         Err(e) => {
             // What the script did is unknown here: the caller is solved on its own, and the
-            // waiter's lease lapses if one was added.
+            // waiter's lease lapses if one was added (a batch, if any, lapses to waste).
             inner.local.take_waiter(&waiter.0);
             return Err(e);
         }
@@ -112,8 +226,10 @@ pub(super) async fn arrive(
         arrived,
         answer: json,
         remaining_ms,
+        held,
         woken,
     } = reply;
+    let mut batch = None;
     let arrival = match code {
         ArriveCode::Pooled => {
             inner.local.take_waiter(&waiter.0);
@@ -122,11 +238,18 @@ pub(super) async fn arrive(
             let answer = mail::restamp(answer, remaining_ms, at);
             if !ran.confirmed {
                 inner.withhold(target, answer, at).await;
+                if let (false, Some(h)) = (held.is_empty(), hold) {
+                    inner.unhold(&target.id, h.whole()).await;
+                }
                 inner.notify(&target.id, woken).await;
                 return Err(StoreError::Unavailable(
                     "a pool take was not confirmed durable in time".into(),
                 ));
             }
+            batch = Some(HeldReply {
+                held,
+                redis_now: arrived,
+            });
             Arrival::Pooled(answer)
         }
         ArriveCode::Wait => {
@@ -143,7 +266,7 @@ pub(super) async fn arrive(
         }
     };
     inner.notify(&target.id, woken).await;
-    Ok(arrival)
+    Ok((arrival, batch))
 }
 
 impl Inner {
@@ -159,8 +282,36 @@ impl Inner {
         }
     }
 
-    /// An arrival the caller did not wait for: whatever it was given goes back.
-    async fn undo_arrival(&self, target: &Target, waiter: &str, claim: &str, values: Vec<Value>) {
+    /// Ends a local claim batch: what was not handed out goes back (`unhold.lua`). Failing, the
+    /// batch lapses in Redis and counts as waste; it never goes to a second caller.
+    pub(super) async fn unhold(&self, target_id: &str, release: Release) {
+        let op = self.op(TargetCall::Unhold(release), target_id, Pk::Yes);
+        match self.run(&op, true).await {
+            Ok(values) => match Woken::read("unhold.lua", values) {
+                Ok(placed) => self.notify(target_id, placed.woken).await,
+                Err(e) => tracing::warn!(error = %e, "could not read a batch's release"),
+            },
+            Err(e) => {
+                tracing::warn!(error = %StoreError::from(e), "could not release a local batch")
+            }
+        }
+    }
+
+    /// [`Inner::unhold`] off the caller's path.
+    pub(super) fn unhold_later(self: Arc<Self>, target_id: String, release: Release) {
+        tokio::spawn(async move { self.unhold(&target_id, release).await });
+    }
+
+    /// An arrival the caller did not wait for: whatever it was given goes back, the batch it
+    /// asked for (`batch`) too.
+    async fn undo_arrival(
+        &self,
+        target: &Target,
+        waiter: &str,
+        claim: &str,
+        batch: Option<Release>,
+        values: Vec<Value>,
+    ) {
         let reply = match Arrived::read(values) {
             Ok(reply) => reply,
             Err(e) => {
@@ -172,6 +323,9 @@ impl Inner {
         };
         self.notify(&target.id, reply.woken).await;
         let now = self.local_now();
+        if let (false, Some(batch)) = (reply.held.is_empty(), batch) {
+            self.unhold(&target.id, batch).await;
+        }
         let undone = match reply.code {
             ArriveCode::Pooled => match serde_json::from_str::<Answer>(&reply.answer) {
                 Ok(a) => {

@@ -223,6 +223,7 @@ pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
         if inner.seen(pong).is_err() {
             continue;
         }
+        inner.held.forget_idle();
         inner.renew_shared().await;
         inner.read_server().await;
         for (target_id, (target, waiters, claims)) in inner.local.by_target() {
