@@ -103,10 +103,13 @@ pub(super) async fn arrive(
 }
 
 /// This instance's own look at its batches first: a hit, or the script call to make. A caller
-/// that finds a batch being taken waits for it and looks again, a few times at most: a batch
-/// serves as many callers as it holds, and those it could not serve wait for the next.
+/// that finds a batch being taken waits for it and looks again, a few times and for
+/// [`BATCH_WAIT`] at most: a batch serves as many callers as it holds, and those it could not
+/// serve wait for the next; but a taker stuck on a failing Redis must not hold every caller up
+/// past the point where each would have found out on its own.
 async fn local_turn(inner: &Inner, target_id: &str, at: Millis, min_remaining_ms: u64) -> Turn {
     const LOOKS: usize = 8;
+    let deadline = tokio::time::Instant::now() + BATCH_WAIT;
     let mut at = at;
     for n in 1..=LOOKS {
         let look = match n {
@@ -115,16 +118,22 @@ async fn local_turn(inner: &Inner, target_id: &str, at: Millis, min_remaining_ms
             _ => Look::Again,
         };
         match inner.held.arrive(target_id, at, min_remaining_ms, look) {
-            Turn::Await(landed) => landed.await,
+            Turn::Await(landed) => {
+                if tokio::time::timeout_at(deadline, landed).await.is_err() {
+                    break;
+                }
+            }
             turn => return turn,
         }
         at = inner.observe(at);
     }
-    Turn::Script {
-        release: None,
-        hold: None,
-    }
+    inner
+        .held
+        .arrive(target_id, at, min_remaining_ms, Look::Last)
 }
+
+/// The longest a caller waits for batches other callers are taking (a few round trips).
+const BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// What a pool hit's reply carried for a batch: its mails and Redis's time then.
 struct HeldReply {
