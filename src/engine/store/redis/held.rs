@@ -34,6 +34,12 @@ const SPAN: Duration = Duration::from_millis(100);
 const WINDOW: Duration = Duration::from_millis(100);
 const BURST: u32 = 64;
 
+/// How long a batch being taken is waited for before it counts as stuck (a taker on a failing
+/// Redis) and each caller runs its own script: a few round trips. Waiting on a taker that is
+/// merely slow is better than all callers calling Redis at once, which slows it further. The
+/// taker times itself, so waiting callers need no timer each.
+pub const STUCK_AFTER: Duration = Duration::from_millis(50);
+
 /// How long this instance hands a batch's answers out, counted from when it asked for them.
 /// Ten spans: a rate that halves still empties a batch in time.
 pub const HOLD: Duration = Duration::from_secs(1);
@@ -60,9 +66,15 @@ pub struct Held {
 struct Stock {
     batch: Option<Batch>,
     /// A script call asking for a batch is under way: others do not ask too, and callers who
-    /// would run the script meanwhile wait for it to land (`landed`) and look again.
+    /// would run the script meanwhile wait for it to land (`landed`) and look again, unless it
+    /// is `stuck` (its taker found it taking longer than [`STUCK_AFTER`]).
     claiming: bool,
+    stuck: bool,
     landed: Arc<Notify>,
+    /// Callers told to wait since the last landing, and how many the last landing woke: the next
+    /// batch is asked for them too.
+    waiting: u32,
+    woken: u32,
     window_start: Instant,
     window_arrivals: u32,
     /// Arrivals per second over the last window.
@@ -188,7 +200,10 @@ impl Held {
                 targets.entry(target_id.to_owned()).or_insert(Stock {
                     batch: None,
                     claiming: false,
+                    stuck: false,
                     landed: Arc::new(Notify::new()),
+                    waiting: 0,
+                    woken: 0,
                     window_start: instant,
                     window_arrivals: 0,
                     rate: 0,
@@ -203,10 +218,11 @@ impl Held {
                 return Turn::Hit(answer);
             }
         }
-        if stock.claiming && look != Look::Last {
+        if stock.claiming && !stock.stuck && look != Look::Last {
+            stock.waiting = stock.waiting.saturating_add(1);
             return Turn::Await(stock.landed.clone().notified_owned());
         }
-        let size = self.size(stock.rate);
+        let size = self.size(stock.rate).max(stock.woken.min(self.max));
         let ask = size >= 2 && !stock.claiming && !self.stopping.load(Ordering::Relaxed);
         stock.claiming |= ask;
         turn = Turn::Script {
@@ -235,6 +251,8 @@ impl Held {
         match (stock, batch) {
             (Some(stock), batch) => {
                 stock.claiming = false;
+                stock.stuck = false;
+                stock.woken = std::mem::take(&mut stock.waiting);
                 stock.landed.notify_waiters();
                 match batch {
                     Some(b) if keep && stock.batch.is_none() => {
@@ -245,6 +263,16 @@ impl Held {
                 }
             }
             (None, batch) => batch.map(Batch::release),
+        }
+    }
+
+    /// The batch being taken for `target_id` is taking longer than [`STUCK_AFTER`]: the callers
+    /// waiting for it run their own scripts, and so do those who come until it lands.
+    pub fn stuck(&self, target_id: &str) {
+        let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(stock) = targets.get_mut(target_id).filter(|s| s.claiming) {
+            stock.stuck = true;
+            stock.landed.notify_waiters();
         }
     }
 

@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 
 use super::call::{FinishOutcome, Hold, Release, TargetCall};
 use super::fanout::LocalWaiter;
-use super::held::{Batch, HOLD, LEASE_SLACK, Look, Turn};
+use super::held::{Batch, HOLD, LEASE_SLACK, Look, STUCK_AFTER, Turn};
 use super::ops::{OpError, Pk};
 use super::reply::{ArriveCode, Arrived, Claimed, Counted, Delivered, Woken};
 use super::{Inner, mail, ms, poolable};
@@ -67,16 +67,26 @@ pub(super) async fn arrive(
         lease_ms: ms(HOLD + LEASE_SLACK),
     };
     let until = tokio::time::Instant::now() + HOLD;
-    let arrived = arrive_in_redis(
-        inner,
-        target,
-        waiter,
-        now,
-        min_remaining_ms,
-        release,
-        Some(&asked),
-    )
-    .await;
+    let arrived = {
+        let call = arrive_in_redis(
+            inner,
+            target,
+            waiter,
+            now,
+            min_remaining_ms,
+            release,
+            Some(&asked),
+        );
+        tokio::pin!(call);
+        tokio::select! {
+            biased;
+            arrived = &mut call => arrived,
+            () = tokio::time::sleep(STUCK_AFTER) => {
+                inner.held.stuck(&target.id);
+                call.await
+            }
+        }
+    };
     let batch = match &arrived {
         Ok((_, Some(reply))) if !reply.held.is_empty() => Some(Batch::read(
             asked.batch,
@@ -103,13 +113,12 @@ pub(super) async fn arrive(
 }
 
 /// This instance's own look at its batches first: a hit, or the script call to make. A caller
-/// that finds a batch being taken waits for it and looks again, a few times and for
-/// [`BATCH_WAIT`] at most: a batch serves as many callers as it holds, and those it could not
-/// serve wait for the next; but a taker stuck on a failing Redis must not hold every caller up
-/// past the point where each would have found out on its own.
+/// that finds a batch being taken waits for it and looks again: a batch serves as many callers
+/// as it holds, and the next one is asked for those it could not serve. A taker that takes
+/// longer than [`STUCK_AFTER`] (stuck on a failing Redis) says so and holds nobody up: each
+/// caller then runs its own script, as it would have without batches.
 async fn local_turn(inner: &Inner, target_id: &str, at: Millis, min_remaining_ms: u64) -> Turn {
-    const LOOKS: usize = 8;
-    let deadline = tokio::time::Instant::now() + BATCH_WAIT;
+    const LOOKS: usize = 32;
     let mut at = at;
     for n in 1..=LOOKS {
         let look = match n {
@@ -118,11 +127,7 @@ async fn local_turn(inner: &Inner, target_id: &str, at: Millis, min_remaining_ms
             _ => Look::Again,
         };
         match inner.held.arrive(target_id, at, min_remaining_ms, look) {
-            Turn::Await(landed) => {
-                if tokio::time::timeout_at(deadline, landed).await.is_err() {
-                    break;
-                }
-            }
+            Turn::Await(landed) => landed.await,
             turn => return turn,
         }
         at = inner.observe(at);
@@ -131,9 +136,6 @@ async fn local_turn(inner: &Inner, target_id: &str, at: Millis, min_remaining_ms
         .held
         .arrive(target_id, at, min_remaining_ms, Look::Last)
 }
-
-/// The longest a caller waits for batches other callers are taking (a few round trips).
-const BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// What a pool hit's reply carried for a batch: its mails and Redis's time then.
 struct HeldReply {

@@ -240,3 +240,32 @@ async fn callers_wait_for_a_batch_being_taken_and_are_let_go_if_it_is_given_up()
     landed.await;
     assert!(asked(&held.arrive("t", 0, 0, Look::First)).is_some());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stuck_taker_holds_nobody_up_and_the_next_batch_is_sized_for_those_who_waited() {
+    let held = Held::new(64);
+    // 10 arrivals a window: 100 a second, a batch of 10 by rate alone.
+    assert_eq!(asked(&warm(&held, "t", 10).await), Some(10));
+    for _ in 0..40 {
+        assert!(matches!(
+            held.arrive("t", 0, 0, Look::Again),
+            Turn::Await(_)
+        ));
+    }
+    // The taker lands: the forty it kept waiting size the next batch.
+    assert!(held.claim("t").land(None).is_none());
+    assert_eq!(asked(&held.arrive("t", 0, 0, Look::Again)), Some(40));
+    // That taker is stuck (it times itself): waiting callers are woken, and they and later
+    // ones run their own script, asking for nothing, until it lands.
+    let Turn::Await(landed) = held.arrive("t", 0, 0, Look::Again) else {
+        panic!("no wait while a batch was being taken");
+    };
+    held.stuck("t");
+    landed.await;
+    assert_eq!(asked(&held.arrive("t", 0, 0, Look::Again)), None);
+    assert!(held.claim("t").land(None).is_none());
+    assert!(matches!(
+        held.arrive("t", 0, 0, Look::First),
+        Turn::Script { hold: Some(_), .. }
+    ));
+}
