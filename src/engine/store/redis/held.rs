@@ -70,6 +70,10 @@ struct Stock {
     /// is `stuck` (its taker found it taking longer than [`STUCK_AFTER`]).
     claiming: bool,
     stuck: bool,
+    /// The last taker found the pool empty (its caller waits for a solve): until a taker finds
+    /// answers again, nobody waits for a taker, so misses go to Redis side by side as they would
+    /// without batches.
+    dry: bool,
     landed: Arc<Notify>,
     /// Callers told to wait since the last landing, and how many the last landing woke: the next
     /// batch is asked for them too.
@@ -201,6 +205,7 @@ impl Held {
                     batch: None,
                     claiming: false,
                     stuck: false,
+                    dry: false,
                     landed: Arc::new(Notify::new()),
                     waiting: 0,
                     woken: 0,
@@ -218,7 +223,7 @@ impl Held {
                 return Turn::Hit(answer);
             }
         }
-        if stock.claiming && !stock.stuck && look != Look::Last {
+        if stock.claiming && !stock.stuck && !stock.dry && look != Look::Last {
             stock.waiting = stock.waiting.saturating_add(1);
             return Turn::Await(stock.landed.clone().notified_owned());
         }
@@ -244,7 +249,7 @@ impl Held {
 
     /// The batch asked for arrived (or none could be taken). Returns the batch's release when
     /// it cannot be kept (the instance is stopping, or the target was forgotten meanwhile).
-    fn claimed(&self, target_id: &str, batch: Option<Batch>) -> Option<Release> {
+    fn claimed(&self, target_id: &str, batch: Option<Batch>, pooled: bool) -> Option<Release> {
         let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
         let stock = targets.get_mut(target_id);
         let keep = !self.stopping.load(Ordering::Relaxed);
@@ -252,6 +257,7 @@ impl Held {
             (Some(stock), batch) => {
                 stock.claiming = false;
                 stock.stuck = false;
+                stock.dry = !pooled;
                 stock.woken = std::mem::take(&mut stock.waiting);
                 stock.landed.notify_waiters();
                 match batch {
@@ -324,18 +330,19 @@ pub struct Claim<'a> {
 }
 
 impl Claim<'_> {
-    /// The batch arrived, or `None` when none could be taken. Returns the batch's release when
-    /// it cannot be kept (the instance is stopping, or the target was forgotten meanwhile).
-    pub fn land(mut self, batch: Option<Batch>) -> Option<Release> {
+    /// The batch arrived, or `None` when none could be taken; `pooled`: the taker's own caller
+    /// got a pooled answer (else the pool is dry). Returns the batch's release when it cannot be
+    /// kept (the instance is stopping, or the target was forgotten meanwhile).
+    pub fn land(mut self, batch: Option<Batch>, pooled: bool) -> Option<Release> {
         self.open = false;
-        self.held.claimed(self.target_id, batch)
+        self.held.claimed(self.target_id, batch, pooled)
     }
 }
 
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
         if self.open {
-            self.held.claimed(self.target_id, None);
+            self.held.claimed(self.target_id, None, true);
         }
     }
 }

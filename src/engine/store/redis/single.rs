@@ -98,7 +98,8 @@ pub(super) async fn arrive(
         _ => None,
     };
     let kept = batch.as_ref().map(|b| (b.id.clone(), b.until()));
-    if let Some(back) = claim.land(batch) {
+    let pooled = matches!(arrived, Ok((Arrival::Pooled(_), _)));
+    if let Some(back) = claim.land(batch, pooled) {
         inner.clone().unhold_later(target.id.clone(), back);
     } else if let Some((id, until)) = kept {
         let (inner, target_id) = (inner.clone(), target.id.clone());

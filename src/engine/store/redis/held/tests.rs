@@ -69,7 +69,7 @@ async fn a_slow_target_is_never_batched_and_a_busy_one_asks_once_at_a_time() {
     assert_eq!(asked(&first), Some(32));
     // Until that call's batch arrives, nobody else asks: a second look runs the script alone.
     assert_eq!(asked(&held.arrive("busy", 0, 0, Look::Last)), None);
-    assert!(held.claim("busy").land(None).is_none());
+    assert!(held.claim("busy").land(None, true).is_none());
     assert_eq!(asked(&held.arrive("busy", 0, 0, Look::First)), Some(32));
     // Off: never.
     let off = Held::new(0);
@@ -83,7 +83,7 @@ async fn a_batch_is_handed_out_once_in_order_then_released_with_its_count() {
     let at = 5_000;
     assert!(
         held.claim("t")
-            .land(Some(batch("b1", &["a", "b", "c"], at)))
+            .land(Some(batch("b1", &["a", "b", "c"], at)), true)
             .is_none()
     );
     assert_eq!(token(held.arrive("t", at, 10_000, Look::First)), "a");
@@ -113,7 +113,7 @@ async fn an_answer_without_the_callers_min_remaining_is_not_handed_out_from_memo
     // Restamped at 0: 60 s left.
     assert!(
         held.claim("t")
-            .land(Some(batch("b1", &["a", "b"], 0)))
+            .land(Some(batch("b1", &["a", "b"], 0)), true)
             .is_none()
     );
     // At 50 s, 10 s are left: a caller needing 20 goes to Redis, and the batch ends unspent.
@@ -139,7 +139,7 @@ async fn the_hold_ends_on_time_and_its_release_comes_once() {
     let _ = warm(&held, "t", 50).await;
     assert!(
         held.claim("t")
-            .land(Some(batch("b1", &["a", "b"], 0)))
+            .land(Some(batch("b1", &["a", "b"], 0)), true)
             .is_none()
     );
     assert_eq!(token(held.arrive("t", 0, 0, Look::First)), "a");
@@ -168,7 +168,7 @@ async fn stopping_releases_every_batch_and_keeps_none_after() {
     }
     assert!(
         held.claim("x")
-            .land(Some(batch("bx", &["a", "b"], 0)))
+            .land(Some(batch("bx", &["a", "b"], 0)), true)
             .is_none()
     );
     let mut back = held.stop();
@@ -185,7 +185,7 @@ async fn stopping_releases_every_batch_and_keeps_none_after() {
     );
     // y's batch arrives after the stop: it goes straight back, and nobody asks again.
     assert_eq!(
-        held.claim("y").land(Some(batch("by", &["c"], 0))),
+        held.claim("y").land(Some(batch("by", &["c"], 0)), true),
         Some(Release {
             batch: "by".into(),
             served: 0
@@ -227,7 +227,11 @@ async fn callers_wait_for_a_batch_being_taken_and_are_let_go_if_it_is_given_up()
     let Turn::Await(landed) = held.arrive("t", 0, 0, Look::First) else {
         panic!("a second caller ran its own script while a batch was being taken");
     };
-    assert!(held.claim("t").land(Some(batch("b1", &["a"], 0))).is_none());
+    assert!(
+        held.claim("t")
+            .land(Some(batch("b1", &["a"], 0)), true)
+            .is_none()
+    );
     landed.await;
     assert_eq!(token(held.arrive("t", 0, 0, Look::Last)), "a");
     // The next taker is cancelled before its reply: waiters are let go, not left waiting.
@@ -253,7 +257,7 @@ async fn a_stuck_taker_holds_nobody_up_and_the_next_batch_is_sized_for_those_who
         ));
     }
     // The taker lands: the forty it kept waiting size the next batch.
-    assert!(held.claim("t").land(None).is_none());
+    assert!(held.claim("t").land(None, true).is_none());
     assert_eq!(asked(&held.arrive("t", 0, 0, Look::Again)), Some(40));
     // That taker is stuck (it times itself): waiting callers are woken, and they and later
     // ones run their own script, asking for nothing, until it lands.
@@ -263,9 +267,32 @@ async fn a_stuck_taker_holds_nobody_up_and_the_next_batch_is_sized_for_those_who
     held.stuck("t");
     landed.await;
     assert_eq!(asked(&held.arrive("t", 0, 0, Look::Again)), None);
-    assert!(held.claim("t").land(None).is_none());
+    assert!(held.claim("t").land(None, true).is_none());
     assert!(matches!(
         held.arrive("t", 0, 0, Look::First),
         Turn::Script { hold: Some(_), .. }
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_the_pool_is_dry_misses_do_not_queue_behind_one_taker() {
+    let held = Held::new(64);
+    assert!(asked(&warm(&held, "t", 50).await).is_some());
+    // The taker's caller found the pool empty: it waits for a solve.
+    assert!(held.claim("t").land(None, false).is_none());
+    // The next taker asks again, but nobody waits for it while the pool is dry.
+    assert!(asked(&held.arrive("t", 0, 0, Look::Again)).is_some());
+    assert_eq!(asked(&held.arrive("t", 0, 0, Look::Again)), None);
+    // A taker that finds answers again ends the dry spell.
+    assert!(
+        held.claim("t")
+            .land(Some(batch("b1", &["a"], 0)), true)
+            .is_none()
+    );
+    assert_eq!(token(held.arrive("t", 0, 0, Look::First)), "a");
+    let _ = held.arrive("t", 0, 0, Look::First);
+    assert!(matches!(
+        held.arrive("t", 0, 0, Look::Again),
+        Turn::Await(_)
     ));
 }
