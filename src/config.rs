@@ -134,7 +134,7 @@ struct FileConfig {
     redis_handout_fsync: Option<bool>,
     /// Seconds a hand-out waits for that before its answer is withheld (default 1).
     redis_handout_wait_s: Option<f64>,
-    /// Most pooled answers an instance takes at once to hand out from memory (default 64; 0 off).
+    /// Most pooled answers an instance takes at once to hand out from memory (default 0: off; 64 in the benchmarks).
     redis_pool_batch: Option<i64>,
     min_remaining_s: Option<f64>,
     keep_query: Option<bool>,
@@ -865,7 +865,7 @@ mod tests {
     }
 
     #[test]
-    fn the_pool_batch_defaults_to_64_and_is_range_checked_by_name() {
+    fn the_pool_batch_is_off_by_default_and_range_checked_by_name() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gateway.toml");
         let load = |text: &str| {
@@ -878,7 +878,8 @@ mod tests {
         };
         let redis = "provider = \"sim\"\nredis_url = \"redis://127.0.0.1:1\"\n";
         let batch = |text: &str| load(text).unwrap().redis.unwrap().pool_batch;
-        assert_eq!(batch(redis), 64);
+        assert_eq!(batch(redis), 0);
+        assert_eq!(batch(&format!("{redis}redis_pool_batch = 64\n")), 64);
         assert_eq!(batch(&format!("{redis}redis_pool_batch = 0\n")), 0);
         assert_eq!(batch(&format!("{redis}redis_pool_batch = 256\n")), 256);
         for bad in ["-1", "257", "4294967296"] {
