@@ -866,16 +866,7 @@ mod tests {
 
     #[test]
     fn the_pool_batch_is_off_by_default_and_range_checked_by_name() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("gateway.toml");
-        let load = |text: &str| {
-            std::fs::write(&path, text).unwrap();
-            let args = ServeArgs {
-                config: Some(path.clone()),
-                ..ServeArgs::default()
-            };
-            load_serve(&args, &|_| None)
-        };
+        let load = |text: &str| from_file(text, &|_| None);
         let redis = "provider = \"sim\"\nredis_url = \"redis://127.0.0.1:1\"\n";
         let batch = |text: &str| load(text).unwrap().redis.unwrap().pool_batch;
         assert_eq!(batch(redis), 0);

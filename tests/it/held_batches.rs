@@ -1,7 +1,7 @@
 //! Local claim batches at the `Store` seam, on a real redis-server: two instances hitting one
 //! pool at once, each serving most hits from batches in memory, hand every answer out once;
 //! stopping gives back what they still held, so nothing is lost; and `redis_pool_batch = 0`
-//! takes every hit from Redis. The scripts' side is `scripts_held.rs`.
+//! takes every hit from Redis. The scripts' side is `scripts/held.rs`.
 
 use std::collections::HashSet;
 use std::sync::Arc;

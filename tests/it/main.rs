@@ -43,7 +43,6 @@ mod redis_server;
 mod redis_tls;
 mod retire;
 mod scripts;
-mod scripts_held;
 mod secrets;
 mod shutdown;
 mod shutdown_handback;

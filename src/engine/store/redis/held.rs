@@ -101,9 +101,8 @@ impl Batch {
         let answers = mails
             .iter()
             .map_while(|m| {
-                let (exp, json) = m.strip_prefix("A|")?.split_once('|')?;
-                let left = i64::try_from(exp.parse::<u64>().ok()?.checked_sub(redis_now)?).ok()?;
-                let answer: Answer = serde_json::from_str(json).ok()?;
+                let (exp, answer) = mail::decode_answer(m)?;
+                let left = i64::try_from(exp.checked_sub(redis_now)?).ok()?;
                 Some(Some(mail::restamp(answer, left, at)))
             })
             .collect();

@@ -36,12 +36,22 @@ pub fn answer_json(answer: &Answer) -> String {
 }
 
 pub fn decode(mail: &str) -> Option<Delivery> {
-    if let Some(rest) = mail.strip_prefix("A|") {
-        let (_, json) = rest.split_once('|')?;
+    if let Some((_, json)) = answer_parts(mail) {
         return serde_json::from_str::<Answer>(json).ok().map(Ok);
     }
     let json = mail.strip_prefix("F|")?;
     serde_json::from_str::<SolveFailure>(json).ok().map(Err)
+}
+
+/// An answer mail's expiry (Redis time) and answer; `None` for a failure mail or garbage.
+pub fn decode_answer(mail: &str) -> Option<(u64, Answer)> {
+    let (exp, json) = answer_parts(mail)?;
+    Some((exp.parse().ok()?, serde_json::from_str(json).ok()?))
+}
+
+/// The expiry and JSON of an `A|` mail, unread.
+fn answer_parts(mail: &str) -> Option<(&str, &str)> {
+    mail.strip_prefix("A|")?.split_once('|')
 }
 
 #[cfg(test)]

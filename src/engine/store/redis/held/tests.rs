@@ -1,6 +1,6 @@
 //! The local side of claim batches: sizing, order, freshness, the hold's end, stopping and the
 //! map's bound. Tokio's paused clock drives the windows and holds; the scripts' side runs on a
-//! real Redis in `tests/it/scripts.rs`.
+//! real Redis in `tests/it/scripts/held.rs`.
 
 use super::*;
 use crate::model::Answer;
@@ -48,6 +48,25 @@ fn token(turn: Turn) -> String {
     }
 }
 
+/// The release a script call carries; a hit or a wait here is the fault under test.
+fn released(turn: Turn) -> Option<Release> {
+    match turn {
+        Turn::Script { release, .. } => release,
+        Turn::Hit(a) => panic!(
+            "{} handed out from memory where a script call was due",
+            a.text
+        ),
+        Turn::Await(_) => panic!("waited with no batch being taken"),
+    }
+}
+
+fn release(batch: &str, served: usize) -> Release {
+    Release {
+        batch: batch.into(),
+        served,
+    }
+}
+
 fn batch(id: &str, tokens: &[&str], at: Millis) -> Batch {
     // Redis read at 1,000; answers expire at 61,000: 60 s left, restamped at `at`.
     Batch::read(
@@ -90,17 +109,10 @@ async fn a_batch_is_handed_out_once_in_order_then_released_with_its_count() {
     assert_eq!(token(held.arrive("t", at, 10_000, Look::First)), "b");
     assert_eq!(token(held.arrive("t", at, 10_000, Look::First)), "c");
     // Spent: the next arrival runs the script and ends the batch, three handed out.
-    match held.arrive("t", at, 10_000, Look::First) {
-        Turn::Script { release, .. } => assert_eq!(
-            release,
-            Some(Release {
-                batch: "b1".into(),
-                served: 3
-            })
-        ),
-        Turn::Hit(a) => panic!("handed {} twice", a.text),
-        Turn::Await(_) => panic!("waited with no batch being taken"),
-    }
+    assert_eq!(
+        released(held.arrive("t", at, 10_000, Look::First)),
+        Some(release("b1", 3))
+    );
     // Nothing left to release a second time.
     assert!(held.lapse("t", "b1").is_none());
     assert!(held.stop().is_empty());
@@ -117,20 +129,10 @@ async fn an_answer_without_the_callers_min_remaining_is_not_handed_out_from_memo
             .is_none()
     );
     // At 50 s, 10 s are left: a caller needing 20 goes to Redis, and the batch ends unspent.
-    match held.arrive("t", 50_000, 20_000, Look::First) {
-        Turn::Script { release, .. } => assert_eq!(
-            release,
-            Some(Release {
-                batch: "b1".into(),
-                served: 0
-            })
-        ),
-        Turn::Hit(a) => panic!(
-            "{} handed out with 10 s left to a caller needing 20",
-            a.text
-        ),
-        Turn::Await(_) => panic!("waited with no batch being taken"),
-    }
+    assert_eq!(
+        released(held.arrive("t", 50_000, 20_000, Look::First)),
+        Some(release("b1", 0))
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -146,18 +148,8 @@ async fn the_hold_ends_on_time_and_its_release_comes_once() {
     tokio::time::advance(HOLD).await;
     // Past the hold nothing is handed out from memory; the lapse timer gets the release.
     assert!(held.lapse("t", "other").is_none());
-    assert_eq!(
-        held.lapse("t", "b1"),
-        Some(Release {
-            batch: "b1".into(),
-            served: 1
-        })
-    );
-    match held.arrive("t", 0, 0, Look::First) {
-        Turn::Script { release, .. } => assert_eq!(release, None),
-        Turn::Hit(a) => panic!("{} handed out after the hold", a.text),
-        Turn::Await(_) => panic!("waited with no batch being taken"),
-    }
+    assert_eq!(held.lapse("t", "b1"), Some(release("b1", 1)));
+    assert_eq!(released(held.arrive("t", 0, 0, Look::First)), None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -173,23 +165,11 @@ async fn stopping_releases_every_batch_and_keeps_none_after() {
     );
     let mut back = held.stop();
     back.sort_by(|a, b| a.0.cmp(&b.0));
-    assert_eq!(
-        back,
-        vec![(
-            "x".to_owned(),
-            Release {
-                batch: "bx".into(),
-                served: 0
-            }
-        )]
-    );
+    assert_eq!(back, vec![("x".to_owned(), release("bx", 0))]);
     // y's batch arrives after the stop: it goes straight back, and nobody asks again.
     assert_eq!(
         held.claim("y").land(Some(batch("by", &["c"], 0)), true),
-        Some(Release {
-            batch: "by".into(),
-            served: 0
-        })
+        Some(release("by", 0))
     );
     assert_eq!(asked(&warm(&held, "y", 50).await), None);
 }

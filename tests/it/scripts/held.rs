@@ -3,54 +3,19 @@
 //! clock: what a batch takes, what its end gives back, what a lapse does, and that no answer is
 //! ever handed out twice across them. The instance's side is `engine::store::redis::held`.
 
-use captcha_gateway::engine::store::redis::call::{Hold, Prelude, Release, TargetCall};
+use captcha_gateway::engine::store::redis::call::{Hold, Release, TargetCall};
 use redis::Value;
-use redis::aio::MultiplexedConnection;
 
+use super::{Target, int};
 use crate::support::redis::RedisServer;
 
-const NOW: u64 = 10_000_000;
-const MIN_REMAINING: u64 = 10_000;
 const HOLD_LEASE: u64 = 3_000;
 
-struct Target {
-    conn: MultiplexedConnection,
-    id: &'static str,
-    clock: u64,
-}
-
+/// What the batch tests add to the script tests' target.
 impl Target {
-    async fn on(redis: &RedisServer, id: &'static str) -> Target {
-        let client = redis::Client::open(redis.url()).unwrap();
-        Target {
-            conn: client.get_multiplexed_async_connection().await.unwrap(),
-            id,
-            clock: NOW,
-        }
-    }
-
-    fn key(&self, name: &str) -> String {
-        format!("cg:{{t:{}}}:{name}", self.id)
-    }
-
-    fn prelude(&self) -> Prelude {
-        Prelude {
-            op_ttl_ms: 600_000,
-            min_remaining_ms: MIN_REMAINING,
-            mail_ttl_ms: 30_000,
-            lease_ms: 15_000,
-            poolable: Some(true),
-            clock: Some(self.clock),
-            issued: None,
-        }
-    }
-
-    async fn run(&mut self, op: &str, call: TargetCall) -> Vec<Value> {
-        let file = call.file();
-        call.invocation(self.id, op, &self.prelude())
-            .invoke_async::<Vec<Value>>(&mut self.conn)
-            .await
-            .unwrap_or_else(|e| panic!("{file}: {e}"))
+    /// Moves the target's explicit clock on by `ms`.
+    fn advance(&mut self, ms: u64) {
+        self.clock = self.clock.map(|c| c + ms);
     }
 
     /// Pools answers `T0..Tn` with `left` ms of life, plus `i` ms for `Ti`: pool order is
@@ -90,7 +55,7 @@ impl Target {
         let reply = self.run(op, call).await;
         assert_eq!(int(&reply[0]), 1, "{op}: a pool hit");
         let n = int(&reply[4]) as usize;
-        let held = strings(&reply[5..5 + n])
+        let held = texts(&reply[5..5 + n])
             .iter()
             .map(|m| token_of(m))
             .collect();
@@ -116,16 +81,6 @@ impl Target {
         members.iter().map(|m| token_of(m)).collect()
     }
 
-    async fn stat(&mut self, field: &str) -> i64 {
-        redis::cmd("HGET")
-            .arg(self.key("stats"))
-            .arg(field)
-            .query_async::<Option<i64>>(&mut self.conn)
-            .await
-            .unwrap()
-            .unwrap_or(0)
-    }
-
     async fn held_batches(&mut self) -> (u64, u64) {
         let batches: u64 = redis::cmd("HLEN")
             .arg(self.key("held"))
@@ -141,15 +96,11 @@ impl Target {
     }
 }
 
-fn int(v: &Value) -> i64 {
-    redis::from_redis_value_ref(v).unwrap()
-}
-
 fn string(v: &Value) -> String {
     redis::from_redis_value_ref(v).unwrap()
 }
 
-fn strings(values: &[Value]) -> Vec<String> {
+fn texts(values: &[Value]) -> Vec<String> {
     values.iter().map(string).collect()
 }
 
@@ -233,10 +184,10 @@ async fn a_batch_never_ended_is_waste_after_its_lease_and_never_handed_out_again
     t.pool(0..10, 60_000).await;
     let (_, held) = t.hit("h1", None, "b1", 4).await;
     assert_eq!(held.len(), 4);
-    t.clock += HOLD_LEASE;
+    t.advance(HOLD_LEASE);
     let (_, _) = t.hit("h2", None, "", 0).await;
     assert_eq!(t.held_batches().await, (1, 1), "still within its lease");
-    t.clock += 1;
+    t.advance(1);
     let (served, _) = t.hit("h3", None, "", 0).await;
     assert_eq!(t.held_batches().await, (0, 0), "reaped at its lease end");
     assert_eq!(t.stat("expired_unused").await, 4);
@@ -286,7 +237,7 @@ async fn a_held_batch_keeps_its_target_until_it_lapses() {
         .await
         .unwrap();
     assert_eq!(int(&kept[0]), 0, "kept while its batch is held");
-    t.clock += HOLD_LEASE + 1;
+    t.advance(HOLD_LEASE + 1);
     let gone = retire
         .invocation(t.id, &t.prelude())
         .invoke_async::<Vec<Value>>(&mut t.conn)

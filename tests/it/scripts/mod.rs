@@ -11,6 +11,8 @@ use redis::aio::MultiplexedConnection;
 
 use crate::support::redis::RedisServer;
 
+mod held;
+
 const LEASE: u64 = 15_000;
 const MIN_REMAINING: u64 = 10_000;
 
@@ -51,7 +53,14 @@ impl Target {
     /// `call` as the store makes it (keys, prelude and arguments from the same type), its reply
     /// recorded under `op`.
     async fn try_run(&mut self, op: &str, call: TargetCall) -> redis::RedisResult<Vec<Value>> {
-        let prelude = Prelude {
+        call.invocation(self.id, op, &self.prelude())
+            .invoke_async::<Vec<Value>>(&mut self.conn)
+            .await
+    }
+
+    /// The prelude's arguments every call of this target carries.
+    fn prelude(&self) -> Prelude {
+        Prelude {
             op_ttl_ms: 600_000,
             min_remaining_ms: MIN_REMAINING,
             mail_ttl_ms: 30_000,
@@ -59,10 +68,7 @@ impl Target {
             poolable: self.poolable,
             clock: self.clock,
             issued: self.issued,
-        };
-        call.invocation(self.id, op, &prelude)
-            .invoke_async::<Vec<Value>>(&mut self.conn)
-            .await
+        }
     }
 
     async fn zset(&mut self, name: &str) -> Vec<(String, f64)> {
