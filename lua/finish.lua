@@ -15,6 +15,11 @@ local r = replay()
 if r then return r end
 touch()
 redis.call('ZREM', inflight, ARGV[7])
+-- Finished before: a repeat (its first outcome was unknown to its instance, see `refinish` in
+-- single.rs) delivers nothing. An adopted claim is marked too; it goes on below.
+if redis.call('ZSCORE', fin, ARGV[7]) and not redis.call('ZSCORE', adopted, ARGV[7]) then
+  return done(extend({0}, reap()))
+end
 local note = redis.call('HGET', notes, ARGV[7])
 if ARGV[8] == 'R' and note and not redis.call('ZSCORE', adopted, ARGV[7]) then
   -- Handed back by a stopping instance: the provider is still solving it, and the claim that

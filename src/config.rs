@@ -865,12 +865,12 @@ mod tests {
     }
 
     #[test]
-    fn the_pool_batch_is_off_by_default_and_range_checked_by_name() {
+    fn the_pool_batch_is_64_by_default_and_range_checked_by_name() {
         let load = |text: &str| from_file(text, &|_| None);
         let redis = "provider = \"sim\"\nredis_url = \"redis://127.0.0.1:1\"\n";
         let batch = |text: &str| load(text).unwrap().redis.unwrap().pool_batch;
-        assert_eq!(batch(redis), 0);
-        assert_eq!(batch(&format!("{redis}redis_pool_batch = 64\n")), 64);
+        assert_eq!(batch(redis), 64);
+        assert_eq!(batch(&format!("{redis}redis_pool_batch = 32\n")), 32);
         assert_eq!(batch(&format!("{redis}redis_pool_batch = 0\n")), 0);
         assert_eq!(batch(&format!("{redis}redis_pool_batch = 256\n")), 256);
         for bad in ["-1", "257", "4294967296"] {

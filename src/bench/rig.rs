@@ -161,11 +161,8 @@ impl GatewaySpec {
     }
 
     fn toml(&self, sim: SocketAddr) -> String {
-        // Local claim batches are off by default until a fault scenario is understood
-        // (docs/REDIS.md "Local claim batches"); the benchmarks run them as a user who turns
-        // them on.
         let redis = match &self.redis_url {
-            Some(url) => format!("redis_url = \"{url}\"\nredis_pool_batch = 64\n"),
+            Some(url) => format!("redis_url = \"{url}\"\n"),
             None => String::new(),
         };
         let poll = if self.poll_table {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use captcha_gateway::engine::store::Store;
 use captcha_gateway::engine::store::prelude::*;
 use captcha_gateway::engine::store::redis::{Durability, RedisSettings, RedisStore};
-use captcha_gateway::engine::store::{Arrival, TaskOutcome, WaiterId};
+use captcha_gateway::engine::store::{Arrival, Finished, TaskOutcome, WaiterId};
 use captcha_gateway::model::{Answer, SolveRequest, Target, TargetPolicy, now_ms};
 use tokio_util::sync::CancellationToken;
 
@@ -253,6 +253,73 @@ async fn a_retry_after_a_pause_longer_than_its_record_does_not_run_afresh() {
     assert_eq!(counts.pooled, 0, "the token was not placed a second time");
     let report = store.server_report().unwrap();
     assert!(report.operations_expired >= 1, "{report:?}");
+}
+
+/// A finish whose reply was lost, on a master that then came back without it (here from a
+/// snapshot taken before it; a lagging replica promoted is the same): its claim was left in
+/// flight there, so the caller waiting on that task waited for the claim's lease to lapse,
+/// under load past its deadline. The store now finishes the claim again without its outcome:
+/// the waiter is covered by a new task at once, and the lost answer is handed to nobody.
+#[tokio::test]
+async fn a_finish_its_master_lost_covers_the_waiting_caller_again_at_once() {
+    let mut redis = RedisServer::start();
+    let proxy = FaultProxy::start(([127, 0, 0, 1], redis.port).into()).await;
+    let store = store_with(format!("redis://127.0.0.1:{}/", proxy.port()), |s| {
+        // Far longer than the test: only the store's own step can free the claim.
+        s.lease = Duration::from_secs(120);
+        s.target.response_timeout = Duration::from_millis(500);
+    })
+    .await;
+    let t = target("lost-finish");
+    let first = waiter(&*store);
+    let Arrival::Start(_rx, claim) = store
+        .arrive(&t, &first, now_ms(), MIN_REMAINING)
+        .await
+        .unwrap()
+    else {
+        panic!("the first caller starts a task");
+    };
+    // The first caller leaves; the next waits for the task already under way.
+    store
+        .abandon(&t, &first, None, false, now_ms())
+        .await
+        .unwrap();
+    let next = waiter(&*store);
+    let waiting = store.arrive(&t, &next, now_ms(), MIN_REMAINING).await;
+    assert!(
+        matches!(waiting, Ok(Arrival::Wait(_))),
+        "the next caller waits for the task in flight"
+    );
+    let saved = crate::support::redis::cli(redis.port, &["save"]);
+    assert!(saved.contains("OK"), "snapshot taken: {saved}");
+
+    proxy.set(Mode::DropReplies);
+    let finishing = {
+        let (store, t) = (store.clone(), t.clone());
+        tokio::spawn(async move {
+            store
+                .finish(&t, &claim, TaskOutcome::Answer(answer()), false, now_ms())
+                .await
+        })
+    };
+    eventually(SOON, "the finish ran and its reply was lost", || async {
+        proxy.swallowed() > 0
+    })
+    .await;
+    redis.restart();
+    proxy.set(Mode::Pass);
+
+    let outcome = finishing.await.unwrap();
+    assert!(
+        matches!(outcome, Ok(Finished::Restart(_))),
+        "the waiting caller is covered by a new task: {outcome:?}"
+    );
+    let counts = store.counts(&t, now_ms(), MIN_REMAINING).await.unwrap();
+    assert_eq!(
+        (counts.pooled, counts.in_flight, counts.waiting),
+        (0, 1, 1),
+        "the lost answer is nowhere; one task (the new one) covers the one caller"
+    );
 }
 
 /// A Cluster master restarted (empty, inside the node timeout, so no failover) changes the

@@ -206,6 +206,29 @@ async fn a_finish_run_twice_hands_its_answer_out_once() {
     );
 }
 
+/// A claim finished again under a new operation, as its instance does when the first finish's
+/// outcome was lost with a master change (`refinish` in single.rs): where the first landed, the
+/// second delivers nothing, starts nothing and counts no waste.
+#[tokio::test]
+async fn a_claim_finished_again_after_its_first_finish_landed_changes_nothing() {
+    let redis = RedisServer::start();
+    let mut t = Target::on(&redis, "refinish").await;
+    assert_eq!(t.arrive("a1", "i:1", "c1").await, 3);
+    assert_eq!(t.arrive("a2", "i:2", "c2").await, 3);
+    t.finish_answer("f1", "c1", 60_000, "{\"text\":\"X\"}")
+        .await;
+    let again = t.run("f2", finish("c1", FinishOutcome::Stale)).await;
+    assert_eq!(int(&again[0]), 0, "no task restarted");
+    assert_eq!(
+        t.stat("expired_unused").await,
+        0,
+        "no answer counted as waste"
+    );
+    assert_eq!(t.mbox().await.len(), 1, "the first caller's answer stays");
+    assert_eq!(t.members("waiters").await, ["i:2"]);
+    assert_eq!(t.members("inflight").await, ["c2"]);
+}
+
 /// A pool hit keeps no reply record (one key written and expired per hit otherwise). Run again
 /// under the same op id, as after a lost reply, it takes the next answer: the first is waste,
 /// never a second caller's.

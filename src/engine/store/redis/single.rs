@@ -426,8 +426,45 @@ impl Inner {
                 Err(e)
             }
             // It may have been delivered already: acting on a guess could hand it out twice.
-            Err(OpError::Unknown(e)) => Err(e),
+            // But a master replaced by a replica that never saw it still has the claim in
+            // flight, and the waiters it covers would wait for its lease to lapse: so the claim
+            // is finished again without its outcome (see `refinish`).
+            Err(OpError::Unknown(e)) => match outcome {
+                Answer(_) | Failed(_) => match self.refinish(target, claim, poolable).await {
+                    Some(next) => Ok(Finished::Restart(next)),
+                    None => Err(e),
+                },
+                Stale | Requeue => Err(e),
+            },
         }
+    }
+
+    /// A claim whose finish has an unknown outcome, finished again as stale: its outcome is
+    /// dropped (one answer of waste at most, never a second hand-out). Where the first finish
+    /// landed, this one is a repeat and does nothing (`finish.lua`); where it was lost, the
+    /// claim leaves the in-flight set now, and a waiter it covered is covered by a new task
+    /// (returned) instead of waiting out the lease.
+    async fn refinish(&self, target: &Target, claim: &ClaimId, poolable: bool) -> Option<ClaimId> {
+        let restart = self.new_claim();
+        let call = TargetCall::Finish {
+            claim: claim.0.clone(),
+            outcome: FinishOutcome::Stale,
+            restart: restart.clone(),
+        };
+        let op = self
+            .op(call, &target.id, Pk::of(poolable))
+            .at(self.local_now());
+        let values = self.run(&op, true).await.ok()?;
+        let delivered = Delivered::read(values).ok()?;
+        self.notify(&target.id, delivered.woken).await;
+        tracing::warn!(
+            target = ?target,
+            "a finished task's outcome is unknown; finished again without it"
+        );
+        delivered.restart.then(|| {
+            self.local.add_claim(&restart, target);
+            ClaimId(restart)
+        })
     }
 
     pub(super) async fn abandon(
