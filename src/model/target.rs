@@ -38,8 +38,8 @@ impl fmt::Debug for Target {
 impl Target {
     pub fn of(req: &SolveRequest, policy: TargetPolicy) -> Target {
         let kind = req.kind();
-        let mut parts: Vec<String> = vec![kind.as_str().to_owned()];
-        let mut push = |name: &str, value: &str| parts.push(format!("{name}={value}"));
+        let mut id = IdDigest::new(kind.as_str());
+        let flag = |b: bool| if b { "true" } else { "false" };
         let label = match &req.params {
             TaskParams::Recaptcha {
                 sitekey,
@@ -52,16 +52,16 @@ impl Target {
                 domain,
                 ..
             } => {
-                let page = normalize_url(pageurl, policy);
-                push("sitekey", sitekey);
-                push("page", &page);
-                push("enterprise", &enterprise.to_string());
-                push("invisible", &invisible.to_string());
-                push("action", action.as_deref().unwrap_or(""));
-                push("min_score", min_score.as_deref().unwrap_or(""));
-                push("data_s", data_s.as_deref().unwrap_or(""));
-                push("domain", domain.as_deref().unwrap_or(""));
-                format!("{kind}:{}", host_of(&page))
+                let (page, host) = normalized(pageurl, policy);
+                id.part("sitekey", sitekey);
+                id.part("page", &page);
+                id.part("enterprise", flag(*enterprise));
+                id.part("invisible", flag(*invisible));
+                id.part("action", action.as_deref().unwrap_or(""));
+                id.part("min_score", min_score.as_deref().unwrap_or(""));
+                id.part("data_s", data_s.as_deref().unwrap_or(""));
+                id.part("domain", domain.as_deref().unwrap_or(""));
+                format!("{kind}:{host}")
             }
             TaskParams::Turnstile {
                 sitekey,
@@ -70,18 +70,18 @@ impl Target {
                 data,
                 pagedata,
             } => {
-                let page = normalize_url(pageurl, policy);
-                push("sitekey", sitekey);
-                push("page", &page);
-                push("action", action.as_deref().unwrap_or(""));
-                push("data", data.as_deref().unwrap_or(""));
-                push("pagedata", pagedata.as_deref().unwrap_or(""));
-                format!("{kind}:{}", host_of(&page))
+                let (page, host) = normalized(pageurl, policy);
+                id.part("sitekey", sitekey);
+                id.part("page", &page);
+                id.part("action", action.as_deref().unwrap_or(""));
+                id.part("data", data.as_deref().unwrap_or(""));
+                id.part("pagedata", pagedata.as_deref().unwrap_or(""));
+                format!("{kind}:{host}")
             }
             TaskParams::CloudflareChallenge { pageurl, .. } => {
                 // The clearance cookie is valid for the site's whole host, per proxy and UA.
-                let host = host_of(&normalize_url(pageurl, policy));
-                push("host", &host);
+                let (_, host) = normalized(pageurl, policy);
+                id.part("host", &host);
                 format!("{kind}:{host}")
             }
             TaskParams::Geetest {
@@ -91,82 +91,120 @@ impl Target {
                 api_server,
             } => {
                 // The challenge is fresh per page load, so it is part of the identity.
-                let page = normalize_url(pageurl, policy);
-                push("gt", gt);
-                push("challenge", challenge);
-                push("page", &page);
-                push("api_server", api_server.as_deref().unwrap_or(""));
-                format!("{kind}:{}", host_of(&page))
+                let (page, host) = normalized(pageurl, policy);
+                id.part("gt", gt);
+                id.part("challenge", challenge);
+                id.part("page", &page);
+                id.part("api_server", api_server.as_deref().unwrap_or(""));
+                format!("{kind}:{host}")
             }
             TaskParams::Image { body, options } => {
-                push("image", &hex::encode(Sha256::digest(body)));
-                push("options", &format!("{options:?}"));
+                id.part("image", &hex::encode(Sha256::digest(body)));
+                id.part("options", &format!("{options:?}"));
                 kind.as_str().to_owned()
             }
             TaskParams::Text { text, lang } => {
-                push("text", text);
-                push("lang", lang.as_deref().unwrap_or(""));
+                id.part("text", text);
+                id.part("lang", lang.as_deref().unwrap_or(""));
                 kind.as_str().to_owned()
             }
         };
         // An answer bound to a proxy or UA only works with that proxy and UA.
         if req.proxy.is_some() || kind == Kind::CloudflareChallenge {
             let proxy = req.proxy.as_ref();
-            push("proxy", proxy.map(|p| p.address.as_str()).unwrap_or(""));
-            push("proxytype", proxy.map(|p| p.kind.as_str()).unwrap_or(""));
-            push("ua", req.user_agent.as_deref().unwrap_or(""));
+            id.part("proxy", proxy.map(|p| p.address.as_str()).unwrap_or(""));
+            id.part("proxytype", proxy.map(|p| p.kind.as_str()).unwrap_or(""));
+            id.part("ua", req.user_agent.as_deref().unwrap_or(""));
         }
         // An isolated tenant's targets are its own (`pools = "isolated"`).
         if let Some(tenant) = &req.partition {
-            push("tenant", tenant);
-        }
-        let mut hasher = Sha256::new();
-        for part in &parts {
-            // Length-prefixed so that no two part lists digest alike.
-            hasher.update((part.len() as u64).to_le_bytes());
-            hasher.update(part.as_bytes());
+            id.part("tenant", tenant);
         }
         Target {
             kind,
-            id: hex::encode(&hasher.finalize()[..16]),
+            id: id.finish(),
             label,
         }
     }
 }
 
-/// Lower-cases scheme and host (the `url` crate does), drops user info (`user:secret@`) and the
-/// fragment always and the query when the policy says so, and drops a trailing `/` on the path
-/// unless it is the root. Unparsable URLs become an empty string: validation rejects them before
+/// The digest behind a target id: the kind, then `name=value` parts, each length-prefixed so
+/// that no two part lists digest alike. Fed piece by piece: the id is on every caller's path,
+/// and formatting each part into a string of its own cost more than the hash.
+struct IdDigest(Sha256);
+
+impl IdDigest {
+    fn new(kind: &str) -> Self {
+        let mut digest = IdDigest(Sha256::new());
+        digest.prefixed(&[kind]);
+        digest
+    }
+
+    fn part(&mut self, name: &str, value: &str) {
+        self.prefixed(&[name, "=", value]);
+    }
+
+    /// One part made of `pieces`, after its length.
+    fn prefixed(&mut self, pieces: &[&str]) {
+        let len: usize = pieces.iter().map(|p| p.len()).sum();
+        self.0.update((len as u64).to_le_bytes());
+        for piece in pieces {
+            self.0.update(piece.as_bytes());
+        }
+    }
+
+    fn finish(self) -> String {
+        hex::encode(&self.0.finalize()[..16])
+    }
+}
+
+/// A page URL as it enters a target's identity. Lower-cases scheme and host (the `url` crate
+/// does), drops user info (`user:secret@`) and the fragment always and the query when the policy
+/// says so, and drops a trailing `/` on the path unless it is the root. Unparsable URLs become an empty string: validation rejects them before
 /// they get here, and whatever they hold must not reach a label.
 ///
 /// User info is not part of the page: it is HTTP credentials for the site, which neither the
 /// captcha's sitekey nor its token is bound to (the widget reports the page's origin, which has no
 /// user info), so two URLs differing only in it are one target. Keeping it, even digested, would
 /// split one site's pool by whoever's credentials came along.
-pub fn normalize_url(raw: &str, policy: TargetPolicy) -> String {
+///
+/// Returns the normalized URL and its [`host_of`], from one parse.
+fn normalized(raw: &str, policy: TargetPolicy) -> (String, String) {
     let Ok(mut url) = url::Url::parse(raw.trim()) else {
-        return String::new();
+        return (String::new(), String::new());
     };
-    // Both fail only for URLs that cannot have user info (no host), which have none to drop.
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
-    url.set_fragment(None);
-    if policy.drop_query {
+    // Each setter rewrites the URL's text, so only what is there is removed. Both user info
+    // setters fail only for URLs that cannot have user info (no host), which have none to drop.
+    if !url.username().is_empty() {
+        let _ = url.set_username("");
+    }
+    if url.password().is_some() {
+        let _ = url.set_password(None);
+    }
+    if url.fragment().is_some() {
+        url.set_fragment(None);
+    }
+    if policy.drop_query && url.query().is_some() {
         url.set_query(None);
     }
-    let path = url.path().to_owned();
+    let path = url.path();
     if path.len() > 1 && path.ends_with('/') {
-        url.set_path(path.trim_end_matches('/'));
+        let trimmed = path.trim_end_matches('/').to_owned();
+        url.set_path(&trimmed);
     }
-    url.to_string()
+    let host = host_and_port(&url);
+    (String::from(url), host)
 }
 
 /// `host` or `host:port` of a normalized URL: the only part of a caller's page that reaches a
 /// label (metrics, `/`, `/v1/pools`, logs). Never user info, path or query.
 pub(super) fn host_of(url: &str) -> String {
-    let Ok(url) = url::Url::parse(url) else {
-        return String::new();
-    };
+    url::Url::parse(url)
+        .map(|url| host_and_port(&url))
+        .unwrap_or_default()
+}
+
+fn host_and_port(url: &url::Url) -> String {
     match (url.host_str(), url.port()) {
         (Some(host), Some(port)) => format!("{host}:{port}"),
         (Some(host), None) => host.to_owned(),
@@ -181,6 +219,112 @@ mod tests {
 
     fn v2(page: &str) -> SolveRequest {
         SolveRequest::recaptcha_v2("6Le-key", page)
+    }
+
+    /// Target ids name Redis keys and survive upgrades: a change to how they are computed would
+    /// split every pool and waiting line of a fleet mid-rollout. These were computed by the
+    /// first implementation.
+    #[test]
+    fn target_ids_and_labels_stay_as_first_computed() {
+        use crate::model::{Proxy, ProxyType};
+        let mut enterprise = v2("https://user:secret@Shop.Example.com:8443/a/b/?q=1#frag");
+        if let TaskParams::Recaptcha {
+            enterprise: e,
+            invisible,
+            action,
+            min_score,
+            domain,
+            ..
+        } = &mut enterprise.params
+        {
+            *e = true;
+            *invisible = true;
+            *action = Some("login".into());
+            *min_score = Some("0.3".into());
+            *domain = Some("recaptcha.net".into());
+        }
+        let mut proxied = SolveRequest::new(TaskParams::Turnstile {
+            sitekey: "0x4AAA".into(),
+            pageurl: "https://example.com/".into(),
+            action: Some("signup".into()),
+            data: None,
+            pagedata: Some("pd".into()),
+        });
+        proxied.proxy = Some(Proxy {
+            kind: ProxyType::Http,
+            address: "u:p@10.0.0.1:3128".into(),
+        });
+        proxied.user_agent = Some("UA/1".into());
+        proxied.partition = Some("acme".into());
+        let cases = [
+            (v2("https://example.com/login"), true),
+            (v2("https://example.com/login?x=1#f"), false),
+            (enterprise, true),
+            (v2("not a url"), true),
+            (proxied, true),
+            (
+                SolveRequest::new(TaskParams::CloudflareChallenge {
+                    pageurl: "https://example.com:444/x".into(),
+                    sitekey: None,
+                }),
+                true,
+            ),
+            (
+                SolveRequest::new(TaskParams::Geetest {
+                    gt: "g".into(),
+                    challenge: "c".into(),
+                    pageurl: "http://geetest.example/p/".into(),
+                    api_server: None,
+                }),
+                true,
+            ),
+            (
+                SolveRequest::new(TaskParams::Text {
+                    text: "2+2".into(),
+                    lang: Some("en".into()),
+                }),
+                true,
+            ),
+        ];
+        let got: Vec<(String, String)> = cases
+            .iter()
+            .map(|(req, drop_query)| {
+                let t = Target::of(
+                    req,
+                    TargetPolicy {
+                        drop_query: *drop_query,
+                    },
+                );
+                (t.id, t.label)
+            })
+            .collect();
+        let want = [
+            (
+                "62b26b0b6b48010887b7c535021eb14e",
+                "recaptcha_v2:example.com",
+            ),
+            (
+                "5b199aee239c595f794634527beb6ef3",
+                "recaptcha_v2:example.com",
+            ),
+            (
+                "a3dbae081b279218458c308e0b60c723",
+                "recaptcha_v2:shop.example.com:8443",
+            ),
+            ("8acb794af937d2220af2eb71c92b0b05", "recaptcha_v2:"),
+            ("540dc15c9d86d2f93aacc633a3f0a464", "turnstile:example.com"),
+            (
+                "87592c447aa710e0d7e924476a5b6a7e",
+                "cloudflare_challenge:example.com:444",
+            ),
+            (
+                "eb787d212957114c239433983fa4b577",
+                "geetest_v3:geetest.example",
+            ),
+            ("e5cb34cb0aae0887f2d72b2b58e295e9", "text"),
+        ];
+        let got: Vec<(&str, &str)> = got.iter().map(|(i, l)| (i.as_str(), l.as_str())).collect();
+        assert_eq!(got, want);
     }
 
     #[test]
@@ -228,7 +372,7 @@ mod tests {
         let without = Target::of(&v2("https://example.com:8443/login"), p);
         assert_eq!(with, without, "user info is not part of the page");
         assert_eq!(with.label, "recaptcha_v2:example.com:8443");
-        let page = normalize_url("https://user:secret@example.com/a?token=abc#f", p);
+        let page = normalized("https://user:secret@example.com/a?token=abc#f", p).0;
         assert_eq!(page, "https://example.com/a");
         let req = v2("https://alice:s3cret@Example.com:8443/login?session=tok3n");
         for shown in [format!("{with:?}"), with.label.clone(), format!("{req:?}")] {
@@ -256,7 +400,7 @@ mod tests {
             let url = format!("https://{user}:{pass}@{host}{path}?{query}");
             let t = Target::of(&v2(&url), TargetPolicy { drop_query: false });
             prop_assert_eq!(t.label, format!("recaptcha_v2:{host}"));
-            let page = normalize_url(&url, TargetPolicy { drop_query: true });
+            let page = normalized(&url, TargetPolicy { drop_query: true }).0;
             prop_assert!(!page.contains('@') || path.contains('@'), "{}", page);
             prop_assert!(!page.contains('?'));
         }
@@ -272,8 +416,8 @@ mod tests {
         fn normalization_is_idempotent(s in "https?://[a-zA-Z]{1,8}\\.[a-z]{2,3}(/[a-z0-9]{0,5}){0,3}/?(\\?[a-z=&]{0,8})?(#[a-z]{0,4})?") {
             for drop_query in [true, false] {
                 let p = TargetPolicy { drop_query };
-                let once = normalize_url(&s, p);
-                prop_assert_eq!(normalize_url(&once, p), once.clone());
+                let once = normalized(&s, p).0;
+                prop_assert_eq!(normalized(&once, p).0, once.clone());
                 prop_assert!(!once.contains('#'));
             }
         }
