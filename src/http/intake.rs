@@ -107,6 +107,17 @@ impl AppState {
         if matches!(self.intake, Intake::InProcess) {
             return self.engine.solve(req, deadline).await;
         }
+        // Boxed: the queue's submit is the larger future, and unboxed it would size every
+        // in-process caller's future too (docs/BENCHMARKS.md "Hot path and capacity").
+        Box::pin(self.through_queue(tenant, req, deadline)).await
+    }
+
+    async fn through_queue(
+        &self,
+        tenant: &str,
+        req: SolveRequest,
+        deadline: Instant,
+    ) -> Result<Handout, SolveError> {
         let timeout = deadline.saturating_duration_since(Instant::now());
         let id = self.submit_task(tenant, req, timeout, ()).await?;
         self.wait_answer(tenant, &id, deadline).await
