@@ -160,8 +160,9 @@ impl IdDigest {
 
 /// A page URL as it enters a target's identity. Lower-cases scheme and host (the `url` crate
 /// does), drops user info (`user:secret@`) and the fragment always and the query when the policy
-/// says so, and drops a trailing `/` on the path unless it is the root. Unparsable URLs become an empty string: validation rejects them before
-/// they get here, and whatever they hold must not reach a label.
+/// says so, and drops a trailing `/` on the path unless it is the root. Unparsable URLs become an
+/// empty string: validation rejects them before they get here, and whatever they hold must not
+/// reach a label.
 ///
 /// User info is not part of the page: it is HTTP credentials for the site, which neither the
 /// captcha's sitekey nor its token is bound to (the widget reports the page's origin, which has no
