@@ -17,11 +17,11 @@ use captcha_gateway::sim::LatencyRange;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::KEY;
 use crate::support::eventually::eventually;
 use crate::support::fleet::{SimServer, client};
 use crate::support::gateway::GatewayProcess;
 use crate::support::redis::{RedisServer, cli};
+use crate::support::{KEY, solve};
 
 const MIN_REMAINING: u64 = 10_000;
 const POOLED: usize = 600;
@@ -231,9 +231,12 @@ async fn a_gateway_killed_holding_a_batch_loses_it_to_waste_and_hands_nothing_ou
     let mut from_survivor = Vec::new();
     let give_up = Instant::now() + SOON;
     loop {
-        let (token, source) = solve_once(&http, &survivor, &site).await;
-        from_survivor.push(token);
-        if source != "pool" && held_mails(&redis).is_empty() {
+        let mut body = site.clone();
+        body["timeout_s"] = 20.into();
+        let (status, v) = solve(&http, &survivor.base, body).await;
+        assert_eq!(status, 200, "{v}");
+        from_survivor.push(v["token"].as_str().expect("a token").to_owned());
+        if v["source"] != "pool" && held_mails(&redis).is_empty() {
             break;
         }
         assert!(Instant::now() < give_up, "the batch was never reaped");
@@ -279,22 +282,6 @@ async fn hit(
         }
     }
     got
-}
-
-async fn solve_once(http: &reqwest::Client, gw: &GatewayProcess, site: &Value) -> (String, String) {
-    let mut body = site.clone();
-    body["timeout_s"] = 20.into();
-    let res = http
-        .post(gw.url("/v1/solve"))
-        .bearer_auth(KEY)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let v: Value = res.json().await.unwrap();
-    let token = v["token"].as_str().expect("a token").to_owned();
-    (token, v["source"].as_str().unwrap_or_default().to_owned())
 }
 
 /// The tokens of every batch held in Redis now (mails `A|<expires_at>|<answer json>`).
