@@ -261,6 +261,15 @@ impl Engine {
         if self.store.degraded() {
             return self.degraded(req, deadline, priority).await;
         }
+        let at_once = poolable
+            .then(|| {
+                self.store
+                    .arrive_at_once(&target, now_ms(), self.min_remaining_ms())
+            })
+            .flatten();
+        if let Some(answer) = at_once {
+            return Ok(self.pooled(kind, answer));
+        }
         let seq = self.next_waiter.fetch_add(1, Ordering::Relaxed);
         let waiter = WaiterId::new(&self.instance, seq);
         let arriving = self.arrive_single_use(&target, &req, &waiter, poolable);
@@ -269,17 +278,8 @@ impl Engine {
             Some(Err(_)) => return self.degraded(req, deadline, priority).await,
             None => return Err(SolveError::Timeout),
         };
-        let _active = self.active.enter(&target, &req);
         let rx = match arrival {
-            Arrival::Pooled(answer) => {
-                self.pool_taken.notify_one();
-                super::trace::handed(&answer, Source::Pool);
-                return Ok(Handout {
-                    kind,
-                    answer,
-                    source: Source::Pool,
-                });
-            }
+            Arrival::Pooled(answer) => return Ok(self.pooled(kind, answer)),
             Arrival::Wait(rx) => {
                 super::trace::joined(&target);
                 rx
@@ -290,6 +290,7 @@ impl Engine {
                 rx
             }
         };
+        let _active = self.active.enter(&target, &req);
         let mut guard = WaitGuard {
             engine: self.clone(),
             target,
@@ -313,6 +314,17 @@ impl Engine {
                 }
             })
             .map_err(SolveError::Failed)
+    }
+
+    /// A pooled answer handed to its caller.
+    fn pooled(&self, kind: Kind, answer: Answer) -> Handout {
+        self.pool_taken.notify_one();
+        super::trace::handed(&answer, Source::Pool);
+        Handout {
+            kind,
+            answer,
+            source: Source::Pool,
+        }
     }
 
     /// Starts the upstream tasks, at refill priority, that a pool of `size` lacks for `target`

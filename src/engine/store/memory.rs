@@ -178,6 +178,20 @@ impl SingleUse for MemoryStore {
         Ok(Vec::new())
     }
 
+    fn arrive_at_once(
+        &self,
+        target: &Target,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Option<Answer> {
+        let mut targets = lock(&self.targets);
+        let t = targets.get_mut(&target.id)?;
+        let answer = t.take_fresh(now, min_remaining_ms)?;
+        t.last_used = t.last_used.max(now);
+        t.figures.pool_hits += 1;
+        Some(answer)
+    }
+
     async fn arrive(
         &self,
         target: &Target,

@@ -173,6 +173,22 @@ pub trait SingleUse: Send + Sync {
         min_remaining_ms: u64,
     ) -> Result<Arrival, StoreError>;
 
+    /// [`arrive`](Self::arrive) when it can be decided at once, in memory: a pooled answer this
+    /// process already holds for `target` (the embedded pool, or a Redis instance's claim
+    /// batch), handed out and counted as the arrival it is. `None` when the caller must
+    /// `arrive` (no answer is handed out, no arrival counted). A pool hit is the call a fleet makes
+    /// most; this spares it the task, the timer and the copies an arrival that may wait on
+    /// the store needs (docs/BENCHMARKS.md).
+    fn arrive_at_once(
+        &self,
+        target: &Target,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Option<Answer> {
+        let _ = (target, now, min_remaining_ms);
+        None
+    }
+
     /// An upstream task for `target` ended: the answer goes to the oldest live waiter, else to the
     /// pool (when `poolable`); a failure goes to the oldest waiter no task covers any more. An
     /// answer already expired at `now` is handled as [`TaskOutcome::Stale`].

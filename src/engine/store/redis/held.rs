@@ -236,6 +236,24 @@ impl Held {
         turn
     }
 
+    /// The next answer of the batch in hand for `target_id`, counted as an arrival; `None`, with
+    /// nothing counted, when there is no batch or it has nothing fresh left (the arrival then
+    /// takes its [`arrive`](Self::arrive) turn).
+    pub fn hit(&self, target_id: &str, now: Millis, min_remaining_ms: u64) -> Option<Answer> {
+        if self.max == 0 {
+            return None;
+        }
+        let instant = Instant::now();
+        let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
+        let stock = targets.get_mut(target_id)?;
+        let answer = stock
+            .batch
+            .as_mut()?
+            .next_fresh(now, min_remaining_ms, instant)?;
+        stock.count(instant);
+        Some(answer)
+    }
+
     /// The batch asked for by the [`Turn::Script`] just returned for `target_id`: landed with
     /// [`Claim::land`], or given up when dropped, so callers waiting for it never wait on.
     pub fn claim<'a>(&'a self, target_id: &'a str) -> Claim<'a> {

@@ -430,6 +430,15 @@ impl Backend for RedisStore {
 
 #[async_trait]
 impl SingleUse for RedisStore {
+    fn arrive_at_once(
+        &self,
+        target: &Target,
+        now: Millis,
+        min_remaining_ms: u64,
+    ) -> Option<Answer> {
+        single::arrive_at_once(&self.inner, target, now, min_remaining_ms)
+    }
+
     async fn arrive(
         &self,
         target: &Target,

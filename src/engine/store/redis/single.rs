@@ -113,6 +113,21 @@ pub(super) async fn arrive(
     arrived.map(|(arrival, _)| arrival)
 }
 
+/// A pool hit served from this instance's claim batch for `target`, with no Redis call and no
+/// task of its own; `None` when `arrive` must decide.
+pub(super) fn arrive_at_once(
+    inner: &Inner,
+    target: &Target,
+    now: Millis,
+    min_remaining_ms: u64,
+) -> Option<Answer> {
+    if poolable(target) != "1" {
+        return None;
+    }
+    let at = inner.observe(now);
+    inner.held.hit(&target.id, at, min_remaining_ms)
+}
+
 /// This instance's own look at its batches first: a hit, or the script call to make. A caller
 /// that finds a batch being taken waits for it and looks again: a batch serves as many callers
 /// as it holds, and the next one is asked for those it could not serve. A taker that takes

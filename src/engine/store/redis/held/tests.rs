@@ -119,6 +119,45 @@ async fn a_batch_is_handed_out_once_in_order_then_released_with_its_count() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_hit_at_once_hands_out_in_order_counts_and_leaves_the_rest_to_the_arrival() {
+    let held = Held::new(64);
+    assert_eq!(asked(&warm(&held, "t", 10).await), Some(10));
+    let tokens: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
+    let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    let at = 5_000;
+    assert!(
+        held.claim("t")
+            .land(Some(batch("b1", &tokens, at)), true)
+            .is_none()
+    );
+    // A caller needing more than the answers have left gets nothing at once, and takes nothing.
+    assert!(held.hit("t", at, 61_000).is_none());
+    for want in &tokens {
+        assert_eq!(
+            held.hit("t", at, 10_000).map(|a| a.text).as_deref(),
+            Some(*want)
+        );
+    }
+    // Spent: nothing at once, and nothing changed either; the arrival ends the batch.
+    assert!(held.hit("t", at, 10_000).is_none());
+    // The hits counted: 41 arrivals in the window (the warm-up's last and 40 hits) size the
+    // next batch; had they not counted, one arrival would ask for none.
+    tokio::time::advance(WINDOW).await;
+    match held.arrive("t", at, 10_000, Look::First) {
+        Turn::Script { release: r, hold } => {
+            assert_eq!(r, Some(release("b1", 40)));
+            assert_eq!(hold, Some(41));
+        }
+        _ => panic!("the spent batch's arrival must run the script"),
+    }
+    // A target with no batch, or never seen, is not served at once and is not tracked for it.
+    let tracked = held.tracked();
+    assert!(held.hit("unseen", at, 0).is_none());
+    assert_eq!(held.tracked(), tracked);
+    assert!(Held::new(0).hit("t", at, 0).is_none());
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_answer_without_the_callers_min_remaining_is_not_handed_out_from_memory() {
     let held = Held::new(32);
     let _ = warm(&held, "t", 50).await;
