@@ -49,10 +49,7 @@ pub use state::{AppShared, AppState, Limits};
 pub use tls::{TlsSettings, settings as tls_settings};
 
 use axum::Router;
-use axum::extract::Request;
 use axum::routing::{any, get, post};
-use tower_http::trace::{DefaultOnFailure, TraceLayer};
-use tracing::Level;
 
 /// The JSON task protocol at the root (`http::taskapi`), beside `/in.php` as its clients expect.
 fn taskapi_routes() -> Router<AppState> {
@@ -115,19 +112,8 @@ pub fn ops_router(state: AppState) -> Router {
 
 fn layered(routes: Router<AppState>, state: AppState) -> Router {
     routes
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            outcome::count,
-        ))
-        // The request's span is `request_id`'s (outside this layer), so these events land in it.
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(|_: &Request| tracing::Span::none())
-                // A 503 or 504 is an answer to a caller (shed load, deadline), not a server fault.
-                .on_failure(DefaultOnFailure::new().level(Level::DEBUG)),
-        )
-        .layer(axum::middleware::from_fn(
-            crate::telemetry::request_id::layer,
-        ))
+        .route_layer(outcome::CountLayer(state.clone()))
+        // Outermost: the request's span and id cover everything inside.
+        .layer(crate::telemetry::request_id::RequestIdLayer)
         .with_state(state)
 }

@@ -8,11 +8,16 @@
 //! repeated in logs and headers, where anything else could forge log lines, smuggle a header or
 //! carry a secret. A refused value is replaced, never echoed.
 
-use axum::extract::Request;
-use axum::http::{HeaderName, HeaderValue};
-use axum::middleware::Next;
-use axum::response::Response;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::http::{HeaderName, HeaderValue, Request, Response};
 use rand::Rng;
+use tokio::task::futures::TaskLocalFuture;
+use tracing::Instrument;
+use tracing::instrument::Instrumented;
 
 /// The header a request id travels in, both ways.
 pub static HEADER: HeaderName = HeaderName::from_static("x-request-id");
@@ -62,27 +67,93 @@ impl std::fmt::Display for RequestId {
     }
 }
 
-/// Middleware, outermost on the router: picks the id, opens the request's span, runs the rest
+/// The layer, outermost on a router: picks the id, opens the request's span, runs the rest
 /// inside both, and sets the response header whatever the answer (errors and 404s included).
-pub async fn layer(mut req: Request, next: Next) -> Response {
-    let id = req
-        .headers()
-        .get(&HEADER)
-        .and_then(|v| RequestId::accept(v.as_bytes()))
-        .unwrap_or_else(RequestId::fresh);
-    req.extensions_mut().insert(id.clone());
-    // The path only: compatible clients send their key in the query string.
-    let span = tracing::info_span!(
-        "request",
-        request_id = %id,
-        method = %req.method(),
-        path = %req.uri().path(),
-    );
-    let header = HeaderValue::from_str(id.as_str()).expect("a request id is visible ASCII");
-    let mut response =
-        tracing::Instrument::instrument(CURRENT.scope(id, next.run(req)), span).await;
-    response.headers_mut().insert(HEADER.clone(), header);
-    response
+/// Hand-written rather than `middleware::from_fn`, which boxes a future and a copy of the route
+/// per request (docs/BENCHMARKS.md). Its debug line ends each request with its status and time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestIdLayer;
+
+impl<S> tower::Layer<S> for RequestIdLayer {
+    type Service = WithRequestId<S>;
+
+    fn layer(&self, inner: S) -> WithRequestId<S> {
+        WithRequestId { inner }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct WithRequestId<S> {
+    inner: S,
+}
+
+impl<S, ReqBody, ResBody> tower::Service<Request<ReqBody>> for WithRequestId<S>
+where
+    S: tower::Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = Identified<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
+        let id = req
+            .headers()
+            .get(&HEADER)
+            .and_then(|v| RequestId::accept(v.as_bytes()))
+            .unwrap_or_else(RequestId::fresh);
+        req.extensions_mut().insert(id.clone());
+        // The path only: compatible clients send their key in the query string.
+        let span = tracing::info_span!(
+            "request",
+            request_id = %id,
+            method = %req.method(),
+            path = %req.uri().path(),
+        );
+        // Visible ASCII by `accept` and `fresh`, so this is always a valid header value.
+        let header = HeaderValue::from_str(id.as_str()).ok();
+        let answer = span.in_scope(|| self.inner.call(req));
+        Identified {
+            inner: CURRENT.scope(id, answer).instrument(span),
+            header,
+            started: Instant::now(),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A request's answer, running in its span with its id current; it gets the id's header.
+    pub struct Identified<F> {
+        #[pin]
+        inner: Instrumented<TaskLocalFuture<RequestId, F>>,
+        header: Option<HeaderValue>,
+        started: Instant,
+    }
+}
+
+impl<F, B, E> Future for Identified<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let mut this = self.project();
+        let mut res = std::task::ready!(this.inner.as_mut().poll(cx));
+        if let Ok(res) = &mut res {
+            if let Some(header) = this.header.take() {
+                res.headers_mut().insert(HEADER.clone(), header);
+            }
+            let took_ms = this.started.elapsed().as_secs_f64() * 1e3;
+            this.inner
+                .span()
+                .in_scope(|| tracing::debug!(status = res.status().as_u16(), took_ms, "answered"));
+        }
+        Poll::Ready(res)
+    }
 }
 
 #[cfg(test)]

@@ -87,9 +87,7 @@ pub(crate) fn spawn(
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(serve_metrics))
-        .layer(axum::middleware::from_fn(
-            crate::telemetry::request_id::layer,
-        ))
+        .layer(crate::telemetry::request_id::RequestIdLayer)
         .with_state(probes);
     tokio::spawn(async move {
         let stopped = stop.cancelled_owned();
