@@ -22,6 +22,7 @@
 
 use std::future::Future;
 use std::io;
+use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -117,7 +118,7 @@ pub async fn serve(
                             }
                         }
                     };
-                    watch(answer, &activity, &limits, &stop).await;
+                    watch(pin!(answer), &activity, &limits, &stop).await;
                     drop(permit);
                 });
                 continue;
@@ -143,7 +144,7 @@ pub async fn serve(
         match tls.clone() {
             None => {
                 tokio::spawn(async move {
-                    let work = connection.serve(stream);
+                    let work = pin!(connection.serve(stream));
                     let ended = watch(work, &activity, conns.settings(), &stop).await;
                     conns.ended(ended);
                     drop(permit);
@@ -151,7 +152,7 @@ pub async fn serve(
             }
             Some(acceptor) => {
                 tokio::spawn(async move {
-                    let work = connection.serve_tls(stream, acceptor);
+                    let work = pin!(connection.serve_tls(stream, acceptor));
                     let ended = watch(work, &activity, conns.settings(), &stop).await;
                     conns.ended(ended);
                     drop(permit);

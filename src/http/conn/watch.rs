@@ -8,7 +8,7 @@
 //! being produced there is no deadline; the timer then waits a day between looks.
 
 use std::future::{Future, poll_fn};
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -33,14 +33,16 @@ pub enum Ended {
 const NOTHING_DUE: Duration = Duration::from_secs(24 * 3600);
 
 /// Drives `work` (the connection) until it ends, `stop` is cancelled, or `activity`'s deadline
-/// under `limits` passes; dropping `work` closes the socket.
-pub async fn watch(
-    work: impl Future<Output = ()>,
+/// under `limits` passes; the caller's dropping `work` closes the socket. `work` comes pinned
+/// where the caller keeps it: taken by value and pinned here, the connection's future would be
+/// stored twice in this one (an argument and a local), and every connection's task would carry
+/// the second copy (docs/BENCHMARKS.md).
+pub async fn watch<F: Future<Output = ()> + ?Sized>(
+    mut work: Pin<&mut F>,
     activity: &Activity,
     limits: &ConnSettings,
     stop: &CancellationToken,
 ) -> Ended {
-    let mut work = pin!(work);
     let mut stopped = pin!(stop.cancelled());
     let mut armed = activity
         .deadline(limits)
@@ -90,7 +92,7 @@ mod tests {
     /// Watches `work` on a fresh connection; returns how it ended and when (virtual time).
     async fn run(activity: &Activity, work: impl Future<Output = ()>) -> (Ended, Duration) {
         let start = Instant::now();
-        let ended = watch(work, activity, &limits(), &CancellationToken::new()).await;
+        let ended = watch(pin!(work), activity, &limits(), &CancellationToken::new()).await;
         (ended, start.elapsed())
     }
 
@@ -146,7 +148,7 @@ mod tests {
         assert_eq!(ended, Ended::Finished);
         let stop = CancellationToken::new();
         stop.cancel();
-        let ended = watch(pending(), &activity, &limits(), &stop).await;
+        let ended = watch(pin!(pending()), &activity, &limits(), &stop).await;
         assert_eq!(ended, Ended::Stopped);
     }
 }
