@@ -17,6 +17,16 @@ struct RedisRig {
     http: reqwest::Client,
 }
 
+/// A failing round shows what the gateway logged (warnings and errors): its log file is
+/// otherwise gone with the test, and a fault that shows once in many runs needs it.
+impl Drop for RedisRig {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("the gateway's log:\n{}", self.gw.log());
+        }
+    }
+}
+
 impl RedisRig {
     async fn start(extra_toml: &str) -> RedisRig {
         let redis = RedisServer::start();
