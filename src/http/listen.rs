@@ -144,16 +144,28 @@ pub async fn serve(
         match tls.clone() {
             None => {
                 tokio::spawn(async move {
-                    let work = pin!(connection.serve(stream));
-                    let ended = watch(work, &activity, conns.settings(), &stop).await;
+                    // Dropped (the socket closed) before its slot is given back.
+                    let ended = watch(
+                        pin!(connection.serve(stream)),
+                        &activity,
+                        conns.settings(),
+                        &stop,
+                    )
+                    .await;
                     conns.ended(ended);
                     drop(permit);
                 });
             }
             Some(acceptor) => {
                 tokio::spawn(async move {
-                    let work = pin!(connection.serve_tls(stream, acceptor));
-                    let ended = watch(work, &activity, conns.settings(), &stop).await;
+                    // Dropped (the socket closed) before its slot is given back.
+                    let ended = watch(
+                        pin!(connection.serve_tls(stream, acceptor)),
+                        &activity,
+                        conns.settings(),
+                        &stop,
+                    )
+                    .await;
                     conns.ended(ended);
                     drop(permit);
                 });
