@@ -261,14 +261,11 @@ impl Engine {
         if self.store.degraded() {
             return self.degraded(req, deadline, priority).await;
         }
-        let at_once = poolable
-            .then(|| {
-                self.store
-                    .arrive_at_once(&target, now_ms(), self.min_remaining_ms())
-            })
-            .flatten();
-        if let Some(answer) = at_once {
-            return Ok(self.pooled(kind, answer));
+        if poolable {
+            let min = self.min_remaining_ms();
+            if let Some(answer) = self.store.arrive_at_once(&target, now_ms(), min) {
+                return Ok(self.pooled(kind, answer));
+            }
         }
         let seq = self.next_waiter.fetch_add(1, Ordering::Relaxed);
         let waiter = WaiterId::new(&self.instance, seq);

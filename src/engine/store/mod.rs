@@ -181,11 +181,10 @@ pub trait SingleUse: Send + Sync {
     /// the store needs (docs/BENCHMARKS.md).
     fn arrive_at_once(
         &self,
-        target: &Target,
-        now: Millis,
-        min_remaining_ms: u64,
+        _target: &Target,
+        _now: Millis,
+        _min_remaining: u64,
     ) -> Option<Answer> {
-        let _ = (target, now, min_remaining_ms);
         None
     }
 
