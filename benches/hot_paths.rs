@@ -1,15 +1,17 @@
 //! Micro-benchmarks of the pure functions on every request's path: target keys (URL
-//! normalization and digest), compatible-API parsing, upstream reply parsing, and the log
+//! normalization and digest), compatible-API and native body parsing, upstream reply parsing, and the log
 //! scrubber every log line passes through. Run with
 //! `cargo bench --bench hot_paths`; the scenario benchmarks are `captcha-gateway bench`.
 
 use std::hint::black_box;
+use std::time::Duration;
 
 use bytes::Bytes;
 use captcha_gateway::model::{RecaptchaVersion, SolveRequest, Target, TargetPolicy, TaskParams};
 use captcha_gateway::provider::{parse_reply, split_batch};
 use captcha_gateway::wire::inphp::InPhpDialect;
 use captcha_gateway::wire::inphp::{Params, parse_submit};
+use captcha_gateway::wire::native::{parse_native, parse_native_value};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn recaptcha() -> SolveRequest {
@@ -50,6 +52,21 @@ fn compat_parsing(c: &mut Criterion) {
                 body.clone(),
             ));
             parse_submit(black_box(&params)).unwrap()
+        })
+    });
+}
+
+fn native_parsing(c: &mut Criterion) {
+    let body = br#"{"kind":"recaptcha_v2","sitekey":"6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI","pageurl":"https://shop.example.com/checkout","timeout_s":60}"#;
+    c.bench_function("native_body_to_request", |b| {
+        b.iter(|| parse_native(black_box(body), Duration::from_secs(600)).unwrap())
+    });
+    // The same through a JSON tree first (the queue's path, and `/v1/solve`'s before): the
+    // one-pass read should cost less.
+    c.bench_function("native_tree_to_request", |b| {
+        b.iter(|| {
+            let tree = serde_json::from_slice(black_box(body)).unwrap();
+            parse_native_value(tree, Duration::from_secs(600)).unwrap()
         })
     });
 }
@@ -107,6 +124,7 @@ criterion_group!(
     benches,
     target_keys,
     compat_parsing,
+    native_parsing,
     upstream_parsing,
     log_scrubbing
 );

@@ -202,6 +202,19 @@ proptest! {
     }
 
     #[test]
+    fn a_native_body_read_in_one_pass_means_what_its_json_tree_means(body in native_body()) {
+        use crate::wire::native::{parse_native, parse_native_value};
+        let direct = parse_native(&serde_json::to_vec(&body).unwrap(), MAX);
+        match (direct, parse_native_value(body, MAX)) {
+            (Ok(a), Ok(b)) => prop_assert!(
+                a.req == b.req && a.timeout == b.timeout && a.callback_url == b.callback_url
+            ),
+            (Err(a), Err(b)) => prop_assert_eq!(a, b),
+            (a, b) => prop_assert!(false, "one reading accepts, the other refuses: {:?} / {:?}", a.err(), b.err()),
+        }
+    }
+
+    #[test]
     fn pool_import_bodies_never_panic(
         body in native_body(),
         tokens in proptest::collection::vec(token_entry(), 0..5),

@@ -1,6 +1,6 @@
 //! The native request body (`kind` plus that kind's parameters under their compatible-API names),
 //! read without any protocol around it: `POST /v1/solve`, `POST /v1/tasks` and a queued task's
-//! `request` field (docs/QUEUE.md) all go through [`parse_native_value`], so the same body means
+//! `request` field (docs/QUEUE.md) all go through the same fields' reading (`Fields`), so the same body means
 //! the same request wherever it arrives.
 
 use std::time::Duration;
@@ -21,10 +21,15 @@ pub struct NativeRequest {
 }
 
 /// Parses a native body from its bytes. `max_timeout` bounds `timeout_s`.
+///
+/// Read in one pass (see [`Fields`]): the pool hit is the call a fleet makes most, and building
+/// a JSON tree first, then parameters from it, was most of its parsing (docs/BENCHMARKS.md).
 pub fn parse_native(body: &[u8], max_timeout: Duration) -> Result<NativeRequest, Validation> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| Validation::new("bad_json", format!("the body is not JSON: {e}")))?;
-    parse_native_value(value, max_timeout)
+    let fields: Fields = serde_json::from_slice(body).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => not_an_object(),
+        _ => Validation::new("bad_json", format!("the body is not JSON: {e}")),
+    })?;
+    fields.into_request(max_timeout)
 }
 
 /// Parses a native body already read as JSON. `max_timeout` bounds `timeout_s` (the caller hears
@@ -34,53 +39,117 @@ pub fn parse_native_value(
     max_timeout: Duration,
 ) -> Result<NativeRequest, Validation> {
     let Value::Object(obj) = value else {
-        return Err(Validation::new(
-            "bad_json",
-            "the body must be a JSON object",
-        ));
+        return Err(not_an_object());
     };
-    let kind: Kind = obj
-        .get("kind")
-        .and_then(Value::as_str)
-        .ok_or_else(|| Validation::new("bad_kind", "`kind` is missing"))?
-        .parse()
-        .map_err(|e: String| Validation::new("bad_kind", e))?;
-    let timeout = timeout_field(obj.get("timeout_s"), max_timeout)?;
-    let callback_url = match obj.get("callback_url") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => {
-            return Err(Validation::new(
-                "bad_callback_url",
-                "`callback_url` must be a string",
-            ));
-        }
-    };
-    let mut params = Params::from_json_object(obj);
-    let (method, version) = match kind {
-        Kind::RecaptchaV2 => ("userrecaptcha", Some("v2")),
-        Kind::RecaptchaV3 => ("userrecaptcha", Some("v3")),
-        Kind::Turnstile => ("turnstile", None),
-        Kind::CloudflareChallenge => ("cloudflare_challenge", None),
-        Kind::GeetestV3 => ("geetest", None),
-        Kind::Image => ("base64", None),
-        Kind::Text => ("textcaptcha", None),
-    };
-    params.set("method", method);
-    if let Some(v) = version {
-        params.set("version", v);
+    let mut fields = Fields::default();
+    for (name, value) in obj {
+        fields.add(name, value);
     }
-    if kind == Kind::Text {
-        if let Some(text) = params.get(&["text", "textcaptcha"]).map(str::to_owned) {
-            params.set("textcaptcha", text);
+    fields.into_request(max_timeout)
+}
+
+fn not_an_object() -> Validation {
+    Validation::new("bad_json", "the body must be a JSON object")
+}
+
+/// A native body's fields: the three the native API reads itself, as sent, and every field as a
+/// compatible-API parameter (where a field sent twice, the last wins, as in a JSON tree).
+#[derive(Default)]
+struct Fields {
+    kind: Option<Value>,
+    timeout: Option<Value>,
+    callback_url: Option<Value>,
+    params: Params,
+}
+
+impl Fields {
+    fn add(&mut self, name: String, value: Value) {
+        let own = match name.as_str() {
+            "kind" => Some(&mut self.kind),
+            "timeout_s" => Some(&mut self.timeout),
+            "callback_url" => Some(&mut self.callback_url),
+            _ => None,
+        };
+        if let Some(own) = own {
+            *own = Some(value.clone());
         }
+        // A field sent again replaces what came before: a later null too, as in a JSON tree.
+        if value.is_null() {
+            self.params.remove(&name);
+        }
+        self.params.insert_json(name, value);
     }
-    let req = parse_submit(&params)?;
-    Ok(NativeRequest {
-        req,
-        timeout,
-        callback_url,
-    })
+
+    fn into_request(self, max_timeout: Duration) -> Result<NativeRequest, Validation> {
+        let kind: Kind = self
+            .kind
+            .as_ref()
+            .and_then(Value::as_str)
+            .ok_or_else(|| Validation::new("bad_kind", "`kind` is missing"))?
+            .parse()
+            .map_err(|e: String| Validation::new("bad_kind", e))?;
+        let timeout = timeout_field(self.timeout.as_ref(), max_timeout)?;
+        let callback_url = match self.callback_url {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s),
+            Some(_) => {
+                return Err(Validation::new(
+                    "bad_callback_url",
+                    "`callback_url` must be a string",
+                ));
+            }
+        };
+        let mut params = self.params;
+        let (method, version) = match kind {
+            Kind::RecaptchaV2 => ("userrecaptcha", Some("v2")),
+            Kind::RecaptchaV3 => ("userrecaptcha", Some("v3")),
+            Kind::Turnstile => ("turnstile", None),
+            Kind::CloudflareChallenge => ("cloudflare_challenge", None),
+            Kind::GeetestV3 => ("geetest", None),
+            Kind::Image => ("base64", None),
+            Kind::Text => ("textcaptcha", None),
+        };
+        params.set("method", method);
+        if let Some(v) = version {
+            params.set("version", v);
+        }
+        if kind == Kind::Text {
+            if let Some(text) = params.get(&["text", "textcaptcha"]).map(str::to_owned) {
+                params.set("textcaptcha", text);
+            }
+        }
+        let req = parse_submit(&params)?;
+        Ok(NativeRequest {
+            req,
+            timeout,
+            callback_url,
+        })
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Fields {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(FieldsVisitor)
+    }
+}
+
+struct FieldsVisitor;
+
+impl<'de> serde::de::Visitor<'de> for FieldsVisitor {
+    type Value = Fields;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Fields, A::Error> {
+        let mut fields = Fields::default();
+        while let Some(name) = map.next_key::<String>()? {
+            let value: Value = map.next_value()?;
+            fields.add(name, value);
+        }
+        Ok(fields)
+    }
 }
 
 /// `timeout_s`: seconds greater than 0 and up to `max`.
@@ -144,4 +213,98 @@ pub fn native_body(req: &SolveRequest) -> serde_json::Value {
         }
     }
     serde_json::Value::Object(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: Duration = Duration::from_secs(600);
+
+    /// What a body means, read in one pass and through a JSON tree: the same request, or the
+    /// same refusal.
+    fn both(raw: &str) -> Result<(SolveRequest, Option<Duration>, Option<String>), Validation> {
+        let direct = parse_native(raw.as_bytes(), MAX).map(|n| (n.req, n.timeout, n.callback_url));
+        let tree = serde_json::from_str(raw)
+            .map_err(|_| Validation::new("bad_json", "not JSON"))
+            .and_then(|v| parse_native_value(v, MAX))
+            .map(|n| (n.req, n.timeout, n.callback_url));
+        match (&direct, &tree) {
+            (Ok(a), Ok(b)) => assert!(a == b, "{raw}: the two readings differ"),
+            (Err(a), Err(b)) => assert_eq!(a.code, b.code, "{raw}"),
+            _ => panic!("{raw}: one reading accepts, the other refuses"),
+        }
+        direct
+    }
+
+    const PAGE: &str = r#""pageurl":"https://shop.example.com/login""#;
+
+    fn sitekey(req: &SolveRequest) -> &str {
+        match &req.params {
+            crate::model::TaskParams::Turnstile { sitekey, .. } => sitekey,
+            _ => panic!("not a turnstile request"),
+        }
+    }
+
+    #[test]
+    fn a_field_sent_twice_means_its_last_value_as_in_a_json_tree() {
+        let twice =
+            format!(r#"{{"kind":"turnstile","sitekey":"first",{PAGE},"sitekey":"second"}}"#);
+        assert_eq!(sitekey(&both(&twice).unwrap().0), "second");
+        let unset = format!(r#"{{"kind":"turnstile","sitekey":"first",{PAGE},"sitekey":null}}"#);
+        assert_eq!(both(&unset).unwrap_err().code, "ERROR_BAD_PARAMETERS");
+        let kind_twice = format!(r#"{{"kind":"image","kind":"turnstile","sitekey":"k",{PAGE}}}"#);
+        assert_eq!(sitekey(&both(&kind_twice).unwrap().0), "k");
+    }
+
+    #[test]
+    fn a_body_that_is_not_an_object_or_not_json_says_which() {
+        for raw in ["[1,2]", "\"text\"", "7", "null"] {
+            let e = parse_native(raw.as_bytes(), MAX).unwrap_err();
+            assert_eq!(
+                (e.code, e.message.as_str()),
+                ("bad_json", "the body must be a JSON object"),
+                "{raw}"
+            );
+        }
+        for raw in [
+            "{oops",
+            "",
+            "{\"kind\":",
+            "{\"kind\":\"turnstile\"} trailing",
+        ] {
+            let e = parse_native(raw.as_bytes(), MAX).unwrap_err();
+            assert_eq!(e.code, "bad_json", "{raw}");
+            assert!(
+                e.message.starts_with("the body is not JSON: "),
+                "{raw}: {}",
+                e.message
+            );
+        }
+    }
+
+    #[test]
+    fn numbers_flags_and_objects_are_read_as_their_text() {
+        let raw = format!(
+            r#"{{"kind":"turnstile","sitekey":"k",{PAGE},"timeout_s":"12.5","action":7,"data":{{"a":[1,true]}},"pagedata":false}}"#
+        );
+        let (req, timeout, callback) = both(&raw).unwrap();
+        assert_eq!(
+            (timeout, callback),
+            (Some(Duration::from_millis(12_500)), None)
+        );
+        match req.params {
+            crate::model::TaskParams::Turnstile {
+                action,
+                data,
+                pagedata,
+                ..
+            } => {
+                assert_eq!(action.as_deref(), Some("7"));
+                assert_eq!(data.as_deref(), Some(r#"{"a":[1,true]}"#));
+                assert_eq!(pagedata.as_deref(), Some("0"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -1,5 +1,7 @@
 use std::collections::HashMap;
 
+use foldhash::fast::RandomState;
+
 use axum::extract::Request;
 use axum::http::header;
 use bytes::Bytes;
@@ -10,10 +12,15 @@ use super::{Mode, Reply, codes};
 /// whatever encoding the client used: urlencoded, multipart, JSON, or no `Content-Type` at all
 /// (the puppeteer plugin sends a chunked urlencoded body without one). Body values win over query
 /// values of the same name.
+///
+/// The maps hash with foldhash rather than SipHash: a body's parameters are looked up a score of
+/// times per request, SipHash was a third of parsing a native body (docs/BENCHMARKS.md), and a
+/// map that lives for one request, seeded at random, with as many keys as the body limit allows,
+/// needs no more than foldhash's resistance to chosen collisions.
 #[derive(Debug, Clone, Default)]
 pub struct Params {
-    values: HashMap<String, String>,
-    files: HashMap<String, Bytes>,
+    values: HashMap<String, String, RandomState>,
+    files: HashMap<String, Bytes, RandomState>,
 }
 
 /// Whether `body` declares (`Content-Length`) more than `max` bytes: refused before a byte of it
@@ -85,6 +92,11 @@ impl Params {
         self.values.insert(name.to_owned(), value.into());
     }
 
+    /// Forgets a value.
+    pub fn remove(&mut self, name: &str) {
+        self.values.remove(name);
+    }
+
     pub fn insert_file(&mut self, name: &str, data: Bytes) {
         self.files.insert(name.to_owned(), data);
     }
@@ -137,15 +149,21 @@ impl Params {
 
     fn extend_json_object(&mut self, map: serde_json::Map<String, serde_json::Value>) {
         for (k, v) in map {
-            let text = match v {
-                serde_json::Value::String(s) => s,
-                serde_json::Value::Number(n) => n.to_string(),
-                serde_json::Value::Bool(b) => if b { "1" } else { "0" }.to_owned(),
-                serde_json::Value::Null => continue,
-                other => other.to_string(),
-            };
-            self.values.insert(k, text);
+            self.insert_json(k, v);
         }
+    }
+
+    /// One JSON field as a parameter: a string as it is, a number or a flag as its text, null
+    /// as nothing (an earlier value of the name stays), anything else as its JSON text.
+    pub fn insert_json(&mut self, name: String, value: serde_json::Value) {
+        let text = match value {
+            serde_json::Value::String(s) => s,
+            serde_json::Value::Number(n) => n.to_string(),
+            serde_json::Value::Bool(b) => if b { "1" } else { "0" }.to_owned(),
+            serde_json::Value::Null => return,
+            other => other.to_string(),
+        };
+        self.values.insert(name, text);
     }
 
     async fn extend_multipart(&mut self, content_type: &str, body: Bytes) {
