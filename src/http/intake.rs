@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::Either;
 use tokio::time::Instant;
 
 use super::AppState;
@@ -98,18 +99,21 @@ impl AppState {
 
     /// Solves `req` for a caller waiting on the response (`/v1/solve`, `/solve`): in this
     /// process, or through the queue while waiting on the task record (woken, not polled).
-    pub(super) async fn solve_now(
-        &self,
-        tenant: &str,
+    ///
+    /// Not an `async fn`: that layer would hold its own copy of `req` in every waiting caller's
+    /// future (docs/BENCHMARKS.md "Capacity").
+    pub(super) fn solve_now<'a>(
+        &'a self,
+        tenant: &'a str,
         req: SolveRequest,
         deadline: Instant,
-    ) -> Result<Handout, SolveError> {
+    ) -> impl Future<Output = Result<Handout, SolveError>> + Send + 'a {
         if matches!(self.intake, Intake::InProcess) {
-            return self.engine.solve(req, deadline).await;
+            return Either::Left(self.engine.solve(req, deadline));
         }
         // Boxed: the queue's submit is the larger future, and unboxed it would size every
         // in-process caller's future too (docs/BENCHMARKS.md "Hot path and capacity").
-        Box::pin(self.through_queue(tenant, req, deadline)).await
+        Either::Right(Box::pin(self.through_queue(tenant, req, deadline)))
     }
 
     async fn through_queue(

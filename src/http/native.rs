@@ -9,9 +9,12 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::future::Either;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::auth::Tenant;
 use super::error::ApiError;
 use super::idempotency::{self, Found, IdemKey};
 use super::input::{self, LimitedBody};
@@ -19,7 +22,7 @@ use super::native_key::{NativeTenant, tenant};
 use super::{AppState, BearerKey};
 use crate::callback::Payload;
 use crate::engine::{Handout, TaskRecord, TaskState};
-use crate::model::Kind;
+use crate::model::{Kind, SolveRequest};
 use crate::wire::native::NativeRequest;
 
 /// Parses a native body (`crate::wire::native::parse_native`, shared with the queue) into the API's
@@ -86,48 +89,67 @@ fn clamp(state: &AppState, asked: Option<Duration>) -> Duration {
         .min(state.limits.max_solve_timeout)
 }
 
-pub async fn solve(
+/// `POST /v1/solve`. A plain function that reads the request before it returns the future that
+/// waits: only what the wait needs is kept in every waiting caller's future, not the extractors'
+/// arguments and their copies (docs/BENCHMARKS.md "Capacity").
+pub fn solve(
     State(state): State<AppState>,
     NativeTenant(tenant): NativeTenant,
     headers: HeaderMap,
     LimitedBody(body): LimitedBody,
-) -> Result<Response, ApiError> {
-    let mut native = parse_native(&body, state.limits.max_solve_timeout)?;
-    let idem = idempotency::read(&headers, &tenant.0, &body)?;
+) -> impl Future<Output = Result<Response, ApiError>> + Send {
     // A one-chunk body, and every header value, is a slice of hyper's connection read buffer:
     // holding either while the solve waits would keep that buffer and make hyper allocate
-    // another (see listen.rs).
-    drop((body, headers));
-    if native.callback_url.is_some() {
+    // another (see listen.rs); both are dropped here.
+    let (mut req, deadline, idem) = match read_solve(&state, &tenant, headers, body) {
+        Ok(read) => read,
+        Err(e) => return Either::Left(std::future::ready(Err(e))),
+    };
+    Either::Right(async move {
+        let result = match idem {
+            Some(idem) => {
+                // Boxed: keyed calls are the rarer path, and its larger future would otherwise
+                // size every waiting caller's (docs/BENCHMARKS.md "Hot path and capacity").
+                Box::pin(state.solve_keyed(&tenant.0, &idem, req, deadline)).await?
+            }
+            None => {
+                super::fleet_busy::check_native(&state)?;
+                let _permit = state
+                    .admission
+                    .admit()
+                    .await
+                    .ok_or_else(ApiError::overloaded)?;
+                let _pass = state
+                    .tenants
+                    .admit(&tenant.0, &mut req)
+                    .map_err(|r| super::usage::native_refusal(&r))?;
+                state.solve_now(&tenant.0, req, deadline).await
+            }
+        };
+        Ok(Json(HandoutBody::of(&result?)).into_response())
+    })
+}
+
+/// A `/v1/solve` call's request, deadline and idempotency key.
+fn read_solve(
+    state: &AppState,
+    tenant: &Tenant,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(SolveRequest, Instant, Option<IdemKey>), ApiError> {
+    let NativeRequest {
+        req,
+        timeout,
+        callback_url,
+    } = parse_native(&body, state.limits.max_solve_timeout)?;
+    if callback_url.is_some() {
         return Err(ApiError::bad_request(
             "bad_callback_url",
             "`callback_url` is for POST /v1/tasks; /v1/solve answers in the response",
         ));
     }
-    let started = Instant::now();
-    let deadline = started + clamp(&state, native.timeout);
-    let result = match idem {
-        Some(idem) => {
-            // Boxed: keyed calls are the rarer path, and its larger future would otherwise size
-            // every waiting caller's (docs/BENCHMARKS.md "Hot path and capacity").
-            Box::pin(state.solve_keyed(&tenant.0, &idem, native.req, deadline)).await?
-        }
-        None => {
-            super::fleet_busy::check_native(&state)?;
-            let _permit = state
-                .admission
-                .admit()
-                .await
-                .ok_or_else(ApiError::overloaded)?;
-            let _pass = state
-                .tenants
-                .admit(&tenant.0, &mut native.req)
-                .map_err(|r| super::usage::native_refusal(&r))?;
-            state.solve_now(&tenant.0, native.req, deadline).await
-        }
-    };
-    let handout = result?;
-    Ok(Json(HandoutBody::of(&handout)).into_response())
+    let idem = idempotency::read(&headers, &tenant.0, &body)?;
+    Ok((req, Instant::now() + clamp(state, timeout), idem))
 }
 
 pub async fn create_task(
