@@ -17,7 +17,7 @@ mod tasks;
 mod trace;
 mod types;
 
-pub use admission::Admission;
+pub use admission::{Admission, Permit};
 pub use figures::{EngineFigures, EngineReading};
 pub use solve::{Engine, EngineSettings, Solution, Solver};
 pub use store::{MemoryStore, Store, StoreError, TargetCounts, TargetFigures};

@@ -249,16 +249,7 @@ impl AppState {
                     // Only a call that may start work is counted against the limits; a call
                     // joining a running task costs nothing upstream.
                     let mut req = req.clone();
-                    super::fleet_busy::check_native(self)?;
-                    let permit = self
-                        .admission
-                        .admit()
-                        .await
-                        .ok_or_else(ApiError::overloaded)?;
-                    let pass = self
-                        .tenants
-                        .admit(tenant, &mut req)
-                        .map_err(|r| super::usage::native_refusal(&r))?;
+                    let (permit, pass) = self.admit_native(tenant, &mut req).await?;
                     let timeout = deadline.saturating_duration_since(Instant::now());
                     self.submit_keyed(tenant, key, req, timeout, (permit, pass))
                         .await?

@@ -9,9 +9,11 @@ use futures::future::Either;
 use tokio::time::Instant;
 
 use super::AppState;
-use crate::engine::{Handout, SolveError, SolveFailure, TaskState};
+use super::error::ApiError;
+use crate::engine::{Handout, Permit, SolveError, SolveFailure, TaskState};
 use crate::model::SolveRequest;
 use crate::queue::{NewTask, Queue};
+use crate::tenants::TenantPass;
 use crate::wire::inphp::codes;
 
 /// How this gateway runs the tasks it accepts.
@@ -95,6 +97,27 @@ impl AppState {
             let _ = engine.task(&tenant, &task_id, timeout).await;
         });
         Ok(id)
+    }
+
+    /// Admits a native call that may start work: the fleet's threads, a slot of this instance
+    /// (waited for), then the tenant's limits (which may rewrite `req`'s partition). Both held
+    /// until the work ends.
+    pub(super) async fn admit_native(
+        &self,
+        tenant: &str,
+        req: &mut SolveRequest,
+    ) -> Result<(Permit, TenantPass), ApiError> {
+        super::fleet_busy::check_native(self)?;
+        let permit = self
+            .admission
+            .admit()
+            .await
+            .ok_or_else(ApiError::overloaded)?;
+        let pass = self
+            .tenants
+            .admit(tenant, req)
+            .map_err(|r| super::usage::native_refusal(&r))?;
+        Ok((permit, pass))
     }
 
     /// Solves `req` for a caller waiting on the response (`/v1/solve`, `/solve`): in this

@@ -113,16 +113,7 @@ pub fn solve(
                 Box::pin(state.solve_keyed(&tenant.0, &idem, req, deadline)).await?
             }
             None => {
-                super::fleet_busy::check_native(&state)?;
-                let _permit = state
-                    .admission
-                    .admit()
-                    .await
-                    .ok_or_else(ApiError::overloaded)?;
-                let _pass = state
-                    .tenants
-                    .admit(&tenant.0, &mut req)
-                    .map_err(|r| super::usage::native_refusal(&r))?;
+                let _admitted = state.admit_native(&tenant.0, &mut req).await?;
                 state.solve_now(&tenant.0, req, deadline).await
             }
         };
@@ -176,16 +167,7 @@ pub async fn create_task(
             return Ok(accepted(&id));
         }
     }
-    super::fleet_busy::check_native(&state)?;
-    let permit = state
-        .admission
-        .admit()
-        .await
-        .ok_or_else(ApiError::overloaded)?;
-    let pass = state
-        .tenants
-        .admit(&tenant.0, &mut native.req)
-        .map_err(|r| super::usage::native_refusal(&r))?;
+    let (permit, pass) = state.admit_native(&tenant.0, &mut native.req).await?;
     let timeout = clamp(&state, native.timeout);
     let (id, started) = match &idem {
         Some(idem) => {
