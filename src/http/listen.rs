@@ -22,15 +22,14 @@
 
 use std::future::Future;
 use std::io;
-use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use futures::FutureExt;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
@@ -105,22 +104,20 @@ pub async fn serve(
             Admit::Serve(permit) => permit,
             Admit::Shed(permit) => {
                 let limits = shed_limits(connections.settings());
-                let (stop, tls) = (hard_stop.clone(), tls.clone());
-                tokio::spawn(async move {
-                    let activity = Activity::new(accepted);
-                    let answer = async move {
-                        match tls {
-                            None => serve_shed(stream, READ_BUFFER_BYTES).await,
-                            Some(acceptor) => {
-                                if let Ok(stream) = acceptor.accept(stream).await {
-                                    serve_shed(stream, READ_BUFFER_BYTES).await;
-                                }
+                let tls = tls.clone();
+                let answer = async move {
+                    match tls {
+                        None => serve_shed(stream, READ_BUFFER_BYTES).await,
+                        Some(acceptor) => {
+                            if let Ok(stream) = acceptor.accept(stream).await {
+                                serve_shed(stream, READ_BUFFER_BYTES).await;
                             }
                         }
-                    };
-                    watch(pin!(answer), &activity, &limits, &stop).await;
-                    drop(permit);
-                });
+                    }
+                };
+                let activity = Arc::new(Activity::new(accepted));
+                let watched = watch(answer, activity, limits, hard_stop.clone());
+                tokio::spawn(watched.map(move |_| drop(permit)));
                 continue;
             }
             Admit::Close => {
@@ -128,47 +125,39 @@ pub async fn serve(
                 continue;
             }
         };
-        // Subscribed now, before any shutdown signal, so a connection whose TLS handshake is
-        // still running when shutdown starts is told about it once it is served.
-        let watcher = graceful.watcher();
         let activity = Arc::new(Activity::new(accepted));
         let stream = Watched::new(stream, activity.clone());
-        let connection = Connection {
-            builder: builder.clone(),
-            service: Tracked::new(router.clone(), activity.clone()),
-            watcher,
-        };
+        let service = Tracked::new(router.clone(), activity.clone());
         let (stop, conns) = (hard_stop.clone(), connections.clone());
+        // Counted, and the socket closed, before its slot is given back (`Map` drops the watch
+        // before it calls the closure).
+        let ended = move |ended| {
+            conns.ended(ended);
+            drop(permit);
+        };
         // Two task types: a plain connection's task does not carry room for the TLS state in
-        // its future (10,000 waiting callers pay for every byte of it; docs/BENCHMARKS.md).
+        // its future, nor an `async` frame around the connection (10,000 waiting callers pay
+        // for every byte of it; docs/BENCHMARKS.md).
         match tls.clone() {
             None => {
-                tokio::spawn(async move {
-                    // Dropped (the socket closed) before its slot is given back.
-                    let ended = watch(
-                        pin!(connection.serve(stream)),
-                        &activity,
-                        conns.settings(),
-                        &stop,
-                    )
-                    .await;
-                    conns.ended(ended);
-                    drop(permit);
-                });
+                let served = graceful
+                    .watch(builder.serve_connection(TokioIo::new(stream), service))
+                    .map(log_end);
+                let watched = watch(served, activity, connections.clone(), stop);
+                tokio::spawn(watched.map(ended));
             }
             Some(acceptor) => {
-                tokio::spawn(async move {
-                    // Dropped (the socket closed) before its slot is given back.
-                    let ended = watch(
-                        pin!(connection.serve_tls(stream, acceptor)),
-                        &activity,
-                        conns.settings(),
-                        &stop,
-                    )
-                    .await;
-                    conns.ended(ended);
-                    drop(permit);
-                });
+                // Subscribed now, before any shutdown signal, so a connection whose handshake is
+                // still running when shutdown starts is told about it once it is served.
+                let served = serve_tls(
+                    builder.clone(),
+                    service,
+                    graceful.watcher(),
+                    stream,
+                    acceptor,
+                );
+                let watched = watch(served, activity, connections.clone(), stop);
+                tokio::spawn(watched.map(ended));
             }
         }
     }
@@ -186,32 +175,27 @@ pub async fn serve(
     Ok(())
 }
 
-/// One accepted connection and what serving it needs.
-struct Connection {
+/// Serves one connection inside TLS once its handshake is done.
+async fn serve_tls(
     builder: http1::Builder,
     service: Tracked,
     watcher: Watcher,
+    stream: Watched<TcpStream>,
+    acceptor: TlsAcceptor,
+) {
+    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => {
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            log_end(watcher.watch(connection).await);
+        }
+        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+        Err(_) => tracing::debug!("TLS handshake timed out"),
+    }
 }
 
-impl Connection {
-    async fn serve_tls(self, stream: Watched<TcpStream>, acceptor: TlsAcceptor) {
-        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-            Ok(Ok(stream)) => self.serve(stream).await,
-            Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-            Err(_) => tracing::debug!("TLS handshake timed out"),
-        }
-    }
-
-    async fn serve<S>(self, stream: S)
-    where
-        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
-        let connection = self
-            .builder
-            .serve_connection(TokioIo::new(stream), self.service);
-        if let Err(e) = self.watcher.watch(connection).await {
-            tracing::trace!(error = %e, "connection ended with an error");
-        }
+fn log_end(served: Result<(), hyper::Error>) {
+    if let Err(e) = served {
+        tracing::trace!(error = %e, "connection ended with an error");
     }
 }
 

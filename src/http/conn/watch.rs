@@ -7,15 +7,17 @@
 //! pushes it later is only seen when the timer fires (and then re-armed). While a response is
 //! being produced there is no deadline; the timer then waits a day between looks.
 
-use std::future::{Future, poll_fn};
-use std::pin::{Pin, pin};
-use std::task::Poll;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
+use pin_project_lite::pin_project;
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::{Activity, ConnSettings, Phase};
+use super::{Activity, ConnSettings, Connections, Phase};
 
 /// How a watched connection ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,47 +34,103 @@ pub enum Ended {
 /// for any timer wheel.
 const NOTHING_DUE: Duration = Duration::from_secs(24 * 3600);
 
+/// Where a watched connection's limits come from: the listener's settings (a pointer shared by
+/// every connection) or limits of its own (a connection past the cap).
+pub trait Limits {
+    fn limits(&self) -> &ConnSettings;
+}
+
+impl Limits for ConnSettings {
+    fn limits(&self) -> &ConnSettings {
+        self
+    }
+}
+
+impl Limits for Connections {
+    fn limits(&self) -> &ConnSettings {
+        self.settings()
+    }
+}
+
+pin_project! {
+    /// A connection under watch: the future a connection's task runs, so it owns what it
+    /// watches. Each of the 10,000 waiting callers a process is sized for holds one, and an
+    /// `async` wrapper around the connection stored it (and what it captured) twice
+    /// (docs/BENCHMARKS.md).
+    #[must_use = "a watch does nothing unless polled"]
+    pub struct Watch<F, L> {
+        #[pin]
+        work: F,
+        #[pin]
+        stopped: WaitForCancellationFutureOwned,
+        #[pin]
+        timer: Sleep,
+        armed: Instant,
+        activity: Arc<Activity>,
+        limits: L,
+    }
+}
+
 /// Drives `work` (the connection) until it ends, `stop` is cancelled, or `activity`'s deadline
-/// under `limits` passes; the caller's dropping `work` closes the socket. `work` comes pinned
-/// where the caller keeps it: taken by value and pinned here, the connection's future would be
-/// stored twice in this one (an argument and a local), and every connection's task would carry
-/// the second copy (docs/BENCHMARKS.md).
-pub async fn watch<F: Future<Output = ()> + ?Sized>(
-    mut work: Pin<&mut F>,
-    activity: &Activity,
-    limits: &ConnSettings,
-    stop: &CancellationToken,
-) -> Ended {
-    let mut stopped = pin!(stop.cancelled());
-    let mut armed = activity
-        .deadline(limits)
+/// under `limits` passes. Dropping the watch drops `work`, which closes the socket.
+pub fn watch<F, L>(
+    work: F,
+    activity: Arc<Activity>,
+    limits: L,
+    stop: CancellationToken,
+) -> Watch<F, L>
+where
+    F: Future<Output = ()>,
+    L: Limits,
+{
+    let armed = activity
+        .deadline(limits.limits())
         .unwrap_or_else(|| Instant::now() + NOTHING_DUE);
-    let mut timer = pin!(tokio::time::sleep_until(armed));
-    poll_fn(|cx| {
-        if work.as_mut().poll(cx).is_ready() {
+    Watch {
+        work,
+        stopped: stop.cancelled_owned(),
+        timer: tokio::time::sleep_until(armed),
+        armed,
+        activity,
+        limits,
+    }
+}
+
+impl<F: Future<Output = ()>, L: Limits> Future for Watch<F, L> {
+    type Output = Ended;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Ended> {
+        let mut this = self.project();
+        if this.work.poll(cx).is_ready() {
             return Poll::Ready(Ended::Finished);
         }
-        if stopped.as_mut().poll(cx).is_ready() {
+        if this.stopped.poll(cx).is_ready() {
             return Poll::Ready(Ended::Stopped);
         }
+        let limits = this.limits.limits();
         loop {
-            if let Some(due) = activity.deadline(limits).filter(|due| *due < armed) {
-                armed = due;
-                timer.as_mut().reset(due);
+            if let Some(due) = this
+                .activity
+                .deadline(limits)
+                .filter(|due| due < this.armed)
+            {
+                *this.armed = due;
+                this.timer.as_mut().reset(due);
             }
-            if timer.as_mut().poll(cx).is_pending() {
+            if this.timer.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
             let now = Instant::now();
-            armed = match activity.deadline(limits) {
-                Some(due) if due <= now => return Poll::Ready(Ended::TimedOut(activity.phase())),
+            *this.armed = match this.activity.deadline(limits) {
+                Some(due) if due <= now => {
+                    return Poll::Ready(Ended::TimedOut(this.activity.phase()));
+                }
                 Some(due) => due,
                 None => now + NOTHING_DUE,
             };
-            timer.as_mut().reset(armed);
+            this.timer.as_mut().reset(*this.armed);
         }
-    })
-    .await
+    }
 }
 
 #[cfg(test)]
@@ -90,15 +148,15 @@ mod tests {
     }
 
     /// Watches `work` on a fresh connection; returns how it ended and when (virtual time).
-    async fn run(activity: &Activity, work: impl Future<Output = ()>) -> (Ended, Duration) {
+    async fn run(activity: &Arc<Activity>, work: impl Future<Output = ()>) -> (Ended, Duration) {
         let start = Instant::now();
-        let ended = watch(pin!(work), activity, &limits(), &CancellationToken::new()).await;
+        let ended = watch(work, activity.clone(), limits(), CancellationToken::new()).await;
         (ended, start.elapsed())
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_silent_connection_is_cut_at_the_header_timeout() {
-        let activity = Activity::new(Instant::now());
+        let activity = Arc::new(Activity::new(Instant::now()));
         let (ended, at) = run(&activity, pending()).await;
         assert_eq!(
             (ended, at),
@@ -108,7 +166,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_response_however_long_is_never_cut_and_the_idle_timeout_follows_it() {
-        let activity = Activity::new(Instant::now());
+        let activity = Arc::new(Activity::new(Instant::now()));
         let work = async {
             let request = activity.request_began(false);
             // A caller waiting ten minutes for its solve, then its response written.
@@ -125,7 +183,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_body_below_the_rate_is_cut_when_its_allowance_runs_out() {
-        let activity = Activity::new(Instant::now());
+        let activity = Arc::new(Activity::new(Instant::now()));
         let work = async {
             let request = activity.request_began(true);
             // 100 bytes every 10 s: 10 bytes/s, never silent for 20 s.
@@ -143,12 +201,12 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_connection_that_finishes_or_is_stopped_ends_so() {
-        let activity = Activity::new(Instant::now());
+        let activity = Arc::new(Activity::new(Instant::now()));
         let (ended, _) = run(&activity, async {}).await;
         assert_eq!(ended, Ended::Finished);
         let stop = CancellationToken::new();
         stop.cancel();
-        let ended = watch(pin!(pending()), &activity, &limits(), &stop).await;
+        let ended = watch(pending(), activity, limits(), stop).await;
         assert_eq!(ended, Ended::Stopped);
     }
 }
