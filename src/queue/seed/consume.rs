@@ -214,34 +214,25 @@ impl Seed {
                 tracing::info!(task = %id, code, reason = %message, "seed queue: task refused");
                 Some((id, outcome::error(code, worker)))
             }
-            Entry::Task { id, request } => match self.lists.has_result(&id).await {
-                Ok(true) => {
-                    // Redelivered after its first worker finished it (that worker was taken for
-                    // dead while it was only paused): the result is there, so only drop it.
-                    outcome_counter = &self.stats.duplicates;
-                    None
-                }
-                // Unknown: solve; HSETNX still keeps the first result only.
-                Ok(false) | Err(_) => {
-                    let deadline = Instant::now() + self.settings.solve_timeout;
-                    match solve_queued(&self.engine, *request, deadline).await {
-                        Solved::Answer(handout) => {
-                            let took = started.elapsed();
-                            Some((
-                                id,
-                                outcome::success(handout.kind, &handout.answer, took, worker),
-                            ))
-                        }
-                        // Left in the processing list: handed back when the worker stops.
-                        Solved::HandBack => return,
-                        Solved::Failed(e) => {
-                            outcome_counter = &self.stats.failed;
-                            tracing::info!(task = %id, code = e.code(), reason = %e, "seed queue: task failed");
-                            Some((id, outcome::error(e.code(), worker)))
-                        }
+            Entry::Task { id, request } => {
+                let deadline = Instant::now() + self.settings.solve_timeout;
+                match solve_queued(&self.engine, *request, deadline).await {
+                    Solved::Answer(handout) => {
+                        let took = started.elapsed();
+                        Some((
+                            id,
+                            outcome::success(handout.kind, &handout.answer, took, worker),
+                        ))
+                    }
+                    // Left in the processing list: handed back when the worker stops.
+                    Solved::HandBack => return,
+                    Solved::Failed(e) => {
+                        outcome_counter = &self.stats.failed;
+                        tracing::info!(task = %id, code = e.code(), reason = %e, "seed queue: task failed");
+                        Some((id, outcome::error(e.code(), worker)))
                     }
                 }
-            },
+            }
         };
         self.finish(raw, result).await;
         self.stats.add(outcome_counter, 1);

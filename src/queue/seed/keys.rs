@@ -45,6 +45,12 @@ impl SeedKeys {
     pub fn processing(&self, consumer: &str) -> String {
         format!("{}:processing:{consumer}", self.prefix)
     }
+
+    /// Set when a consumer is taken for dead and its entries given back: its late finishes then
+    /// write no result (`lua/seed_finish.lua`). Kept for the results' retention.
+    pub fn taken_for_dead(&self, consumer: &str) -> String {
+        format!("{}:dead:{consumer}", self.prefix)
+    }
 }
 
 #[cfg(test)]
@@ -58,5 +64,6 @@ mod tests {
         assert_eq!(k.results(), "captcha:results");
         assert_eq!(k.queue_length(), "captcha:queue_length");
         assert_eq!(k.processing("h-1"), "captcha:processing:h-1");
+        assert_eq!(k.taken_for_dead("h-1"), "captcha:dead:h-1");
     }
 }

@@ -4,8 +4,10 @@
 //! empty restarted Redis or a paused worker does:
 //! - take: a lost reply leaves the entries in this consumer's processing list; the worker then
 //!   rereads the list ([`Lists::own_entries`]) and picks up what it does not hold.
-//! - finish: run twice, the first result stays (HSETNX) and at most one identical entry more is
-//!   removed; on an empty Redis it writes the result anew.
+//! - finish: writes the result only while this consumer still holds the entry, or when Redis
+//!   lost the entry (restarted empty) and the task has no result yet; never after the entry
+//!   was given to another consumer. Run twice, the second run removes at most one identical
+//!   entry more and writes only for it.
 //! - beat / recover: a recover checks the consumer is still silent inside the script, so a
 //!   consumer that beat in between keeps its entries; run twice, it moves nothing more.
 //! - sweep: idempotent; every worker runs it.
@@ -32,6 +34,8 @@ pub struct Lists {
     keys: SeedKeys,
     consumer: String,
     processing: String,
+    /// How long a consumer taken for dead is remembered as such: the results' retention.
+    remember_dead: Duration,
 }
 
 /// How one finish went.
@@ -45,12 +49,13 @@ pub struct Finished {
 }
 
 impl Lists {
-    pub fn new(conn: Conn, keys: SeedKeys, consumer: &str) -> Self {
+    pub fn new(conn: Conn, keys: SeedKeys, consumer: &str, remember_dead: Duration) -> Self {
         Self {
             processing: keys.processing(consumer),
             conn,
             keys,
             consumer: consumer.to_owned(),
+            remember_dead,
         }
     }
 
@@ -105,18 +110,11 @@ impl Lists {
             .await
     }
 
-    /// Whether task `id` already has a result (a redelivered entry whose first worker finished).
-    pub async fn has_result(&self, id: &str) -> RedisResult<bool> {
-        let mut conn = self.conn.clone();
-        redis::cmd("HEXISTS")
-            .arg(self.keys.results())
-            .arg(id)
-            .query_async(&mut conn)
-            .await
-    }
-
-    /// Ends `entry`: writes `result` for task `id` unless it has one, then removes the entry.
-    /// `None`: removes it without a result (an unreadable entry, or a duplicate).
+    /// Ends `entry`: removes it from this consumer's list and, if it was still there, writes
+    /// `result` for task `id`, replacing any earlier one (an id pushed again is a new task). If
+    /// it was not there, the result is written only when this consumer was never taken for dead
+    /// and the task has none (Redis lost the entry). `None`: removes it without a result (an
+    /// unreadable entry).
     pub async fn finish(
         &self,
         entry: &[u8],
@@ -130,6 +128,7 @@ impl Lists {
             .key(&self.processing)
             .key(self.keys.queue())
             .key(self.keys.queue_length())
+            .key(self.keys.taken_for_dead(&self.consumer))
             .arg(REDIS_TIME)
             .arg(entry)
             .arg(id)
@@ -163,9 +162,11 @@ impl Lists {
             .key(self.keys.processing(consumer))
             .key(self.keys.queue())
             .key(self.keys.queue_length())
+            .key(self.keys.taken_for_dead(consumer))
             .arg(REDIS_TIME)
             .arg(consumer)
             .arg(ms(silent))
+            .arg(ms(self.remember_dead))
             .invoke_async(&mut conn)
             .await?;
         Ok(recovered(reply)?)

@@ -53,7 +53,7 @@ impl Collector for SeedFigures {
             ),
             (
                 "duplicates",
-                "Entries whose task already had a result",
+                "Results not written: the entry had been given to another consumer",
                 &s.duplicates,
             ),
             (

@@ -6,7 +6,7 @@
 //!
 //! Here an entry moves atomically from the queue to this consumer's processing list
 //! (`captcha:processing:<consumer>`) and leaves it only in the script that writes its result
-//! (HSETNX: exactly one result per task id). Consumers beat in `captcha:consumers`; a consumer
+//! (the result is written only by the consumer that still holds the entry). Consumers beat in `captcha:consumers`; a consumer
 //! silent for a lease is dead and any worker gives its entries back to the queue. Results are
 //! indexed by finish time and swept after the retention. Solves go through the engine at queued
 //! priority, so pools, coalescing and the fleet-wide thread budget apply.
@@ -102,8 +102,8 @@ pub struct SeedStats {
     pub refused: AtomicU64,
     /// Entries without a usable id (dropped).
     pub unreadable: AtomicU64,
-    /// Entries whose task already had a result (dropped without solving, or the later result
-    /// not written).
+    /// Results not written because the entry had been given to another consumer (this one was
+    /// taken for dead while it solved it).
     pub duplicates: AtomicU64,
     /// Entries of dead consumers this one gave back to the queue.
     pub recovered: AtomicU64,
@@ -156,6 +156,6 @@ pub async fn open(
     let blocking = Conn::open(target, settings.block + target.response_timeout).await?;
     let keys = SeedKeys::new(&settings.prefix);
     tracing::info!(consumer, queue = %keys.queue(), "seed queue: consuming");
-    let lists = Lists::new(conn, keys, consumer);
+    let lists = Lists::new(conn, keys, consumer, settings.retention);
     Ok(Seed::new(engine, lists, blocking, settings, stats))
 }

@@ -14,11 +14,13 @@ use captcha_gateway::engine::store::redis::RedisSettings;
 use captcha_gateway::engine::{
     Engine, EngineSettings, MemoryStore, Priority, Solution, SolveFailure, Solver,
 };
+use captcha_gateway::lua;
 use captcha_gateway::model::{SolveRequest, UpstreamRef, now_ms};
 use captcha_gateway::queue::seed::{self, SeedSettings, SeedStats};
 use captcha_gateway::queue::worker::{Running, WorkerFigures};
 use redis::AsyncCommands;
 use serde_json::Value;
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -30,22 +32,31 @@ use crate::support::redis::RedisServer;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Answers `tok-<n>` at once, or never (`park`); counts the solves it started.
+/// Answers `tok-<n>` at once, or (`park`) only once a test lets a solve through; counts the
+/// solves it started.
 struct Provider {
-    park: bool,
+    gate: Option<Semaphore>,
     started: AtomicU64,
 }
 
 impl Provider {
     fn new(park: bool) -> Arc<Self> {
         Arc::new(Provider {
-            park,
+            gate: park.then(|| Semaphore::new(0)),
             started: AtomicU64::new(0),
         })
     }
 
     fn started(&self) -> u64 {
         self.started.load(Ordering::SeqCst)
+    }
+
+    /// Lets one parked solve answer.
+    fn let_one_through(&self) {
+        self.gate
+            .as_ref()
+            .expect("a parked provider")
+            .add_permits(1);
     }
 }
 
@@ -58,8 +69,8 @@ impl Solver for Provider {
         _priority: Priority,
     ) -> Result<Solution, SolveFailure> {
         let n = self.started.fetch_add(1, Ordering::SeqCst) + 1;
-        if self.park {
-            std::future::pending::<()>().await;
+        if let Some(gate) = &self.gate {
+            gate.acquire().await.expect("the gate stays open").forget();
         }
         Ok(Solution {
             text: format!("tok-{n}"),
@@ -358,34 +369,140 @@ async fn bad_entries_get_an_error_result_or_are_dropped_without_blocking_the_que
     consumer.stop().await;
 }
 
-/// A redelivered entry whose task already has a result (its first worker finished after being
-/// taken for dead): dropped without a solve; the first result stays.
+/// An id the producer pushes again is a new task, as with the seed's own worker: it is solved,
+/// and its result replaces the first (which a reused id's producer must not be handed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_entry_whose_task_already_has_a_result_is_dropped_unsolved() {
+async fn an_id_pushed_again_is_solved_and_its_result_replaces_the_first() {
     let redis = RedisServer::start();
     let mut c = conn(&redis).await;
     let first = r#"{"status":"success","token":"first","duration":"1.0s","worker":"w-1"}"#;
     let _: () = c.hset("captcha:results", "r1", first).await.unwrap();
     let _: () = c
-        .rpush("captcha:queue", entry("r1", "https://a.example/r"))
+        .rpush("captcha:queue", entry("r1", "https://a.example/again"))
         .await
         .unwrap();
     let provider = Provider::new(false);
     let consumer = Consumer::start(&redis, provider.clone(), settings());
-    eventually(WAIT, "the duplicate dropped", || {
-        let stats = consumer.stats.clone();
-        async move { SeedStats::get(&stats.duplicates) == 1 }
+    eventually(WAIT, "the second task's result", || {
+        let mut c = c.clone();
+        async move {
+            result(&mut c, "r1")
+                .await
+                .is_some_and(|r| r["token"] == "tok-1")
+        }
     })
     .await;
-    let raw: String = c.hget("captcha:results", "r1").await.unwrap();
-    assert_eq!(raw, first);
-    assert_eq!(provider.started(), 0);
+    assert_eq!(provider.started(), 1);
+    assert_eq!(SeedStats::get(&consumer.stats.duplicates), 0);
     let queued: u64 = c.llen("captcha:queue").await.unwrap();
     let processing: u64 = c
         .llen(format!("captcha:processing:{}", consumer.name))
         .await
         .unwrap();
     assert_eq!((queued, processing), (0, 0));
+    consumer.stop().await;
+}
+
+/// A solve that ends after its entry left this consumer's list: if Redis lost the entry (it
+/// restarted empty) the producer is still answered, unless the task has a result already; if
+/// the entry was given to another consumer (this one taken for dead), nothing is written, even
+/// before that consumer answers, so the task's one result is the new owner's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_result_is_written_when_redis_lost_the_entry_never_once_it_was_given_away() {
+    let redis = RedisServer::start();
+    let mut c = conn(&redis).await;
+    let provider = Provider::new(true);
+    // One at a time, so an entry given back to the queue is not taken again while its first
+    // solve still runs.
+    let consumer = Consumer::start_at(redis.url(), provider.clone(), settings(), 1);
+    let list = format!("captcha:processing:{}", consumer.name);
+    let started = |n| {
+        let p = provider.clone();
+        move || {
+            let p = p.clone();
+            async move { p.started() == n }
+        }
+    };
+
+    // Lost by Redis, no result yet: written.
+    let _: () = c
+        .rpush("captcha:queue", entry("l1", "https://a.example/l1"))
+        .await
+        .unwrap();
+    eventually(WAIT, "l1 solving", started(1)).await;
+    let _: () = c.del(&list).await.unwrap();
+    provider.let_one_through();
+    eventually(WAIT, "l1's result", || {
+        let mut c = c.clone();
+        async move {
+            result(&mut c, "l1")
+                .await
+                .is_some_and(|r| r["token"] == "tok-1")
+        }
+    })
+    .await;
+
+    // Lost by Redis, a result there already: kept.
+    let kept = r#"{"status":"success","token":"kept","duration":"1.0s","worker":"w-1"}"#;
+    let _: () = c
+        .rpush("captcha:queue", entry("l2", "https://a.example/l2"))
+        .await
+        .unwrap();
+    eventually(WAIT, "l2 solving", started(2)).await;
+    let _: () = c.del(&list).await.unwrap();
+    let _: () = c.hset("captcha:results", "l2", kept).await.unwrap();
+    provider.let_one_through();
+    eventually(WAIT, "l2's late result counted, not written", || {
+        let stats = consumer.stats.clone();
+        async move { SeedStats::get(&stats.duplicates) == 1 }
+    })
+    .await;
+    let raw: String = c.hget("captcha:results", "l2").await.unwrap();
+    assert_eq!(raw, kept);
+
+    // Given away while this consumer was taken for dead (the real recovery script, run as
+    // another worker's heartbeat would once this consumer's beat is old), and finished here
+    // before its new owner answers: not written.
+    let _: () = c
+        .rpush("captcha:queue", entry("g1", "https://a.example/g1"))
+        .await
+        .unwrap();
+    eventually(WAIT, "g1 solving", started(3)).await;
+    eventually(WAIT, "g1 given back to the queue", || {
+        let (mut c, name, list) = (c.clone(), consumer.name.clone(), list.clone());
+        async move {
+            // Its own beat (every second) may land in between; then the script leaves it be.
+            let _: () = c.zadd("captcha:consumers", &name, 0).await.unwrap();
+            let moved: i64 = lua::SEED_RECOVER
+                .key("captcha:consumers")
+                .key(&list)
+                .key("captcha:queue")
+                .key("captcha:queue_length")
+                .key(format!("captcha:dead:{name}"))
+                .arg("")
+                .arg(&name)
+                .arg(1)
+                .arg(60_000)
+                .invoke_async(&mut c)
+                .await
+                .unwrap();
+            moved == 1
+        }
+    })
+    .await;
+    let taken: Option<String> = c.lpop("captcha:queue", None).await.unwrap();
+    assert!(taken.is_some(), "the entry went back to the queue");
+    provider.let_one_through();
+    eventually(WAIT, "g1's late result counted, not written", || {
+        let stats = consumer.stats.clone();
+        async move { SeedStats::get(&stats.duplicates) == 2 }
+    })
+    .await;
+    let g1: Option<String> = c.hget("captcha:results", "g1").await.unwrap();
+    assert_eq!(
+        g1, None,
+        "the late result of an entry given away is not written"
+    );
     consumer.stop().await;
 }
 

@@ -240,8 +240,8 @@ async fn a_frozen_seed_workers_tasks_are_finished_once_by_another() {
 
     frozen.signal("CONT");
     stalled.sim.clock().advance(Duration::from_secs(1));
-    // Each of its solves ends now, finds its entry given back (`lost`) and its task finished
-    // (`duplicates`): as many of each as it held. Every change is printed, so a wait that
+    // Each of its solves ends now and finds its entry given back (`lost`), so its result is
+    // not written (`duplicates`): as many of each as it held. Every change is printed, so a wait that
     // fails says what was missing.
     let seen = std::sync::Mutex::new(None);
     eventually(WAIT, "the thawed worker's late outcomes", || async {
