@@ -97,6 +97,7 @@ pub static QUEUE_BEGIN: LazyLock<Script> = plain!("queue_begin.lua");
 pub static QUEUE_FINISH: LazyLock<Script> = plain!("queue_finish.lua");
 pub static QUEUE_RETRY: LazyLock<Script> = plain!("queue_retry.lua");
 pub static QUEUE_PROMOTE: LazyLock<Script> = plain!("queue_promote.lua");
+pub static QUEUE_FORGET: LazyLock<Script> = plain!("queue_forget.lua");
 
 // Seed 003's list protocol (`worker --seed-queue`).
 pub static SEED_TAKE: LazyLock<Script> = clocked!("seed_take.lua");
@@ -146,6 +147,7 @@ mod tests {
         ("queue_finish", &QUEUE_FINISH),
         ("queue_retry", &QUEUE_RETRY),
         ("queue_promote", &QUEUE_PROMOTE),
+        ("queue_forget", &QUEUE_FORGET),
         ("seed_take", &SEED_TAKE),
         ("seed_finish", &SEED_FINISH),
         ("seed_beat", &SEED_BEAT),
@@ -164,7 +166,7 @@ mod tests {
             })
             .collect();
         names.sort();
-        assert_eq!(names.len(), 36, "{names:?}");
+        assert_eq!(names.len(), 37, "{names:?}");
         assert_eq!(names.len(), ALL.len());
         for name in names {
             let loaded = ALL.iter().find(|(n, _)| *n == name);

@@ -294,6 +294,35 @@ impl PromoteCall {
     }
 }
 
+/// `queue_forget.lua`: deletes consumers that hold nothing and were silent long enough, in one
+/// step with the look that chose them.
+pub struct ForgetCall<'a> {
+    /// The caller's own consumer, never deleted.
+    pub consumer: &'a str,
+    pub silent_ms: u64,
+}
+
+impl ForgetCall<'_> {
+    pub const FILE: &'static str = "queue_forget.lua";
+
+    pub fn invocation(&self, keys: &QueueKeys) -> ScriptInvocation<'static> {
+        let mut inv = lua::QUEUE_FORGET.prepare_invoke();
+        inv.key(keys.tasks())
+            .arg(GROUP)
+            .arg(self.consumer)
+            .arg(self.silent_ms);
+        inv
+    }
+
+    /// How many were deleted.
+    pub fn read(reply: Value) -> Result<u64, ReplyError> {
+        let mut r = Reply::of_value(Self::FILE, reply);
+        let deleted = r.count("how many were deleted")?;
+        r.end()?;
+        Ok(deleted)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,6 +391,7 @@ mod tests {
         );
         assert!(RenewCall::read(Value::Array(vec![])).unwrap().is_empty());
         assert_eq!(PromoteCall::read(Value::Int(4)).unwrap(), 4);
+        assert_eq!(ForgetCall::read(Value::Int(2)).unwrap(), 2);
     }
 
     #[test]

@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use super::calls::{Begin, BeginCall, BeginStep, FinishCall, FinishStep, Finished, RetryCall};
+use super::calls::{
+    Begin, BeginCall, BeginStep, FinishCall, FinishStep, Finished, ForgetCall, RetryCall,
+};
 use super::{Queue, QueueError};
 
 /// The dead-letter stream keeps about this many entries (it is read by people, after an alert).
@@ -69,6 +71,23 @@ pub async fn retry(
     };
     let reply = invoke(queue, &call.invocation(queue.keys())).await?;
     Ok(RetryCall::read(reply)?)
+}
+
+/// Deletes the consumers, all but `consumer`, that hold no entry and were silent at least
+/// `silent` (a crashed worker's name is never reused, so without this the group's consumer list
+/// only grows); returns how many. The look and the deletion are one script: a consumer that
+/// reads entries in between is never deleted with them.
+pub async fn forget_dead_consumers(
+    queue: &Queue,
+    consumer: &str,
+    silent: Duration,
+) -> Result<u64, QueueError> {
+    let call = ForgetCall {
+        consumer,
+        silent_ms: u64::try_from(silent.as_millis()).unwrap_or(u64::MAX),
+    };
+    let reply = invoke(queue, &call.invocation(queue.keys())).await?;
+    Ok(ForgetCall::read(reply)?)
 }
 
 /// Runs an owner-checked script, again after a lost reply (at most [`TRIES`] times).

@@ -13,7 +13,8 @@ use crate::queue::QueueError;
 use crate::queue::calls::PromoteCall;
 use crate::queue::entry::Entry;
 use crate::queue::keys::GROUP;
-use crate::queue::reply::{pairs, text};
+use crate::queue::reply::text;
+use crate::queue::steps;
 
 /// Due retries moved per promoter run.
 const PROMOTE_BATCH: u32 = 500;
@@ -169,36 +170,11 @@ impl Stream {
         }
     }
 
-    /// Deletes consumers that hold nothing and were silent for many leases (a crashed worker's
-    /// name is never reused, so without this the group's consumer list only grows).
+    /// Deletes consumers of dead workers once they hold nothing (`steps::forget_dead_consumers`).
     async fn forget_dead_consumers(&self) {
-        let consumers: redis::RedisResult<Value> = redis::cmd("XINFO")
-            .arg("CONSUMERS")
-            .arg(self.queue.keys().tasks())
-            .arg(GROUP)
-            .query_async(&mut self.queue.conn())
-            .await;
-        let Ok(Value::Array(consumers)) = consumers else {
-            return;
-        };
-        let silent_ms = (self.queue.settings().lease * DEAD_CONSUMER_LEASES).as_millis() as i64;
-        for c in consumers {
-            let fields = pairs(&c);
-            let get = |k: &str| fields.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
-            let (Some(name), Some(Value::Int(pending)), Some(Value::Int(idle))) =
-                (get("name").and_then(text), get("pending"), get("idle"))
-            else {
-                continue;
-            };
-            if name != self.consumer && *pending == 0 && *idle > silent_ms {
-                let _: redis::RedisResult<i64> = redis::cmd("XGROUP")
-                    .arg("DELCONSUMER")
-                    .arg(self.queue.keys().tasks())
-                    .arg(GROUP)
-                    .arg(&name)
-                    .query_async(&mut self.queue.conn())
-                    .await;
-            }
+        let silent = self.queue.settings().lease * DEAD_CONSUMER_LEASES;
+        if let Err(e) = steps::forget_dead_consumers(&self.queue, &self.consumer, silent).await {
+            tracing::debug!(error = %e, "forgetting dead consumers failed");
         }
     }
 }

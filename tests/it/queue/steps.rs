@@ -219,3 +219,143 @@ async fn queue_steps_an_empty_batch_sends_nothing() {
         0
     );
 }
+
+/// Whether `consumer` is in the group, and the entries it holds (`XINFO CONSUMERS`).
+async fn consumer_holds(
+    conn: &mut redis::aio::MultiplexedConnection,
+    consumer: &str,
+) -> Option<i64> {
+    let consumers: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
+        .arg("CONSUMERS")
+        .arg(TASKS)
+        .arg("workers")
+        .query_async(conn)
+        .await
+        .unwrap();
+    consumers.into_iter().find_map(|c| {
+        let name: String = redis::from_redis_value_ref(c.get("name")?).ok()?;
+        (name == consumer).then(|| redis::from_redis_value_ref(c.get("pending")?).ok())?
+    })
+}
+
+/// A worker paused past the silence that marks it dead resumes and reads an entry exactly while
+/// another worker is forgetting dead consumers: the look and the deletion are one step, so the
+/// resumed worker keeps what it read. The forgetting worker's replies are held back by a proxy
+/// until the read is done, which puts the read between its look (served, reply held) and
+/// anything it could send after that look; with a separate `XGROUP DELCONSUMER` sent after the
+/// look's reply, the consumer and its pending entry would be deleted.
+#[tokio::test]
+async fn queue_steps_forgetting_dead_consumers_never_drops_an_entry_read_meanwhile() {
+    use crate::support::eventually::eventually;
+    use crate::support::fault_proxy::{FaultProxy, Mode};
+    use std::time::Duration;
+
+    let redis = RedisServer::start();
+    let mut conn = raw(&redis.url()).await;
+    let proxy = FaultProxy::start(([127, 0, 0, 1], redis.port).into()).await;
+    let forgetter = open(
+        &format!("redis://{}/", proxy.addr),
+        QueueSettings::default(),
+    )
+    .await;
+    let _: i64 = redis::cmd("XGROUP")
+        .arg("CREATECONSUMER")
+        .arg(TASKS)
+        .arg("workers")
+        .arg("paused")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let stream_id = xadd(&mut conn, &[("id", "t1"), ("request", &request("forget"))]).await;
+    let silent = Duration::from_millis(5);
+    eventually(Duration::from_secs(10), "the paused worker silent", || {
+        let mut c = conn.clone();
+        async move {
+            let consumers: Vec<std::collections::HashMap<String, redis::Value>> =
+                redis::cmd("XINFO")
+                    .arg("CONSUMERS")
+                    .arg(TASKS)
+                    .arg("workers")
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+            consumers.iter().any(|c| {
+                c.get("idle")
+                    .and_then(|v| redis::from_redis_value_ref::<u64>(v).ok())
+                    .is_some_and(|idle| idle > 20)
+            })
+        }
+    })
+    .await;
+
+    // Once unhurried, so that the held call below is the look itself (not a script load).
+    let hour = Duration::from_secs(3600);
+    steps::forget_dead_consumers(&forgetter, "alive", hour)
+        .await
+        .unwrap();
+    proxy.set(Mode::HoldReplies);
+    let looks = calls(&mut conn, "xinfo|consumers").await;
+    let forgetting =
+        tokio::spawn(
+            async move { steps::forget_dead_consumers(&forgetter, "alive", silent).await },
+        );
+    eventually(
+        Duration::from_secs(10),
+        "the forgetter's look served",
+        || {
+            let mut c = conn.clone();
+            async move { calls(&mut c, "xinfo|consumers").await > looks }
+        },
+    )
+    .await;
+    assert_eq!(
+        deliver(&mut conn, "paused").await.len(),
+        1,
+        "the resumed worker reads"
+    );
+    proxy.set(Mode::Pass);
+    forgetting
+        .await
+        .unwrap()
+        .expect("the forgetting call answers");
+
+    assert_eq!(
+        consumer_holds(&mut conn, "paused").await,
+        Some(1),
+        "the resumed worker still holds what it read"
+    );
+    assert_eq!(pending(&mut conn).await, 1);
+
+    // Once it holds nothing and is silent again, it is forgotten; the caller never is.
+    let _: i64 = redis::cmd("XGROUP")
+        .arg("CREATECONSUMER")
+        .arg(TASKS)
+        .arg("workers")
+        .arg("alive")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: i64 = redis::cmd("XACK")
+        .arg(TASKS)
+        .arg("workers")
+        .arg(&stream_id)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let direct = open(&redis.url(), QueueSettings::default()).await;
+    eventually(
+        Duration::from_secs(10),
+        "the silent consumer forgotten",
+        || {
+            let (q, mut c) = (&direct, conn.clone());
+            async move {
+                steps::forget_dead_consumers(q, "alive", silent)
+                    .await
+                    .unwrap();
+                consumer_holds(&mut c, "paused").await.is_none()
+            }
+        },
+    )
+    .await;
+    assert_eq!(consumer_holds(&mut conn, "alive").await, Some(0));
+}

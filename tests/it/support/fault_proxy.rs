@@ -31,6 +31,8 @@ pub enum Mode {
     Reset,
     Stall,
     DropReplies,
+    /// Requests pass; replies wait in the socket until another mode lets them through intact.
+    HoldReplies,
 }
 
 pub struct FaultProxy {
@@ -117,8 +119,8 @@ async fn relay(
                 swallowed = true;
                 swallow(&mut client, &mut mode, &swallowed_bytes).await
             }
-            Mode::DropReplies => {
-                swallowed = true;
+            Mode::DropReplies | Mode::HoldReplies => {
+                swallowed |= current == Mode::DropReplies;
                 if upstream.is_none() {
                     match TcpStream::connect(target).await {
                         Ok(s) => upstream = Some(s),
@@ -129,7 +131,11 @@ async fn relay(
                     }
                 }
                 let Some(up) = upstream.as_mut() else { return };
-                pump(&mut client, up, &mut mode, Some(&swallowed_bytes)).await
+                let replies = match current {
+                    Mode::DropReplies => Replies::Drop(&swallowed_bytes),
+                    _ => Replies::Hold,
+                };
+                pump(&mut client, up, &mut mode, replies).await
             }
             Mode::Pass if swallowed => {
                 // The stream lost bytes while blackholed: it cannot be resumed.
@@ -147,7 +153,7 @@ async fn relay(
                     }
                 }
                 let Some(up) = upstream.as_mut() else { return };
-                pump(&mut client, up, &mut mode, None).await
+                pump(&mut client, up, &mut mode, Replies::Pass).await
             }
         };
         if matches!(ended, Ended::Closed) {
@@ -179,13 +185,22 @@ async fn swallow(
     }
 }
 
-/// Copies both ways until the mode changes or both directions have ended. With `drop_replies`,
-/// what the server sends is counted there and discarded instead.
+/// What [`pump`] does with what the server sends.
+enum Replies<'a> {
+    Pass,
+    /// Counted here and discarded.
+    Drop(&'a AtomicU64),
+    /// Left unread, so it reaches the client once the mode changes.
+    Hold,
+}
+
+/// Copies both ways until the mode changes or both directions have ended, replies as `replies`
+/// says.
 async fn pump(
     client: &mut TcpStream,
     upstream: &mut TcpStream,
     mode: &mut watch::Receiver<Mode>,
-    drop_replies: Option<&AtomicU64>,
+    replies: Replies<'_>,
 ) -> Ended {
     let (mut client_read, mut client_write) = client.split();
     let (mut up_read, mut up_write) = upstream.split();
@@ -208,13 +223,13 @@ async fn pump(
                     }
                 }
             },
-            read = up_read.read(&mut to_client), if !up_done => match read {
+            read = up_read.read(&mut to_client), if !up_done && !matches!(replies, Replies::Hold) => match read {
                 Ok(0) | Err(_) => {
                     up_done = true;
                     let _ = client_write.shutdown().await;
                 }
                 Ok(n) => {
-                    if let Some(dropped) = drop_replies {
+                    if let Replies::Drop(dropped) = replies {
                         dropped.fetch_add(n as u64, Ordering::SeqCst);
                     } else if client_write.write_all(&to_client[..n]).await.is_err() {
                         return Ended::Closed;
