@@ -86,6 +86,7 @@ impl Engine {
         req: &SolveRequest,
         waiter: &WaiterId,
         poolable: bool,
+        priority: Priority,
     ) -> Arriving<Arrival> {
         let (store, engine) = (self.store.clone(), self.clone());
         let (t, w, now, min) = (
@@ -101,7 +102,14 @@ impl Engine {
             move |arrival| {
                 Box::pin(async move {
                     engine
-                        .depart_on_arrival(gone_target, gone_req, gone_waiter, arrival, poolable)
+                        .depart_on_arrival(
+                            gone_target,
+                            gone_req,
+                            gone_waiter,
+                            arrival,
+                            poolable,
+                            priority,
+                        )
                         .await;
                 })
             },
@@ -114,6 +122,7 @@ impl Engine {
         &self,
         target: &Target,
         req: &SolveRequest,
+        priority: Priority,
     ) -> Arriving<SharedArrival> {
         let (store, engine) = (self.store.clone(), self.clone());
         let (t, now, min) = (target.clone(), now_ms(), self.min_remaining_ms());
@@ -125,7 +134,7 @@ impl Engine {
                 Box::pin(async move {
                     // A leader must still solve: its followers on other callers wait on it.
                     if let SharedArrival::Lead(_, lead) = arrival {
-                        engine.lead_shared(gone_target, gone_req, lead, Priority::Interactive);
+                        engine.lead_shared(gone_target, gone_req, lead, priority);
                     }
                 })
             },

@@ -25,7 +25,7 @@ impl Engine {
             if self.store.degraded() {
                 return self.degraded(req, deadline, priority).await;
             }
-            let arriving = self.arrive_shared(&target, &req);
+            let arriving = self.arrive_shared(&target, &req, priority);
             let arrival = match arriving.by(deadline).await {
                 Some(Ok(a)) => a,
                 Some(Err(_)) => return self.degraded(req, deadline, priority).await,
@@ -51,7 +51,7 @@ impl Engine {
             };
             // Listed while it waits, so this instance takes over if the leader's dies
             // (`cover_waiting`).
-            let _active = self.active.enter(&target, &req);
+            let _active = self.active.enter(&target, &req, priority);
             let delivered = tokio::select! {
                 // An answer that came is handed over even if the cut came too.
                 biased;
@@ -109,15 +109,16 @@ impl Engine {
 
     /// Takes over `target` when its leader's instance died and this instance's callers still
     /// follow it (the store lets at most one instance win): starts the one task, under the new
-    /// fencing token. Called by `cover_waiting` every third of a lease.
-    pub(super) async fn take_over(&self, target: Target, req: SolveRequest) {
+    /// fencing token, at the priority of its most urgent caller here. Called by `cover_waiting`
+    /// every third of a lease.
+    pub(super) async fn take_over(&self, target: Target, req: SolveRequest, priority: Priority) {
         let taken = self
             .store
             .shared_takeover(&target, now_ms(), self.min_remaining_ms())
             .await;
         if let Ok(Some(lead)) = taken {
             tracing::info!(target = ?target, "taking over a reusable target whose leader was lost");
-            self.lead_shared(target, req, lead, Priority::Interactive);
+            self.lead_shared(target, req, lead, priority);
         }
     }
 }

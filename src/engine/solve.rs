@@ -269,7 +269,7 @@ impl Engine {
         }
         let seq = self.next_waiter.fetch_add(1, Ordering::Relaxed);
         let waiter = WaiterId::new(&self.instance, seq);
-        let arriving = self.arrive_single_use(&target, &req, &waiter, poolable);
+        let arriving = self.arrive_single_use(&target, &req, &waiter, poolable, priority);
         let arrival = match arriving.by(deadline).await {
             Some(Ok(a)) => a,
             Some(Err(_)) => return self.degraded(req, deadline, priority).await,
@@ -287,7 +287,7 @@ impl Engine {
                 rx
             }
         };
-        let _active = self.active.enter(&target, &req);
+        let _active = self.active.enter(&target, &req, priority);
         let mut guard = WaitGuard {
             engine: self.clone(),
             target,
@@ -492,6 +492,7 @@ impl Engine {
         waiter: WaiterId,
         arrival: Arrival,
         poolable: bool,
+        priority: Priority,
     ) {
         let rx = match arrival {
             Arrival::Pooled(answer) => {
@@ -502,8 +503,7 @@ impl Engine {
             }
             Arrival::Wait(rx) => rx,
             Arrival::Start(rx, claim) => {
-                let (t, priority) = (target.clone(), Priority::Interactive);
-                self.start_single_use(t, req, poolable, claim, priority, None);
+                self.start_single_use(target.clone(), req, poolable, claim, priority, None);
                 rx
             }
         };
@@ -550,11 +550,12 @@ impl Engine {
 
     /// Starts the tasks a dead instance's waiting demand lacks, for every target this instance
     /// has callers waiting on (the store claims at most what is missing, fleet-wide), and takes
-    /// over reusable targets whose leader died (at most one instance starts the task).
+    /// over reusable targets whose leader died (at most one instance starts the task). Each task
+    /// ranks as the most urgent caller here waiting on its target.
     pub async fn cover_waiting(&self) {
-        for (target, req) in self.active.snapshot() {
+        for (target, req, priority) in self.active.snapshot() {
             if target.kind.reuse() == Reuse::Reusable {
-                self.take_over(target, req).await;
+                self.take_over(target, req, priority).await;
                 continue;
             }
             let claims = match self.store.cover(&target, now_ms()).await {
@@ -566,7 +567,7 @@ impl Engine {
             for claim in claims {
                 tracing::info!(target = ?target, "starting a task for demand a lost instance held");
                 let (t, r) = (target.clone(), req.clone());
-                self.start_single_use(t, r, poolable, claim, Priority::Interactive, None);
+                self.start_single_use(t, r, poolable, claim, priority, None);
             }
         }
     }

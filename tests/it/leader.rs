@@ -27,11 +27,13 @@ use crate::support::redis::RedisServer;
 
 const LEASE: Duration = Duration::from_millis(1_500);
 
-/// Answers every solve with `<name>-<n>`, or never (`park`), counting the solves it started.
+/// Answers every solve with `<name>-<n>`, or never (`park`), counting the solves it started and
+/// noting the priority each ran at.
 struct Provider {
     name: &'static str,
     park: bool,
     started: AtomicU64,
+    priorities: std::sync::Mutex<Vec<Priority>>,
 }
 
 impl Provider {
@@ -40,6 +42,7 @@ impl Provider {
             name,
             park,
             started: AtomicU64::new(0),
+            priorities: std::sync::Mutex::default(),
         })
     }
 }
@@ -50,8 +53,9 @@ impl Solver for Provider {
         &self,
         _req: &SolveRequest,
         _deadline: Instant,
-        _priority: Priority,
+        priority: Priority,
     ) -> Result<Solution, SolveFailure> {
+        self.priorities.lock().unwrap().push(priority);
         let n = self.started.fetch_add(1, Ordering::SeqCst) + 1;
         if self.park {
             std::future::pending::<()>().await;
@@ -183,6 +187,107 @@ async fn an_engine_takes_over_a_reusable_target_whose_leader_died() {
         ("b-1", Source::Shared)
     );
     assert_eq!(alive.started.load(Ordering::SeqCst), 1);
+}
+
+fn engines(
+    a: Arc<RedisStore>,
+    b: Arc<RedisStore>,
+    dead: &Arc<Provider>,
+    alive: &Arc<Provider>,
+) -> (Engine, Engine) {
+    let engine = |store: Arc<RedisStore>, provider: &Arc<Provider>| {
+        Engine::new(
+            store,
+            provider.clone(),
+            EngineSettings::default(),
+            TaskTracker::new(),
+        )
+    };
+    (engine(a, dead), engine(b, alive))
+}
+
+/// B covers what a dead A left (`cover_waiting`, as its coverer does every third of a lease)
+/// until its provider starts a task.
+async fn covered(engine_b: &Engine, alive: &Provider) {
+    eventually(
+        Duration::from_secs(30),
+        "B to cover what A left",
+        || async {
+            engine_b.cover_waiting().await;
+            alive.started.load(Ordering::SeqCst) > 0
+        },
+    )
+    .await;
+}
+
+/// A task B starts for a dead A's target ranks as B's own callers there: a queue worker's caller
+/// waiting on a single-use task A started (its own caller left) is covered at queue priority,
+/// not ahead of interactive callers.
+#[tokio::test]
+async fn demand_a_dead_instance_left_is_covered_at_its_waiting_callers_priority() {
+    let server = RedisServer::start();
+    let (store_a, life_a) = store(&server).await;
+    let (store_b, _life_b) = store(&server).await;
+    let (dead, alive) = (Provider::new("a", true), Provider::new("b", false));
+    let (engine_a, engine_b) = engines(store_a, store_b, &dead, &alive);
+    let req = SolveRequest::recaptcha_v2("6Le-priority", format!("https://p.example/{}", now_ms()));
+    // A's caller leaves at once; the task it started runs on, for whoever comes next.
+    let left = engine_a
+        .solve(req.clone(), Instant::now() + Duration::from_millis(300))
+        .await;
+    assert!(left.is_err(), "A's caller left before an answer: {left:?}");
+    assert_eq!(dead.started.load(Ordering::SeqCst), 1);
+    let far = Instant::now() + Duration::from_secs(120);
+    let (e, r) = (engine_b.clone(), req.clone());
+    let on_b = tokio::spawn(async move { e.solve_at(r, far, Priority::Queued).await });
+
+    life_a.cancel();
+    covered(&engine_b, &alive).await;
+    let handout = tokio::time::timeout(Duration::from_secs(30), on_b)
+        .await
+        .expect("B's caller answered")
+        .unwrap()
+        .unwrap();
+    assert_eq!(handout.answer.text, "b-1");
+    assert_eq!(*alive.priorities.lock().unwrap(), [Priority::Queued]);
+}
+
+/// The same for a reusable target whose leader died: B's queued follower takes it over at queue
+/// priority.
+#[tokio::test]
+async fn a_reusable_target_taken_over_for_a_queued_follower_runs_at_queue_priority() {
+    let server = RedisServer::start();
+    let (store_a, life_a) = store(&server).await;
+    let (store_b, _life_b) = store(&server).await;
+    let (dead, alive) = (Provider::new("a", true), Provider::new("b", false));
+    let (engine_a, engine_b) = engines(store_a, store_b, &dead, &alive);
+    let req = image();
+    let t = engine_a.target(&req);
+    let far = Instant::now() + Duration::from_secs(120);
+    let (e, r) = (engine_a.clone(), req.clone());
+    let _on_a = tokio::spawn(async move { e.solve(r, far).await });
+    eventually(Duration::from_secs(30), "A to lead", || async {
+        dead.started.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let (e, r) = (engine_b.clone(), req.clone());
+    let on_b = tokio::spawn(async move { e.solve_at(r, far, Priority::Queued).await });
+    let conn = redis_conn(&server).await;
+    eventually(Duration::from_secs(30), "B's caller to follow A", || {
+        let (mut conn, t) = (conn.clone(), &t);
+        async move { followers(&mut conn, t).await == 2 }
+    })
+    .await;
+
+    life_a.cancel();
+    covered(&engine_b, &alive).await;
+    let handout = tokio::time::timeout(Duration::from_secs(30), on_b)
+        .await
+        .expect("B's caller answered")
+        .unwrap()
+        .unwrap();
+    assert_eq!(handout.answer.text, "b-1");
+    assert_eq!(*alive.priorities.lock().unwrap(), [Priority::Queued]);
 }
 
 /// Redis restarts empty while A's task solves: A's next renewal takes its lock back (no newer
