@@ -62,7 +62,7 @@ impl EnqueueCall<'_> {
 pub enum Begin {
     /// Another consumer owns it now (or it is gone).
     Lost,
-    /// Its result was already written: acknowledged and removed.
+    /// Its result was already written: acknowledged and removed, unless the step keeps it.
     Done,
     /// Go ahead; the entry has been delivered this many times (this one included).
     Go(u32),
@@ -82,6 +82,9 @@ pub struct BeginStep {
     pub stream_id: String,
     /// The task id read from the entry, when it has a readable one.
     pub task_id: Option<String>,
+    /// Leave the entry pending if its result is already there: its gateway task record is
+    /// finished from that result first (`FinishStep::keep`).
+    pub keep: bool,
 }
 
 /// One entry to end: with its result (if any), and dead-lettered with a reason (if any).
@@ -92,6 +95,11 @@ pub struct FinishStep {
     pub dead_reason: Option<String>,
     /// The entry's fields, copied to the dead-letter stream with a reason.
     pub fields: Vec<(String, String)>,
+    /// Leave the entry pending after writing the result: the task's gateway task record is
+    /// finished next, from this result, and a step without a result then acknowledges the
+    /// entry. A worker that dies in between leaves the entry to be delivered again, and that
+    /// delivery finishes the record (the result is kept, so the task is not solved again).
+    pub keep: bool,
 }
 
 /// `queue_begin.lua`: checks a batch of delivered entries before work starts on them.
@@ -119,6 +127,7 @@ impl BeginCall<'_> {
                     inv.arg(0);
                 }
             }
+            inv.arg(if step.keep { "1" } else { "0" });
         }
         inv
     }
@@ -178,15 +187,16 @@ impl FinishCall<'_> {
                     inv.arg(0).arg("").arg("");
                 }
             }
+            let keep = if step.keep { "1" } else { "0" };
             match &step.dead_reason {
                 Some(reason) => {
-                    inv.arg(reason).arg(step.fields.len());
+                    inv.arg(reason).arg(keep).arg(step.fields.len());
                     for (k, v) in &step.fields {
                         inv.arg(k).arg(v);
                     }
                 }
                 None => {
-                    inv.arg("").arg(0);
+                    inv.arg("").arg(keep).arg(0);
                 }
             }
         }
@@ -340,6 +350,7 @@ mod tests {
             .map(|i| BeginStep {
                 stream_id: format!("{i}-0"),
                 task_id: None,
+                keep: false,
             })
             .collect()
     }
@@ -351,6 +362,7 @@ mod tests {
                 result: None,
                 dead_reason: None,
                 fields: Vec::new(),
+                keep: false,
             })
             .collect()
     }

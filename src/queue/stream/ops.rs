@@ -78,10 +78,12 @@ impl Stream {
         self: &Arc<Self>,
         entry: &Entry,
         task_id: Option<&str>,
+        keep: bool,
     ) -> Result<Begin, QueueError> {
         let step = BeginStep {
             stream_id: entry.stream_id.clone(),
             task_id: task_id.map(str::to_owned),
+            keep,
         };
         let (reply, answer) = oneshot::channel();
         if self.lanes.begins.push(step, reply) {
@@ -91,12 +93,14 @@ impl Stream {
     }
 
     /// Writes `result` (if any) once and, with a `dead_reason`, copies the entry to the
-    /// dead-letter stream; then acknowledges and removes the entry.
+    /// dead-letter stream; then acknowledges and removes the entry, unless `keep`
+    /// (`FinishStep::keep`).
     pub(super) async fn finish(
         self: &Arc<Self>,
         entry: &Entry,
         result: Option<QueueResult>,
         dead_reason: Option<&str>,
+        keep: bool,
     ) -> Result<Finished, QueueError> {
         let step = FinishStep {
             stream_id: entry.stream_id.clone(),
@@ -107,6 +111,7 @@ impl Stream {
             } else {
                 Vec::new()
             },
+            keep,
         };
         let (reply, answer) = oneshot::channel();
         if self.lanes.finishes.push(step, reply) {

@@ -79,8 +79,18 @@ impl Stream {
             Ok(t) => Some(t.id.as_str()),
             Err(u) => u.id.as_deref(),
         };
-        let deliveries = match self.begin(entry, task_id).await? {
+        // A gateway tenant's task has a task record to finish from its result.
+        let recorded = task.as_ref().is_ok_and(|t| t.tenant.is_some());
+        let deliveries = match self.begin(entry, task_id, recorded).await? {
             Begin::Lost => return Ok(Outcome::LeaseLost),
+            Begin::Done if recorded => {
+                // A worker wrote the result and stopped before the record: finish it now.
+                let id = task_id.unwrap_or_default();
+                if let Some(result) = self.queue.result(id).await? {
+                    self.record_then_acknowledge(entry, &result).await;
+                }
+                return Ok(Outcome::AlreadyDone);
+            }
             Begin::Done => return Ok(Outcome::AlreadyDone),
             Begin::Go(n) => n,
         };
@@ -188,8 +198,11 @@ impl Stream {
     }
 
     /// Ends the entry with `result` (and a dead letter when `dead_reason`). A task of a gateway
-    /// tenant also gets its gateway task record finished first, so `res.php` and
-    /// `GET /v1/tasks/{id}` see the result once the queue does.
+    /// tenant also has a gateway task record (`res.php`, `GET /v1/tasks/{id}`), finished from the
+    /// result the queue kept, and only by the worker that still held the entry: the result is
+    /// written under the lease with the entry kept pending, then the record, then the entry is
+    /// acknowledged. A lost lease writes neither; a worker dying between them leaves the entry
+    /// to a next delivery, which finishes the record from the result without solving again.
     async fn end(
         self: &Arc<Self>,
         entry: &Entry,
@@ -197,10 +210,18 @@ impl Stream {
         result: Option<QueueResult>,
         dead_reason: Option<&str>,
     ) -> Result<Outcome, QueueError> {
-        if let (Some(result), Some(_tenant)) = (&result, task.and_then(|t| t.tenant.as_ref())) {
-            self.finish_task_record(result).await;
+        let recorded = result.is_some() && task.is_some_and(|t| t.tenant.is_some());
+        let ours = if recorded { result.clone() } else { None };
+        let finished = self.finish(entry, result, dead_reason, recorded).await?;
+        match (finished, ours) {
+            (Finished::Written, Some(result)) => self.record_then_acknowledge(entry, &result).await,
+            (Finished::AlreadyThere, Some(result)) => {
+                if let Some(kept) = self.queue.result(&result.id).await? {
+                    self.record_then_acknowledge(entry, &kept).await;
+                }
+            }
+            _ => {}
         }
-        let finished = self.finish(entry, result, dead_reason).await?;
         Ok(match finished {
             Finished::LeaseLost => Outcome::LeaseLost,
             Finished::AlreadyThere => Outcome::AlreadyDone,
@@ -209,23 +230,40 @@ impl Stream {
         })
     }
 
-    async fn finish_task_record(&self, result: &QueueResult) {
+    /// Finishes the task record from the queue's `result` (written once: a second finish
+    /// changes nothing), then acknowledges the kept entry. A record that cannot be written
+    /// leaves the entry pending, so its next delivery tries again.
+    async fn record_then_acknowledge(self: &Arc<Self>, entry: &Entry, result: &QueueResult) {
+        if !self.finish_task_record(result).await {
+            return;
+        }
+        if let Err(e) = self.finish(entry, None, None, false).await {
+            tracing::warn!(stream_id = %entry.stream_id, error = %e, "could not acknowledge a finished entry; it will be reclaimed");
+        }
+    }
+
+    /// Whether the record now holds the result (or never will: a result it cannot express).
+    async fn finish_task_record(&self, result: &QueueResult) -> bool {
         let state = match (result.status, &result.error) {
             (ResultStatus::Failed, Some(e)) => {
                 TaskState::Failed(SolveFailure::new(e.code.clone(), e.message.clone()))
             }
             _ => match handout_of(result) {
                 Some(h) => TaskState::Ready(h),
-                None => return,
+                None => return true,
             },
         };
-        if let Err(e) = self
+        match self
             .engine
             .store()
             .finish_task(&result.id, state, now_ms())
             .await
         {
-            tracing::warn!(task = %result.id, error = %e, "could not finish the gateway's task record");
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(task = %result.id, error = %e, "could not finish the gateway's task record");
+                false
+            }
         }
     }
 

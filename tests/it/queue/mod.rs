@@ -6,6 +6,7 @@ mod basics;
 mod faults;
 mod front;
 mod producer;
+mod records;
 mod seed;
 mod seed_workers;
 mod steps;

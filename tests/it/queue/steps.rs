@@ -142,6 +142,7 @@ async fn queue_steps_a_batch_answers_each_entry_alone_lost_leases_included() {
         .map(|(stream_id, task_id)| BeginStep {
             stream_id: stream_id.clone(),
             task_id,
+            keep: false,
         })
         .collect();
     let begun = steps::begin(&queue, "a", &begin_steps).await.unwrap();
@@ -165,6 +166,7 @@ async fn queue_steps_a_batch_answers_each_entry_alone_lost_leases_included() {
         result,
         dead_reason: dead.map(str::to_owned),
         fields: vec![("id".into(), ids.get(i).unwrap_or(&"").to_string())],
+        keep: false,
     };
     let finished = steps::finish(
         &queue,
