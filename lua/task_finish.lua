@@ -5,6 +5,7 @@
 --         while pending, redo: the request another instance needs to take the task over)
 -- ARGV[1] state json   ARGV[2] finished_at (ms)   ARGV[3] retention (ms)
 -- ARGV[4] record json ('' when this instance has no copy)
+-- ARGV[5] the channel that wakes readers waiting on other instances   ARGV[6] the task id
 -- Returns: 1 when written, 2 when written again whole, 0 when already finished (or gone with no
 --          copy).
 local state = redis.call('HGET', KEYS[1], 'state')
@@ -13,6 +14,7 @@ if not state then
   redis.call('HSET', KEYS[1], 'record', ARGV[4], 'state', ARGV[1], 'finished_at', ARGV[2],
     'reported', '0')
   redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))
+  redis.call('PUBLISH', ARGV[5], ARGV[6])
   return 2
 end
 if state ~= 'pending' then return 0 end
@@ -20,4 +22,5 @@ if state ~= 'pending' then return 0 end
 redis.call('HDEL', KEYS[1], 'redo')
 redis.call('HSET', KEYS[1], 'state', ARGV[1], 'finished_at', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))
+redis.call('PUBLISH', ARGV[5], ARGV[6])
 return 1

@@ -197,6 +197,9 @@ pub enum Scenario {
     /// The task queue end to end: tasks/s with an instant simulator and 2 workers, and seed
     /// 003's setup (3 workers, 3-6 s solves, a 15-thread plan).
     Queue,
+    /// A worker `kill -9`ed while it solves, of three (the stream and seed 003's list): how soon
+    /// its tasks move and are answered, and provider tasks paid twice.
+    WorkerKill,
     /// The pool hit path against "the seed stack" (seed 002's Flask worker on gunicorn taking
     /// cached tokens from a Redis list written seed 000's way), alternated on one Redis.
     SeedStack,
@@ -320,7 +323,9 @@ pub struct WorkerArgs {
     /// Tasks this process keeps in flight.
     #[arg(long, env = "CAPTCHA_GATEWAY_CONCURRENCY")]
     pub concurrency: Option<i64>,
-    /// Seconds a delivered task may go unrenewed before another worker takes it over.
+    /// Seconds this worker may go silent before it is taken for dead (after one more beat, a
+    /// third of it, its tasks move and its provider tasks are adopted). One lease for its tasks
+    /// and its instance: the same setting as `redis_lease_s`.
     #[arg(long)]
     pub lease_s: Option<f64>,
     /// Deliveries before a task goes to the dead-letter stream.

@@ -60,6 +60,8 @@ pub struct Settings {
     pub refill_reserve: u32,
     /// The shared store of a fleet; `None` runs the embedded store.
     pub redis: Option<RedisSettings>,
+    /// Whether the file set `redis_lease_s` (a worker's `queue.lease_s` must then agree with it).
+    pub redis_lease_given: bool,
     pub engine: EngineSettings,
     pub limits: Limits,
     pub poll: PollSettings,
@@ -345,6 +347,7 @@ pub fn load_serve(
         accounts,
         upstream: crate::upstream::UpstreamSettings::default(),
         enqueue_to,
+        redis_lease_given: file.redis_lease_s.is_some(),
         queue: file.queue.clone(),
         status_every: crate::status::DEFAULT_EVERY,
         ops,
@@ -481,7 +484,7 @@ fn redis_settings(
     let cluster = args.redis_cluster || file.redis_cluster.unwrap_or(false) || urls.len() > 1;
     let mut settings = RedisSettings::new(urls, cluster);
     if let Some(s) = file.redis_lease_s {
-        settings.lease = secs("redis_lease_s", s)?.max(Duration::from_millis(300));
+        settings.lease = crate::queue::settings::seconds("redis_lease_s", s, 1.0, 3600.0)?;
     }
     if let Some(path) = &file.redis_ca_file {
         settings.target.ca_pem = Some(redis_ca(path, &settings.target.urls)?);

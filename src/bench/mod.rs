@@ -39,6 +39,7 @@ mod seed_stack;
 mod slack;
 mod soak;
 mod steady;
+mod worker_kill;
 
 use std::process::ExitCode;
 
@@ -90,6 +91,7 @@ fn name(scenario: Scenario) -> &'static str {
         Scenario::Polling => "polling",
         Scenario::Queue => "queue",
         Scenario::SeedStack => "seed-stack",
+        Scenario::WorkerKill => "worker-kill",
     }
 }
 
@@ -105,6 +107,7 @@ async fn run_once(scenario: Scenario, opts: &Opts) -> Result<RunResult, BenchErr
         Scenario::Polling => polling::run(opts).await,
         Scenario::Queue => queue::run(opts).await,
         Scenario::SeedStack => seed_stack::run(opts).await,
+        Scenario::WorkerKill => worker_kill::run(opts).await,
     }
 }
 

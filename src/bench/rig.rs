@@ -280,6 +280,8 @@ impl GatewayUnderTest {
 pub struct WorkerUnderTest {
     child: Child,
     _config: ConfigFile,
+    /// Its consumer name, as it printed it.
+    pub consumer: String,
 }
 
 impl WorkerUnderTest {
@@ -288,22 +290,38 @@ impl WorkerUnderTest {
         sim: &SimServer,
         concurrency: u32,
     ) -> Result<Self, BenchError> {
+        Self::process_with(spec, sim, concurrency, &[]).await
+    }
+
+    /// The same with `extra` flags (`--seed-queue`, say).
+    pub async fn process_with(
+        spec: &GatewaySpec,
+        sim: &SimServer,
+        concurrency: u32,
+        extra: &[&str],
+    ) -> Result<Self, BenchError> {
         let config = ConfigFile::write(&spec.toml(sim.addr))?;
         let concurrency = concurrency.to_string();
-        let args = [
+        let mut args = vec![
             "worker",
             "--listen",
             "127.0.0.1:0",
             "--concurrency",
             &concurrency,
         ];
+        args.extend_from_slice(extra);
         let (child, line) = spawn_self(&args, &config, "worker").await?;
-        if !line.starts_with("captcha-gateway worker ") {
+        // "captcha-gateway worker <consumer> listening on ..."
+        let Some(consumer) = line
+            .strip_prefix("captcha-gateway worker ")
+            .and_then(|rest| rest.split_whitespace().next())
+        else {
             return Err(BenchError::Setup(format!(
                 "the worker did not start: {line:?}"
             )));
-        }
+        };
         Ok(Self {
+            consumer: consumer.to_owned(),
             child,
             _config: config,
         })

@@ -174,7 +174,8 @@ impl Engine {
     /// The tenant's task, or `None` when it does not exist, expired, or belongs to another tenant.
     /// With `wait`, the record once it is finished, or as it is when `wait` runs out or this
     /// instance is cut short. A pending task whose instance died or stopped is taken over here
-    /// (see `take_over_if_orphaned`): every reader looks every [`LOOK_FOR_RUNNER`].
+    /// (see `take_over_if_orphaned`): every reader of a task that can be taken over looks every
+    /// [`LOOK_FOR_RUNNER`]; the others wait to be woken by the finish.
     pub async fn task(
         &self,
         tenant: &str,
@@ -185,11 +186,15 @@ impl Engine {
         // The first read never waits: another tenant's id must answer at once, exactly as an
         // unknown id does, or how long the answer takes would tell that the id exists.
         let mut first = true;
+        // Only a task another instance could take over needs a look for its runner each
+        // second; any other reader waits to be woken by the finish.
+        let mut takeable = true;
         loop {
             let left = until.saturating_duration_since(Instant::now());
-            let slice = self
-                .run_lease_length()
-                .map_or(left, |_| left.min(LOOK_FOR_RUNNER));
+            let slice = match self.run_lease_length() {
+                Some(_) if takeable => left.min(LOOK_FOR_RUNNER),
+                _ => left,
+            };
             let record = if std::mem::take(&mut first) || slice.is_zero() || self.is_cut() {
                 self.store.get_task(id).await
             } else {
@@ -206,6 +211,7 @@ impl Engine {
             let Some(r) = &record else {
                 return Ok(None);
             };
+            takeable = r.redo.is_some();
             if r.state != TaskState::Pending || self.is_cut() {
                 return Ok(record);
             }

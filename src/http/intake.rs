@@ -63,9 +63,33 @@ impl AppState {
             self.engine.start_task(id.clone(), req, timeout, hold);
             return Ok(id);
         };
+        let id = self
+            .enqueue_opened(queue, tenant, id, &req, timeout, idem)
+            .await?;
+        // The admission permit and the tenant's pass count the task until it ends, as when it
+        // is solved here, so `max_concurrent` and `threadsinfo` mean the same with a queue.
+        // Not tracked for shutdown: holding a count is no work to finish.
+        let (engine, tenant, task_id) = (self.engine.clone(), tenant.to_owned(), id.clone());
+        tokio::spawn(async move {
+            let _hold = hold;
+            let _ = engine.task(&tenant, &task_id, timeout).await;
+        });
+        Ok(id)
+    }
+
+    /// Puts an opened task on `queue` (see [`AppState::start_opened`]); returns its id.
+    async fn enqueue_opened(
+        &self,
+        queue: &Queue,
+        tenant: &str,
+        id: String,
+        req: &SolveRequest,
+        timeout: Duration,
+        idem: Option<String>,
+    ) -> Result<String, SolveError> {
         let mut task = NewTask {
             id: Some(id.clone()),
-            request: crate::wire::native::native_body(&req),
+            request: crate::wire::native::native_body(req),
             tenant: Some(tenant.to_owned()),
             partition: req.partition.clone(),
             timeout_ms: Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
@@ -78,25 +102,16 @@ impl AppState {
             ..NewTask::default()
         };
         task.idem = idem;
-        let id = match queue.enqueue(task).await {
-            Ok(enqueued) if enqueued.duplicate => return Ok(enqueued.id),
-            Ok(_) => id,
+        match queue.enqueue(task).await {
+            Ok(enqueued) if enqueued.duplicate => Ok(enqueued.id),
+            Ok(_) => Ok(id),
             Err(e) => {
                 tracing::warn!(error = %e, "could not put a task on the queue");
                 let failure = SolveFailure::new(codes::SERVER_ERROR, "the queue is unavailable");
                 self.engine.fail_task(&id, failure).await;
-                return Err(SolveError::Unavailable);
+                Err(SolveError::Unavailable)
             }
-        };
-        // The admission permit and the tenant's pass count the task until it ends, as when it
-        // is solved here, so `max_concurrent` and `threadsinfo` mean the same with a queue.
-        // Not tracked for shutdown: holding a count is no work to finish.
-        let (engine, tenant, task_id) = (self.engine.clone(), tenant.to_owned(), id.clone());
-        tokio::spawn(async move {
-            let _hold = hold;
-            let _ = engine.task(&tenant, &task_id, timeout).await;
-        });
-        Ok(id)
+        }
     }
 
     /// Admits a native call that may start work: the fleet's threads, a slot of this instance
@@ -139,14 +154,21 @@ impl AppState {
         Either::Right(Box::pin(self.through_queue(tenant, req, deadline)))
     }
 
+    /// One waiter per task: the caller's own (its handler holds the permit and pass already).
     async fn through_queue(
         &self,
         tenant: &str,
         req: SolveRequest,
         deadline: Instant,
     ) -> Result<Handout, SolveError> {
+        let Intake::Queued(queue) = &self.intake else {
+            return self.engine.solve(req, deadline).await;
+        };
         let timeout = deadline.saturating_duration_since(Instant::now());
-        let id = self.submit_task(tenant, req, timeout, ()).await?;
+        let id = self.engine.open_task(tenant, &req, None).await?;
+        let id = self
+            .enqueue_opened(queue, tenant, id, &req, timeout, None)
+            .await?;
         self.wait_answer(tenant, &id, deadline).await
     }
 

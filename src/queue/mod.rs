@@ -22,7 +22,6 @@ pub mod seed;
 pub mod settings;
 pub mod steps;
 pub mod stream;
-mod wake;
 pub mod worker;
 
 pub use entry::{Enqueued, NewTask, valid_task_id};

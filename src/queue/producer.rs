@@ -11,9 +11,9 @@ use super::calls::{Added, EnqueueCall};
 use super::entry::new_task_id;
 use super::keys::{GROUP, QueueKeys};
 use super::reply;
-use super::wake::Wakeups;
 use super::{Enqueued, NewTask, QueueError, QueueResult, QueueSettings};
 use crate::model::now_ms;
+use crate::redis_base::Wakeups;
 use crate::redis_base::{Conn, RedisTarget};
 
 /// A handle on one queue. Cheap to clone; clones share the connection and the wake-up

@@ -13,7 +13,9 @@ pub struct QueueSettings {
     pub name: String,
     /// How long a result (and an idempotency key) stays readable.
     pub result_ttl: Duration,
-    /// How long a delivered entry may go unrenewed before another worker takes it over.
+    /// The worker's lease: the same one its instance holds in the store (`redis_lease_s`), so
+    /// there is one to set. Held entries are renewed every third of it; see
+    /// [`QueueSettings::taken_for_dead`] for when they move.
     pub lease: Duration,
     /// Deliveries (retries included) before an entry goes to the dead-letter stream.
     pub max_deliveries: u32,
@@ -34,9 +36,9 @@ impl Default for QueueSettings {
             // An hour: longer than any producer waits for an answer it asked for, and short enough
             // that a million results a day stay a bounded set.
             result_ttl: Duration::from_secs(3600),
-            // Thirty seconds: renewed every 10 s, so two missed renewals are survived; a crashed
-            // worker's entries are taken over within 45 s (lease + half a lease).
-            lease: Duration::from_secs(30),
+            // The instance's lease (renewed every second): a crashed worker's entries move
+            // within about 4.5 s, after its provider tasks became adoptable.
+            lease: crate::engine::store::redis::DEFAULT_LEASE,
             // Five: a transient provider outage is ridden out by the backoff, a poison entry
             // costs at most five upstream attempts.
             max_deliveries: 5,
@@ -158,6 +160,20 @@ impl QueueSettings {
             ));
         }
         Ok(())
+    }
+
+    /// How long a worker is silent before its entries move to another: its lease and one more
+    /// beat. The beat is there for the order: the dead worker's instance lease (the same
+    /// length, renewed on its own beat) has lapsed by then, so the store has let its provider
+    /// tasks go and the worker that takes an entry adopts its provider task instead of paying
+    /// for a second one.
+    pub fn taken_for_dead(&self) -> Duration {
+        self.lease + self.beat()
+    }
+
+    /// How often held entries are renewed and stalled ones looked for: a third of a lease.
+    pub fn beat(&self) -> Duration {
+        self.lease / 3
     }
 
     /// The block time of one read: never longer than a third of a lease.

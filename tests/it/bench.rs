@@ -96,6 +96,18 @@ fn bench_queue_gets_one_ready_result_per_task_through_the_workers() {
     assert!(figure("seed: peak upstream tasks") <= 15.0);
 }
 
+/// A worker `kill -9`ed while it solves, on the stream and on seed 003's list: the run fails
+/// unless every task got one valid answer, and none of its provider tasks was paid for twice.
+#[test]
+fn bench_worker_kill_pays_no_provider_task_twice() {
+    let (ok, report, figure) = bench("worker-kill");
+    assert!(ok, "bench worker-kill failed: {report}");
+    assert_eq!(figure("stream: provider tasks paid twice"), 0.0);
+    assert_eq!(figure("seed list: provider tasks paid twice"), 0.0);
+    assert!(figure("stream: tasks the killed worker held") >= 1.0);
+    assert!(figure("seed list: tasks the killed worker held") >= 1.0);
+}
+
 /// The seed stack's folder in this repository.
 fn seed_stack_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/seed_stack")

@@ -274,9 +274,14 @@ impl Seed {
     }
 }
 
-/// Beats every third of a lease, and gives dead consumers' entries back to the queue.
+/// Beats every third of a lease, and gives dead consumers' entries back to the queue. A consumer
+/// is dead once silent for its lease and one more beat, as in the stream mode
+/// (`QueueSettings::taken_for_dead`): its instance's lease in the store has lapsed by then, so
+/// the worker that takes an entry adopts its provider task instead of paying for another.
 async fn heartbeat(lists: Lists, lease: Duration, stats: Arc<SeedStats>, life: CancellationToken) {
-    let mut tick = tokio::time::interval((lease / 3).max(Duration::from_millis(10)));
+    let beat = (lease / 3).max(Duration::from_millis(10));
+    let dead_after = lease + beat;
+    let mut tick = tokio::time::interval(beat);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut first = true;
     let mut beats: u32 = 0;
@@ -287,10 +292,16 @@ async fn heartbeat(lists: Lists, lease: Duration, stats: Arc<SeedStats>, life: C
         }
         // At start too, so a fleet that restarts finds such lists at once.
         if beats % ADOPT_EVERY == 0 {
-            recover_all(&lists, &unregistered(&lists, &stats).await, lease, &stats).await;
+            recover_all(
+                &lists,
+                &unregistered(&lists, &stats).await,
+                dead_after,
+                &stats,
+            )
+            .await;
         }
         beats = beats.wrapping_add(1);
-        let dead = match lists.beat(lease, DEAD_PER_BEAT).await {
+        let dead = match lists.beat(dead_after, DEAD_PER_BEAT).await {
             Ok((registered, dead)) => {
                 if !registered && !first {
                     stats.add(&stats.taken_for_dead, 1);
@@ -308,14 +319,14 @@ async fn heartbeat(lists: Lists, lease: Duration, stats: Arc<SeedStats>, life: C
                 continue;
             }
         };
-        recover_all(&lists, &dead, lease, &stats).await;
+        recover_all(&lists, &dead, dead_after, &stats).await;
     }
 }
 
 /// Gives each of `consumers`' entries back to the queue, if it is still silent.
-async fn recover_all(lists: &Lists, consumers: &[String], lease: Duration, stats: &SeedStats) {
+async fn recover_all(lists: &Lists, consumers: &[String], silent: Duration, stats: &SeedStats) {
     for consumer in consumers {
-        match lists.recover(consumer, lease).await {
+        match lists.recover(consumer, silent).await {
             Ok(Some(moved)) => {
                 stats.add(&stats.recovered, moved);
                 tracing::info!(

@@ -6,9 +6,10 @@
 //!
 //! Here an entry moves atomically from the queue to this consumer's processing list
 //! (`captcha:processing:<consumer>`) and leaves it only in the script that writes its result
-//! (the result is written only by the consumer that still holds the entry). Consumers beat in `captcha:consumers`; a consumer
-//! silent for a lease is dead and any worker gives its entries back to the queue. Results are
-//! indexed by finish time and swept after the retention. Solves go through the engine at queued
+//! (the result is written only by the consumer that still holds the entry). Consumers beat in
+//! `captcha:consumers`; a consumer silent for its lease and a beat is dead and any worker gives
+//! its entries back to the queue. Results are indexed by finish time and swept after the
+//! retention. Solves go through the engine at queued
 //! priority, so pools, coalescing and the fleet-wide thread budget apply.
 //!
 //! Owns: the seed's key names ([`keys`]), reading entries ([`entry`]), the result shape
@@ -57,8 +58,8 @@ impl Default for SeedSettings {
     fn default() -> Self {
         Self {
             prefix: "captcha".into(),
-            // The worker's `--lease-s` default: beats every 10 s survive a missed one or two.
-            lease: Duration::from_secs(30),
+            // The worker's `--lease-s` default, its instance's lease: beats every second.
+            lease: crate::engine::store::redis::DEFAULT_LEASE,
             // The worker's `--result-ttl-s` default: the seed's producer reads within 180 s.
             retention: Duration::from_secs(3600),
             // The engine's task timeout: the seed's worker polled 120 s after its submit.

@@ -1,6 +1,7 @@
-//! Taking entries: a read (`XREADGROUP`, as many as asked), preceded every half lease by a
-//! reclaim (`XAUTOCLAIM` of entries idle past a lease); and the upkeep every consumer runs (due
-//! retries moved back, consumers of dead workers forgotten once they hold nothing).
+//! Taking entries: a read (`XREADGROUP`, as many as asked), preceded every beat (a third of a
+//! lease) by a reclaim (`XAUTOCLAIM` of entries whose worker is taken for dead); and the upkeep
+//! every consumer runs (due retries moved back, consumers of dead workers forgotten once they
+//! hold nothing).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -74,7 +75,7 @@ impl Stream {
         if now < *next {
             return false;
         }
-        *next = now + self.queue.settings().lease / 2;
+        *next = now + self.queue.settings().beat();
         true
     }
 
@@ -91,9 +92,10 @@ impl Stream {
         }
     }
 
-    /// Takes over up to `most` entries idle past a lease (`XAUTOCLAIM`).
+    /// Takes over up to `most` entries whose worker was silent long enough to be taken for dead
+    /// (`XAUTOCLAIM`, `QueueSettings::taken_for_dead`).
     async fn reclaim(&self, most: usize) -> Vec<Entry> {
-        let lease_ms = self.queue.settings().lease.as_millis() as u64;
+        let lease_ms = self.queue.settings().taken_for_dead().as_millis() as u64;
         let mut cursor = "0-0".to_owned();
         let mut taken = Vec::new();
         while taken.len() < most {

@@ -72,7 +72,7 @@ impl Stream {
 
     /// Renews every held entry each third of a lease until `stop`.
     pub(super) async fn renew_loop(self: Arc<Self>, stop: CancellationToken) {
-        let every = self.queue.settings().lease / 3;
+        let every = self.queue.settings().beat();
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,

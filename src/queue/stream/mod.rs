@@ -57,7 +57,7 @@ pub struct StreamParts {
 
 impl Stream {
     pub fn new(engine: Engine, parts: StreamParts) -> Arc<Self> {
-        let reclaim_every = parts.queue.settings().lease / 2;
+        let reclaim_every = parts.queue.settings().beat();
         Arc::new(Stream {
             queue: parts.queue,
             engine,

@@ -11,7 +11,8 @@ use captcha_gateway::sim::LatencyRange;
 use serde_json::json;
 
 use super::support::{
-    keda_sees_new_work, open, pending, raw, request, sim_with_slow_kind, worker_on, xadd,
+    keda_sees_new_work, noted_provider_tasks, open, pending, raw, request, sim_with_slow_kind,
+    worker_as_users_run_it, worker_on, xadd,
 };
 use crate::support::eventually::eventually;
 use crate::support::fleet::SimServer;
@@ -380,4 +381,95 @@ async fn queue_redis_restarted_empty_workers_reconnect_recreate_the_group_and_co
         w.kill().await;
     }
     keda_sees_new_work(&mut conn, 3).await;
+}
+
+/// Entries pending for `consumer`.
+async fn held_by(conn: &mut redis::aio::MultiplexedConnection, consumer: &str) -> u64 {
+    let rows: Vec<(String, String, u64, u64)> = redis::cmd("XPENDING")
+        .arg("cg:q:{captcha}:tasks")
+        .arg("workers")
+        .arg("-")
+        .arg("+")
+        .arg(1000)
+        .arg(consumer)
+        .query_async(conn)
+        .await
+        .unwrap();
+    rows.len() as u64
+}
+
+/// Three workers as a user runs them, with the lease set once (`--lease-s 3`, also the default):
+/// one is `kill -9`ed while every task it holds is
+/// being solved upstream. Once it is taken for dead (its lease and a beat), the others take its
+/// entries, and by then its instance's lease has lapsed too, so they adopt its provider tasks
+/// instead of submitting new ones: every task answered, no provider task paid for twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_a_killed_workers_tasks_move_on_and_its_provider_tasks_are_not_paid_twice() {
+    const PER_WORKER: u64 = 4;
+    const TASKS: u64 = 3 * PER_WORKER;
+    let redis = RedisServer::start();
+    // Solves outlast the time it takes to notice the death, so the adopted tasks still run.
+    let sim = SimServer::start(latency(6000, 6000), 100).await;
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        workers.push(
+            worker_as_users_run_it(sim.addr, &redis.url())
+                .args(&["--concurrency", &PER_WORKER.to_string(), "--lease-s", "3"])
+                .start()
+                .await,
+        );
+    }
+    let queue = open(&redis.url(), QueueSettings::default()).await;
+    let conn = raw(&redis.url()).await;
+    let mut ids = Vec::new();
+    for i in 0..TASKS {
+        let id = format!("adopt-{i}");
+        queue
+            .enqueue(NewTask {
+                id: Some(id.clone()),
+                request: serde_json::from_str(&request(&id)).unwrap(),
+                ..NewTask::default()
+            })
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    let victim = workers[0].consumer().to_owned();
+    eventually(
+        Duration::from_secs(30),
+        "every task submitted upstream and noted, four held by the victim",
+        || {
+            let (mut c, sim, victim) = (conn.clone(), sim.sim.clone(), victim.clone());
+            async move {
+                sim.stats().submits == TASKS
+                    && noted_provider_tasks(&mut c).await == TASKS
+                    && held_by(&mut c, &victim).await == PER_WORKER
+            }
+        },
+    )
+    .await;
+    workers[0].kill().await;
+
+    let mut moved = 0;
+    for id in &ids {
+        let result = queue
+            .wait_result(id, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("task {id} has no result"));
+        assert_eq!(result.status, ResultStatus::Ready, "{result:?}");
+        assert_ne!(result.worker, victim);
+        if result.attempts == 2 {
+            moved += 1;
+        }
+    }
+    assert_eq!(moved, PER_WORKER, "the victim's entries, delivered again");
+    assert_eq!(
+        sim.sim.stats().submits,
+        TASKS,
+        "its provider tasks were adopted, none submitted again"
+    );
+    for w in &mut workers[1..] {
+        w.kill().await;
+    }
 }

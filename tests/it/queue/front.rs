@@ -245,6 +245,56 @@ async fn a_task_whose_caller_stopped_waiting_in_the_queue_is_failed_without_a_so
     );
 }
 
+/// A front end's caller waiting on a task a worker runs is woken when it ends, not polling: the
+/// task record is read a handful of times per task, as many for a long wait as for a short one
+/// (the count is `INFO commandstats`' `HGETALL` calls, every record read there is; the figures
+/// are in docs/BENCHMARKS.md "Front ends woken, not polled").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_front_ends_caller_is_woken_with_a_few_record_reads_however_long_the_solve() {
+    use captcha_gateway::model::Kind;
+    use captcha_gateway::sim::LatencyRange;
+    use std::time::Duration;
+    let redis = RedisServer::start();
+    let fast = LatencyRange::fixed(Duration::from_secs(1));
+    let slow = LatencyRange::fixed(Duration::from_secs(6));
+    let sim = super::support::sim_with_kind_at(fast, Kind::RecaptchaV2, slow).await;
+    let front = crate::queue::support::front_end(&sim, &redis.url())
+        .start()
+        .await;
+    // As users run it: it learns when each kind is ready, so the two waits differ as the solves.
+    let _worker = super::support::worker_as_users_run_it(sim.addr, &redis.url())
+        .start()
+        .await;
+    let http = reqwest::Client::new();
+    let mut conn = super::support::raw(&redis.url()).await;
+    let mut reads = Vec::new();
+    for body in [
+        json!({"kind": "turnstile", "sitekey": "0x4A-woken", "pageurl": "https://woken.example/1"}),
+        json!({"kind": "recaptcha_v2", "sitekey": "6Le-woken", "pageurl": "https://woken.example/6"}),
+    ] {
+        let before = super::support::calls(&mut conn, "hgetall").await;
+        let started = std::time::Instant::now();
+        let solved: Value = json_of(
+            http.post(format!("{}/v1/solve", front.base))
+                .bearer_auth(KEY)
+                .json(&body),
+        )
+        .await;
+        assert!(solved["token"].is_string(), "{solved}");
+        reads.push(super::support::calls(&mut conn, "hgetall").await - before);
+        println!(
+            "{}: {:?} waited, {:?} record reads",
+            body["kind"],
+            started.elapsed(),
+            reads.last()
+        );
+    }
+    assert!(
+        reads.iter().all(|n| (1..=6).contains(n)),
+        "record reads per task (1 s, 6 s solves): {reads:?}"
+    );
+}
+
 /// The JSON body of the answer to `request`.
 async fn json_of(request: reqwest::RequestBuilder) -> Value {
     request.send().await.unwrap().json().await.unwrap()

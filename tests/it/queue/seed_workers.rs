@@ -12,7 +12,7 @@ use captcha_gateway::sim::LatencyRange;
 use redis::AsyncCommands;
 use serde_json::Value;
 
-use super::support::{raw, worker_on};
+use super::support::{noted_provider_tasks, raw, worker_as_users_run_it, worker_on};
 use crate::support::eventually::eventually;
 use crate::support::fleet::SimServer;
 use crate::support::gateway::GatewayProcess;
@@ -348,4 +348,57 @@ async fn seed_queue_on_a_redis_cluster_is_refused_with_exit_code_2() {
         lines[0].contains("--seed-queue") && lines[0].contains("one Redis server"),
         "{stderr}"
     );
+}
+
+/// Seed mode as a user runs it, with the lease set once (`--lease-s 3`, also the default): three
+/// workers, one `kill -9`ed while every entry it holds is being solved upstream. Once it is taken
+/// for dead (its lease and a beat), another gives its entries back to the queue, and by then its
+/// instance's lease has lapsed too, so the workers that take them adopt its provider tasks: every
+/// task answered once, no provider task paid for twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_seed_workers_provider_tasks_are_adopted_not_paid_twice() {
+    const PER_WORKER: u64 = 4;
+    const TASKS: u64 = 3 * PER_WORKER;
+    let redis = RedisServer::start();
+    // Solves outlast the time it takes to notice the death, so the adopted tasks still run.
+    let sim = SimServer::start(LatencyRange::fixed(Duration::from_secs(6)), 100).await;
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        let flags = ["--seed-queue", "--concurrency", "4", "--lease-s", "3"];
+        workers.push(
+            worker_as_users_run_it(sim.addr, &redis.url())
+                .args(&flags)
+                .start()
+                .await,
+        );
+    }
+    let names: HashSet<String> = workers.iter().map(|w| w.consumer().to_owned()).collect();
+    let running = producer(&redis, TASKS as usize);
+    let c = raw(&redis.url()).await;
+    let list = format!("captcha:processing:{}", workers[0].consumer());
+    eventually(
+        WAIT,
+        "every task submitted upstream and noted, four held by the victim",
+        || {
+            let (mut c, sim, list) = (c.clone(), sim.sim.clone(), list.clone());
+            async move {
+                sim.stats().submits == TASKS
+                    && noted_provider_tasks(&mut c).await == TASKS
+                    && c.llen::<_, u64>(&list).await.unwrap() == PER_WORKER
+            }
+        },
+    )
+    .await;
+    workers[0].kill().await;
+    let tokens = all_succeeded(running, &names).await;
+    assert_eq!(tokens.len() as u64, TASKS);
+    all_verify(&sim, &tokens).await;
+    assert_eq!(
+        sim.sim.stats().submits,
+        TASKS,
+        "its provider tasks were adopted, none submitted again"
+    );
+    for w in &mut workers[1..] {
+        w.kill().await;
+    }
 }

@@ -86,13 +86,34 @@ pub fn worker_on(sim: std::net::SocketAddr, redis_url: &str, extra: &str) -> Lau
     .log("warn")
 }
 
+/// A `worker` configured as a user runs it against a provider: default lease and polling, only
+/// the provider's address pointing at the simulator at `sim`.
+pub fn worker_as_users_run_it(sim: std::net::SocketAddr, redis_url: &str) -> Launch {
+    Launch::worker(format!(
+        "provider = \"captchaai\"\nprovider_url = \"http://{sim}\"\nthreads = 500\n\
+         redis_url = \"{redis_url}\"\n"
+    ))
+    .provider_key(KEY)
+    .log("warn")
+}
+
 /// A simulator whose solves take `latency`, except `slow_kind`'s, which never finish within a
 /// test (a task that always fails: every attempt times out).
 pub async fn sim_with_slow_kind(
     latency: captcha_gateway::sim::LatencyRange,
     slow_kind: captcha_gateway::model::Kind,
 ) -> crate::support::fleet::SimServer {
-    use captcha_gateway::sim::{LatencyRange, SimSettings, Simulator};
+    let hour = captcha_gateway::sim::LatencyRange::fixed(Duration::from_secs(3600));
+    sim_with_kind_at(latency, slow_kind, hour).await
+}
+
+/// A simulator whose solves take `latency`, except `kind`'s, which take `kind_latency`.
+pub async fn sim_with_kind_at(
+    latency: captcha_gateway::sim::LatencyRange,
+    kind: captcha_gateway::model::Kind,
+    kind_latency: captcha_gateway::sim::LatencyRange,
+) -> crate::support::fleet::SimServer {
+    use captcha_gateway::sim::{SimSettings, Simulator};
     let mut settings = SimSettings {
         threads: 2000,
         ..SimSettings::default()
@@ -100,14 +121,7 @@ pub async fn sim_with_slow_kind(
     for kind in captcha_gateway::model::Kind::ALL {
         settings.latency.insert(kind, latency);
     }
-    let hour = Duration::from_secs(3600);
-    settings.latency.insert(
-        slow_kind,
-        LatencyRange {
-            min: hour,
-            max: hour,
-        },
-    );
+    settings.latency.insert(kind, kind_latency);
     let sim = Simulator::new(settings);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -182,4 +196,23 @@ pub fn front_end(sim: &crate::support::fleet::SimServer, redis_url: &str) -> Lau
     .provider_key(KEY)
     .log("warn")
     .env("CAPTCHA_GATEWAY_QUEUE", "captcha")
+}
+
+/// Provider tasks noted in the store (their ids kept so that another instance can adopt them),
+/// over every target.
+pub async fn noted_provider_tasks(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("cg:{t:*}:notes")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let mut n = 0;
+    for k in keys {
+        n += redis::cmd("HLEN")
+            .arg(&k)
+            .query_async::<u64>(conn)
+            .await
+            .unwrap();
+    }
+    n
 }

@@ -116,6 +116,11 @@ pub fn task(id: &str) -> String {
     format!("cg:{{k:{id}}}:task")
 }
 
+/// The Pub/Sub channel a finished task record's id is published on (`task_finish.lua`), so an
+/// instance waiting on a task another one runs is woken instead of polling (a channel, not a key:
+/// a Cluster forwards it to every node).
+pub const TASKS_FINISHED: &str = "cg:tasks:finished";
+
 /// One idempotency key's binding to its task; `scoped` is the tenant-scoped digest of the key
 /// (hex), so a caller's characters never reach a key name.
 pub fn idempotency(scoped: &str) -> String {

@@ -23,7 +23,7 @@ mod takeover;
 mod tasks;
 mod wake;
 
-use crate::redis_base::{Conn, RedisTarget};
+use crate::redis_base::{Conn, RedisTarget, Wakeups};
 pub use durable::Durability;
 pub use server::{ServerFacts, ServerProblem};
 
@@ -44,6 +44,9 @@ use super::{
 };
 use crate::engine::{Delivery, SolveFailure, TaskRecord, TaskState};
 use crate::model::{Answer, Millis, Reuse, Target, UpstreamRef};
+
+/// How long an instance (a gateway or a worker) that stopped renewing is still counted alive.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(3);
 
 /// How the Redis store behaves; every default in `impl Default` with its reason.
 #[derive(Debug, Clone)]
@@ -97,9 +100,10 @@ impl RedisSettings {
                 response_timeout: Duration::from_secs(2),
                 ca_pem: None,
             },
-            // Short enough that a crashed instance's demand is re-covered quickly, long enough
-            // that renewing every 5 s survives a missed beat.
-            lease: Duration::from_secs(15),
+            // The one lease of every instance and worker (docs/QUEUE.md "Leases, reclaim, retries, dead letters"): a crashed
+            // instance's demand is re-covered and its provider tasks adopted within about 4 s;
+            // renewing every second survives a missed beat.
+            lease: DEFAULT_LEASE,
             mail_ttl: Duration::from_secs(30),
             // The engine's task timeout (180 s) plus slack.
             lock_ttl: Duration::from_secs(210),
@@ -256,9 +260,15 @@ impl RedisStore {
             true => 0,
             false => settings.pool_batch,
         });
+        // Readers of a task another instance runs are woken when its record is finished.
+        let finished = Arc::new(Wakeups::new(
+            settings.target.pubsub_client().map_err(unavailable)?,
+            keys::TASKS_FINISHED.to_owned(),
+            shutdown.clone(),
+        ));
         let inner = Arc::new(Inner {
             conn,
-            tasks: tasks::Tasks::new(settings.retention, settings.pending_ttl),
+            tasks: tasks::Tasks::new(settings.retention, settings.pending_ttl, finished),
             settings,
             instance,
             local: Local::default(),

@@ -1,6 +1,11 @@
 //! Task records in Redis: one hash per task (`record` json, `state` json or `pending`,
 //! `finished_at`, `reported`) with a TTL, readable by every instance. Records created while Redis
 //! is away live in a local fallback, so `in.php` keeps working degraded on this instance.
+//!
+//! A reader waiting on a pending task is woken, not polling: `task_finish.lua` publishes the id
+//! on [`keys::TASKS_FINISHED`] and one subscription per process wakes its readers; a finish in
+//! this process wakes them directly. A slow look ([`SAFETY_NET`]) remains for a wake-up lost
+//! while both sides were connected, which Redis does not promise never happens.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,7 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::{AsyncCommands, Value};
-use tokio::sync::Notify;
 
 use super::call::TaskCall;
 use super::reply::{Reported, TaskFinished};
@@ -16,17 +20,18 @@ use super::{keys, unavailable};
 use crate::engine::store::{Housekeeping, MemoryStore, StoreError, TaskRecords};
 use crate::engine::{TaskRecord, TaskState};
 use crate::model::Millis;
-use crate::redis_base::Conn;
+use crate::redis_base::{Conn, Wakeups};
 
-/// How often a long-poll for a task finished by another instance looks again. Tasks finished by
-/// this instance wake their long-polls at once.
-const CROSS_INSTANCE_CHECK: Duration = Duration::from_millis(250);
+/// How often a waiting reader looks again without a wake-up: only a safety net. A lost
+/// subscription wakes every reader when it is back, so this covers a message lost while both
+/// sides stayed connected.
+const SAFETY_NET: Duration = Duration::from_secs(10);
 
 pub(super) struct Tasks {
     retention: Duration,
     pending_ttl: Duration,
     fallback: MemoryStore,
-    notify: Mutex<HashMap<String, Arc<Notify>>>,
+    finished: Arc<Wakeups>,
     /// Records of this instance's pending tasks, so a finish can write one again whole when
     /// Redis lost it (restarted empty). Bounded by the tasks running here.
     pending: Mutex<HashMap<String, (String, Millis)>>,
@@ -42,23 +47,14 @@ fn seen<T>(healthy: &AtomicBool, r: redis::RedisResult<T>) -> Result<T, StoreErr
 }
 
 impl Tasks {
-    pub fn new(retention: Duration, pending_ttl: Duration) -> Self {
+    pub fn new(retention: Duration, pending_ttl: Duration, finished: Arc<Wakeups>) -> Self {
         Self {
             retention,
             pending_ttl,
             fallback: MemoryStore::new(),
-            notify: Mutex::default(),
+            finished,
             pending: Mutex::default(),
         }
-    }
-
-    fn notifier(&self, id: &str) -> Arc<Notify> {
-        self.notify
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(id.to_owned())
-            .or_default()
-            .clone()
     }
 
     pub async fn create(
@@ -141,14 +137,7 @@ impl Tasks {
                 Err(e) => return Err(e),
             }
         }
-        if let Some(n) = self
-            .notify
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id)
-        {
-            n.notify_waiters();
-        }
+        self.finished.wake(id);
         Ok(())
     }
 
@@ -216,10 +205,11 @@ impl Tasks {
         wait: Duration,
     ) -> Result<Option<TaskRecord>, StoreError> {
         let deadline = tokio::time::Instant::now() + wait;
+        let registration = self.finished.register(id);
         loop {
-            let notify = self.notifier(id);
-            let notified = notify.notified();
+            let notified = registration.notify.notified();
             tokio::pin!(notified);
+            // Armed before the read: a finish between the read and the wait is kept.
             notified.as_mut().enable();
             let record = self.get(conn, healthy, id).await?;
             let done = record
@@ -228,7 +218,7 @@ impl Tasks {
             if done || tokio::time::Instant::now() >= deadline {
                 return Ok(record);
             }
-            let next = (tokio::time::Instant::now() + CROSS_INSTANCE_CHECK).min(deadline);
+            let next = (tokio::time::Instant::now() + SAFETY_NET).min(deadline);
             let _ = tokio::time::timeout_at(next, notified).await;
         }
     }
@@ -307,10 +297,6 @@ impl Tasks {
         retention_ms: u64,
         pending_limit_ms: u64,
     ) -> usize {
-        self.notify
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|_, n| Arc::strong_count(n) > 1);
         // A task that never finished (its instance's task was lost) stops being kept with it.
         lock(&self.pending)
             .retain(|_, (_, created)| now.saturating_sub(*created) <= pending_limit_ms);

@@ -63,6 +63,9 @@ impl TaskCall {
         for a in self.args() {
             inv.arg(a);
         }
+        if matches!(self, TaskCall::Finish { .. }) {
+            inv.arg(keys::TASKS_FINISHED).arg(task_id);
+        }
         inv
     }
 }

@@ -1,10 +1,11 @@
-//! Waking producers that wait for results: one Pub/Sub subscription per [`Queue`](super::Queue)
-//! handle, shared by every waiter of the process, started at the first wait.
+//! Waking whoever waits for something another process finishes (a queue's results, the store's
+//! task records): the finishing script publishes the id on a channel, and one Pub/Sub
+//! subscription per channel and process, started at the first wait, wakes that id's waiters.
 //!
-//! No message may be missed: a waiter registers first, then reads the result key, then waits for
-//! its id on the channel. A result written before the registration is found by the read; one
-//! written after is published after it, so either the subscription hears it, or the subscription
-//! was down and every waiter is woken to read again once it is back.
+//! No message may be missed: a waiter registers first, then reads what it waits for, then waits
+//! for its id on the channel. What was written before the registration is found by the read;
+//! what is written after is published after it, so either the subscription hears it, or the
+//! subscription was down and every waiter is woken to read again once it is back.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Once};
@@ -17,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 /// How long to wait before subscribing again after the connection failed.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
 
-pub(super) struct Wakeups {
+pub struct Wakeups {
     client: redis::Client,
     channel: String,
     /// Task id -> (waiters registered, their wake-up).
@@ -27,7 +28,7 @@ pub(super) struct Wakeups {
 }
 
 /// One waiter's place; leaving it (drop) forgets the id once its last waiter left.
-pub(super) struct Registration {
+pub struct Registration {
     wakeups: Arc<Wakeups>,
     id: String,
     pub notify: Arc<Notify>,
@@ -46,7 +47,7 @@ impl Drop for Registration {
 }
 
 impl Wakeups {
-    pub(super) fn new(client: redis::Client, channel: String, stop: CancellationToken) -> Self {
+    pub fn new(client: redis::Client, channel: String, stop: CancellationToken) -> Self {
         Self {
             client,
             channel,
@@ -61,7 +62,7 @@ impl Wakeups {
     }
 
     /// Registers a waiter for `id` (starting the subscription if this is the first).
-    pub(super) fn register(self: &Arc<Self>, id: &str) -> Registration {
+    pub fn register(self: &Arc<Self>, id: &str) -> Registration {
         self.started.call_once(|| {
             tokio::spawn(listen(self.clone()));
         });
@@ -81,11 +82,12 @@ impl Wakeups {
     }
 
     /// Ids being waited for now (tests and metrics).
-    pub(super) fn waited_ids(&self) -> usize {
+    pub fn waited_ids(&self) -> usize {
         self.waiting().len()
     }
 
-    fn wake(&self, id: &str) {
+    /// Wakes `id`'s waiters in this process (what this process finished itself).
+    pub fn wake(&self, id: &str) {
         if let Some((_, notify)) = self.waiting().get(id) {
             notify.notify_waiters();
         }
