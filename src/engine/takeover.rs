@@ -1,6 +1,7 @@
 //! Tasks of an instance that died (docs/API.md "Tasks of an instance that died"): with a store
-//! other instances share, a task solved in this process holds a run lease while it runs, and a
-//! reader of a pending task whose lease lapsed takes it over.
+//! other instances share, a task solved in this process is bound to this instance for its life,
+//! and a reader of a pending task whose instance is no longer alive (it said so every beat, for
+//! its lease and a beat: the one lease of every instance and worker) takes it over.
 
 use std::time::Duration;
 
@@ -9,20 +10,12 @@ use super::{Engine, SolveFailure, TaskRecord};
 use crate::model::now_ms;
 use crate::wire::inphp::codes;
 
-/// The shortest run lease. A run lease is twice the store's lease on waiters and claims: the
-/// last renewal of a dead instance's run lease is at most a third of it before the death, so by
-/// the time it lapses the store has let the dead instance's claims lapse too, and the instance
-/// that takes the task over adopts the provider task the dead one had submitted
-/// (`lua/lib/target.lua`, `adopt`) instead of paying for the work again beside it.
-const MIN_RUN_LEASE: Duration = Duration::from_secs(15);
-
 /// How often a reader of a pending task looks whether its runner is gone. A stopping instance
 /// lets go of its tasks at once, and their callers, moved to another instance, should not wait
-/// a third of a lease to notice; one store call a second per reader is cheap beside the reads
-/// of the record a long poll makes anyway.
+/// long to notice; two store calls a second per reader of such a task.
 pub(super) const LOOK_FOR_RUNNER: Duration = Duration::from_secs(1);
 
-/// The binding that says a task's runner is alive, bound to the runner's instance id.
+/// The binding that names a task's runner, bound to the runner's instance id.
 pub(super) fn run_lease(task_id: &str) -> String {
     format!("run:{task_id}")
 }
@@ -32,34 +25,21 @@ pub(super) fn ms(d: Duration) -> u64 {
 }
 
 impl Engine {
-    /// How long a running task's lease on its record lasts, with a store other instances share
-    /// (none without: nobody else could take the task over).
+    /// How long after an instance's last beat it is taken for dead and its tasks are taken
+    /// over, with a store other instances share (none without: nobody else could take a task
+    /// over). Its lease and one more beat: by then the store has let its claims lapse too, so
+    /// the instance that takes a task over adopts the provider task the dead one had submitted
+    /// (`lua/lib/target.lua`, `adopt`) instead of paying for the work again.
     pub fn run_lease_length(&self) -> Option<Duration> {
         let lease = self.store.lease()?;
-        Some(lease.saturating_mul(2).max(MIN_RUN_LEASE))
+        Some(lease + lease / 3)
     }
 
-    /// Renews a task's run lease every third of its length; the caller stops it when the task
-    /// ends. If another instance took the task over meanwhile (this one was paused past the
-    /// lease), both run it and its record keeps the first result.
-    pub(super) async fn renew_run_lease(&self, task_id: &str, length: Duration) {
-        let lease = run_lease(task_id);
-        loop {
-            tokio::time::sleep(length / 3).await;
-            let me = self.instance();
-            let renewed = self
-                .store
-                .bind_key(&lease, Some(me), me, ms(length), now_ms())
-                .await;
-            // Bound by nobody: the store restarted empty, or this process was away long enough
-            // for it to lapse. Taken again unless another instance has it.
-            if matches!(renewed, Ok(false)) {
-                let _ = self
-                    .store
-                    .bind_key(&lease, None, me, ms(length), now_ms())
-                    .await;
-            }
-        }
+    /// How long a task's binding to its runner is kept: its whole life and a lease more, so it
+    /// never lapses under a live runner (the runner's liveness is what lapses, once, for all of
+    /// its tasks: no renewal per task).
+    pub(super) fn binding_ttl(&self, left: Duration) -> u64 {
+        ms(left.saturating_add(self.run_lease_length().unwrap_or_default()))
     }
 
     /// Leaves a task this instance is stopping before its answer came to whichever instance
@@ -77,12 +57,13 @@ impl Engine {
         tracing::info!(task = %task_id, "stopping before the task's answer came; left for another instance to take over");
     }
 
-    /// Takes over a pending task whose instance died or stopped (its run lease lapsed or was let
-    /// go): binds the lease (only one reader fleet-wide wins) and runs the task here until its
-    /// own deadline, or ends it if that has passed. Its upstream work is not paid twice: the
-    /// claim this solve makes adopts the provider task the other instance had submitted.
+    /// Takes over a pending task whose instance died or stopped (it is no longer alive, or let
+    /// the task go): binds the task to this instance (compare-and-set on the binding it read,
+    /// so only one reader fleet-wide wins) and runs it here until its own deadline, or ends it
+    /// if that has passed. Its upstream work is not paid twice: the claim this solve makes
+    /// adopts the provider task the other instance had submitted.
     pub(super) async fn take_over_if_orphaned(&self, record: &TaskRecord) {
-        let (Some(redo), Some(length)) = (&record.redo, self.run_lease_length()) else {
+        let (Some(redo), Some(_)) = (&record.redo, self.run_lease_length()) else {
             return;
         };
         // A stopping instance (its tracker closes at the signal) takes nothing over: it submits
@@ -90,12 +71,23 @@ impl Engine {
         if self.tracker.is_closed() {
             return;
         }
-        // Binds only an unbound lease: whoever holds it (the runner, or a reader that took the
-        // task over first) keeps it.
+        // A live runner (the first, or a reader that took the task over first) keeps it.
         let lease = run_lease(&record.id);
+        let runner = match self.store.bound_key(&lease, now_ms()).await {
+            Ok(runner) => runner,
+            Err(_) => return,
+        };
+        if let Some(runner) = &runner {
+            if runner == self.instance() || self.store.instance_alive(runner).await.unwrap_or(true)
+            {
+                return;
+            }
+        }
+        let left = Duration::from_millis(redo.deadline_at.saturating_sub(now_ms()));
+        let ttl = self.binding_ttl(left);
         if !matches!(
             self.store
-                .bind_key(&lease, None, self.instance(), ms(length), now_ms())
+                .bind_key(&lease, runner.as_deref(), self.instance(), ttl, now_ms())
                 .await,
             Ok(true)
         ) {

@@ -39,9 +39,9 @@ impl Engine {
     }
 
     /// Solves an opened task ([`Engine::open_task`]) in the background and finishes its record.
-    /// With a shared store it renews the task's run lease (taken when the task was opened) while
-    /// it runs, so that if this process dies, a reader of the record on another instance takes
-    /// the task over ([`Engine::task`]).
+    /// With a shared store the task is bound to this instance (when it was opened), so that if
+    /// this process dies, a reader of the record on another instance takes the task over once
+    /// this instance is no longer alive ([`Engine::task`]).
     pub fn start_task(
         &self,
         task_id: String,
@@ -69,19 +69,8 @@ impl Engine {
         let task = async move {
             let _hold = hold;
             let solve = engine.solve(req, Instant::now() + timeout);
-            let run = async {
-                match engine.run_lease_length() {
-                    Some(length) => {
-                        tokio::select! {
-                            solved = solve => solved,
-                            () = engine.renew_run_lease(&task_id, length) => unreachable!("renews until the solve ends"),
-                        }
-                    }
-                    None => solve.await,
-                }
-            };
             let solved = tokio::select! {
-                solved = run => solved,
+                solved = solve => solved,
                 () = wanted.cancelled() => Err(SolveError::Failed(SolveFailure::new(
                     codes::SERVER_ERROR,
                     "every caller waiting on the task left",
@@ -132,13 +121,14 @@ impl Engine {
                 request: crate::wire::native::native_body(req),
                 deadline_at: now_ms().saturating_add(ms(timeout)),
             });
-        if let (Some(_), Some(length)) = (&redo, self.run_lease_length()) {
+        if let Some(timeout) = in_process.filter(|_| redo.is_some()) {
             // Before the record exists, so no reader ever finds it pending without a runner.
-            // The id is fresh, so the lease is unbound; a store away now leaves it unbound
-            // (the record cannot be written then either), and renewal binds it later.
+            // The id is fresh, so the binding is unbound; a store away now leaves it unbound
+            // (the record cannot be written then either).
+            let ttl = self.binding_ttl(timeout);
             let _ = self
                 .store
-                .bind_key(&run_lease(&id), None, self.instance(), ms(length), now_ms())
+                .bind_key(&run_lease(&id), None, self.instance(), ttl, now_ms())
                 .await;
         }
         let record = TaskRecord {

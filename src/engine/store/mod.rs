@@ -324,6 +324,13 @@ pub trait TaskRecords: Send + Sync {
         id: &str,
         wait: std::time::Duration,
     ) -> Result<Option<TaskRecord>, StoreError>;
+
+    /// Whether `instance` said it is alive within its lease and a beat (a fleet store's
+    /// instances each say so every beat). A store no other process shares has no other
+    /// instance to lose: always true.
+    async fn instance_alive(&self, _instance: &str) -> Result<bool, StoreError> {
+        Ok(true)
+    }
 }
 
 #[async_trait]

@@ -111,6 +111,11 @@ pub fn inbox(instance: &str) -> String {
     format!("cg:{{i:{instance}}}:inbox")
 }
 
+/// Present while an instance is alive: set with its lease and a beat to live, every beat.
+pub fn alive(instance: &str) -> String {
+    format!("cg:{{i:{instance}}}:alive")
+}
+
 /// One task record of the compatible or native asynchronous API.
 pub fn task(id: &str) -> String {
     format!("cg:{{k:{id}}}:task")
@@ -174,6 +179,7 @@ mod tests {
             assert_eq!(tag(key), "t:0123abcd", "{key}");
         }
         assert_eq!(tag(&inbox("abc")), "i:abc");
+        assert_eq!(tag(&alive("abc")), "i:abc");
         assert_eq!(tag(&task("123")), "k:123");
         assert_eq!(tag(&idempotency("ab12")), "d:ab12");
     }

@@ -286,6 +286,7 @@ impl RedisStore {
             held,
         });
         inner.read_server().await;
+        inner.say_alive().await;
         inner.started.store(true, Ordering::Relaxed);
         if let Some(durable) = &inner.durable {
             tokio::spawn(durable::prober(durable.clone(), shutdown.clone()));
@@ -609,6 +610,12 @@ impl TaskRecords for RedisStore {
             .tasks
             .wait(&self.inner.conn(), &self.inner.healthy, id, wait)
             .await
+    }
+
+    async fn instance_alive(&self, instance: &str) -> Result<bool, StoreError> {
+        let mut conn = self.inner.conn();
+        let r = conn.exists::<_, bool>(keys::alive(instance)).await;
+        self.inner.seen(r)
     }
 }
 

@@ -223,6 +223,7 @@ pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
         if inner.seen(pong).is_err() {
             continue;
         }
+        inner.say_alive().await;
         inner.held.forget_idle();
         inner.renew_shared().await;
         inner.read_server().await;
@@ -276,6 +277,26 @@ pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
                     inner.notify(&target_id, with_mail).await;
                 }
             }
+        }
+    }
+}
+
+impl Inner {
+    /// Says this instance is alive for its lease and a beat (renewed every beat by the
+    /// renewer): while the key is there, nobody takes over the tasks it runs
+    /// (`Engine::take_over_if_orphaned`). Failing is left to the next beat.
+    pub(super) async fn say_alive(&self) {
+        let lease = self.settings.lease;
+        let live_for = lease + lease / 3;
+        let set: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(keys::alive(&self.instance))
+            .arg(1)
+            .arg("PX")
+            .arg(ms(live_for).max(1))
+            .query_async(&mut self.conn())
+            .await;
+        if let Err(e) = set {
+            tracing::debug!(error = %e, "could not say this instance is alive");
         }
     }
 }
