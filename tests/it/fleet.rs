@@ -397,3 +397,34 @@ async fn tasks_are_taken_over_where_they_are_read(stop: Stop) {
         assert_eq!(sim.verify(&http, token).await["success"], true);
     }
 }
+
+/// Instances that run with different leases learn of each other when they connect: the shorter
+/// lease would take the longer one's instances for dead too early (and pay their tasks twice).
+#[tokio::test]
+async fn instances_with_different_leases_hear_of_each_other() {
+    use captcha_gateway::engine::store::redis::{RedisSettings, RedisStore};
+    let redis = RedisServer::start();
+    let connect = |lease_s: u64| {
+        let mut settings = RedisSettings::new(vec![redis.url()], false);
+        settings.lease = Duration::from_secs(lease_s);
+        RedisStore::connect(settings, tokio_util::sync::CancellationToken::new())
+    };
+    let three = connect(3).await.unwrap();
+    let none: [Duration; 0] = [];
+    assert_eq!(three.other_leases().await.unwrap(), none);
+    let also_three = connect(3).await.unwrap();
+    assert_eq!(
+        also_three.other_leases().await.unwrap(),
+        none,
+        "the same lease is no problem"
+    );
+    let thirty = connect(30).await.unwrap();
+    assert_eq!(
+        thirty.other_leases().await.unwrap(),
+        [Duration::from_secs(3)]
+    );
+    assert_eq!(
+        three.other_leases().await.unwrap(),
+        [Duration::from_secs(30)]
+    );
+}

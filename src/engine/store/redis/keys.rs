@@ -116,6 +116,10 @@ pub fn alive(instance: &str) -> String {
     format!("cg:{{i:{instance}}}:alive")
 }
 
+/// Every lease the fleet's instances run with: lease (ms) -> when an instance last said it runs
+/// with it (ms). A few fields: one per distinct lease, not per instance.
+pub const LEASES: &str = "cg:leases";
+
 /// One task record of the compatible or native asynchronous API.
 pub fn task(id: &str) -> String {
     format!("cg:{{k:{id}}}:task")

@@ -231,6 +231,12 @@ fn poolable(target: &Target) -> &'static str {
 impl RedisStore {
     /// Connects and starts this instance's inbox reader and lease renewer, which stop with
     /// `shutdown`. A single server may be down at this point (the store starts degraded).
+    /// The other leases this fleet's instances said they run with in the last hour (one lease
+    /// for the whole fleet is right; `connect` warns about any other).
+    pub async fn other_leases(&self) -> Result<Vec<Duration>, StoreError> {
+        self.inner.other_leases().await.map_err(unavailable)
+    }
+
     pub async fn connect(
         settings: RedisSettings,
         shutdown: CancellationToken,
@@ -287,6 +293,15 @@ impl RedisStore {
         });
         inner.read_server().await;
         inner.say_alive().await;
+        if let Ok(others) = inner.other_leases().await {
+            for other in others {
+                tracing::warn!(
+                    lease_s = inner.settings.lease.as_secs_f64(),
+                    other_s = other.as_secs_f64(),
+                    "another instance of this fleet runs with a different lease (redis_lease_s, a worker's --lease-s): the shorter takes the longer for dead too early, and its tasks are paid for twice; give every instance the same"
+                );
+            }
+        }
         inner.started.store(true, Ordering::Relaxed);
         if let Some(durable) = &inner.durable {
             tokio::spawn(durable::prober(durable.clone(), shutdown.clone()));

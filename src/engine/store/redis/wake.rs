@@ -288,15 +288,43 @@ impl Inner {
     pub(super) async fn say_alive(&self) {
         let lease = self.settings.lease;
         let live_for = lease + lease / 3;
-        let set: redis::RedisResult<()> = redis::cmd("SET")
+        let set: redis::RedisResult<()> = redis::pipe()
+            .cmd("SET")
             .arg(keys::alive(&self.instance))
             .arg(1)
             .arg("PX")
             .arg(ms(live_for).max(1))
+            .ignore()
+            .hset(keys::LEASES, ms(lease), now_ms())
+            .ignore()
             .query_async(&mut self.conn())
             .await;
         if let Err(e) = set {
             tracing::debug!(error = %e, "could not say this instance is alive");
         }
     }
+
+    /// The other leases instances of this fleet said they run with in the last hour. A worker
+    /// with a shorter lease takes another's entries and tasks for dead before that one's
+    /// provider tasks can be adopted, so they are paid twice: one lease for the whole fleet.
+    /// Leases unheard of for a day are forgotten.
+    pub(super) async fn other_leases(&self) -> redis::RedisResult<Vec<Duration>> {
+        let mut conn = self.conn();
+        let seen: std::collections::HashMap<u64, u64> = conn.hgetall(keys::LEASES).await?;
+        let (now, mine) = (now_ms(), ms(self.settings.lease));
+        let mut others = Vec::new();
+        for (lease, at) in seen {
+            let age = now.saturating_sub(at);
+            if age > DAY_MS {
+                let _: redis::RedisResult<()> = conn.hdel(keys::LEASES, lease).await;
+            } else if lease != mine && age <= HOUR_MS {
+                others.push(Duration::from_millis(lease));
+            }
+        }
+        others.sort();
+        Ok(others)
+    }
 }
+
+const HOUR_MS: u64 = 3_600_000;
+const DAY_MS: u64 = 24 * HOUR_MS;
