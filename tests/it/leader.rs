@@ -189,12 +189,23 @@ async fn an_engine_takes_over_a_reusable_target_whose_leader_died() {
     assert_eq!(alive.started.load(Ordering::SeqCst), 1);
 }
 
-fn engines(
-    a: Arc<RedisStore>,
-    b: Arc<RedisStore>,
-    dead: &Arc<Provider>,
-    alive: &Arc<Provider>,
-) -> (Engine, Engine) {
+/// Instances A (whose provider never answers) and B (whose provider answers at once) on one
+/// Redis; `life_a` ends A's renewals, as its death would.
+struct TwoInstances {
+    server: RedisServer,
+    life_a: CancellationToken,
+    _life_b: CancellationToken,
+    dead: Arc<Provider>,
+    alive: Arc<Provider>,
+    a: Engine,
+    b: Engine,
+}
+
+async fn two_instances() -> TwoInstances {
+    let server = RedisServer::start();
+    let (store_a, life_a) = store(&server).await;
+    let (store_b, _life_b) = store(&server).await;
+    let (dead, alive) = (Provider::new("a", true), Provider::new("b", false));
     let engine = |store: Arc<RedisStore>, provider: &Arc<Provider>| {
         Engine::new(
             store,
@@ -203,21 +214,45 @@ fn engines(
             TaskTracker::new(),
         )
     };
-    (engine(a, dead), engine(b, alive))
+    let (a, b) = (engine(store_a, &dead), engine(store_b, &alive));
+    TwoInstances {
+        server,
+        life_a,
+        _life_b,
+        dead,
+        alive,
+        a,
+        b,
+    }
 }
 
-/// B covers what a dead A left (`cover_waiting`, as its coverer does every third of a lease)
-/// until its provider starts a task.
-async fn covered(engine_b: &Engine, alive: &Provider) {
-    eventually(
-        Duration::from_secs(30),
-        "B to cover what A left",
-        || async {
-            engine_b.cover_waiting().await;
-            alive.started.load(Ordering::SeqCst) > 0
-        },
-    )
-    .await;
+impl TwoInstances {
+    /// A dies; B covers what it left (`cover_waiting`, as its coverer does every third of a
+    /// lease) with one task, which answers B's queued caller `on_b` at queue priority.
+    async fn b_covers_at_queue_priority(
+        &self,
+        on_b: tokio::task::JoinHandle<
+            Result<captcha_gateway::engine::Handout, captcha_gateway::engine::SolveError>,
+        >,
+    ) {
+        self.life_a.cancel();
+        eventually(
+            Duration::from_secs(30),
+            "B to cover what A left",
+            || async {
+                self.b.cover_waiting().await;
+                self.alive.started.load(Ordering::SeqCst) > 0
+            },
+        )
+        .await;
+        let handout = tokio::time::timeout(Duration::from_secs(30), on_b)
+            .await
+            .expect("B's caller answered")
+            .unwrap()
+            .unwrap();
+        assert_eq!(handout.answer.text, "b-1");
+        assert_eq!(*self.alive.priorities.lock().unwrap(), [Priority::Queued]);
+    }
 }
 
 /// A task B starts for a dead A's target ranks as B's own callers there: a queue worker's caller
@@ -225,69 +260,44 @@ async fn covered(engine_b: &Engine, alive: &Provider) {
 /// not ahead of interactive callers.
 #[tokio::test]
 async fn demand_a_dead_instance_left_is_covered_at_its_waiting_callers_priority() {
-    let server = RedisServer::start();
-    let (store_a, life_a) = store(&server).await;
-    let (store_b, _life_b) = store(&server).await;
-    let (dead, alive) = (Provider::new("a", true), Provider::new("b", false));
-    let (engine_a, engine_b) = engines(store_a, store_b, &dead, &alive);
+    let two = two_instances().await;
     let req = SolveRequest::recaptcha_v2("6Le-priority", format!("https://p.example/{}", now_ms()));
     // A's caller leaves at once; the task it started runs on, for whoever comes next.
-    let left = engine_a
+    let left = two
+        .a
         .solve(req.clone(), Instant::now() + Duration::from_millis(300))
         .await;
     assert!(left.is_err(), "A's caller left before an answer: {left:?}");
-    assert_eq!(dead.started.load(Ordering::SeqCst), 1);
+    assert_eq!(two.dead.started.load(Ordering::SeqCst), 1);
     let far = Instant::now() + Duration::from_secs(120);
-    let (e, r) = (engine_b.clone(), req.clone());
+    let (e, r) = (two.b.clone(), req.clone());
     let on_b = tokio::spawn(async move { e.solve_at(r, far, Priority::Queued).await });
-
-    life_a.cancel();
-    covered(&engine_b, &alive).await;
-    let handout = tokio::time::timeout(Duration::from_secs(30), on_b)
-        .await
-        .expect("B's caller answered")
-        .unwrap()
-        .unwrap();
-    assert_eq!(handout.answer.text, "b-1");
-    assert_eq!(*alive.priorities.lock().unwrap(), [Priority::Queued]);
+    two.b_covers_at_queue_priority(on_b).await;
 }
 
 /// The same for a reusable target whose leader died: B's queued follower takes it over at queue
 /// priority.
 #[tokio::test]
 async fn a_reusable_target_taken_over_for_a_queued_follower_runs_at_queue_priority() {
-    let server = RedisServer::start();
-    let (store_a, life_a) = store(&server).await;
-    let (store_b, _life_b) = store(&server).await;
-    let (dead, alive) = (Provider::new("a", true), Provider::new("b", false));
-    let (engine_a, engine_b) = engines(store_a, store_b, &dead, &alive);
+    let two = two_instances().await;
     let req = image();
-    let t = engine_a.target(&req);
+    let t = two.a.target(&req);
     let far = Instant::now() + Duration::from_secs(120);
-    let (e, r) = (engine_a.clone(), req.clone());
+    let (e, r) = (two.a.clone(), req.clone());
     let _on_a = tokio::spawn(async move { e.solve(r, far).await });
     eventually(Duration::from_secs(30), "A to lead", || async {
-        dead.started.load(Ordering::SeqCst) == 1
+        two.dead.started.load(Ordering::SeqCst) == 1
     })
     .await;
-    let (e, r) = (engine_b.clone(), req.clone());
+    let (e, r) = (two.b.clone(), req.clone());
     let on_b = tokio::spawn(async move { e.solve_at(r, far, Priority::Queued).await });
-    let conn = redis_conn(&server).await;
+    let conn = redis_conn(&two.server).await;
     eventually(Duration::from_secs(30), "B's caller to follow A", || {
         let (mut conn, t) = (conn.clone(), &t);
         async move { followers(&mut conn, t).await == 2 }
     })
     .await;
-
-    life_a.cancel();
-    covered(&engine_b, &alive).await;
-    let handout = tokio::time::timeout(Duration::from_secs(30), on_b)
-        .await
-        .expect("B's caller answered")
-        .unwrap()
-        .unwrap();
-    assert_eq!(handout.answer.text, "b-1");
-    assert_eq!(*alive.priorities.lock().unwrap(), [Priority::Queued]);
+    two.b_covers_at_queue_priority(on_b).await;
 }
 
 /// Redis restarts empty while A's task solves: A's next renewal takes its lock back (no newer
