@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import httpx
@@ -12,9 +14,14 @@ from ._balancer import BackendState, Balancer, Outcome
 from .errors import BadAnswerError, ExhaustedError, GatewayError, TransportError
 
 
+_log = logging.getLogger("captcha_gateway_client")
+
+
 class AsyncGatewayClient:
     """A balancing asyncio client over a list of gateways. Use it on one event loop, as
     ``async with AsyncGatewayClient([...]) as client:``; probes run as a task while it is open.
+    Used without ``async with``, probes start with the first call and stop at ``aclose()`` or,
+    at the latest, once the client is garbage-collected.
     """
 
     def __init__(self, backends: List[str], key: Optional[str] = None, **options: Any) -> None:
@@ -25,7 +32,9 @@ class AsyncGatewayClient:
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
         )
         self._changed: Optional[asyncio.Event] = None
-        self._balancer.on_change(self._bump)
+        # Weakly, so that the client is freed as soon as it is dropped (its probe task stops).
+        bump = weakref.WeakMethod(self._bump)
+        self._balancer.on_change(lambda: _call(bump))
         self._prober: Optional["asyncio.Task[None]"] = None
 
     async def __aenter__(self) -> "AsyncGatewayClient":
@@ -191,13 +200,13 @@ class AsyncGatewayClient:
 
     def _start_probes(self) -> None:
         if self._prober is None and self._settings.probe_interval is not None:
-            self._prober = asyncio.get_running_loop().create_task(self._probe_loop())
+            # The task holds the client weakly: a client dropped without ``aclose()`` does not
+            # keep a task probing forever.
+            loop = _probe_loop(weakref.ref(self), self._settings.probe_interval)
+            self._prober = asyncio.get_running_loop().create_task(loop)
 
-    async def _probe_loop(self) -> None:
-        interval = self._settings.probe_interval or 0.0
-        while True:
-            await asyncio.sleep(interval)
-            await asyncio.gather(*(self._probe(a) for a in self._balancer.addresses))
+    async def _probe_round(self) -> None:
+        await asyncio.gather(*(self._probe(a) for a in self._balancer.addresses))
 
     async def _probe(self, address: str) -> None:
         sent_at = self._balancer.now()
@@ -215,3 +224,24 @@ class AsyncGatewayClient:
         if self._changed is not None:
             self._changed.set()
             self._changed = None
+
+
+async def _probe_loop(client: "weakref.ref[AsyncGatewayClient]", interval: float) -> None:
+    """Probes every ``interval`` while the client lives. A round that fails for any other reason
+    than the network (a bug, say) is logged and the next one runs: probes never stop silently."""
+    while True:
+        await asyncio.sleep(interval)
+        live = client()
+        if live is None:
+            return
+        try:
+            await live._probe_round()
+        except Exception:
+            _log.exception("a probe round failed; probing goes on")
+        del live
+
+
+def _call(method: "weakref.WeakMethod[Callable[[], None]]") -> None:
+    live = method()
+    if live is not None:
+        live()

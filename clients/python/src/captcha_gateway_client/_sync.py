@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -11,6 +12,8 @@ import httpx
 from . import _core, _judge
 from ._balancer import BackendState, Balancer, Outcome
 from .errors import BadAnswerError, ExhaustedError, GatewayError, TransportError
+
+_log = logging.getLogger("captcha_gateway_client")
 
 
 class GatewayClient:
@@ -188,7 +191,12 @@ class GatewayClient:
             for address in self._balancer.addresses:
                 if self._stop.is_set():
                     return
-                self._probe(address)
+                try:
+                    self._probe(address)
+                except Exception:
+                    # Anything but the network (a bug, say): logged, and probing goes on, so
+                    # ejected backends still come back.
+                    _log.exception("a probe of %s failed; probing goes on", address)
 
     def _probe(self, address: str) -> None:
         sent_at = self._balancer.now()
