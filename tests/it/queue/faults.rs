@@ -18,6 +18,28 @@ use crate::support::eventually::eventually;
 use crate::support::fleet::SimServer;
 use crate::support::redis::RedisServer;
 
+/// Enqueues `n` tasks `<prefix>-<i>`, each for a page of its own; returns their ids.
+async fn enqueue_pages(
+    queue: &captcha_gateway::queue::Queue,
+    prefix: &str,
+    n: usize,
+) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let id = format!("{prefix}-{i}");
+        queue
+            .enqueue(NewTask {
+                id: Some(id.clone()),
+                request: serde_json::from_str(&request(&id)).unwrap(),
+                ..NewTask::default()
+            })
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    ids
+}
+
 fn latency(min_ms: u64, max_ms: u64) -> LatencyRange {
     LatencyRange {
         min: Duration::from_millis(min_ms),
@@ -48,19 +70,7 @@ async fn queue_crash_kill_9_loses_nothing_and_repeats_only_dead_workers_tasks() 
     let mut workers = vec![start(0).await, start(1).await, start(2).await];
     let queue = open(&redis.url(), QueueSettings::default()).await;
     let mut conn = raw(&redis.url()).await;
-    let mut ids = Vec::new();
-    for i in 0..TASKS {
-        let id = format!("crash-{i}");
-        queue
-            .enqueue(NewTask {
-                id: Some(id.clone()),
-                request: serde_json::from_str(&request(&id)).unwrap(),
-                ..NewTask::default()
-            })
-            .await
-            .unwrap();
-        ids.push(id);
-    }
+    let ids = enqueue_pages(&queue, "crash", TASKS).await;
 
     // The fault schedule (not a synchronization): one worker killed every 2 s for 20 s, and
     // started again at once under a new consumer name.
@@ -421,19 +431,7 @@ async fn queue_a_killed_workers_tasks_move_on_and_its_provider_tasks_are_not_pai
     }
     let queue = open(&redis.url(), QueueSettings::default()).await;
     let conn = raw(&redis.url()).await;
-    let mut ids = Vec::new();
-    for i in 0..TASKS {
-        let id = format!("adopt-{i}");
-        queue
-            .enqueue(NewTask {
-                id: Some(id.clone()),
-                request: serde_json::from_str(&request(&id)).unwrap(),
-                ..NewTask::default()
-            })
-            .await
-            .unwrap();
-        ids.push(id);
-    }
+    let ids = enqueue_pages(&queue, "adopt", TASKS as usize).await;
     let victim = workers[0].consumer().to_owned();
     eventually(
         Duration::from_secs(30),
