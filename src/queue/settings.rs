@@ -75,7 +75,7 @@ pub fn seconds(setting: &str, s: f64, min: f64, max: f64) -> Result<Duration, Co
     } else {
         Err(bad(
             setting,
-            format!("{s} is out of range"),
+            format!("{s:?} is out of range"),
             format!("use seconds from {min} to {max}"),
         ))
     }
