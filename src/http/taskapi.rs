@@ -5,6 +5,8 @@
 //! with the same rules as `in.php`'s `key`; tasks go through the same admission, tenant limits
 //! and engine as `in.php` tasks, so the same promises hold (once, fresh, exact demand, pools,
 //! coalescing). Every error is `errorId` 1 with HTTP 200, as the protocol's clients expect.
+//! Each caller is answered in its own provider's dialect, with exactly the fields that provider
+//! documents (`taskapi::caller`).
 //! Does not own the wire format (`taskapi`), shared with the simulator and the upstream client.
 
 use std::time::Duration;
@@ -18,10 +20,9 @@ use super::AppState;
 use crate::engine::{ReportOutcome, TaskRecord, TaskState};
 use crate::tenants::Refusal;
 use crate::wire::inphp::{Mode, Reply, codes};
-use crate::wire::taskapi::reply::{
-    BAD_REQUEST, NO_SUCH_CAPCHA_ID, TASK_NOT_SUPPORTED, error_body, solution, task_id_value,
-};
-use crate::wire::taskapi::{decode_task, task_id_from};
+use crate::wire::taskapi::caller::{self, Finished, Hints};
+use crate::wire::taskapi::reply::{BAD_REQUEST, NO_SUCH_CAPCHA_ID, TASK_NOT_SUPPORTED, error_body};
+use crate::wire::taskapi::{TaskApiDialect, decode_task, task_id_from};
 
 /// One reply: the body, and the code it carries for the request counter (`ok` for success).
 struct Answer {
@@ -58,12 +59,15 @@ pub async fn get_balance(State(state): State<AppState>, req: Request) -> Respons
 
 /// anti-captcha's `reportIncorrect*` and 2captcha v2's `reportIncorrect`.
 pub async fn report_incorrect(State(state): State<AppState>, req: Request) -> Response {
-    respond(&state, "reportIncorrect", req, |s, b| report(s, b, false)).await
+    respond(&state, "reportIncorrect", req, |s, b, _| {
+        report(s, b, false)
+    })
+    .await
 }
 
 /// anti-captcha's `reportCorrectRecaptcha` and 2captcha v2's `reportCorrect`.
 pub async fn report_correct(State(state): State<AppState>, req: Request) -> Response {
-    respond(&state, "reportCorrect", req, |s, b| report(s, b, true)).await
+    respond(&state, "reportCorrect", req, |s, b, _| report(s, b, true)).await
 }
 
 /// Reads the body as a JSON object, runs `action`, counts the outcome. A body over the size
@@ -77,14 +81,27 @@ async fn respond<F, Fut>(
     action: F,
 ) -> Response
 where
-    F: FnOnce(AppState, Map<String, Value>) -> Fut,
+    F: FnOnce(AppState, Map<String, Value>, TaskApiDialect) -> Fut,
     Fut: std::future::Future<Output = Answer>,
 {
+    let headers = req.headers();
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned);
+    let capsolver_sdk = headers.contains_key("x-capsolver-client-user-agent");
     let body = super::input::read_limited(req.into_body(), state.limits.max_body_bytes).await;
     let answer = match body {
         Err(_) => Answer::error(codes::TOO_BIG_CAPTCHA_FILESIZE, None),
         Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
-            Ok(Value::Object(body)) => action(state.clone(), body).await,
+            Ok(Value::Object(body)) => {
+                let hints = Hints {
+                    host: host.as_deref(),
+                    capsolver_sdk,
+                };
+                let dialect = caller::dialect_of(hints, &body);
+                action(state.clone(), body, dialect).await
+            }
             _ => Answer::error(BAD_REQUEST, Some("the body must be a JSON object")),
         },
     };
@@ -107,7 +124,7 @@ fn tenant(state: &AppState, body: &Map<String, Value>) -> Result<String, Answer>
         .map_err(|e| Answer::error(e.code(), None))
 }
 
-async fn create(state: AppState, body: Map<String, Value>) -> Answer {
+async fn create(state: AppState, body: Map<String, Value>, dialect: TaskApiDialect) -> Answer {
     let tenant = match tenant(&state, &body) {
         Ok(t) => t,
         Err(answer) => return answer,
@@ -133,9 +150,7 @@ async fn create(state: AppState, body: Map<String, Value>) -> Answer {
         .submit_task(&tenant, req, timeout, (permit, pass))
         .await
     {
-        // `status` too: the capsolver client reads it unconditionally (CapSolver answers some
-        // tasks at once with `ready`); `idle` is its word for "queued".
-        Ok(id) => Answer::ok(json!({"errorId": 0, "taskId": task_id_value(&id), "status": "idle"})),
+        Ok(id) => Answer::ok(caller::created(dialect, &id)),
         Err(e) => Answer::error(e.code(), None),
     }
 }
@@ -149,7 +164,7 @@ fn refusal_code(refusal: &Refusal) -> &'static str {
     }
 }
 
-async fn result(state: AppState, body: Map<String, Value>) -> Answer {
+async fn result(state: AppState, body: Map<String, Value>, dialect: TaskApiDialect) -> Answer {
     let tenant = match tenant(&state, &body) {
         Ok(t) => t,
         Err(answer) => return answer,
@@ -158,23 +173,32 @@ async fn result(state: AppState, body: Map<String, Value>) -> Answer {
         Ok(record) => record,
         // The shared store is away: the task may well be running; clients poll on.
         Err(codes::SERVER_ERROR) => {
-            return Answer::ok(json!({"errorId": 0, "status": "processing"}));
+            let id = task_id_from(body.get("taskId")).unwrap_or_default();
+            return Answer::ok(caller::processing(dialect, &id));
         }
         Err(code) => return Answer::error(code, None),
     };
     match record.state {
-        TaskState::Pending => Answer::ok(json!({"errorId": 0, "status": "processing"})),
-        TaskState::Ready(handout) => Answer::ok(json!({
-            "errorId": 0,
-            "status": "ready",
-            "solution": solution(handout.kind, &handout.answer),
-            "cost": "0",
-            "ip": "",
-            "createTime": record.created_at / 1000,
-            "endTime": record.finished_at.unwrap_or(record.created_at) / 1000,
-            "solveCount": 1,
-        })),
-        TaskState::Failed(failure) => Answer::error(&failure.code, None),
+        TaskState::Pending => Answer::ok(caller::processing(dialect, &record.id)),
+        TaskState::Ready(handout) => Answer::ok(caller::ready(
+            dialect,
+            &record.id,
+            Finished {
+                kind: handout.kind,
+                answer: &handout.answer,
+                // The gateway bills nothing per task, and its workers are not the caller's
+                // business.
+                cost: "0",
+                ip: "",
+                created_s: record.created_at / 1000,
+                ended_s: record.finished_at.unwrap_or(record.created_at) / 1000,
+            },
+        )),
+        TaskState::Failed(failure) => {
+            let body = caller::failed(dialect, &record.id, &failure.code);
+            let outcome = body["errorCode"].as_str().unwrap_or("error").to_owned();
+            Answer { body, outcome }
+        }
     }
 }
 
@@ -191,7 +215,7 @@ async fn task(
     }
 }
 
-async fn balance(state: AppState, body: Map<String, Value>) -> Answer {
+async fn balance(state: AppState, body: Map<String, Value>, dialect: TaskApiDialect) -> Answer {
     if let Err(answer) = tenant(&state, &body) {
         return answer;
     }
@@ -202,7 +226,7 @@ async fn balance(state: AppState, body: Map<String, Value>) -> Answer {
             .ok()
             .and_then(serde_json::Number::from_f64)
         {
-            Some(n) => Answer::ok(json!({"errorId": 0, "balance": n})),
+            Some(n) => Answer::ok(caller::balance(dialect, n)),
             None => Answer::error(
                 codes::SERVER_ERROR,
                 Some("the provider's balance is not a number"),

@@ -197,7 +197,7 @@ impl TaskApiProvider {
             )));
         }
         let mut body = Map::new();
-        body.insert("taskId".into(), task_id_json(id));
+        body.insert("taskId".into(), task_id_json(self.flavor, id));
         let outcome = match self.call("getTaskResult", body).await {
             Ok(reply) => outcome_of(&reply),
             // About this task (unsolvable, unknown id, bad parameters): it ends.
@@ -216,8 +216,12 @@ impl TaskApiProvider {
     }
 }
 
-/// A task id back as the provider sent it: a number where it is one, else the string.
-fn task_id_json(id: &str) -> Value {
+/// A task id back as the provider sent it: CapSolver's are strings (UUIDs); the others' a
+/// number where it is one, else the string.
+fn task_id_json(flavor: TaskApiDialect, id: &str) -> Value {
+    if flavor == TaskApiDialect::CapSolver {
+        return Value::from(id);
+    }
     match id.parse::<u64>() {
         Ok(n) => Value::from(n),
         Err(_) => Value::from(id),
@@ -395,7 +399,7 @@ impl Provider for TaskApiProvider {
             }
         };
         let mut body = Map::new();
-        body.insert("taskId".into(), task_id_json(task_id));
+        body.insert("taskId".into(), task_id_json(self.flavor, task_id));
         self.call(method, body).await.map(|_| ())
     }
 

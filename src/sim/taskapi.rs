@@ -4,7 +4,8 @@
 //! against it (docs/API.md, "JSON task protocol").
 //!
 //! Owns turning those bodies into simulator calls and back; the wire format (type names, task
-//! fields, solution objects, error bodies) is [`taskapi`](crate::taskapi), the gateway's own.
+//! fields, solution objects, error bodies, which dialect a caller speaks and the fields each
+//! dialect's replies carry) is [`taskapi`](crate::wire::taskapi), the gateway's own.
 
 use std::sync::Arc;
 
@@ -22,8 +23,9 @@ use super::stats::Event;
 use super::tasks::{Poll, Report};
 use super::{Simulator, Submit, answers};
 use crate::wire::inphp::codes;
-use crate::wire::taskapi::reply::{BAD_REQUEST, NO_SUCH_CAPCHA_ID, error_body, solution};
-use crate::wire::taskapi::{decode_task, task_id_from};
+use crate::wire::taskapi::caller::{self, Finished, Hints};
+use crate::wire::taskapi::reply::{BAD_REQUEST, NO_SUCH_CAPCHA_ID, error_body};
+use crate::wire::taskapi::{TaskApiDialect, decode_task, task_id_from};
 
 pub(super) fn routes() -> Router<Arc<Simulator>> {
     Router::new()
@@ -39,7 +41,7 @@ pub(super) fn routes() -> Router<Arc<Simulator>> {
 
 async fn create_task(State(sim): State<Arc<Simulator>>, req: Request) -> Response {
     let reply = match authorized(&sim, req).await {
-        Ok(body) => create(&sim, &body),
+        Ok((body, dialect)) => create(&sim, &body, dialect),
         Err(reply) => reply,
     };
     with_wire_faults(&sim, reply).await
@@ -49,7 +51,7 @@ async fn get_task_result(State(sim): State<Arc<Simulator>>, req: Request) -> Res
     // Counted with `res.php` calls: both are what a poll costs the provider.
     sim.count(Event::ResCall);
     let reply = match authorized(&sim, req).await {
-        Ok(body) => result(&sim, &body),
+        Ok((body, dialect)) => result(&sim, &body, dialect),
         Err(reply) => reply,
     };
     with_wire_faults(&sim, reply).await
@@ -57,10 +59,10 @@ async fn get_task_result(State(sim): State<Arc<Simulator>>, req: Request) -> Res
 
 async fn get_balance(State(sim): State<Arc<Simulator>>, req: Request) -> Response {
     let reply = match authorized(&sim, req).await {
-        Ok(_) => {
+        Ok((_, dialect)) => {
             let balance = sim.settings.balance.trim().parse::<f64>().ok();
             match balance.and_then(serde_json::Number::from_f64) {
-                Some(n) => ok(json!({"errorId": 0, "balance": n})),
+                Some(n) => ok(caller::balance(dialect, n)),
                 None => error(codes::SERVER_ERROR),
             }
         }
@@ -86,8 +88,17 @@ fn error(code: &str) -> Response {
 }
 
 /// The body as a JSON object whose `clientKey` is accepted: 32 characters (as `in.php` keys)
-/// and one of the configured keys where some are configured.
-async fn authorized(sim: &Simulator, req: Request) -> Result<Map<String, Value>, Response> {
+/// and one of the configured keys where some are configured; with the dialect its sender speaks.
+async fn authorized(
+    sim: &Simulator,
+    req: Request,
+) -> Result<(Map<String, Value>, TaskApiDialect), Response> {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned);
+    let capsolver_sdk = req.headers().contains_key("x-capsolver-client-user-agent");
     let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
         .await
         .map_err(|_| error(codes::TOO_BIG_CAPTCHA_FILESIZE))?;
@@ -103,10 +114,15 @@ async fn authorized(sim: &Simulator, req: Request) -> Result<Map<String, Value>,
     {
         return Err(error(codes::KEY_DOES_NOT_EXIST));
     }
-    Ok(body)
+    let hints = Hints {
+        host: host.as_deref(),
+        capsolver_sdk,
+    };
+    let dialect = caller::dialect_of(hints, &body);
+    Ok((body, dialect))
 }
 
-fn create(sim: &Simulator, body: &Map<String, Value>) -> Response {
+fn create(sim: &Simulator, body: &Map<String, Value>, dialect: TaskApiDialect) -> Response {
     let request = match decode_task(body.get("task")) {
         Ok(r) => r,
         Err(invalid) => {
@@ -114,7 +130,7 @@ fn create(sim: &Simulator, body: &Map<String, Value>) -> Response {
         }
     };
     match sim.submit(&request) {
-        Submit::Accepted(id) => ok(json!({"errorId": 0, "taskId": id})),
+        Submit::Accepted(id) => ok(caller::created(dialect, &id.to_string())),
         Submit::NoCapacity | Submit::Fault(SubmitFault::Capacity) => {
             error(&sim.settings.capacity_code)
         }
@@ -134,28 +150,31 @@ fn our_id(body: &Map<String, Value>) -> Option<u64> {
     task_id_from(body.get("taskId"))?.parse().ok()
 }
 
-fn result(sim: &Simulator, body: &Map<String, Value>) -> Response {
-    let poll = sim.poll(&[our_id(body)]).pop().unwrap_or(Poll::Unknown);
+fn result(sim: &Simulator, body: &Map<String, Value>, dialect: TaskApiDialect) -> Response {
+    let id = our_id(body);
+    let poll = sim.poll(&[id]).pop().unwrap_or(Poll::Unknown);
+    let id = id.map(|n| n.to_string()).unwrap_or_default();
     match poll {
-        Poll::Ready(kind, answer) => ok(json!({
-            "errorId": 0,
-            "status": "ready",
-            "solution": solution(kind, &answer),
-            "cost": answers::price(kind),
-            "ip": "127.0.0.1",
-            "createTime": answer.solved_at / 1000,
-            "endTime": answer.solved_at / 1000,
-            "solveCount": 1,
-        })),
-        Poll::NotReady => ok(json!({"errorId": 0, "status": "processing"})),
-        Poll::Unsolvable => error(codes::CAPTCHA_UNSOLVABLE),
+        Poll::Ready(kind, answer) => {
+            let done = Finished {
+                kind,
+                answer: &answer,
+                cost: answers::price(kind),
+                ip: "127.0.0.1",
+                created_s: answer.solved_at / 1000,
+                ended_s: answer.solved_at / 1000,
+            };
+            ok(caller::ready(dialect, &id, done))
+        }
+        Poll::NotReady => ok(caller::processing(dialect, &id)),
+        Poll::Unsolvable => ok(caller::failed(dialect, &id, codes::CAPTCHA_UNSOLVABLE)),
         Poll::Unknown => error(NO_SUCH_CAPCHA_ID),
     }
 }
 
 async fn report(sim: &Simulator, req: Request, good: bool) -> Response {
     let body = match authorized(sim, req).await {
-        Ok(body) => body,
+        Ok((body, _)) => body,
         Err(reply) => return reply,
     };
     let Some(id) = our_id(&body) else {

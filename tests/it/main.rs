@@ -47,6 +47,7 @@ mod secrets;
 mod shutdown;
 mod shutdown_handback;
 mod slow_clients;
+mod strict_dialects;
 mod taskapi;
 mod tenants;
 mod tls;

@@ -82,9 +82,12 @@ impl Reply {
         }
     }
 
-    /// A solved answer: `request` always; `result` + `user_agent` too, which the captchaai SDK
-    /// reads for Enterprise and Cloudflare Challenge (item 10); GeeTest's `request` is an object
-    /// in JSON mode; `price` for `get2`.
+    /// A solved answer: `request` always; `result` only for the kinds whose answer CaptchaAI
+    /// documents there (reCAPTCHA, for its Enterprise variants, which the stored answer does not
+    /// tell apart, and Cloudflare Challenge; the captchaai SDK reads it, item 10); the user agent
+    /// an answer is bound to as `user_agent` (CaptchaAI's name) and `useragent` (2captcha's); the
+    /// caller's provider cannot be told from its request, so both. GeeTest's `request` is an
+    /// object in JSON mode; `price` for `get2`. Nothing else (item 17).
     pub fn answer(mode: Mode, kind: Kind, answer: &Answer, price: Option<&str>) -> Reply {
         let request = match kind {
             Kind::GeetestV3 => serde_json::from_str::<Value>(&answer.text)
@@ -94,7 +97,12 @@ impl Reply {
             _ => Value::String(answer.text.clone()),
         };
         let mut extra = serde_json::Map::new();
-        extra.insert("result".into(), Value::String(answer.text.clone()));
+        if matches!(
+            kind,
+            Kind::RecaptchaV2 | Kind::RecaptchaV3 | Kind::CloudflareChallenge
+        ) {
+            extra.insert("result".into(), Value::String(answer.text.clone()));
+        }
         if let Some(ua) = &answer.user_agent {
             extra.insert("user_agent".into(), Value::String(ua.clone()));
             extra.insert("useragent".into(), Value::String(ua.clone()));
@@ -224,5 +232,6 @@ mod tests {
         .unwrap();
         assert_eq!(v["request"]["geetest_challenge"], "c");
         assert_eq!(v["price"], "0.001");
+        assert!(v.get("result").is_none(), "{v}");
     }
 }

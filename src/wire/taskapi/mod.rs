@@ -7,8 +7,10 @@
 //! ([`names`]), reading a JSON task into a [`SolveRequest`](crate::model::SolveRequest) with every
 //! value type- and range-checked ([`decode_task`]), writing a request as each flavor's task
 //! ([`encode_task`]), the solution objects both ways and the error codes and reply bodies
-//! ([`reply`]). Does not own: routing, authentication, solving or retries.
+//! ([`reply`]), and which dialect a caller speaks with the reply fields each documents ([`caller`]).
+//! Does not own: routing, authentication, solving or retries.
 
+pub mod caller;
 mod decode;
 mod encode;
 pub mod names;

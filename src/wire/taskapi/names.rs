@@ -205,6 +205,19 @@ pub fn name_for(flavor: TaskApiDialect, shape: Shape, proxy: ProxyUse) -> Option
     })
 }
 
+/// Whether `type_name` is spelled as only CapSolver spells it (`ReCaptchaV2TaskProxyLess`,
+/// `AntiTurnstileTaskProxyLess`), case and all: a sign the caller is a CapSolver client. Names
+/// every dialect shares (`ImageToTextTask`) say nothing.
+pub fn capsolver_spelling(type_name: &str) -> bool {
+    let name = type_name.trim();
+    NAMES.iter().any(|(_, shape, proxy)| {
+        let theirs = |flavor| name_for(flavor, *shape, *proxy) == Some(name);
+        theirs(TaskApiDialect::CapSolver)
+            && !theirs(TaskApiDialect::AntiCaptcha)
+            && !theirs(TaskApiDialect::TwoCaptchaV2)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +236,11 @@ mod tests {
             Some((Shape::RecaptchaV2 { enterprise: false }, ProxyUse::Proxied))
         );
         assert_eq!(shape_of("FunCaptchaTaskProxyless"), None);
+        assert!(capsolver_spelling("ReCaptchaV2TaskProxyLess"));
+        assert!(capsolver_spelling("AntiTurnstileTaskProxyLess"));
+        assert!(!capsolver_spelling("RecaptchaV2TaskProxyless"));
+        assert!(!capsolver_spelling("recaptchav2taskproxyless"));
+        assert!(!capsolver_spelling("ImageToTextTask"));
         for flavor in TaskApiDialect::ALL {
             assert_eq!(
                 TaskApiDialect::from_name(&flavor.as_str().to_uppercase()),
