@@ -122,6 +122,16 @@ impl ClientBuilder {
         self
     }
 
+    /// Whether a solve or submit without its own idempotency key gets a generated one (default
+    /// on). With it, a call whose gateway died after the call was sent (connection lost, a 502
+    /// from a proxy, `shutting_down`) is sent to another gateway, which on a shared Redis
+    /// resumes the same task; without it such a call fails with the transport error, since
+    /// sending it again could solve it twice. See docs/CLIENTS.md.
+    pub fn generated_idempotency_keys(mut self, on: bool) -> Self {
+        self.config.generated_keys = on;
+        self
+    }
+
     /// Checks the settings and makes the client (and starts its probes).
     pub fn build(self) -> Result<Client, ConfigError> {
         if let Some(e) = self.error {
@@ -180,6 +190,10 @@ struct Call<'a> {
     /// How long the gateway may take by itself; the HTTP timeout adds the margin.
     wait: Duration,
     idempotency_key: Option<&'a str>,
+    /// The key was generated for this call, not given by its caller: the gateway is told
+    /// (`Idempotency-Scope: request`) so that the task ends when its callers leave, as a call
+    /// without a key does, instead of waiting for a caller who will never come back with it.
+    request_scoped: bool,
     /// Safe to send again after it may have started (a read, or an idempotency key).
     repeatable: bool,
     /// The gateway to try first (the one that holds a task).
@@ -193,14 +207,17 @@ impl Client {
 
     /// `POST /v1/solve`: waits for the answer.
     pub async fn solve(&self, request: &SolveRequest) -> Result<Solution, Error> {
+        let generated = self.generated_key(request);
+        let key = request.key().or(generated.as_deref());
         let (address, body) = self
             .send(Call {
                 method: Method::POST,
                 path: "/v1/solve".into(),
                 body: Some(request.body()),
                 wait: request.deadline(),
-                idempotency_key: request.key(),
-                repeatable: request.key().is_some(),
+                idempotency_key: key,
+                request_scoped: generated.is_some(),
+                repeatable: key.is_some(),
                 prefer: None,
             })
             .await?;
@@ -212,14 +229,18 @@ impl Client {
 
     /// `POST /v1/tasks`: starts a task and returns at once; read it with [`task`](Self::task).
     pub async fn submit(&self, request: &SolveRequest) -> Result<TaskRef, Error> {
+        let generated = self.generated_key(request);
+        let key = request.key().or(generated.as_deref());
         let (address, body) = self
             .send(Call {
                 method: Method::POST,
                 path: "/v1/tasks".into(),
                 body: Some(request.body()),
                 wait: Duration::ZERO,
-                idempotency_key: request.key(),
-                repeatable: request.key().is_some(),
+                idempotency_key: key,
+                // A task for later outlives its request whatever the key's scope.
+                request_scoped: false,
+                repeatable: key.is_some(),
                 prefer: None,
             })
             .await?;
@@ -249,6 +270,7 @@ impl Client {
                 body: None,
                 wait,
                 idempotency_key: None,
+                request_scoped: false,
                 repeatable: true,
                 prefer: Some(&task.address),
             })
@@ -270,6 +292,15 @@ impl Client {
     /// to the fleet's health without polling [`backends`](Self::backends).
     pub fn health_changes(&self) -> watch::Receiver<u64> {
         self.inner.fleet.changes()
+    }
+
+    /// A fresh key for a call whose caller gave none, when generated keys are on: 128 random
+    /// bits, so two calls never share one.
+    fn generated_key(&self, request: &SolveRequest) -> Option<String> {
+        if request.key().is_some() || !self.inner.config.generated_keys {
+            return None;
+        }
+        Some(format!("cgc-{:032x}", rand::rng().random::<u128>()))
     }
 
     async fn send(&self, call: Call<'_>) -> Result<(String, Value), Error> {
@@ -324,6 +355,9 @@ impl Client {
         }
         if let Some(key) = call.idempotency_key {
             req = req.header("Idempotency-Key", key);
+            if call.request_scoped {
+                req = req.header("Idempotency-Scope", "request");
+            }
         }
         if let Some(body) = &call.body {
             req = req.json(body);

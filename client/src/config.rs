@@ -45,6 +45,9 @@ pub(crate) struct Config {
     pub response_margin: Duration,
     /// Seeds power-of-two-choices draws and retry jitter.
     pub seed: u64,
+    /// Solves and submits without the caller's own key get a generated one, so a call whose
+    /// gateway died after it was sent can be sent to another (docs/CLIENTS.md).
+    pub generated_keys: bool,
 }
 
 impl fmt::Debug for Config {
@@ -56,13 +59,15 @@ impl fmt::Debug for Config {
             .field("ejection", &self.ejection)
             .field("max_attempts", &self.max_attempts)
             .field("probe_interval", &self.probe_interval)
+            .field("generated_keys", &self.generated_keys)
             .finish_non_exhaustive()
     }
 }
 
 impl Default for Config {
     /// Least-outstanding (the choice for one client and a small fleet), NGINX-like ejection
-    /// (three failures, ten seconds), three attempts, a probe every five seconds.
+    /// (three failures, ten seconds), three attempts, a probe every five seconds, a generated
+    /// idempotency key on every solve that has none.
     fn default() -> Self {
         Self {
             backends: Vec::new(),
@@ -77,6 +82,7 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(2),
             response_margin: Duration::from_secs(10),
             seed: 0x6761_7465,
+            generated_keys: true,
         }
     }
 }

@@ -1,10 +1,11 @@
 //! How one attempt ended: what it says about the gateway's health (an [`Outcome`] for the
 //! balancer) and whether the call may go to another gateway.
 //!
-//! A call is sent again only when that cannot solve it twice: the gateway refused it at
-//! admission (503 `overloaded` / `WORKER_AT_CAPACITY`, before any work started), the connection
-//! was never made, or the caller marked it repeatable with an idempotency key. A 429 is a
-//! fleet-wide limit: every gateway would answer the same, so it is returned at once.
+//! A call is sent again when the gateway refused it at admission (503 `overloaded` /
+//! `WORKER_AT_CAPACITY`, before any work started), when the connection was never made, or, after
+//! it may have started, when it carries an idempotency key (the caller's, or one the client
+//! generated): gateways on one Redis then resume the same task, so it is not solved twice. A 429
+//! is a fleet-wide limit: every gateway would answer the same, so it is returned at once.
 
 use std::time::Duration;
 

@@ -68,9 +68,9 @@ impl SolveRequest {
         self
     }
 
-    /// Marks the call as safe to repeat: sent as `Idempotency-Key`, and retried on another
-    /// gateway even after one may have started it. Only for gateways that deduplicate by this
-    /// key; see docs/CLIENTS.md.
+    /// The call's own `Idempotency-Key`: a repeat with it, from any caller of the tenant, joins
+    /// the same task. Without one the client generates a key per call (unless
+    /// `generated_idempotency_keys(false)`), which only its own retries use; see docs/CLIENTS.md.
     pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
         self.idempotency_key = Some(key.into());
         self

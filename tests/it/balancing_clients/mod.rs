@@ -4,6 +4,7 @@
 //! and no call is solved twice (upstream submits at the simulator = calls).
 
 mod keyed;
+mod mid_call;
 mod python;
 mod rust;
 
@@ -50,6 +51,27 @@ impl Instance {
             "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:{}\"\n\
              threads = 2000\nmax_concurrent = {max_concurrent}\nwarmup_s = {warmup_s}\nredis_url = \"{redis_url}\"\n\
              [poll]\nfirst_check_s = 0.05\ninterval_s = 0.05\nmax_requests_per_second = 2000\n{tables}\n",
+            sim.addr,
+            free_port()
+        ))
+        .provider_key(KEY)
+        .log("warn");
+        let process = launch.clone().start().await;
+        Instance {
+            base: process.base.clone(),
+            process: Some(process),
+            launch,
+        }
+    }
+
+    /// Configured as a user runs it against a provider: default polling, admission and lease,
+    /// only the provider's address pointing at the simulator; on `redis_url`, or on its own
+    /// embedded store when `None`.
+    pub async fn as_users_run_it(sim: &SimServer, redis_url: Option<&str>) -> Instance {
+        let store = redis_url.map_or(String::new(), |url| format!("redis_url = \"{url}\"\n"));
+        let launch = Launch::serve(format!(
+            "provider = \"captchaai\"\nprovider_url = \"http://{}\"\nlisten = \"127.0.0.1:{}\"\n\
+             threads = 500\n{store}",
             sim.addr,
             free_port()
         ))

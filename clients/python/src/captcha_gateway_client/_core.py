@@ -7,8 +7,9 @@ import math
 import random
 import re
 import urllib.parse
+import uuid
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ._balancer import Balancer, EjectionPolicy, Strategy
 from .errors import BadAnswerError, ConfigError
@@ -55,6 +56,7 @@ class Settings:
     probe_timeout: float
     connect_timeout: float
     response_margin: float
+    generated_idempotency_keys: bool
 
     def __repr__(self) -> str:
         # The key is never printed.
@@ -73,6 +75,7 @@ def settings(
     probe_timeout: float = 2.0,
     connect_timeout: float = 2.0,
     response_margin: float = 10.0,
+    generated_idempotency_keys: bool = True,
 ) -> Settings:
     urls = [backend_url(u) for u in backends]
     if not urls:
@@ -98,6 +101,8 @@ def settings(
     cap = _seconds("max_ejection", policy.max_ejection, base, LONGEST)
     if probe_interval is not None:
         probe_interval = _seconds("probe_interval", probe_interval, 0.01, LONGEST)
+    if not isinstance(generated_idempotency_keys, bool):
+        raise ConfigError("generated_idempotency_keys: use True or False")
     return Settings(
         backends=urls,
         key=key,
@@ -110,6 +115,7 @@ def settings(
         probe_timeout=_seconds("probe_timeout", probe_timeout, 0.001, LONGEST),
         connect_timeout=_seconds("connect_timeout", connect_timeout, 0.001, LONGEST),
         response_margin=_seconds("response_margin", response_margin, 0.0, LONGEST),
+        generated_idempotency_keys=generated_idempotency_keys,
     )
 
 
@@ -123,12 +129,31 @@ def backoff(s: Settings, retry: int) -> float:
     return random.uniform(0.0, ceiling)
 
 
-def headers(s: Settings, idempotency_key: Optional[str]) -> Dict[str, str]:
+def call_key(
+    s: Settings, idempotency_key: Optional[str], solve: bool
+) -> Tuple[Optional[str], bool]:
+    """The call's idempotency key, and whether the gateway is told it names only this request.
+
+    The caller's own key wins. Without one, a key is generated (128 random bits) unless
+    ``generated_idempotency_keys=False``: with it, a call whose gateway died after it was sent is
+    sent to another, which on a shared Redis resumes the same task. A generated key on a solve is
+    sent with ``Idempotency-Scope: request``, so the task ends when its callers leave, as a call
+    without a key does; a task for later (``submit``) outlives its request either way."""
+    if idempotency_key is not None:
+        return idempotency_key, False
+    if not s.generated_idempotency_keys:
+        return None, False
+    return "cgc-" + uuid.uuid4().hex, solve
+
+
+def headers(s: Settings, idempotency_key: Optional[str], request_scoped: bool) -> Dict[str, str]:
     h = {"Accept": "application/json"}
     if s.key is not None:
         h["Authorization"] = f"Bearer {s.key}"
     if idempotency_key is not None:
         h["Idempotency-Key"] = idempotency_key
+        if request_scoped:
+            h["Idempotency-Scope"] = "request"
     return h
 
 

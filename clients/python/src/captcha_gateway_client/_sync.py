@@ -52,8 +52,9 @@ class GatewayClient:
     ) -> Dict[str, Any]:
         """``POST /v1/solve``: the answer (``token``, ``kind``, ``source``, ``expires_at``...)."""
         body = _core.solve_body(kind, params, timeout_s)
+        key, scoped = _core.call_key(self._settings, idempotency_key, solve=True)
         address, data = self._send(
-            "POST", "/v1/solve", body, _core.deadline(timeout_s), idempotency_key
+            "POST", "/v1/solve", body, _core.deadline(timeout_s), key, request_scoped=scoped
         )
         return _core.as_object(address, data)
 
@@ -66,7 +67,8 @@ class GatewayClient:
     ) -> Tuple[str, str]:
         """``POST /v1/tasks``: ``(task_id, address)``; read it with :meth:`task`."""
         body = _core.solve_body(kind, params, timeout_s)
-        address, data = self._send("POST", "/v1/tasks", body, 0.0, idempotency_key)
+        key, _ = _core.call_key(self._settings, idempotency_key, solve=False)
+        address, data = self._send("POST", "/v1/tasks", body, 0.0, key)
         task_id = _core.as_object(address, data).get("task_id")
         if not isinstance(task_id, str):
             raise BadAnswerError(address, "no task_id in the answer")
@@ -86,7 +88,10 @@ class GatewayClient:
     def worker_solve(self, task: Dict[str, Any]) -> Dict[str, Any]:
         """The seed's worker API, ``POST /solve``: ``{solution, captcha_id}`` or ``{error}``
         (solving errors come with HTTP 200, as in the seed)."""
-        address, data = self._send("POST", "/solve", dict(task), 600.0, None)
+        key, scoped = _core.call_key(self._settings, None, solve=True)
+        address, data = self._send(
+            "POST", "/solve", dict(task), 600.0, key, request_scoped=scoped
+        )
         return _core.as_object(address, data)
 
     def backends(self) -> List[BackendState]:
@@ -125,10 +130,11 @@ class GatewayClient:
         idempotency_key: Optional[str],
         repeatable: bool = False,
         prefer: Optional[str] = None,
+        request_scoped: bool = False,
     ) -> Tuple[str, Any]:
         s = self._settings
         repeatable = repeatable or idempotency_key is not None
-        headers = _core.headers(s, idempotency_key)
+        headers = _core.headers(s, idempotency_key, request_scoped)
         tried: List[str] = []
         last: Optional[GatewayError] = None
         for attempt in range(1, s.max_attempts + 1):

@@ -4,8 +4,10 @@ Same constructor (a list of worker URLs) and same ``solve(task)`` returning the 
 JSON (``{solution, captcha_id}`` or ``{error}``), over the gateway's seed worker API
 (``POST /solve``). What changed is what went wrong in the seed: a worker is never marked dead
 forever (it is ejected for a while and let back), there is no recursion (at most
-``max_attempts`` tries), a call goes to another worker only when it cannot be solved twice
-(refused at admission, or no connection), and a 429 is returned, not retried everywhere.
+``max_attempts`` tries), a call goes to another worker only when that cannot solve it twice
+(refused at admission, no connection, or, under the idempotency key every call carries, a
+worker that died mid-call: workers on one Redis resume the task), and a 429 is returned, not
+retried everywhere.
 """
 
 from __future__ import annotations
