@@ -84,22 +84,13 @@ where
     F: FnOnce(AppState, Map<String, Value>, TaskApiDialect) -> Fut,
     Fut: std::future::Future<Output = Answer>,
 {
-    let headers = req.headers();
-    let host = headers
-        .get(axum::http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_owned);
-    let capsolver_sdk = headers.contains_key("x-capsolver-client-user-agent");
+    let hints = Hints::of(req.headers());
     let body = super::input::read_limited(req.into_body(), state.limits.max_body_bytes).await;
     let answer = match body {
         Err(_) => Answer::error(codes::TOO_BIG_CAPTCHA_FILESIZE, None),
         Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Object(body)) => {
-                let hints = Hints {
-                    host: host.as_deref(),
-                    capsolver_sdk,
-                };
-                let dialect = caller::dialect_of(hints, &body);
+                let dialect = caller::dialect_of(&hints, &body);
                 action(state.clone(), body, dialect).await
             }
             _ => Answer::error(BAD_REQUEST, Some("the body must be a JSON object")),

@@ -93,12 +93,7 @@ async fn authorized(
     sim: &Simulator,
     req: Request,
 ) -> Result<(Map<String, Value>, TaskApiDialect), Response> {
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_owned);
-    let capsolver_sdk = req.headers().contains_key("x-capsolver-client-user-agent");
+    let hints = Hints::of(req.headers());
     let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
         .await
         .map_err(|_| error(codes::TOO_BIG_CAPTCHA_FILESIZE))?;
@@ -114,11 +109,7 @@ async fn authorized(
     {
         return Err(error(codes::KEY_DOES_NOT_EXIST));
     }
-    let hints = Hints {
-        host: host.as_deref(),
-        capsolver_sdk,
-    };
-    let dialect = caller::dialect_of(hints, &body);
+    let dialect = caller::dialect_of(&hints, &body);
     Ok((body, dialect))
 }
 

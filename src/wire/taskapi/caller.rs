@@ -7,6 +7,7 @@
 //! `getTaskResult` one. So CapSolver callers and anti-captcha callers cannot share one shape.
 //! 2captcha's v2 API documents anti-captcha's fields, so its callers get anti-captcha's shape.
 
+use axum::http::{HeaderMap, header};
 use serde_json::{Map, Value, json};
 
 use super::names::{TaskApiDialect, capsolver_spelling};
@@ -14,22 +15,35 @@ use super::reply::{error_body, solution, task_id_value};
 use crate::model::{Answer, Kind};
 
 /// What a request says about its sender beyond its body.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Hints<'a> {
+#[derive(Debug, Clone, Default)]
+pub struct Hints {
     /// The `Host` the caller addressed (a gateway may be reached under a provider's name).
-    pub host: Option<&'a str>,
+    pub host: Option<String>,
     /// The official `capsolver` package sends `X-capsolver-Client-User-Agent` on every call.
     pub capsolver_sdk: bool,
+}
+
+impl Hints {
+    /// Read before the body is taken from the request.
+    pub fn of(headers: &HeaderMap) -> Hints {
+        Hints {
+            host: headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_ascii_lowercase),
+            capsolver_sdk: headers.contains_key("x-capsolver-client-user-agent"),
+        }
+    }
 }
 
 /// Which dialect's replies `body` (a `createTask`, `getTaskResult`, `getBalance` or report
 /// body) should get. Anti-captcha's when nothing says otherwise: every known client of
 /// anti-captcha's and 2captcha's shape reads it, and it is the protocol's original form.
-pub fn dialect_of(hints: Hints<'_>, body: &Map<String, Value>) -> TaskApiDialect {
+pub fn dialect_of(hints: &Hints, body: &Map<String, Value>) -> TaskApiDialect {
     if hints.capsolver_sdk || body.contains_key("appId") {
         return TaskApiDialect::CapSolver;
     }
-    let host = hints.host.unwrap_or_default().to_ascii_lowercase();
+    let host = hints.host.as_deref().unwrap_or_default();
     if host.contains("capsolver") {
         return TaskApiDialect::CapSolver;
     }
@@ -169,10 +183,10 @@ mod tests {
 
     #[test]
     fn the_caller_is_known_by_its_sdk_app_id_host_id_type_or_spelling() {
-        let none = Hints::default();
+        let none = &Hints::default();
         let anti = body(json!({"clientKey": "k", "task": {"type": "RecaptchaV2TaskProxyless"}}));
         assert_eq!(dialect_of(none, &anti), TaskApiDialect::AntiCaptcha);
-        let sdk = Hints {
+        let sdk = &Hints {
             capsolver_sdk: true,
             ..Hints::default()
         };
@@ -189,21 +203,22 @@ mod tests {
             dialect_of(none, &body(json!({"taskId": 17}))),
             TaskApiDialect::AntiCaptcha
         );
-        let host = |h| Hints {
-            host: Some(h),
-            ..Hints::default()
+        let host = |h: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, h.parse().unwrap());
+            Hints::of(&headers)
         };
         let plain = body(json!({"clientKey": "k"}));
         assert_eq!(
-            dialect_of(host("API.2captcha.com"), &plain),
+            dialect_of(&host("API.2captcha.com"), &plain),
             TaskApiDialect::TwoCaptchaV2
         );
         assert_eq!(
-            dialect_of(host("api.capsolver.com:443"), &plain),
+            dialect_of(&host("api.capsolver.com:443"), &plain),
             TaskApiDialect::CapSolver
         );
         assert_eq!(
-            dialect_of(host("127.0.0.1:8080"), &plain),
+            dialect_of(&host("127.0.0.1:8080"), &plain),
             TaskApiDialect::AntiCaptcha
         );
     }
