@@ -37,6 +37,8 @@ pub enum Command {
     Worker(WorkerArgs),
     /// Print a one-screen summary of a running gateway's live figures (`GET /v1/status`).
     Status(StatusArgs),
+    /// Print what the plan needs, from the demand a running gateway served (`GET /v1/advice`).
+    Advise(AdviseArgs),
 }
 
 /// `--provider`: the providers the one-account shortcut serves (CaptchaAI and 2captcha with
@@ -277,6 +279,26 @@ pub struct StatusArgs {
     /// Seconds to wait for the gateway's answer.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
     pub timeout_s: u64,
+}
+
+/// `advise`: the plan advice of a running gateway, over a window of its demand log.
+#[derive(Debug, Default, Args)]
+pub struct AdviseArgs {
+    #[command(flatten)]
+    pub gateway: StatusArgs,
+    /// Hours of demand to look at, back from now (the log keeps 14 days).
+    #[arg(long, default_value_t = 24.0, value_parser = window_hours)]
+    pub window_h: f64,
+    /// Print the advice as the endpoint's JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn window_hours(raw: &str) -> Result<f64, String> {
+    match raw.trim().parse::<f64>() {
+        Ok(h) if h > 0.0 && h <= 14.0 * 24.0 => Ok(h),
+        _ => Err("use a number of hours above 0 and at most 336 (14 days)".into()),
+    }
 }
 
 /// `submit`: tasks from arguments or a JSON-lines file onto a queue, results back as JSON lines.

@@ -96,6 +96,9 @@ pub struct Settings {
     /// How often the status page's history is sampled and, with Redis, this instance's figures
     /// published to the fleet (`crate::status`; no flag: tests shorten it).
     pub status_every: Duration,
+    /// The span of one bucket of the demand log the plan advisor reads (`status::demand`; 5
+    /// minutes, 14 days kept; no flag: tests shorten it).
+    pub demand_bucket: Duration,
     /// The operations endpoints' listener and key (docs/SECURITY.md "Endpoints").
     pub ops: crate::http::OpsSettings,
 }
@@ -350,6 +353,7 @@ pub fn load_serve(
         redis_lease_given: file.redis_lease_s.is_some(),
         queue: file.queue.clone(),
         status_every: crate::status::DEFAULT_EVERY,
+        demand_bucket: crate::status::demand::DEFAULT_BUCKET,
         ops,
     })
 }

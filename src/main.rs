@@ -93,6 +93,7 @@ async fn run(cli: Cli) -> ExitCode {
             };
         }
         Command::Status(args) => return captcha_gateway::commands::status::run(&args).await,
+        Command::Advise(args) => return captcha_gateway::commands::advise::run(&args).await,
         Command::Submit(args) => {
             let settings = match config::load_submit(&args) {
                 Ok(s) => s,

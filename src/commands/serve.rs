@@ -99,6 +99,7 @@ impl Gateway {
             exposition: Arc::new(metrics),
             status: crate::status::Status::new(
                 settings.status_every,
+                Some(settings.demand_bucket),
                 settings.redis.as_ref().map(|r| &r.target),
                 crate::status::Role::Serve,
             )

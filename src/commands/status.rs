@@ -26,12 +26,22 @@ pub async fn run(args: &StatusArgs) -> ExitCode {
 }
 
 async fn fetch(args: &StatusArgs) -> Result<StatusReport, String> {
+    fetch_json(args, "/v1/status", "a status report").await
+}
+
+/// `path` (with its query) of the gateway `args` names, read as JSON; the error is one line
+/// that never shows the URL's password. `what` names the expected answer.
+pub(crate) async fn fetch_json<T: serde::de::DeserializeOwned>(
+    args: &StatusArgs,
+    path: &str,
+    what: &str,
+) -> Result<T, String> {
     let shown = redact_url(&args.url);
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(args.timeout_s))
         .build()
         .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
-    let url = format!("{}/v1/status", args.url.trim_end_matches('/'));
+    let url = format!("{}{path}", args.url.trim_end_matches('/'));
     let mut req = http.get(&url);
     if let Some(key) = args.ops_key.as_ref().or(args.key.as_ref()) {
         req = req.bearer_auth(&key.0);
@@ -56,13 +66,13 @@ async fn fetch(args: &StatusArgs) -> Result<StatusReport, String> {
     }
     if !res.status().is_success() {
         return Err(format!(
-            "the gateway at {shown} answered HTTP {} to /v1/status",
+            "the gateway at {shown} answered HTTP {} to {path}",
             res.status().as_u16()
         ));
     }
     res.json()
         .await
-        .map_err(|_| format!("{shown}/v1/status did not answer a status report"))
+        .map_err(|_| format!("{shown}{path} did not answer {what}"))
 }
 
 fn rate(r: f64) -> String {

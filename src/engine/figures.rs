@@ -83,6 +83,28 @@ impl EngineFigures {
         self.tasks_taken_over.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Each kind's answers by source and its solves without an answer, cumulative: what the
+    /// demand log (`status::demand`) counts per kind.
+    pub fn by_kind(&self) -> [(BySource<u64>, u64); Kind::ALL.len()] {
+        let mut out = [(BySource::<u64>::default(), 0); Kind::ALL.len()];
+        for (i, by_source) in self.answers.iter().enumerate() {
+            out[i].0 = BySource {
+                pool: by_source[0].load(Ordering::Relaxed),
+                solved: by_source[1].load(Ordering::Relaxed),
+                shared: by_source[2].load(Ordering::Relaxed),
+            };
+        }
+        for ((kind, _), n) in self
+            .errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            out[kind.index()].1 += n;
+        }
+        out
+    }
+
     pub fn read(&self) -> EngineReading {
         let mut answers = BySource::<u64>::default();
         for by_source in &self.answers {

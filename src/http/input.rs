@@ -57,18 +57,30 @@ fn out_of_range(code: &str, field: &str, max: Duration, allow_zero: bool) -> Api
 /// `wait` from the query string of `GET /v1/tasks/{id}`: 0 (answer at once) when absent, else
 /// seconds from 0 to `max`. Other parameters are ignored, as everywhere in the API.
 pub fn wait_query(query: Option<&str>, max: Duration) -> Result<Duration, ApiError> {
+    seconds_query(query, "wait", max, Duration::ZERO)
+}
+
+/// Seconds named `field` in a query string: `default` when absent, else above 0 (0 too when
+/// `default` is 0) and at most `max`; otherwise 400 `bad_<field>` saying the range.
+pub fn seconds_query(
+    query: Option<&str>,
+    field: &str,
+    max: Duration,
+    default: Duration,
+) -> Result<Duration, ApiError> {
     let Some(raw) = query.and_then(|q| {
         form_urlencoded::parse(q.as_bytes())
-            .find(|(k, _)| k == "wait")
+            .find(|(k, _)| k == field)
             .map(|(_, v)| v.into_owned())
     }) else {
-        return Ok(Duration::ZERO);
+        return Ok(default);
     };
+    let allow_zero = default.is_zero();
     raw.trim()
         .parse::<f64>()
         .ok()
-        .and_then(|s| checked_seconds(s, max, true))
-        .ok_or_else(|| out_of_range("bad_wait", "wait", max, true))
+        .and_then(|s| checked_seconds(s, max, allow_zero))
+        .ok_or_else(|| out_of_range(&format!("bad_{field}"), field, max, allow_zero))
 }
 
 /// Task ids are digit strings of at most 20 characters (what `engine::submit` makes and

@@ -74,6 +74,7 @@ fn ops_routes() -> Router<AppState> {
         .route("/metrics", get(ops::metrics))
         .route("/", get(ops::index))
         .route("/v1/status", get(ops::status))
+        .route("/v1/advice", get(ops::advice))
 }
 
 /// Every route of the API port. Probes and `/health` stay here whatever `--ops-listen` says:

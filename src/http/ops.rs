@@ -2,11 +2,14 @@
 //! dashboard. The last three show tenants, sites and threads, so they answer only what
 //! `ops_access` lets through (the operations key, when one is set).
 
+use std::time::Duration;
+
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use super::error::ApiError;
 use super::{AppState, BearerKey, ops_access};
 use crate::pools::GroupBy;
 use crate::telemetry::metrics::CONTENT_TYPE;
@@ -112,6 +115,37 @@ pub async fn status(State(state): State<AppState>, key: BearerKey) -> Response {
     }
     let report = state.status.report(&state.status_sources()).await;
     ([(header::CACHE_CONTROL, "no-store")], Json(report)).into_response()
+}
+
+/// `GET /v1/advice?window_s=`: the plan advice over the last `window_s` seconds of the demand
+/// log (a day when absent, at most the 14 days it keeps).
+pub async fn advice(
+    State(state): State<AppState>,
+    key: BearerKey,
+    RawQuery(query): RawQuery,
+) -> Response {
+    if !state.ops.allows(key.as_deref()) {
+        return ops_access::refusal();
+    }
+    let window = match super::input::seconds_query(
+        query.as_deref(),
+        "window_s",
+        crate::status::demand::DEFAULT_KEEP,
+        Duration::from_secs(24 * 3600),
+    ) {
+        Ok(window) => window,
+        Err(e) => return e.into_response(),
+    };
+    let cap = state.upstream.effective_threads().into();
+    match state.status.advice(window, cap) {
+        Some(advice) => ([(header::CACHE_CONTROL, "no-store")], Json(advice)).into_response(),
+        None => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no_demand_log",
+            "this process keeps no demand log",
+        )
+        .into_response(),
+    }
 }
 
 fn html_escape(s: &str) -> String {

@@ -81,6 +81,25 @@ pub fn sample(state: &Sources) -> Sample {
     }
 }
 
+/// The cumulative counts the demand log diffs: per kind, the engine's answers and failures and
+/// the accounts' timed solves; the threads from `sample`.
+pub fn demand_totals(sources: &Sources, sample: &Sample) -> super::demand::Totals {
+    let mut totals = super::demand::Totals {
+        threads_in_use: sample.threads_in_use,
+        threads_cap: sample.threads_cap,
+        ..Default::default()
+    };
+    for (i, (answers, failed)) in sources.engine.figures().by_kind().into_iter().enumerate() {
+        totals.kinds[i].answers = answers;
+        totals.kinds[i].failed = failed;
+    }
+    for (kind, solves, seconds) in sources.upstream.solve_times_by_kind() {
+        totals.kinds[kind.index()].solves = solves;
+        totals.kinds[kind.index()].solve_seconds = seconds;
+    }
+    totals
+}
+
 fn counts_since(now: &ErrorCounts, then: &ErrorCounts) -> ErrorCounts {
     now.iter()
         .map(|(k, v)| {

@@ -4,9 +4,12 @@
 //! [`EngineFigures`](crate::engine::EngineFigures), which `/metrics` reads too); a sampler keeps
 //! a bounded ring of readings so a page opened now shows the last minutes. With Redis, each
 //! instance publishes its own figures under a key that expires (`fleet.rs`) and the report adds
-//! up every live instance.
+//! up every live instance. A coarser, longer log of the same readings (`demand`) is what the
+//! plan advisor (`advice`, `GET /v1/advice`) reads.
 
+pub mod advice;
 mod build;
+pub mod demand;
 mod fleet;
 mod instance;
 pub mod page;
@@ -24,6 +27,7 @@ use crate::queue::Queue;
 use crate::redis_base::RedisTarget;
 use crate::shutdown::Shutdown;
 use crate::upstream::Upstream;
+use demand::DemandLog;
 use instance::InstanceFigures;
 use ring::Ring;
 
@@ -72,6 +76,8 @@ pub struct Sources {
 pub struct Status {
     every: Duration,
     ring: Mutex<Ring>,
+    /// Demand over days for the advisor; `None` where nothing reads it (a queue worker).
+    demand: Option<Mutex<DemandLog>>,
     /// Other instances' figures as last read from Redis (empty with the embedded store).
     others: Mutex<Vec<InstanceFigures>>,
     fleet: Option<fleet::Fleet>,
@@ -82,7 +88,13 @@ pub struct Status {
 
 impl Status {
     /// `redis`: where to publish and read the fleet's figures; `None` for the embedded store.
-    pub async fn new(every: Duration, redis: Option<&RedisTarget>, role: Role) -> Arc<Status> {
+    /// `demand_bucket`: the demand log's bucket, `None` for no log.
+    pub async fn new(
+        every: Duration,
+        demand_bucket: Option<Duration>,
+        redis: Option<&RedisTarget>,
+        role: Role,
+    ) -> Arc<Status> {
         let every = every.max(Duration::from_millis(100));
         let fleet = match redis {
             Some(target) => fleet::Fleet::open(target, every).await,
@@ -91,6 +103,8 @@ impl Status {
         Arc::new(Status {
             every,
             ring: Mutex::new(Ring::new(HISTORY, crate::model::now_ms())),
+            demand: demand_bucket
+                .map(|bucket| Mutex::new(DemandLog::new(bucket, demand::DEFAULT_KEEP))),
             others: Mutex::new(Vec::new()),
             fleet,
             store: if redis.is_some() { "redis" } else { "memory" },
@@ -119,6 +133,10 @@ impl Status {
 
     async fn sample(&self, sources: &Sources) {
         let sample = build::sample(sources);
+        if let Some(log) = &self.demand {
+            let totals = build::demand_totals(sources, &sample);
+            lock(log).record(sample.t_ms, totals);
+        }
         lock(&self.ring).push(sample);
         if let Some(fleet) = &self.fleet {
             let mine = self.local_figures(sources);
@@ -151,6 +169,21 @@ impl Status {
     }
 }
 
+impl Status {
+    /// The plan advice over the last `window` of the demand log (`None` without a log).
+    pub fn advice(&self, window: Duration, cap_now: u64) -> Option<advice::Advice> {
+        let log = lock(self.demand.as_ref()?);
+        let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
+        let from = crate::model::now_ms().saturating_sub(window_ms);
+        Some(advice::advise(
+            log.since(from),
+            log.bucket(),
+            window,
+            cap_now,
+        ))
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -166,7 +199,7 @@ pub async fn publish_worker(
     redis: &RedisTarget,
     shutdown: &Shutdown,
 ) {
-    let status = Status::new(every, Some(redis), Role::Worker).await;
+    let status = Status::new(every, None, Some(redis), Role::Worker).await;
     let sources = Sources {
         engine,
         upstream,

@@ -243,6 +243,15 @@ impl Upstream {
         self.solve_seconds.total()
     }
 
+    /// Per kind with a solve: how many solves were timed and their summed time in seconds.
+    pub fn solve_times_by_kind(&self) -> Vec<(Kind, u64, f64)> {
+        self.solve_seconds
+            .by_kind()
+            .into_iter()
+            .map(|(kind, buckets, sum)| (kind, buckets.iter().sum(), sum))
+            .collect()
+    }
+
     /// Every account's figures, in config order (the status page).
     pub fn figures(&self) -> Vec<AccountFigures> {
         self.members

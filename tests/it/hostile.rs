@@ -36,6 +36,7 @@ const ENDPOINTS: &[&str] = &[
     "/getTaskResult",
     "/v1/usage",
     "/v1/status",
+    "/v1/advice",
     "/openapi.json",
     "/no/such/path",
 ];

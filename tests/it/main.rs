@@ -3,6 +3,7 @@
 
 mod support;
 
+mod advice;
 mod balancing_clients;
 mod bench;
 mod budget;

@@ -207,6 +207,13 @@ async fn each_json_dialect_gets_exactly_its_documented_fields() {
             );
             assert!(ready["cost"].is_string(), "cost is a decimal string");
         }
+        let solution_keys = if caller.capsolver() {
+            &["gRecaptchaResponse"][..]
+        } else {
+            // anti-captcha's key and 2captcha's: callers of the two cannot be told apart.
+            &["gRecaptchaResponse", "token"][..]
+        };
+        assert_exactly("solution", &ready["solution"], solution_keys);
         let token = ready["solution"]["gRecaptchaResponse"].as_str().unwrap();
         gw.verify(token).await.expect("the answer verifies");
 

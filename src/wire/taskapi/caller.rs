@@ -119,7 +119,15 @@ pub struct Finished<'a> {
 /// `getTaskResult` with the answer. Anti-captcha and 2captcha add what the task cost, where and
 /// when it ran.
 pub fn ready(dialect: TaskApiDialect, id: &str, done: Finished<'_>) -> Value {
-    let solution = solution(done.kind, done.answer);
+    let mut solution = solution(done.kind, done.answer);
+    // The solution object carries every dialect's keys, as anti-captcha's and 2captcha's callers
+    // cannot be told apart; a reCAPTCHA `token` is 2captcha's alone, never CapSolver's.
+    if dialect == TaskApiDialect::CapSolver
+        && matches!(done.kind, Kind::RecaptchaV2 | Kind::RecaptchaV3)
+        && let Value::Object(map) = &mut solution
+    {
+        map.remove("token");
+    }
     match dialect {
         TaskApiDialect::CapSolver => json!({
             "errorId": 0,
@@ -247,6 +255,12 @@ mod tests {
             keys(&ready(cap, "7", done)),
             ["errorId", "solution", "status", "taskId"]
         );
+        assert_eq!(
+            keys(&ready(cap, "7", done)["solution"]),
+            ["gRecaptchaResponse"]
+        );
+        let other = &ready(TaskApiDialect::AntiCaptcha, "7", done)["solution"];
+        assert_eq!(keys(other), ["gRecaptchaResponse", "token"]);
         assert_eq!(
             keys(&failed(cap, "7", "ERROR_CAPTCHA_UNSOLVABLE")),
             [

@@ -1,0 +1,72 @@
+//! `captcha-gateway advise`: the plan advice of a running gateway (`GET /v1/advice`) as text,
+//! each recommendation with the figures it comes from, or as the endpoint's JSON. Exit 0 with
+//! the advice; exit 1 with one line when the gateway cannot be reached or answers something else.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use serde_json::Value;
+
+use super::status::fetch_json;
+use crate::cli::AdviseArgs;
+use crate::status::advice::Advice;
+
+pub async fn run(args: &AdviseArgs) -> ExitCode {
+    let window_s = (args.window_h * 3600.0).round().max(1.0);
+    let path = format!("/v1/advice?window_s={window_s}");
+    let fetched: Result<Value, String> = fetch_json(&args.gateway, &path, "plan advice").await;
+    let advice = fetched.and_then(|v| {
+        let advice = serde_json::from_value::<Advice>(v.clone())
+            .map_err(|_| format!("{path} did not answer plan advice"))?;
+        Ok((v, advice))
+    });
+    match advice {
+        Ok((raw, _)) if args.json => {
+            println!("{raw}");
+            ExitCode::SUCCESS
+        }
+        Ok((_, advice)) => {
+            print!("{}", render(&advice));
+            ExitCode::SUCCESS
+        }
+        Err(line) => {
+            eprintln!("advise: {line}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn render(a: &Advice) -> String {
+    let mut out = String::new();
+    let t = &a.threads;
+    let _ = writeln!(
+        out,
+        "threads: {} recommended (the plan allows {} now)",
+        t.recommended, t.cap
+    );
+    let _ = writeln!(out, "  {}", t.how);
+    let _ = writeln!(
+        out,
+        "window: {:.1} h, {} buckets of {:.0} s with demand",
+        a.window_s as f64 / 3600.0,
+        a.buckets,
+        a.bucket_s
+    );
+    if a.kinds.is_empty() {
+        let _ = writeln!(out, "no demand in the window");
+    }
+    for k in &a.kinds {
+        let mean = k
+            .mean_solve_s
+            .map_or_else(|| "-".to_owned(), |s| format!("{s:.1} s"));
+        let hits = k
+            .pool_hit_rate
+            .map_or_else(|| "-".to_owned(), |r| format!("{:.0} %", r * 100.0));
+        let _ = writeln!(
+            out,
+            "{:<22} callers {:>8} (peak {:.2}/s)  solves {:>8} (peak {:.2}/s, mean {mean})  pool hits {hits}  failed {}",
+            k.kind, k.callers, k.peak_callers_per_s, k.solves, k.peak_solves_per_s, k.failed
+        );
+    }
+    out
+}

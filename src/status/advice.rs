@@ -1,0 +1,193 @@
+//! The plan advisor's answer on threads, from the demand log (`status::demand`): how many
+//! upstream threads the busiest stretch of a window needed, with the figures it comes from
+//! (docs/OPERATIONS.md "Plan advice"). `GET /v1/advice` and `captcha-gateway advise` show it.
+//!
+//! Little's law: the average number of upstream tasks in flight over a bucket, `L`, is the solve
+//! time its tasks spent, summed, divided by the bucket's span (arrival rate times mean solve
+//! time). Arrivals come in bursts, so the plan needs headroom above the busiest bucket's `L`:
+//! `L + 2 * sqrt(L)` covers Poisson arrivals 97 % of the time (the rule docs/OPERATIONS.md
+//! "Sizing threads" gives for sizing by hand), so callers at that peak neither wait for a thread
+//! nor are refused. The most threads the sampler saw in use at once is shown beside it, and the
+//! advice is never below it.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::demand::{Bucket, KindDemand};
+use crate::model::Kind;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Advice {
+    /// The span looked at, and the span of one bucket.
+    pub window_s: u64,
+    pub bucket_s: f64,
+    /// Buckets in the window that had demand (quiet ones are not kept).
+    pub buckets: usize,
+    pub threads: ThreadAdvice,
+    /// Each kind with demand in the window.
+    pub kinds: Vec<KindFigures>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ThreadAdvice {
+    /// The threads the plan allows now (every account's cap, fleet-wide with Redis).
+    pub cap: u64,
+    /// The most threads in use at one sample in the window.
+    pub observed_peak_in_use: u64,
+    /// Upstream tasks in flight on average over the busiest bucket (Little's law).
+    pub littles_law_at_peak: f64,
+    /// When that bucket started (ms since the epoch); `None` without any solve in the window.
+    pub peak_at_ms: Option<u64>,
+    /// Threads above that for bursts: `2 * sqrt(littles_law_at_peak)`.
+    pub headroom: f64,
+    /// `max(ceil(littles_law_at_peak + headroom), observed_peak_in_use)`.
+    pub recommended: u64,
+    /// The derivation in one sentence, with the figures.
+    pub how: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct KindFigures {
+    pub kind: String,
+    /// Callers answered or failed in the window, and the most per second in one bucket.
+    pub callers: u64,
+    pub peak_callers_per_s: f64,
+    /// Upstream solves finished, the most per second in one bucket, their mean solve time.
+    pub solves: u64,
+    pub peak_solves_per_s: f64,
+    pub mean_solve_s: Option<f64>,
+    /// Answers from a pool over answered callers.
+    pub pool_hit_rate: Option<f64>,
+    pub failed: u64,
+}
+
+/// The advice over `buckets` (those of the window, oldest first), each `bucket` long.
+pub fn advise<'a>(
+    buckets: impl IntoIterator<Item = &'a Bucket>,
+    bucket: Duration,
+    window: Duration,
+    cap_now: u64,
+) -> Advice {
+    let span = bucket.as_secs_f64().max(1e-3);
+    let mut kinds: Vec<(Kind, KindDemand, f64, f64)> = Vec::new();
+    let (mut count, mut observed, mut peak, mut peak_at) = (0, 0, 0.0_f64, None);
+    for b in buckets {
+        count += 1;
+        observed = observed.max(b.threads_peak);
+        let in_flight: f64 = b.kinds.iter().map(|(_, d)| d.solve_seconds).sum::<f64>() / span;
+        if in_flight > peak {
+            (peak, peak_at) = (in_flight, Some(b.start_ms));
+        }
+        for (kind, d) in &b.kinds {
+            let i = match kinds.iter().position(|(k, ..)| k == kind) {
+                Some(i) => i,
+                None => {
+                    kinds.push((*kind, KindDemand::default(), 0.0, 0.0));
+                    kinds.len() - 1
+                }
+            };
+            let entry = &mut kinds[i];
+            entry.1.add(d);
+            entry.2 = entry.2.max(d.callers as f64 / span);
+            entry.3 = entry.3.max(d.solves as f64 / span);
+        }
+    }
+    kinds.sort_by_key(|(k, ..)| k.index());
+    let headroom = 2.0 * peak.sqrt();
+    let needed = (peak + headroom).ceil() as u64;
+    let recommended = needed.max(observed);
+    let how = format!(
+        "Little's law at the busiest {span:.0} s bucket: {peak:.2} upstream tasks in flight on \
+         average (solve time summed over the bucket's span), plus 2 * sqrt of that ({headroom:.2}) \
+         for bursts, gives {needed}; the most seen in use at once was {observed}; the plan \
+         allows {cap_now} now"
+    );
+    Advice {
+        window_s: window.as_secs(),
+        bucket_s: span,
+        buckets: count,
+        threads: ThreadAdvice {
+            cap: cap_now,
+            observed_peak_in_use: observed,
+            littles_law_at_peak: peak,
+            peak_at_ms: peak_at,
+            headroom,
+            recommended,
+            how,
+        },
+        kinds: kinds
+            .into_iter()
+            .map(|(kind, d, peak_callers, peak_solves)| {
+                let answered = d.pool + d.solved + d.shared;
+                KindFigures {
+                    kind: kind.as_str().to_owned(),
+                    callers: d.callers,
+                    peak_callers_per_s: peak_callers,
+                    solves: d.solves,
+                    peak_solves_per_s: peak_solves,
+                    mean_solve_s: (d.solves > 0).then(|| d.solve_seconds / d.solves as f64),
+                    pool_hit_rate: (answered > 0).then(|| d.pool as f64 / answered as f64),
+                    failed: d.failed,
+                }
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bucket(start_ms: u64, solves: u64, mean: f64, threads_peak: u64) -> Bucket {
+        Bucket {
+            start_ms,
+            kinds: vec![(
+                Kind::RecaptchaV2,
+                KindDemand {
+                    callers: solves,
+                    solved: solves,
+                    solves,
+                    solve_seconds: solves as f64 * mean,
+                    ..KindDemand::default()
+                },
+            )],
+            threads_peak,
+            threads_cap: 50,
+        }
+    }
+
+    #[test]
+    fn the_busiest_bucket_sets_the_threads_by_littles_law() {
+        // 60 s buckets: 1 solve/s of 5 s (5 in flight), then 4 solves/s of 10 s (40 in flight).
+        let log = [bucket(0, 60, 5.0, 7), bucket(60_000, 240, 10.0, 38)];
+        let a = advise(&log, Duration::from_secs(60), Duration::from_secs(3600), 50);
+        assert!((a.threads.littles_law_at_peak - 40.0).abs() < 1e-9);
+        assert_eq!(a.threads.peak_at_ms, Some(60_000));
+        // 40 + 2 * sqrt(40) = 52.6
+        assert_eq!(a.threads.recommended, 53);
+        assert_eq!(a.threads.observed_peak_in_use, 38);
+        let k = &a.kinds[0];
+        assert_eq!(
+            (k.kind.as_str(), k.callers, k.solves),
+            ("recaptcha_v2", 300, 300)
+        );
+        assert!((k.peak_solves_per_s - 4.0).abs() < 1e-9);
+        assert!((k.mean_solve_s.unwrap() - 9.0).abs() < 1e-9);
+        assert_eq!(k.pool_hit_rate, Some(0.0));
+        assert!(a.threads.how.contains("40.00"), "{}", a.threads.how);
+    }
+
+    #[test]
+    fn the_advice_is_never_below_what_was_seen_in_use() {
+        let log = [bucket(0, 6, 1.0, 9)];
+        let a = advise(&log, Duration::from_secs(60), Duration::from_secs(60), 10);
+        assert_eq!(a.threads.recommended, 9);
+        let none = advise(&[], Duration::from_secs(60), Duration::from_secs(60), 10);
+        assert_eq!(
+            (none.threads.recommended, none.threads.peak_at_ms),
+            (0, None)
+        );
+        assert!(none.kinds.is_empty());
+    }
+}

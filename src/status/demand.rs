@@ -1,0 +1,278 @@
+//! The demand this process served over days, for the plan advisor (`status::advice`): per kind,
+//! callers answered and how (pool, solved, shared) or not, and upstream solves with their summed
+//! solve time, in fixed buckets (5 minutes by default, 14 days kept), with the threads in use at
+//! their busiest in each bucket. Fed by the status sampler from the same cumulative readings the
+//! dashboard's 15-minute ring keeps, so it costs nothing on the request path.
+//!
+//! Bounded whatever the traffic: at most `keep / bucket` buckets (4,032 by default), a bucket
+//! holds only the kinds that had demand in it, and a bucket without demand is not kept at all,
+//! so the worst case is every kind busy for the whole span (about 1.6 MB at the defaults) and a
+//! quiet gateway keeps almost nothing.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::model::{BySource, Kind};
+
+/// One bucket's span when the settings name none.
+pub const DEFAULT_BUCKET: Duration = Duration::from_secs(300);
+/// How far back the log reaches when the settings name nothing.
+pub const DEFAULT_KEEP: Duration = Duration::from_secs(14 * 24 * 3600);
+
+/// Cumulative counts of one kind since the process started, as the owners keep them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct KindTotals {
+    pub answers: BySource<u64>,
+    /// Solves that ended without an answer (any code).
+    pub failed: u64,
+    /// Upstream solves whose time was measured, and that time summed, in seconds.
+    pub solves: u64,
+    pub solve_seconds: f64,
+}
+
+/// Everything the log reads at one sample.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Totals {
+    pub kinds: [KindTotals; Kind::ALL.len()],
+    /// Upstream threads taken now, and the plan's cap now (fleet-wide with Redis).
+    pub threads_in_use: u64,
+    pub threads_cap: u64,
+}
+
+/// One kind's demand within one bucket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct KindDemand {
+    /// Callers answered or failed: every answered caller once, whatever the source.
+    pub callers: u64,
+    pub pool: u64,
+    pub solved: u64,
+    pub shared: u64,
+    pub failed: u64,
+    /// Upstream solves finished, and their summed solve time (submit to answer ready).
+    pub solves: u64,
+    pub solve_seconds: f64,
+}
+
+impl KindDemand {
+    fn is_empty(&self) -> bool {
+        self.callers == 0 && self.solves == 0
+    }
+
+    pub(super) fn add(&mut self, other: &KindDemand) {
+        self.callers += other.callers;
+        self.pool += other.pool;
+        self.solved += other.solved;
+        self.shared += other.shared;
+        self.failed += other.failed;
+        self.solves += other.solves;
+        self.solve_seconds += other.solve_seconds;
+    }
+
+    /// What happened between two cumulative readings (a counter that went back, as after a
+    /// restart of its owner, counts from zero).
+    fn between(now: &KindTotals, then: &KindTotals) -> KindDemand {
+        let d = |a: u64, b: u64| a.checked_sub(b).unwrap_or(a);
+        let pool = d(now.answers.pool, then.answers.pool);
+        let solved = d(now.answers.solved, then.answers.solved);
+        let shared = d(now.answers.shared, then.answers.shared);
+        let failed = d(now.failed, then.failed);
+        let solves = d(now.solves, then.solves);
+        let solve_seconds = if now.solves >= then.solves {
+            (now.solve_seconds - then.solve_seconds).max(0.0)
+        } else {
+            now.solve_seconds
+        };
+        KindDemand {
+            callers: pool + solved + shared + failed,
+            pool,
+            solved,
+            shared,
+            failed,
+            solves,
+            solve_seconds,
+        }
+    }
+}
+
+/// One bucket: when it starts, each kind with demand in it, and the threads at their busiest.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bucket {
+    pub start_ms: u64,
+    pub kinds: Vec<(Kind, KindDemand)>,
+    pub threads_peak: u64,
+    pub threads_cap: u64,
+}
+
+impl Bucket {
+    pub fn kind(&self, kind: Kind) -> Option<&KindDemand> {
+        self.kinds.iter().find(|(k, _)| *k == kind).map(|(_, d)| d)
+    }
+}
+
+/// The log: the buckets with demand, oldest first, and the last reading to count from.
+#[derive(Debug, Clone)]
+pub struct DemandLog {
+    bucket_ms: u64,
+    keep_ms: u64,
+    buckets: VecDeque<Bucket>,
+    last: Option<Totals>,
+}
+
+impl DemandLog {
+    pub fn new(bucket: Duration, keep: Duration) -> DemandLog {
+        let bucket_ms = u64::try_from(bucket.as_millis()).unwrap_or(u64::MAX).max(1);
+        let keep_ms = u64::try_from(keep.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(bucket_ms);
+        DemandLog {
+            bucket_ms,
+            keep_ms,
+            buckets: VecDeque::new(),
+            last: None,
+        }
+    }
+
+    pub fn bucket(&self) -> Duration {
+        Duration::from_millis(self.bucket_ms)
+    }
+
+    /// The most buckets the log holds.
+    pub fn capacity(&self) -> usize {
+        usize::try_from(self.keep_ms / self.bucket_ms).unwrap_or(usize::MAX)
+    }
+
+    /// Adds what happened since the last reading to the bucket `t_ms` falls in. The first
+    /// reading only sets the start.
+    pub fn record(&mut self, t_ms: u64, now: Totals) {
+        let Some(then) = self.last.replace(now) else {
+            return;
+        };
+        let start_ms = t_ms - t_ms % self.bucket_ms;
+        let oldest = start_ms.saturating_sub(self.keep_ms.saturating_sub(self.bucket_ms));
+        while self.buckets.front().is_some_and(|b| b.start_ms < oldest) {
+            self.buckets.pop_front();
+        }
+        let kinds: Vec<(Kind, KindDemand)> = Kind::ALL
+            .iter()
+            .map(|kind| {
+                let i = kind.index();
+                (*kind, KindDemand::between(&now.kinds[i], &then.kinds[i]))
+            })
+            .filter(|(_, d)| !d.is_empty())
+            .collect();
+        let busy = now.threads_in_use > 0;
+        let open = self.buckets.back().is_some_and(|b| b.start_ms == start_ms);
+        if kinds.is_empty() && !busy && !open {
+            return;
+        }
+        if !open {
+            self.buckets.push_back(Bucket {
+                start_ms,
+                kinds: Vec::new(),
+                threads_peak: 0,
+                threads_cap: 0,
+            });
+        }
+        let bucket = self.buckets.back_mut().expect("just ensured");
+        for (kind, demand) in kinds {
+            match bucket.kinds.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, d)) => d.add(&demand),
+                None => bucket.kinds.push((kind, demand)),
+            }
+        }
+        bucket.threads_peak = bucket.threads_peak.max(now.threads_in_use);
+        bucket.threads_cap = bucket.threads_cap.max(now.threads_cap);
+    }
+
+    /// The buckets that start at or after `from_ms`, oldest first.
+    pub fn since(&self, from_ms: u64) -> impl Iterator<Item = &Bucket> {
+        self.buckets.iter().filter(move |b| b.start_ms >= from_ms)
+    }
+
+    pub fn len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn totals(kind: Kind, solved: u64, solves: u64, seconds: f64, threads: u64) -> Totals {
+        let mut t = Totals {
+            threads_in_use: threads,
+            threads_cap: 50,
+            ..Totals::default()
+        };
+        t.kinds[kind.index()] = KindTotals {
+            answers: BySource {
+                pool: 0,
+                solved,
+                shared: 0,
+            },
+            failed: 0,
+            solves,
+            solve_seconds: seconds,
+        };
+        t
+    }
+
+    #[test]
+    fn readings_become_per_bucket_differences_and_quiet_buckets_are_not_kept() {
+        let mut log = DemandLog::new(Duration::from_secs(10), Duration::from_secs(100));
+        let k = Kind::Turnstile;
+        log.record(1_000, totals(k, 0, 0, 0.0, 0));
+        log.record(5_000, totals(k, 4, 4, 8.0, 3));
+        log.record(9_000, totals(k, 6, 6, 12.0, 5));
+        log.record(12_000, totals(k, 7, 7, 14.0, 1));
+        // Nothing happens for a while: no bucket for it.
+        log.record(35_000, totals(k, 7, 7, 14.0, 0));
+        assert_eq!(log.len(), 2);
+        let first = log.since(0).next().unwrap();
+        assert_eq!(first.start_ms, 0);
+        let d = first.kind(k).unwrap();
+        assert_eq!((d.callers, d.solved, d.solves), (6, 6, 6));
+        assert!((d.solve_seconds - 12.0).abs() < 1e-9);
+        assert_eq!(first.threads_peak, 5);
+        assert_eq!(first.kind(Kind::Image), None);
+        assert_eq!(log.since(10_000).count(), 1);
+    }
+
+    #[test]
+    fn a_counter_that_went_back_counts_from_zero() {
+        let mut log = DemandLog::new(Duration::from_secs(10), Duration::from_secs(100));
+        let k = Kind::Image;
+        log.record(1_000, totals(k, 100, 100, 50.0, 0));
+        log.record(2_000, totals(k, 3, 3, 1.5, 0));
+        let d = *log.since(0).next().unwrap().kind(k).unwrap();
+        assert_eq!((d.callers, d.solves), (3, 3));
+        assert!((d.solve_seconds - 1.5).abs() < 1e-9);
+    }
+
+    proptest! {
+        /// Whatever the readings, the log never holds more than its capacity, never a bucket
+        /// older than it keeps, and every caller counted in a kept bucket happened.
+        #[test]
+        fn the_log_stays_bounded(steps in proptest::collection::vec((1u64..40_000, 0u64..50, 0u64..8), 1..300)) {
+            let mut log = DemandLog::new(Duration::from_secs(10), Duration::from_secs(60));
+            let (mut t, mut solved) = (0u64, 0u64);
+            for (dt, more, threads) in steps {
+                t += dt;
+                solved += more;
+                log.record(t, totals(Kind::RecaptchaV2, solved, solved, solved as f64, threads));
+                prop_assert!(log.len() <= log.capacity());
+                let oldest = log.since(0).next().map_or(t, |b| b.start_ms);
+                prop_assert!(t - oldest < 60_000 + 10_000);
+                let counted: u64 = log.since(0).filter_map(|b| b.kind(Kind::RecaptchaV2)).map(|d| d.callers).sum();
+                prop_assert!(counted <= solved);
+            }
+        }
+    }
+}
