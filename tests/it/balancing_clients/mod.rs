@@ -56,12 +56,7 @@ impl Instance {
         ))
         .provider_key(KEY)
         .log("warn");
-        let process = launch.clone().start().await;
-        Instance {
-            base: process.base.clone(),
-            process: Some(process),
-            launch,
-        }
+        Self::launched(launch).await
     }
 
     /// Configured as a user runs it against a provider: default polling, admission and lease,
@@ -77,6 +72,10 @@ impl Instance {
         ))
         .provider_key(KEY)
         .log("warn");
+        Self::launched(launch).await
+    }
+
+    async fn launched(launch: Launch) -> Instance {
         let process = launch.clone().start().await;
         Instance {
             base: process.base.clone(),
