@@ -137,7 +137,7 @@ pub async fn advice(
         Err(e) => return e.into_response(),
     };
     let cap = state.upstream.effective_threads().into();
-    match state.status.advice(window, cap) {
+    match state.status.advice(window, cap).await {
         Some(advice) => ([(header::CACHE_CONTROL, "no-store")], Json(advice)).into_response(),
         None => ApiError::new(
             StatusCode::NOT_FOUND,

@@ -17,8 +17,19 @@ use serde::{Deserialize, Serialize};
 use super::demand::{Bucket, KindDemand};
 use crate::model::Kind;
 
+/// Whose demand the advice read.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Every instance on this Redis (each writes its share of every bucket).
+    Fleet,
+    /// This process only: no Redis, or Redis away.
+    Instance,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Advice {
+    pub scope: Scope,
     /// The span looked at, and the span of one bucket.
     pub window_s: u64,
     pub bucket_s: f64,
@@ -68,6 +79,7 @@ pub fn advise<'a>(
     bucket: Duration,
     window: Duration,
     cap_now: u64,
+    scope: Scope,
 ) -> Advice {
     let span = bucket.as_secs_f64().max(1e-3);
     let mut kinds: Vec<(Kind, KindDemand, f64, f64)> = Vec::new();
@@ -104,6 +116,7 @@ pub fn advise<'a>(
          allows {cap_now} now"
     );
     Advice {
+        scope,
         window_s: window.as_secs(),
         bucket_s: span,
         buckets: count,
@@ -161,7 +174,13 @@ mod tests {
     fn the_busiest_bucket_sets_the_threads_by_littles_law() {
         // 60 s buckets: 1 solve/s of 5 s (5 in flight), then 4 solves/s of 10 s (40 in flight).
         let log = [bucket(0, 60, 5.0, 7), bucket(60_000, 240, 10.0, 38)];
-        let a = advise(&log, Duration::from_secs(60), Duration::from_secs(3600), 50);
+        let a = advise(
+            &log,
+            Duration::from_secs(60),
+            Duration::from_secs(3600),
+            50,
+            Scope::Instance,
+        );
         assert!((a.threads.littles_law_at_peak - 40.0).abs() < 1e-9);
         assert_eq!(a.threads.peak_at_ms, Some(60_000));
         // 40 + 2 * sqrt(40) = 52.6
@@ -181,9 +200,21 @@ mod tests {
     #[test]
     fn the_advice_is_never_below_what_was_seen_in_use() {
         let log = [bucket(0, 6, 1.0, 9)];
-        let a = advise(&log, Duration::from_secs(60), Duration::from_secs(60), 10);
+        let a = advise(
+            &log,
+            Duration::from_secs(60),
+            Duration::from_secs(60),
+            10,
+            Scope::Instance,
+        );
         assert_eq!(a.threads.recommended, 9);
-        let none = advise(&[], Duration::from_secs(60), Duration::from_secs(60), 10);
+        let none = advise(
+            &[],
+            Duration::from_secs(60),
+            Duration::from_secs(60),
+            10,
+            Scope::Instance,
+        );
         assert_eq!(
             (none.threads.recommended, none.threads.peak_at_ms),
             (0, None)

@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::{BySource, Kind};
 
@@ -42,7 +42,7 @@ pub struct Totals {
 }
 
 /// One kind's demand within one bucket.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct KindDemand {
     /// Callers answered or failed: every answered caller once, whatever the source.
     pub callers: u64,
@@ -97,7 +97,7 @@ impl KindDemand {
 }
 
 /// One bucket: when it starts, each kind with demand in it, and the threads at their busiest.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bucket {
     pub start_ms: u64,
     pub kinds: Vec<(Kind, KindDemand)>,
@@ -108,6 +108,33 @@ pub struct Bucket {
 impl Bucket {
     pub fn kind(&self, kind: Kind) -> Option<&KindDemand> {
         self.kinds.iter().find(|(k, _)| *k == kind).map(|(_, d)| d)
+    }
+
+    /// Several instances' shares of the bucket at `start_ms` as one: counts added, threads the
+    /// largest any saw (a fleet-wide figure every instance reads alike). `None` for no share.
+    pub fn sum(start_ms: u64, shares: impl IntoIterator<Item = Bucket>) -> Option<Bucket> {
+        let mut out: Option<Bucket> = None;
+        for share in shares {
+            let sum = out.get_or_insert_with(|| Bucket {
+                start_ms,
+                kinds: Vec::new(),
+                threads_peak: 0,
+                threads_cap: 0,
+            });
+            sum.merge(&share);
+        }
+        out
+    }
+
+    fn merge(&mut self, other: &Bucket) {
+        for (kind, demand) in &other.kinds {
+            match self.kinds.iter_mut().find(|(k, _)| k == kind) {
+                Some((_, d)) => d.add(demand),
+                None => self.kinds.push((*kind, *demand)),
+            }
+        }
+        self.threads_peak = self.threads_peak.max(other.threads_peak);
+        self.threads_cap = self.threads_cap.max(other.threads_cap);
     }
 }
 
@@ -176,14 +203,31 @@ impl DemandLog {
             });
         }
         let bucket = self.buckets.back_mut().expect("just ensured");
-        for (kind, demand) in kinds {
-            match bucket.kinds.iter_mut().find(|(k, _)| *k == kind) {
-                Some((_, d)) => d.add(&demand),
-                None => bucket.kinds.push((kind, demand)),
-            }
-        }
-        bucket.threads_peak = bucket.threads_peak.max(now.threads_in_use);
-        bucket.threads_cap = bucket.threads_cap.max(now.threads_cap);
+        bucket.merge(&Bucket {
+            start_ms,
+            kinds,
+            threads_peak: now.threads_in_use,
+            threads_cap: now.threads_cap,
+        });
+    }
+
+    /// The bucket `t_ms` falls in, if it has demand yet.
+    pub fn open_bucket(&self, t_ms: u64) -> Option<&Bucket> {
+        let start_ms = t_ms - t_ms % self.bucket_ms;
+        self.buckets.back().filter(|b| b.start_ms == start_ms)
+    }
+
+    /// The starts of every bucket from the one `from_ms` falls in to the one `to_ms` falls in.
+    pub fn starts(&self, from_ms: u64, to_ms: u64) -> Vec<u64> {
+        let first = from_ms - from_ms % self.bucket_ms;
+        (first..=to_ms)
+            .step_by(usize::try_from(self.bucket_ms).unwrap_or(usize::MAX))
+            .take(self.capacity())
+            .collect()
+    }
+
+    pub fn keep(&self) -> Duration {
+        Duration::from_millis(self.keep_ms)
     }
 
     /// The buckets that start at or after `from_ms`, oldest first.

@@ -3,11 +3,17 @@
 //! the expired members first. A dead instance so vanishes from the report within a few
 //! intervals, and both structures stay as large as the live fleet. One hash tag keeps every key
 //! in one Cluster slot, so one `MGET` reads them all.
+//!
+//! The demand log (`status::demand`) goes fleet-wide the same way: one hash per bucket, in which
+//! each instance writes its own share of the bucket under its id at every sample (a whole value,
+//! so a write repeated or lost is made good by the next), kept as long as the log keeps buckets.
+//! A reader adds up every instance's share of every bucket in its window.
 
 use std::time::Duration;
 
 use redis::AsyncCommands;
 
+use super::demand::Bucket;
 use super::instance::InstanceFigures;
 use crate::model::now_ms;
 use crate::redis_base::{Conn, RedisTarget};
@@ -22,6 +28,13 @@ const MAX_SNAPSHOT_BYTES: usize = 64 * 1024;
 fn key(instance: &str) -> String {
     format!("cg:status:{{fleet}}:i:{instance}")
 }
+
+fn demand_key(start_ms: u64) -> String {
+    format!("cg:status:{{fleet}}:demand:{start_ms}")
+}
+
+/// One instance's share of one bucket is a few hundred bytes; more is not ours.
+const MAX_SHARE_BYTES: usize = 16 * 1024;
 
 pub struct Fleet {
     conn: Conn,
@@ -93,6 +106,48 @@ impl Fleet {
             .flatten()
             .filter(|v| v.len() <= MAX_SNAPSHOT_BYTES)
             .filter_map(|v| serde_json::from_str(&v).ok())
+            .collect())
+    }
+
+    /// Writes this instance's share of the open bucket `share`, kept for `keep`.
+    pub async fn publish_demand(
+        &self,
+        instance: &str,
+        share: &Bucket,
+        keep: Duration,
+    ) -> redis::RedisResult<()> {
+        let mut conn = self.conn.clone();
+        let key = demand_key(share.start_ms);
+        let json = serde_json::to_string(share).unwrap_or_default();
+        redis::pipe()
+            .hset(&key, instance, json)
+            .ignore()
+            .pexpire(&key, keep.as_millis() as i64)
+            .ignore()
+            .query_async(&mut conn)
+            .await
+    }
+
+    /// The buckets starting at `starts` with every instance's share added up, oldest first;
+    /// buckets nobody wrote are left out.
+    pub async fn read_demand(&self, starts: &[u64]) -> redis::RedisResult<Vec<Bucket>> {
+        let mut conn = self.conn.clone();
+        let mut pipe = redis::pipe();
+        for start in starts {
+            pipe.hgetall(demand_key(*start));
+        }
+        let shares: Vec<Vec<(String, String)>> = pipe.query_async(&mut conn).await?;
+        Ok(starts
+            .iter()
+            .zip(shares)
+            .filter_map(|(start, shares)| {
+                let parsed = shares
+                    .into_iter()
+                    .take(MAX_INSTANCES as usize)
+                    .filter(|(_, v)| v.len() <= MAX_SHARE_BYTES)
+                    .filter_map(|(_, v)| serde_json::from_str::<Bucket>(&v).ok());
+                Bucket::sum(*start, parsed)
+            })
             .collect())
     }
 }

@@ -76,7 +76,7 @@ pub struct Sources {
 pub struct Status {
     every: Duration,
     ring: Mutex<Ring>,
-    /// Demand over days for the advisor; `None` where nothing reads it (a queue worker).
+    /// Demand over days for the advisor; `None` for no log.
     demand: Option<Mutex<DemandLog>>,
     /// Other instances' figures as last read from Redis (empty with the embedded store).
     others: Mutex<Vec<InstanceFigures>>,
@@ -135,7 +135,17 @@ impl Status {
         let sample = build::sample(sources);
         if let Some(log) = &self.demand {
             let totals = build::demand_totals(sources, &sample);
-            lock(log).record(sample.t_ms, totals);
+            let (share, keep) = {
+                let mut log = lock(log);
+                log.record(sample.t_ms, totals);
+                (log.open_bucket(sample.t_ms).cloned(), log.keep())
+            };
+            if let (Some(fleet), Some(share)) = (&self.fleet, share) {
+                let instance = sources.engine.store().instance();
+                if let Err(e) = fleet.publish_demand(instance, &share, keep).await {
+                    tracing::debug!(error = %e, "status: demand share not written; the next sample writes it");
+                }
+            }
         }
         lock(&self.ring).push(sample);
         if let Some(fleet) = &self.fleet {
@@ -170,17 +180,29 @@ impl Status {
 }
 
 impl Status {
-    /// The plan advice over the last `window` of the demand log (`None` without a log).
-    pub fn advice(&self, window: Duration, cap_now: u64) -> Option<advice::Advice> {
-        let log = lock(self.demand.as_ref()?);
+    /// The plan advice over the last `window` of the demand log (`None` without a log):
+    /// fleet-wide from Redis, or this process's own log without Redis or while it is away.
+    pub async fn advice(&self, window: Duration, cap_now: u64) -> Option<advice::Advice> {
         let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
-        let from = crate::model::now_ms().saturating_sub(window_ms);
-        Some(advice::advise(
-            log.since(from),
-            log.bucket(),
-            window,
-            cap_now,
-        ))
+        let now = crate::model::now_ms();
+        let (local, bucket, starts) = {
+            let log = lock(self.demand.as_ref()?);
+            let starts = log.starts(now.saturating_sub(window_ms), now);
+            let first = starts.first().copied().unwrap_or(now);
+            let local: Vec<demand::Bucket> = log.since(first).cloned().collect();
+            (local, log.bucket(), starts)
+        };
+        let (buckets, scope) = match &self.fleet {
+            Some(fleet) => match fleet.read_demand(&starts).await {
+                Ok(buckets) => (buckets, advice::Scope::Fleet),
+                Err(e) => {
+                    tracing::warn!(error = %e, "status: the fleet's demand is unavailable; advising from this instance's");
+                    (local, advice::Scope::Instance)
+                }
+            },
+            None => (local, advice::Scope::Instance),
+        };
+        Some(advice::advise(&buckets, bucket, window, cap_now, scope))
     }
 }
 
@@ -190,16 +212,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// A worker's share of the status: it samples its engine like `serve` does and publishes its
 /// figures to the fleet's keys (with Redis, which a worker always has), so the front ends'
-/// reports count its answers, threads, latencies and errors. It stops publishing at shutdown;
-/// its key then expires within a few intervals.
+/// reports count its answers, threads, latencies and errors, and its share of the demand log,
+/// so their advice counts the solves it made. It stops publishing at shutdown; its key then
+/// expires within a few intervals (its demand shares stay as long as the log keeps buckets).
 pub async fn publish_worker(
     engine: Engine,
     upstream: Arc<Upstream>,
     every: Duration,
+    demand_bucket: Duration,
     redis: &RedisTarget,
     shutdown: &Shutdown,
 ) {
-    let status = Status::new(every, None, Some(redis), Role::Worker).await;
+    let status = Status::new(every, Some(demand_bucket), Some(redis), Role::Worker).await;
     let sources = Sources {
         engine,
         upstream,

@@ -136,3 +136,54 @@ async fn the_advice_finds_the_peak_littles_law_implies_and_counts_every_caller()
     let v: Value = res.json().await.unwrap();
     assert_eq!(v["error"]["code"], "bad_window_s", "{v}");
 }
+
+/// Gateways on one Redis each write their share of every bucket: the advice on either counts
+/// both's callers (`scope: fleet`); a gateway on its own store advises from its own.
+#[tokio::test]
+async fn gateways_on_one_redis_advise_from_the_whole_fleets_demand() {
+    let redis = crate::support::redis::RedisServer::start();
+    let on_redis = || {
+        let mut settings = fast_settings();
+        settings.status_every = Duration::from_millis(100);
+        settings.demand_bucket = BUCKET;
+        settings.redis = Some(captcha_gateway::engine::store::redis::RedisSettings::new(
+            vec![redis.url()],
+            false,
+        ));
+        settings
+    };
+    let a = TestGateway::with(on_redis()).await;
+    let b = TestGateway::with(on_redis()).await;
+    for (g, gw, n) in [(0, &a, 3), (1, &b, 5)] {
+        for i in 0..n {
+            let body = json!({"kind": "turnstile", "sitekey": format!("0x4-fleet-{g}-{i}"), "pageurl": "https://advice.example.com/"});
+            let res = gw
+                .http
+                .post(gw.url("/v1/solve"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200);
+        }
+    }
+    for gw in [&a, &b] {
+        eventually(
+            Duration::from_secs(10),
+            "each gateway's advice to count both's callers",
+            || async { advice(gw, "?window_s=600").await["kinds"][0]["callers"] == 8 },
+        )
+        .await;
+        let v = advice(gw, "?window_s=600").await;
+        assert_eq!(v["scope"], "fleet", "{v}");
+        assert_eq!(v["kinds"][0]["kind"], "turnstile", "{v}");
+        assert_eq!(v["kinds"][0]["solves"], 8, "{v}");
+    }
+
+    let mut settings = fast_settings();
+    settings.status_every = Duration::from_millis(100);
+    let alone = TestGateway::with(settings).await;
+    let v = advice(&alone, "").await;
+    assert_eq!(v["scope"], "instance", "{v}");
+    assert_eq!(v["kinds"], json!([]), "{v}");
+}

@@ -154,6 +154,7 @@ impl Consuming<'_> {
             self.solving.engine.clone(),
             self.solving.upstream.clone(),
             self.settings.serve.status_every,
+            self.settings.serve.demand_bucket,
             self.target,
             &shutdown,
         )
