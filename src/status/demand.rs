@@ -6,7 +6,7 @@
 //!
 //! Bounded whatever the traffic: at most `keep / bucket` buckets (4,032 by default), a bucket
 //! holds only the kinds that had demand in it, and a bucket without demand is not kept at all,
-//! so the worst case is every kind busy for the whole span (about 1.6 MB at the defaults) and a
+//! so the worst case is every kind busy for the whole span (about 2 MB at the defaults) and a
 //! quiet gateway keeps almost nothing.
 
 use std::collections::VecDeque;
@@ -298,6 +298,40 @@ mod tests {
         let d = *log.since(0).next().unwrap().kind(k).unwrap();
         assert_eq!((d.callers, d.solves), (3, 3));
         assert!((d.solve_seconds - 1.5).abs() < 1e-9);
+    }
+
+    /// The bound the module states: every kind busy in every bucket for the whole span, in
+    /// memory and as one instance's share in Redis.
+    #[test]
+    fn a_full_log_is_about_two_megabytes_and_a_share_under_a_kilobyte() {
+        let log = DemandLog::new(DEFAULT_BUCKET, DEFAULT_KEEP);
+        let full = Bucket {
+            start_ms: 1_796_000_000_000,
+            kinds: Kind::ALL
+                .iter()
+                .map(|k| {
+                    let d = KindDemand {
+                        callers: 123_456,
+                        pool: 23_456,
+                        solved: 100_000,
+                        shared: 0,
+                        failed: 12,
+                        solves: 100_012,
+                        solve_seconds: 1_234_567.891,
+                    };
+                    (*k, d)
+                })
+                .collect(),
+            threads_peak: 500,
+            threads_cap: 500,
+        };
+        let per_bucket = std::mem::size_of::<Bucket>()
+            + full.kinds.capacity() * std::mem::size_of::<(Kind, KindDemand)>();
+        let bytes = log.capacity() * per_bucket;
+        assert_eq!(log.capacity(), 4032);
+        assert!(bytes <= 2_100_000, "{bytes}");
+        let share = serde_json::to_string(&full).unwrap();
+        assert!(share.len() < 1024, "{}", share.len());
     }
 
     proptest! {
