@@ -4,11 +4,12 @@
 //!
 //! Little's law: the average number of upstream tasks in flight over a bucket, `L`, is the solve
 //! time its tasks spent, summed, divided by the bucket's span (arrival rate times mean solve
-//! time). Arrivals come in bursts, so the plan needs headroom above the busiest bucket's `L`:
-//! `L + 2 * sqrt(L)` covers Poisson arrivals 97 % of the time (the rule docs/OPERATIONS.md
-//! "Sizing threads" gives for sizing by hand), so callers at that peak neither wait for a thread
-//! nor are refused. The most threads the sampler saw in use at once is shown beside it, and the
-//! advice is never below it.
+//! time). Where the plan was full, callers waited for a thread: each would have held one, so
+//! the bucket's demand is `D = L + the most callers waiting at once`. Arrivals come in bursts,
+//! so the plan needs headroom above the busiest bucket's `D`: `D + 2 * sqrt(D)` covers Poisson
+//! arrivals 97 % of the time (the rule docs/OPERATIONS.md "Sizing threads" gives for sizing by
+//! hand), so callers at that peak neither wait for a thread nor are refused. The most threads
+//! the sampler saw in use at once is shown beside it, and the advice is never below it.
 
 use std::time::Duration;
 
@@ -48,11 +49,14 @@ pub struct ThreadAdvice {
     pub observed_peak_in_use: u64,
     /// Upstream tasks in flight on average over the busiest bucket (Little's law).
     pub littles_law_at_peak: f64,
+    /// The most callers that waited for a thread at once in that bucket.
+    pub waiting_at_peak: u64,
     /// When that bucket started (ms since the epoch); `None` without any solve in the window.
     pub peak_at_ms: Option<u64>,
-    /// Threads above that for bursts: `2 * sqrt(littles_law_at_peak)`.
+    /// Threads above the peak's demand (`littles_law_at_peak + waiting_at_peak`) for bursts:
+    /// twice its square root.
     pub headroom: f64,
-    /// `max(ceil(littles_law_at_peak + headroom), observed_peak_in_use)`.
+    /// `max(ceil(demand + headroom), observed_peak_in_use)`.
     pub recommended: u64,
     /// The derivation in one sentence, with the figures.
     pub how: String,
@@ -83,13 +87,16 @@ pub fn advise<'a>(
 ) -> Advice {
     let span = bucket.as_secs_f64().max(1e-3);
     let mut kinds: Vec<(Kind, KindDemand, f64, f64)> = Vec::new();
-    let (mut count, mut observed, mut peak, mut peak_at) = (0, 0, 0.0_f64, None);
+    let (mut count, mut observed, mut peak_at) = (0, 0, None);
+    let (mut peak, mut waiting, mut demand) = (0.0_f64, 0, 0.0_f64);
     for b in buckets {
         count += 1;
         observed = observed.max(b.threads_peak);
         let in_flight: f64 = b.kinds.iter().map(|(_, d)| d.solve_seconds).sum::<f64>() / span;
-        if in_flight > peak {
-            (peak, peak_at) = (in_flight, Some(b.start_ms));
+        let wanted = in_flight + b.waiting_peak as f64;
+        if wanted > demand {
+            (demand, peak, waiting, peak_at) =
+                (wanted, in_flight, b.waiting_peak, Some(b.start_ms));
         }
         for (kind, d) in &b.kinds {
             let i = match kinds.iter().position(|(k, ..)| k == kind) {
@@ -106,14 +113,19 @@ pub fn advise<'a>(
         }
     }
     kinds.sort_by_key(|(k, ..)| k.index());
-    let headroom = 2.0 * peak.sqrt();
-    let needed = (peak + headroom).ceil() as u64;
+    let headroom = 2.0 * demand.sqrt();
+    let needed = (demand + headroom).ceil() as u64;
     let recommended = needed.max(observed);
+    let waited = if waiting > 0 {
+        format!(", and {waiting} callers waited for a thread at once, each wanting one")
+    } else {
+        String::new()
+    };
     let how = format!(
         "Little's law at the busiest {span:.0} s bucket: {peak:.2} upstream tasks in flight on \
-         average (solve time summed over the bucket's span), plus 2 * sqrt of that ({headroom:.2}) \
-         for bursts, gives {needed}; the most seen in use at once was {observed}; the plan \
-         allows {cap_now} now"
+         average (solve time summed over the bucket's span){waited}; plus 2 * sqrt of that \
+         ({headroom:.2}) for bursts, it gives {needed}; the most seen in use at once was \
+         {observed}; the plan allows {cap_now} now"
     );
     Advice {
         scope,
@@ -124,6 +136,7 @@ pub fn advise<'a>(
             cap: cap_now,
             observed_peak_in_use: observed,
             littles_law_at_peak: peak,
+            waiting_at_peak: waiting,
             peak_at_ms: peak_at,
             headroom,
             recommended,
@@ -167,6 +180,7 @@ mod tests {
             )],
             threads_peak,
             threads_cap: 50,
+            waiting_peak: 0,
         }
     }
 
@@ -195,6 +209,28 @@ mod tests {
         assert!((k.mean_solve_s.unwrap() - 9.0).abs() < 1e-9);
         assert_eq!(k.pool_hit_rate, Some(0.0));
         assert!(a.threads.how.contains("40.00"), "{}", a.threads.how);
+    }
+
+    #[test]
+    fn callers_waiting_for_a_full_plan_count_as_demand() {
+        // A 10-thread plan full for the bucket (10 in flight) with 6 callers waiting: 16 wanted.
+        let mut full = bucket(0, 600, 1.0, 10);
+        full.waiting_peak = 6;
+        let a = advise(
+            &[full],
+            Duration::from_secs(60),
+            Duration::from_secs(60),
+            10,
+            Scope::Instance,
+        );
+        assert_eq!(a.threads.waiting_at_peak, 6);
+        // 16 + 2 * sqrt(16) = 24
+        assert_eq!(a.threads.recommended, 24);
+        assert!(
+            a.threads.how.contains("6 callers waited"),
+            "{}",
+            a.threads.how
+        );
     }
 
     #[test]

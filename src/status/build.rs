@@ -87,6 +87,7 @@ pub fn demand_totals(sources: &Sources, sample: &Sample) -> super::demand::Total
     let mut totals = super::demand::Totals {
         threads_in_use: sample.threads_in_use,
         threads_cap: sample.threads_cap,
+        threads_waiting: sources.upstream.callers_waiting_for_threads() as u64,
         ..Default::default()
     };
     for (i, (answers, failed)) in sources.engine.figures().by_kind().into_iter().enumerate() {

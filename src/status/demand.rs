@@ -39,6 +39,8 @@ pub struct Totals {
     /// Upstream threads taken now, and the plan's cap now (fleet-wide with Redis).
     pub threads_in_use: u64,
     pub threads_cap: u64,
+    /// This process's callers waiting for a thread now (the plan was full for them).
+    pub threads_waiting: u64,
 }
 
 /// One kind's demand within one bucket.
@@ -96,13 +98,18 @@ impl KindDemand {
     }
 }
 
-/// One bucket: when it starts, each kind with demand in it, and the threads at their busiest.
+/// One bucket: when it starts, each kind with demand in it, the threads at their busiest, and
+/// the most callers that waited for a thread at once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bucket {
     pub start_ms: u64,
     pub kinds: Vec<(Kind, KindDemand)>,
     pub threads_peak: u64,
     pub threads_cap: u64,
+    /// The most at one sample; summed over instances, whose own peaks may not coincide (so the
+    /// fleet's figure is an upper bound).
+    #[serde(default)]
+    pub waiting_peak: u64,
 }
 
 impl Bucket {
@@ -120,12 +127,15 @@ impl Bucket {
                 kinds: Vec::new(),
                 threads_peak: 0,
                 threads_cap: 0,
+                waiting_peak: 0,
             });
             sum.merge(&share);
+            sum.waiting_peak += share.waiting_peak;
         }
         out
     }
 
+    /// Adds `other`'s demand; the threads are one fleet-wide figure, so the larger reading.
     fn merge(&mut self, other: &Bucket) {
         for (kind, demand) in &other.kinds {
             match self.kinds.iter_mut().find(|(k, _)| k == kind) {
@@ -189,7 +199,7 @@ impl DemandLog {
             })
             .filter(|(_, d)| !d.is_empty())
             .collect();
-        let busy = now.threads_in_use > 0;
+        let busy = now.threads_in_use > 0 || now.threads_waiting > 0;
         let open = self.buckets.back().is_some_and(|b| b.start_ms == start_ms);
         if kinds.is_empty() && !busy && !open {
             return;
@@ -200,6 +210,7 @@ impl DemandLog {
                 kinds: Vec::new(),
                 threads_peak: 0,
                 threads_cap: 0,
+                waiting_peak: 0,
             });
         }
         let bucket = self.buckets.back_mut().expect("just ensured");
@@ -208,7 +219,9 @@ impl DemandLog {
             kinds,
             threads_peak: now.threads_in_use,
             threads_cap: now.threads_cap,
+            waiting_peak: 0,
         });
+        bucket.waiting_peak = bucket.waiting_peak.max(now.threads_waiting);
     }
 
     /// The bucket `t_ms` falls in, if it has demand yet.
@@ -300,6 +313,23 @@ mod tests {
         assert!((d.solve_seconds - 1.5).abs() < 1e-9);
     }
 
+    #[test]
+    fn shares_of_one_bucket_add_up_and_keep_the_fleets_thread_reading() {
+        let share = |solved, threads, waiting| {
+            let mut log = DemandLog::new(Duration::from_secs(10), Duration::from_secs(100));
+            log.record(1_000, totals(Kind::Turnstile, 0, 0, 0.0, 0));
+            let mut now = totals(Kind::Turnstile, solved, solved, solved as f64, threads);
+            now.threads_waiting = waiting;
+            log.record(2_000, now);
+            log.open_bucket(2_500).cloned().unwrap()
+        };
+        let sum = Bucket::sum(0, [share(3, 7, 2), share(5, 8, 3)]).unwrap();
+        let d = sum.kind(Kind::Turnstile).unwrap();
+        assert_eq!((d.callers, d.solves), (8, 8));
+        assert_eq!((sum.threads_peak, sum.waiting_peak), (8, 5));
+        assert_eq!(Bucket::sum(0, []), None);
+    }
+
     /// The bound the module states: every kind busy in every bucket for the whole span, in
     /// memory and as one instance's share in Redis.
     #[test]
@@ -324,6 +354,7 @@ mod tests {
                 .collect(),
             threads_peak: 500,
             threads_cap: 500,
+            waiting_peak: 10_000,
         };
         let per_bucket = std::mem::size_of::<Bucket>()
             + full.kinds.capacity() * std::mem::size_of::<(Kind, KindDemand)>();

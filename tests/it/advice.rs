@@ -187,3 +187,48 @@ async fn gateways_on_one_redis_advise_from_the_whole_fleets_demand() {
     assert_eq!(v["scope"], "instance", "{v}");
     assert_eq!(v["kinds"], json!([]), "{v}");
 }
+
+/// A plan too small for its callers: 6 always waiting on a 2-thread plan. The threads in use
+/// sit at the cap, so Little's law alone says 2; the callers that waited for a thread count as
+/// demand, and the advice is above the plan.
+#[tokio::test]
+async fn callers_waiting_for_a_full_plan_raise_the_advice_above_it() {
+    let mut settings = fast_settings();
+    settings.status_every = Duration::from_millis(100);
+    settings.demand_bucket = BUCKET;
+    settings.poll.max_polls_per_task = 100;
+    settings.threads = Some(2);
+    settings.sim.latency.insert(
+        Kind::RecaptchaV2,
+        LatencyRange {
+            min: Duration::from_millis(1000),
+            max: Duration::from_millis(1500),
+        },
+    );
+    let gw = Arc::new(TestGateway::with(settings).await);
+    let made = Arc::new(AtomicU64::new(0));
+    closed_loop(&gw, 6, Instant::now() + PHASE, &made).await;
+    let calls = made.load(Ordering::Relaxed);
+    eventually(
+        Duration::from_secs(10),
+        "the demand log to count every caller",
+        || async { advice(&gw, "?window_s=600").await["kinds"][0]["callers"] == calls },
+    )
+    .await;
+    let a = advice(&gw, "?window_s=600").await;
+    let t = &a["threads"];
+    println!("FIGURE advice on a full plan: {a}");
+    assert_eq!(t["cap"], 2, "{a}");
+    assert_eq!(t["observed_peak_in_use"], 2, "{a}");
+    let peak = t["littles_law_at_peak"].as_f64().unwrap();
+    assert!(
+        peak <= 2.0 * (1.0 + 1.5 / 4.0),
+        "in flight is held at the cap: {a}"
+    );
+    let waiting = t["waiting_at_peak"].as_u64().unwrap();
+    assert!((2..=4).contains(&waiting), "6 callers, 2 threads: {a}");
+    let demand = peak + waiting as f64;
+    let needed = (demand + 2.0 * demand.sqrt()).ceil() as u64;
+    assert_eq!(t["recommended"].as_u64().unwrap(), needed.max(2), "{a}");
+    assert!(needed > 2, "{a}");
+}
