@@ -230,12 +230,15 @@ impl DemandLog {
         self.buckets.back().filter(|b| b.start_ms == start_ms)
     }
 
-    /// The starts of every bucket from the one `from_ms` falls in to the one `to_ms` falls in.
+    /// The starts of every bucket from the one `from_ms` falls in to the one `to_ms` falls in,
+    /// the newest `capacity` of them at most.
     pub fn starts(&self, from_ms: u64, to_ms: u64) -> Vec<u64> {
         let first = from_ms - from_ms % self.bucket_ms;
-        (first..=to_ms)
+        let oldest_kept = to_ms
+            .saturating_sub(to_ms % self.bucket_ms)
+            .saturating_sub(self.keep_ms.saturating_sub(self.bucket_ms));
+        (first.max(oldest_kept)..=to_ms)
             .step_by(usize::try_from(self.bucket_ms).unwrap_or(usize::MAX))
-            .take(self.capacity())
             .collect()
     }
 
@@ -300,6 +303,11 @@ mod tests {
         assert_eq!(first.threads_peak, 5);
         assert_eq!(first.kind(Kind::Image), None);
         assert_eq!(log.since(10_000).count(), 1);
+        assert_eq!(log.starts(5_000, 35_000), [0, 10_000, 20_000, 30_000]);
+        // A window longer than the log keeps ends at the newest bucket, not before it.
+        let all = log.starts(0, 1_000_000);
+        assert_eq!(all.len(), log.capacity());
+        assert_eq!(all.last(), Some(&1_000_000));
     }
 
     #[test]
