@@ -60,8 +60,8 @@ async fn advice(gw: &TestGateway, query: &str) -> Value {
     res.json().await.unwrap()
 }
 
-#[tokio::test]
-async fn the_advice_finds_the_peak_littles_law_implies_and_counts_every_caller() {
+/// Test settings with reCAPTCHA solves of 1-1.5 s, samples every 100 ms and `BUCKET` buckets.
+fn slow_solves() -> captcha_gateway::config::Settings {
     let mut settings = fast_settings();
     settings.status_every = Duration::from_millis(100);
     settings.demand_bucket = BUCKET;
@@ -74,7 +74,23 @@ async fn the_advice_finds_the_peak_littles_law_implies_and_counts_every_caller()
             max: Duration::from_millis(1500),
         },
     );
-    let gw = Arc::new(TestGateway::with(settings).await);
+    settings
+}
+
+/// The advice over the last 10 minutes, once the demand log counts all `calls`.
+async fn advice_counting(gw: &TestGateway, calls: u64) -> Value {
+    eventually(
+        Duration::from_secs(10),
+        "the demand log to count every caller",
+        || async { advice(gw, "?window_s=600").await["kinds"][0]["callers"] == calls },
+    )
+    .await;
+    advice(gw, "?window_s=600").await
+}
+
+#[tokio::test]
+async fn the_advice_finds_the_peak_littles_law_implies_and_counts_every_caller() {
+    let gw = Arc::new(TestGateway::with(slow_solves()).await);
     let made = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     closed_loop(&gw, 3, start + PHASE, &made).await;
@@ -82,13 +98,7 @@ async fn the_advice_finds_the_peak_littles_law_implies_and_counts_every_caller()
     closed_loop(&gw, 8, Instant::now() + PHASE, &made).await;
     let calls = made.load(Ordering::Relaxed);
 
-    eventually(
-        Duration::from_secs(10),
-        "the demand log to count every caller",
-        || async { advice(&gw, "?window_s=600").await["kinds"][0]["callers"] == calls },
-    )
-    .await;
-    let a = advice(&gw, "?window_s=600").await;
+    let a = advice_counting(&gw, calls).await;
     let t = &a["threads"];
     let peak = t["littles_law_at_peak"].as_f64().unwrap();
     println!("FIGURE advice: {calls} calls; {a}");
@@ -193,29 +203,13 @@ async fn gateways_on_one_redis_advise_from_the_whole_fleets_demand() {
 /// demand, and the advice is above the plan.
 #[tokio::test]
 async fn callers_waiting_for_a_full_plan_raise_the_advice_above_it() {
-    let mut settings = fast_settings();
-    settings.status_every = Duration::from_millis(100);
-    settings.demand_bucket = BUCKET;
-    settings.poll.max_polls_per_task = 100;
+    let mut settings = slow_solves();
     settings.threads = Some(2);
-    settings.sim.latency.insert(
-        Kind::RecaptchaV2,
-        LatencyRange {
-            min: Duration::from_millis(1000),
-            max: Duration::from_millis(1500),
-        },
-    );
     let gw = Arc::new(TestGateway::with(settings).await);
     let made = Arc::new(AtomicU64::new(0));
     closed_loop(&gw, 6, Instant::now() + PHASE, &made).await;
     let calls = made.load(Ordering::Relaxed);
-    eventually(
-        Duration::from_secs(10),
-        "the demand log to count every caller",
-        || async { advice(&gw, "?window_s=600").await["kinds"][0]["callers"] == calls },
-    )
-    .await;
-    let a = advice(&gw, "?window_s=600").await;
+    let a = advice_counting(&gw, calls).await;
     let t = &a["threads"];
     println!("FIGURE advice on a full plan: {a}");
     assert_eq!(t["cap"], 2, "{a}");
