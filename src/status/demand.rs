@@ -58,8 +58,10 @@ pub struct KindDemand {
 }
 
 impl KindDemand {
+    /// Nothing to keep. Solve time alone counts: a histogram's count and sum are two atomics,
+    /// so a sample may read a solve's count before its time, and the time comes a sample later.
     fn is_empty(&self) -> bool {
-        self.callers == 0 && self.solves == 0
+        self.callers == 0 && self.solves == 0 && self.solve_seconds == 0.0
     }
 
     pub(super) fn add(&mut self, other: &KindDemand) {
@@ -308,6 +310,18 @@ mod tests {
         let all = log.starts(0, 1_000_000);
         assert_eq!(all.len(), log.capacity());
         assert_eq!(all.last(), Some(&1_000_000));
+    }
+
+    #[test]
+    fn solve_time_read_a_sample_after_its_count_is_kept() {
+        let mut log = DemandLog::new(Duration::from_secs(10), Duration::from_secs(100));
+        let k = Kind::Turnstile;
+        log.record(1_000, totals(k, 0, 0, 0.0, 0));
+        log.record(2_000, totals(k, 1, 1, 0.0, 0));
+        log.record(3_000, totals(k, 1, 1, 2.5, 0));
+        let d = *log.since(0).next().unwrap().kind(k).unwrap();
+        assert_eq!(d.solves, 1);
+        assert!((d.solve_seconds - 2.5).abs() < 1e-9);
     }
 
     #[test]
