@@ -59,12 +59,17 @@ fn render(a: &Advice) -> String {
         let mean = k
             .mean_solve_s
             .map_or_else(|| "-".to_owned(), |s| format!("{s:.1} s"));
+        let held = if k.solves > 0 {
+            format!("{:.1} s", k.thread_seconds / k.solves as f64)
+        } else {
+            "-".to_owned()
+        };
         let hits = k
             .pool_hit_rate
             .map_or_else(|| "-".to_owned(), |r| format!("{:.0} %", r * 100.0));
         let _ = writeln!(
             out,
-            "{:<22} callers {:>8} (peak {:.2}/s)  solves {:>8} (peak {:.2}/s, mean {mean})  pool hits {hits}  failed {}",
+            "{:<22} callers {:>8} (peak {:.2}/s)  solves {:>8} (peak {:.2}/s, mean {mean}, thread held {held})  pool hits {hits}  failed {}",
             k.kind, k.callers, k.peak_callers_per_s, k.solves, k.peak_solves_per_s, k.failed
         );
     }

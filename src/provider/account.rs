@@ -244,11 +244,11 @@ impl Account {
         priority: Priority,
         submitted: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<Solved, ProviderError> {
-        let permit = self
+        let lease = self
             .idle(deadline, &self.stop, self.budget.acquire(priority))
             .await?;
         let mut slot = Slot {
-            permit: Some(permit),
+            permit: Some(self.held(lease, req.kind())),
             hold_until: None,
         };
         let task_id = match resumed {
@@ -371,7 +371,7 @@ impl Account {
                 let lease = self
                     .idle(deadline, &self.stop, self.budget.acquire(priority))
                     .await?;
-                slot.permit = Some(lease);
+                slot.permit = Some(self.held(lease, req.kind()));
             } else {
                 bump(&self.counters.transient_retries);
                 self.idle(deadline, &self.stop, sleep(wait)).await?;
@@ -430,6 +430,15 @@ impl Account {
         self.provider.threads_info().await
     }
 
+    fn held(&self, lease: Lease, kind: Kind) -> Held {
+        Held {
+            _lease: lease,
+            since: Instant::now(),
+            kind,
+            counters: Arc::clone(&self.counters),
+        }
+    }
+
     pub fn stats(&self) -> AccountStats {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -448,6 +457,7 @@ impl Account {
             timeouts: get(&c.timeouts),
             adopted: get(&c.adopted),
             requests: c.requests.table(),
+            held_ms: std::array::from_fn(|i| get(&c.held_ms[i])),
         }
     }
 }
@@ -473,7 +483,7 @@ fn shutting_down() -> ProviderError {
 /// be running, its caller gone), it keeps the thread taken until `hold_until`, when the poller
 /// would have given the task up anyway; otherwise it frees the thread at once.
 struct Slot {
-    permit: Option<Lease>,
+    permit: Option<Held>,
     hold_until: Option<Instant>,
 }
 
@@ -492,6 +502,24 @@ impl Drop for Slot {
                 drop(permit);
             });
         }
+    }
+}
+
+/// A thread taken for a task of `kind`: given back, it adds the time it was held to the
+/// account's figure, so the advisor counts what the plan really carried (submit, provider's
+/// work, the poll that saw it, and a departed caller's task held to its horizon), not the
+/// shorter submit-to-ready estimate of the solve-time histogram.
+struct Held {
+    _lease: Lease,
+    since: Instant,
+    kind: Kind,
+    counters: Arc<Counters>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let ms = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.counters.held_ms[self.kind.index()].fetch_add(ms, Ordering::Relaxed);
     }
 }
 

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::requests::{RequestCounts, RequestTable};
+use crate::model::Kind;
 
 /// A snapshot of an account's counters (monotonic since start).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -30,6 +31,9 @@ pub struct AccountStats {
     pub adopted: u64,
     /// Requests to the provider by endpoint and result class.
     pub requests: RequestTable,
+    /// Milliseconds this account's threads were held, by kind (`Kind::index`): from taking a
+    /// thread to giving it back, whatever the task's end (the plan advisor's Little's law).
+    pub held_ms: [u64; Kind::ALL.len()],
 }
 
 /// The live counters behind [`AccountStats`], shared with the poller.
@@ -46,6 +50,7 @@ pub(crate) struct Counters {
     pub(super) timeouts: AtomicU64,
     pub(super) adopted: AtomicU64,
     pub(super) requests: RequestCounts,
+    pub(super) held_ms: [AtomicU64; Kind::ALL.len()],
 }
 
 pub(super) fn bump(counter: &AtomicU64) {

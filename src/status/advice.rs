@@ -2,9 +2,11 @@
 //! upstream threads the busiest stretch of a window needed, with the figures it comes from
 //! (docs/OPERATIONS.md "Plan advice"). `GET /v1/advice` and `captcha-gateway advise` show it.
 //!
-//! Little's law: the average number of upstream tasks in flight over a bucket, `L`, is the solve
-//! time its tasks spent, summed, divided by the bucket's span (arrival rate times mean solve
-//! time). Where the plan was full, callers waited for a thread: each would have held one, so
+//! Little's law: the average number of upstream threads in use over a bucket, `L`, is the time
+//! its tasks held threads, summed, divided by the bucket's span (arrival rate times mean time
+//! held). The time held is measured from taking a thread to giving it back (the submit, the
+//! provider's work, the poll that saw the answer, a departed caller's task kept to its horizon),
+//! not the shorter submit-to-ready solve time. Where the plan was full, callers waited for a thread: each would have held one, so
 //! the bucket's demand is `D = L + the most callers waiting at once`. Arrivals come in bursts,
 //! so the plan needs headroom above the busiest bucket's `D`: `D + 2 * sqrt(D)` covers Poisson
 //! arrivals 97 % of the time (the rule docs/OPERATIONS.md "Sizing threads" gives for sizing by
@@ -47,7 +49,8 @@ pub struct ThreadAdvice {
     pub cap: u64,
     /// The most threads in use at one sample in the window.
     pub observed_peak_in_use: u64,
-    /// Upstream tasks in flight on average over the busiest bucket (Little's law).
+    /// Upstream threads in use on average over the busiest bucket (Little's law: the time
+    /// threads were held, summed, over the bucket's span).
     pub littles_law_at_peak: f64,
     /// The most callers that waited for a thread at once in that bucket.
     pub waiting_at_peak: u64,
@@ -72,6 +75,8 @@ pub struct KindFigures {
     pub solves: u64,
     pub peak_solves_per_s: f64,
     pub mean_solve_s: Option<f64>,
+    /// Seconds threads were held for the kind in the window, summed (what the plan carried).
+    pub thread_seconds: f64,
     /// Answers from a pool over answered callers.
     pub pool_hit_rate: Option<f64>,
     pub failed: u64,
@@ -92,7 +97,7 @@ pub fn advise<'a>(
     for b in buckets {
         count += 1;
         observed = observed.max(b.threads_peak);
-        let in_flight: f64 = b.kinds.iter().map(|(_, d)| d.solve_seconds).sum::<f64>() / span;
+        let in_flight: f64 = b.kinds.iter().map(|(_, d)| d.threads_held_s()).sum::<f64>() / span;
         let wanted = in_flight + b.waiting_peak as f64;
         if wanted > demand {
             (demand, peak, waiting, peak_at) =
@@ -122,8 +127,8 @@ pub fn advise<'a>(
         String::new()
     };
     let how = format!(
-        "Little's law at the busiest {span:.0} s bucket: {peak:.2} upstream tasks in flight on \
-         average (solve time summed over the bucket's span){waited}; plus 2 * sqrt of that \
+        "Little's law at the busiest {span:.0} s bucket: {peak:.2} upstream threads in use on \
+         average (the time threads were held, summed, over the bucket's span){waited}; plus 2 * sqrt of that \
          ({headroom:.2}) for bursts, it gives {needed}; the most seen in use at once was \
          {observed}; the plan allows {cap_now} now"
     );
@@ -153,6 +158,7 @@ pub fn advise<'a>(
                     solves: d.solves,
                     peak_solves_per_s: peak_solves,
                     mean_solve_s: (d.solves > 0).then(|| d.solve_seconds / d.solves as f64),
+                    thread_seconds: d.threads_held_s(),
                     pool_hit_rate: (answered > 0).then(|| d.pool as f64 / answered as f64),
                     failed: d.failed,
                 }
@@ -209,6 +215,44 @@ mod tests {
         assert!((k.mean_solve_s.unwrap() - 9.0).abs() < 1e-9);
         assert_eq!(k.pool_hit_rate, Some(0.0));
         assert!(a.threads.how.contains("40.00"), "{}", a.threads.how);
+    }
+
+    #[test]
+    fn threads_count_the_time_they_were_held_and_older_shares_their_solve_time() {
+        // 60 s buckets, 60 solves of 2 s each; the threads were held 6 s each (polling).
+        let mut held = bucket(0, 60, 2.0, 6);
+        held.kinds[0].1.thread_seconds = 360.0;
+        let a = advise(
+            &[held],
+            Duration::from_secs(60),
+            Duration::from_secs(60),
+            10,
+            Scope::Instance,
+        );
+        assert!((a.threads.littles_law_at_peak - 6.0).abs() < 1e-9);
+        assert!((a.kinds[0].mean_solve_s.unwrap() - 2.0).abs() < 1e-9);
+        assert!((a.kinds[0].thread_seconds - 360.0).abs() < 1e-9);
+        // A share written before threads were timed: its solve time stands in.
+        let older: Bucket = serde_json::from_value(
+            serde_json::to_value(bucket(0, 60, 2.0, 2))
+                .map(|mut v| {
+                    v["kinds"][0][1]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("thread_seconds");
+                    v
+                })
+                .unwrap(),
+        )
+        .unwrap();
+        let a = advise(
+            &[older],
+            Duration::from_secs(60),
+            Duration::from_secs(60),
+            10,
+            Scope::Instance,
+        );
+        assert!((a.threads.littles_law_at_peak - 2.0).abs() < 1e-9);
     }
 
     #[test]

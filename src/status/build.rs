@@ -98,6 +98,14 @@ pub fn demand_totals(sources: &Sources, sample: &Sample) -> super::demand::Total
         totals.kinds[kind.index()].solves = solves;
         totals.kinds[kind.index()].solve_seconds = seconds;
     }
+    for (i, held) in sources
+        .upstream
+        .thread_seconds_by_kind()
+        .into_iter()
+        .enumerate()
+    {
+        totals.kinds[i].thread_seconds = held;
+    }
     totals
 }
 

@@ -6,7 +6,7 @@
 //!
 //! Bounded whatever the traffic: at most `keep / bucket` buckets (4,032 by default), a bucket
 //! holds only the kinds that had demand in it, and a bucket without demand is not kept at all,
-//! so the worst case is every kind busy for the whole span (about 2 MB at the defaults) and a
+//! so the worst case is every kind busy for the whole span (about 2.3 MB at the defaults) and a
 //! quiet gateway keeps almost nothing.
 
 use std::collections::VecDeque;
@@ -30,6 +30,8 @@ pub struct KindTotals {
     /// Upstream solves whose time was measured, and that time summed, in seconds.
     pub solves: u64,
     pub solve_seconds: f64,
+    /// Seconds upstream threads were held for this kind, whatever the task's end.
+    pub thread_seconds: f64,
 }
 
 /// Everything the log reads at one sample.
@@ -55,13 +57,30 @@ pub struct KindDemand {
     /// Upstream solves finished, and their summed solve time (submit to answer ready).
     pub solves: u64,
     pub solve_seconds: f64,
+    /// Seconds upstream threads were held for the kind, from taking one to giving it back:
+    /// submits, failed and abandoned tasks included (absent in an older instance's share).
+    #[serde(default)]
+    pub thread_seconds: f64,
 }
 
 impl KindDemand {
     /// Nothing to keep. Solve time alone counts: a histogram's count and sum are two atomics,
     /// so a sample may read a solve's count before its time, and the time comes a sample later.
     fn is_empty(&self) -> bool {
-        self.callers == 0 && self.solves == 0 && self.solve_seconds == 0.0
+        self.callers == 0
+            && self.solves == 0
+            && self.solve_seconds == 0.0
+            && self.thread_seconds == 0.0
+    }
+
+    /// Seconds of threads this demand held: the measured figure, or the solve time where a
+    /// share predates it.
+    pub fn threads_held_s(&self) -> f64 {
+        if self.thread_seconds > 0.0 {
+            self.thread_seconds
+        } else {
+            self.solve_seconds
+        }
     }
 
     pub(super) fn add(&mut self, other: &KindDemand) {
@@ -72,6 +91,7 @@ impl KindDemand {
         self.failed += other.failed;
         self.solves += other.solves;
         self.solve_seconds += other.solve_seconds;
+        self.thread_seconds += other.thread_seconds;
     }
 
     /// What happened between two cumulative readings (a counter that went back, as after a
@@ -88,6 +108,11 @@ impl KindDemand {
         } else {
             now.solve_seconds
         };
+        let thread_seconds = if now.thread_seconds >= then.thread_seconds {
+            now.thread_seconds - then.thread_seconds
+        } else {
+            now.thread_seconds
+        };
         KindDemand {
             callers: pool + solved + shared + failed,
             pool,
@@ -96,6 +121,7 @@ impl KindDemand {
             failed,
             solves,
             solve_seconds,
+            thread_seconds,
         }
     }
 }
@@ -282,6 +308,8 @@ mod tests {
             failed: 0,
             solves,
             solve_seconds: seconds,
+            // Threads held a second longer than each solve (until the poll that saw it).
+            thread_seconds: seconds + solves as f64,
         };
         t
     }
@@ -302,6 +330,7 @@ mod tests {
         let d = first.kind(k).unwrap();
         assert_eq!((d.callers, d.solved, d.solves), (6, 6, 6));
         assert!((d.solve_seconds - 12.0).abs() < 1e-9);
+        assert!((d.thread_seconds - 18.0).abs() < 1e-9);
         assert_eq!(first.threads_peak, 5);
         assert_eq!(first.kind(Kind::Image), None);
         assert_eq!(log.since(10_000).count(), 1);
@@ -355,7 +384,7 @@ mod tests {
     /// The bound the module states: every kind busy in every bucket for the whole span, in
     /// memory and as one instance's share in Redis.
     #[test]
-    fn a_full_log_is_about_two_megabytes_and_a_share_under_a_kilobyte() {
+    fn a_full_log_is_under_two_and_a_half_megabytes_and_a_share_under_one_and_a_half_kilobytes() {
         let log = DemandLog::new(DEFAULT_BUCKET, DEFAULT_KEEP);
         let full = Bucket {
             start_ms: 1_796_000_000_000,
@@ -370,6 +399,7 @@ mod tests {
                         failed: 12,
                         solves: 100_012,
                         solve_seconds: 1_234_567.891,
+                        thread_seconds: 2_345_678.912,
                     };
                     (*k, d)
                 })
@@ -382,9 +412,9 @@ mod tests {
             + full.kinds.capacity() * std::mem::size_of::<(Kind, KindDemand)>();
         let bytes = log.capacity() * per_bucket;
         assert_eq!(log.capacity(), 4032);
-        assert!(bytes <= 2_100_000, "{bytes}");
+        assert!(bytes <= 2_400_000, "{bytes}");
         let share = serde_json::to_string(&full).unwrap();
-        assert!(share.len() < 1024, "{}", share.len());
+        assert!(share.len() < 1536, "{}", share.len());
     }
 
     proptest! {

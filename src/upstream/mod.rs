@@ -252,6 +252,18 @@ impl Upstream {
             .collect()
     }
 
+    /// Per kind (`Kind::index`): seconds upstream threads were held for it, summed over every
+    /// account since start (the plan advisor's Little's law reads this).
+    pub fn thread_seconds_by_kind(&self) -> [f64; Kind::ALL.len()] {
+        let mut out = [0.0; Kind::ALL.len()];
+        for m in &self.members {
+            for (sum, ms) in out.iter_mut().zip(m.account.stats().held_ms) {
+                *sum += ms as f64 / 1000.0;
+            }
+        }
+        out
+    }
+
     /// Every account's figures, in config order (the status page).
     pub fn figures(&self) -> Vec<AccountFigures> {
         self.members

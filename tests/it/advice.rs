@@ -19,9 +19,19 @@ use crate::support::{KEY, TestGateway, fast_settings};
 const BUCKET: Duration = Duration::from_secs(4);
 const PHASE: Duration = Duration::from_secs(12);
 
-/// `callers` loops that each keep one solve waiting at the gateway until `until`; returns
-/// how many solves they made.
+/// `callers` loops that each keep one reCAPTCHA solve waiting at the gateway until `until`;
+/// counts the solves they made in `made`.
 async fn closed_loop(gw: &Arc<TestGateway>, callers: u64, until: Instant, made: &Arc<AtomicU64>) {
+    closed_loop_of(gw, "recaptcha_v2", callers, until, made).await;
+}
+
+async fn closed_loop_of(
+    gw: &Arc<TestGateway>,
+    kind: &'static str,
+    callers: u64,
+    until: Instant,
+    made: &Arc<AtomicU64>,
+) {
     let loops: Vec<_> = (0..callers)
         .map(|c| {
             let (gw, made) = (gw.clone(), made.clone());
@@ -29,7 +39,11 @@ async fn closed_loop(gw: &Arc<TestGateway>, callers: u64, until: Instant, made: 
                 let mut i = 0;
                 while Instant::now() < until {
                     i += 1;
-                    let body = json!({"kind": "recaptcha_v2", "sitekey": format!("6Le-advice-{callers}-{c}-{i}"), "pageurl": "https://advice.example.com/"});
+                    let name = format!("advice-{callers}-{c}-{i}");
+                    let body = match kind {
+                        "image" => json!({"kind": kind, "body": image_of(&name)}),
+                        _ => json!({"kind": kind, "sitekey": name, "pageurl": "https://advice.example.com/"}),
+                    };
                     let res = gw
                         .http
                         .post(gw.url("/v1/solve"))
@@ -47,6 +61,14 @@ async fn closed_loop(gw: &Arc<TestGateway>, callers: u64, until: Instant, made: 
     for l in loops {
         l.await.unwrap();
     }
+}
+
+/// A distinct image per `name`, large enough to be taken for one.
+fn image_of(name: &str) -> String {
+    use base64::Engine as _;
+    let mut bytes = b"\x89PNG\r\n\x1a\n".to_vec();
+    bytes.extend(name.bytes().cycle().take(200));
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 async fn advice(gw: &TestGateway, query: &str) -> Value {
@@ -145,6 +167,62 @@ async fn the_advice_finds_the_peak_littles_law_implies_and_counts_every_caller()
     assert_eq!(res.status(), 400);
     let v: Value = res.json().await.unwrap();
     assert_eq!(v["error"]["code"], "bad_window_s", "{v}");
+}
+
+/// As users run it: the accounts' default polling, which knows nothing of the simulator's
+/// latencies. Images take the simulator 1-1.5 s, and the poller's first check comes after the
+/// kind's typical 1 s, then every 5 s until it learns better: a thread is held well past the
+/// solve. 6 callers always waiting hold about 6 threads whatever the polling, and the advice
+/// must count that, not the solve time's share of it.
+#[tokio::test]
+async fn under_default_polling_the_advice_counts_threads_for_as_long_as_they_are_held() {
+    let mut settings = fast_settings();
+    settings.poll = captcha_gateway::provider::PollSettings::default();
+    settings.status_every = Duration::from_millis(100);
+    settings.demand_bucket = Duration::from_secs(10);
+    settings.sim.latency.insert(
+        Kind::Image,
+        LatencyRange {
+            min: Duration::from_millis(1000),
+            max: Duration::from_millis(1500),
+        },
+    );
+    let gw = Arc::new(TestGateway::with(settings).await);
+    let made = Arc::new(AtomicU64::new(0));
+    const CALLERS: u64 = 6;
+    let phase = Duration::from_secs(30);
+    let start = Instant::now();
+    closed_loop_of(&gw, "image", CALLERS, start + phase, &made).await;
+    let elapsed = start.elapsed().as_secs_f64();
+    let calls = made.load(Ordering::Relaxed);
+    let a = advice_counting(&gw, calls).await;
+    println!("FIGURE advice under default polling: {calls} calls in {elapsed:.1} s; {a}");
+    let k = &a["kinds"][0];
+    assert_eq!(
+        (k["kind"].as_str(), k["solves"].as_u64()),
+        (Some("image"), Some(calls))
+    );
+    // Each caller held a thread from its first submit to its last answer, but for the moments
+    // between an answer and its next submit: the threads held, summed, are CALLERS times the
+    // time the loops ran, less those moments.
+    let held = k["thread_seconds"].as_f64().unwrap();
+    let expected = CALLERS as f64 * elapsed;
+    assert!(
+        (0.9 * expected..=expected).contains(&held),
+        "{held:.1} s held of {expected:.1} s: {a}"
+    );
+    // The solve time is shorter than the thread was held (the polling delay).
+    let mean_solve = k["mean_solve_s"].as_f64().unwrap();
+    assert!(mean_solve * calls as f64 <= held, "{a}");
+    // No bucket holds more than CALLERS threads on average, but for the tasks that end in it
+    // counted whole (at most one per caller, each held under the phase): the busiest is
+    // between the window's average and that.
+    let t = &a["threads"];
+    let peak = t["littles_law_at_peak"].as_f64().unwrap();
+    let span = a["bucket_s"].as_f64().unwrap();
+    let average = held / (a["buckets"].as_u64().unwrap() as f64 * span);
+    assert!(peak >= average - 1e-9, "{a}");
+    assert!(peak <= CALLERS as f64 * (1.0 + elapsed / span), "{a}");
 }
 
 /// Gateways on one Redis each write their share of every bucket: the advice on either counts
