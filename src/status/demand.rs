@@ -208,12 +208,12 @@ impl DemandLog {
         usize::try_from(self.keep_ms / self.bucket_ms).unwrap_or(usize::MAX)
     }
 
-    /// Adds what happened since the last reading to the bucket `t_ms` falls in. The first
-    /// reading only sets the start.
+    /// Adds what happened since the last reading to the bucket `t_ms` falls in. The readings
+    /// count from the process's start, as does the log: the first counts from zero, so the
+    /// demand of the moments before the first sample (a pool filled at start and taken at
+    /// once) is not lost.
     pub fn record(&mut self, t_ms: u64, now: Totals) {
-        let Some(then) = self.last.replace(now) else {
-            return;
-        };
+        let then = self.last.replace(now).unwrap_or_default();
         let start_ms = t_ms - t_ms % self.bucket_ms;
         let oldest = start_ms.saturating_sub(self.keep_ms.saturating_sub(self.bucket_ms));
         while self.buckets.front().is_some_and(|b| b.start_ms < oldest) {
@@ -342,6 +342,19 @@ mod tests {
     }
 
     #[test]
+    fn the_first_reading_counts_what_happened_since_the_start() {
+        let mut log = DemandLog::new(Duration::from_secs(10), Duration::from_secs(100));
+        log.record(1_000, totals(Kind::RecaptchaV2, 4, 4, 8.0, 2));
+        let d = *log
+            .since(0)
+            .next()
+            .unwrap()
+            .kind(Kind::RecaptchaV2)
+            .unwrap();
+        assert_eq!((d.callers, d.solves), (4, 4));
+    }
+
+    #[test]
     fn solve_time_read_a_sample_after_its_count_is_kept() {
         let mut log = DemandLog::new(Duration::from_secs(10), Duration::from_secs(100));
         let k = Kind::Turnstile;
@@ -358,8 +371,8 @@ mod tests {
         let mut log = DemandLog::new(Duration::from_secs(10), Duration::from_secs(100));
         let k = Kind::Image;
         log.record(1_000, totals(k, 100, 100, 50.0, 0));
-        log.record(2_000, totals(k, 3, 3, 1.5, 0));
-        let d = *log.since(0).next().unwrap().kind(k).unwrap();
+        log.record(12_000, totals(k, 3, 3, 1.5, 0));
+        let d = *log.since(10_000).next().unwrap().kind(k).unwrap();
         assert_eq!((d.callers, d.solves), (3, 3));
         assert!((d.solve_seconds - 1.5).abs() < 1e-9);
     }

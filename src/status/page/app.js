@@ -223,6 +223,58 @@ function render(r) {
   document.body.setAttribute("data-window-s", String(r.window_s));
 }
 
+// The plan advice (GET /v1/advice, the last day): the threads it recommends beside the plan's
+// cap and the figures behind them, and per kind what the demand log counted. Read once a
+// minute: the log moves in 5-minute buckets.
+function renderAdvice(a) {
+  const t = a.threads;
+  document.getElementById("advice-note").textContent = "last " + Math.round(a.window_s / 3600) + " h, " +
+    a.buckets + (a.buckets === 1 ? " bucket of " : " buckets of ") + windowText(a.bucket_s) + " with demand, " + (a.scope === "fleet" ? "the whole fleet" : "this instance");
+  let html = '<div class="advice-head">' +
+    '<span>threads recommended <span class="big" ' + attr("advice-threads-recommended", t.recommended) + ">" + num(t.recommended) + "</span></span>" +
+    '<span>plan allows <b ' + attr("advice-threads-cap", t.cap) + ">" + num(t.cap) + "</b></span>" +
+    '<span>in use at the peak (Little\u2019s law) <b ' + attr("advice-threads-littles-law", t.littles_law_at_peak) + ">" + rate(t.littles_law_at_peak) + "</b></span>" +
+    '<span>waiting then <b ' + attr("advice-threads-waiting", t.waiting_at_peak) + ">" + num(t.waiting_at_peak) + "</b></span>" +
+    '<span>most seen in use <b ' + attr("advice-threads-observed", t.observed_peak_in_use) + ">" + num(t.observed_peak_in_use) + "</b></span></div>" +
+    '<div class="advice-how muted" data-figure="advice-how">' + esc(t.how) + "</div>";
+  if (!a.kinds.length) {
+    html += '<div class="empty">no demand in the window yet</div>';
+  } else {
+    html += '<table class="num"><tr><th>kind</th><th>callers</th><th>peak / s</th><th>solves</th><th>mean solve</th><th>thread held / solve</th><th>pool hits</th><th>failed</th></tr>';
+    for (const k of a.kinds) {
+      const held = k.solves ? k.thread_seconds / k.solves : null;
+      html += '<tr data-advice-kind="' + esc(k.kind) + '"><td class="name">' + esc(k.kind) + "</td>" +
+        "<td " + attr("advice-callers", k.callers) + ">" + num(k.callers) + "</td>" +
+        "<td " + attr("advice-peak-callers-per-s", k.peak_callers_per_s) + ">" + rate(k.peak_callers_per_s) + "</td>" +
+        "<td " + attr("advice-solves", k.solves) + ">" + num(k.solves) + "</td>" +
+        "<td " + attr("advice-mean-solve-s", k.mean_solve_s) + ">" + secs(k.mean_solve_s) + "</td>" +
+        "<td " + attr("advice-thread-held-s", held) + ">" + secs(held) + "</td>" +
+        "<td " + attr("advice-pool-hit-rate", k.pool_hit_rate) + ">" + pct(k.pool_hit_rate) + "</td>" +
+        "<td " + attr("advice-failed", k.failed) + ">" + num(k.failed) + "</td></tr>";
+    }
+    html += "</table>";
+  }
+  const el = document.getElementById("advice");
+  el.className = "";
+  el.innerHTML = html;
+}
+
+async function refreshAdvice() {
+  try {
+    const key = opsKey();
+    const res = await fetch("/v1/advice?window_s=86400", { cache: "no-store", headers: key ? { Authorization: "Bearer " + key } : {} });
+    if (res.ok) {
+      renderAdvice(await res.json());
+      document.getElementById("advice-card").setAttribute("data-status", "ok");
+    } else if (res.status !== 401) {
+      document.getElementById("advice").textContent = "no advice: HTTP " + res.status;
+    }
+  } catch (e) {
+    document.getElementById("advice").textContent = "no advice: " + e.message;
+  }
+  setTimeout(refreshAdvice, 60000);
+}
+
 // The operations key, when the gateway asks for one: given once in the address as #key=...
 // (a fragment reaches no server and no log), then kept for this tab only and taken out of the
 // address bar and its history entry.
@@ -265,3 +317,4 @@ async function refresh() {
   setTimeout(refresh, every);
 }
 refresh();
+refreshAdvice();

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use super::{Load, OPS_KEY, POOL_LABEL, POOL_SIZE, Scrape, pool, status};
+use super::{Load, OPS_KEY, POOL_LABEL, POOL_SIZE, Scrape, advice, pool, status};
 use crate::support::eventually::eventually;
 use crate::support::{TestGateway, fast_settings};
 
@@ -78,6 +78,15 @@ fn pool_figure(dom: &str, label: &str, name: &str) -> f64 {
         .find(&format!("data-pool=\"{label}\""))
         .unwrap_or_else(|| panic!("the page has a pool row for {label}"));
     let v = figure_after(dom, row, name).unwrap_or_else(|| panic!("{label} shows {name}"));
+    v.parse().unwrap()
+}
+
+/// A figure in the plan advice's row for `kind`.
+fn advice_kind_figure(dom: &str, kind: &str, name: &str) -> f64 {
+    let row = dom
+        .find(&format!("data-advice-kind=\"{kind}\""))
+        .unwrap_or_else(|| panic!("the advice has a row for {kind}"));
+    let v = figure_after(dom, row, name).unwrap_or_else(|| panic!("{kind} shows {name}"));
     v.parse().unwrap()
 }
 
@@ -245,8 +254,10 @@ async fn the_dashboard_shows_live_figures_that_match_metrics() {
         s.sum(POOL_READY, &target) == POOL_SIZE && s.sum(TARGET_IN_FLIGHT, "") == 0
     })
     .await;
+    let advice_before = advice(&gw).await;
     let rest = chromium(&["--dump-dom".into()], &with_key).await;
     let scrape = Scrape::take(&gw).await;
+    let advice_after = advice(&gw).await;
     assert_eq!(
         pool_figure(&rest, POOL_LABEL, "pool-ready"),
         scrape.sum(POOL_READY, &target) as f64
@@ -267,6 +278,53 @@ async fn the_dashboard_shows_live_figures_that_match_metrics() {
             assert_eq!(figure(&rest, name), scrape.sum(metric, "") as f64, "{name}");
         }
     }
+    // The plan advice beside the live figures: what `GET /v1/advice` says. Its figures only
+    // grow as the log counts more (the busiest bucket's demand, the callers), so the page's
+    // lie between a read before it loaded and one after.
+    assert!(
+        rest.contains("id=\"advice-card\" data-status=\"ok\""),
+        "the page read /v1/advice with the key"
+    );
+    let grown = |what: &str, page: f64, before: &serde_json::Value, after: &serde_json::Value| {
+        let (b, a) = (before.as_f64().unwrap(), after.as_f64().unwrap());
+        assert!(
+            b <= page && page <= a,
+            "{what}: the page shows {page}, /v1/advice said {b} before and {a} after"
+        );
+    };
+    let (ab, aa) = (&advice_before, &advice_after);
+    grown(
+        "advice-threads-recommended",
+        figure(&rest, "advice-threads-recommended"),
+        &ab["threads"]["recommended"],
+        &aa["threads"]["recommended"],
+    );
+    assert_eq!(
+        figure(&rest, "advice-threads-cap"),
+        aa["threads"]["cap"].as_f64().unwrap()
+    );
+    assert!(figure(&rest, "advice-threads-recommended") >= 1.0);
+    for kind in ["recaptcha_v2", "turnstile", "text"] {
+        let at = |a: &serde_json::Value| {
+            a["kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|k| k["kind"] == kind)
+                .map(|k| k["callers"].clone())
+                .unwrap_or_else(|| panic!("the advice counts {kind}: {a}"))
+        };
+        let page = advice_kind_figure(&rest, kind, "advice-callers");
+        assert!(page > 0.0, "{kind} callers are counted");
+        grown(&format!("{kind} callers"), page, &at(ab), &at(aa));
+    }
+    // The demand log counts from the process's start, so the pooled target's first hits
+    // (its pool filled at start, taken at once) are in it.
+    let hits = advice_kind_figure(&rest, "recaptcha_v2", "advice-pool-hit-rate");
+    assert!(
+        hits > 0.0,
+        "the pooled target's hits show in the advice: {aa}"
+    );
     assert!(
         std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0) > 10_000,
         "the screenshot {} is written",

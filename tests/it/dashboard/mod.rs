@@ -104,9 +104,18 @@ impl Load {
 pub const OPS_KEY: &str = "ops-DashboardKey-0123456789";
 
 pub async fn status(gw: &TestGateway) -> Value {
+    ops_json(gw, "/v1/status").await
+}
+
+/// `GET /v1/advice` over the day the dashboard shows.
+pub async fn advice(gw: &TestGateway) -> Value {
+    ops_json(gw, "/v1/advice?window_s=86400").await
+}
+
+async fn ops_json(gw: &TestGateway, path: &str) -> Value {
     let res = gw
         .http
-        .get(gw.url("/v1/status"))
+        .get(gw.url(path))
         .bearer_auth(OPS_KEY)
         .send()
         .await
