@@ -30,6 +30,7 @@ mod access;
 mod accounts;
 mod engine;
 mod logs;
+mod prices;
 mod submit;
 mod upstream;
 mod worker;
@@ -101,6 +102,8 @@ pub struct Settings {
     pub demand_bucket: Duration,
     /// The operations endpoints' listener and key (docs/SECURITY.md "Endpoints").
     pub ops: crate::http::OpsSettings,
+    /// `[prices]`: what the plan advisor prices threads and solves at.
+    pub prices: crate::status::advice::prices::Prices,
 }
 
 /// The TOML file: every flag, plus the knobs that have no flag.
@@ -192,6 +195,8 @@ struct FileConfig {
     ops_key: Option<String>,
     ops_key_file: Option<PathBuf>,
     ops_on_api_port: Option<bool>,
+    /// What threads and solves cost, per provider (docs/CONFIGURATION.md "Prices").
+    prices: Option<toml::Table>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -355,6 +360,7 @@ pub fn load_serve(
         status_every: crate::status::DEFAULT_EVERY,
         demand_bucket: crate::status::demand::DEFAULT_BUCKET,
         ops,
+        prices: prices::prices(file.prices.as_ref())?,
     })
 }
 

@@ -102,6 +102,7 @@ impl Gateway {
                 Some(settings.demand_bucket),
                 settings.redis.as_ref().map(|r| &r.target),
                 crate::status::Role::Serve,
+                settings.prices.clone(),
             )
             .await,
             limits: Arc::new(settings.limits.clone()),

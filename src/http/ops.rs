@@ -137,7 +137,17 @@ pub async fn advice(
         Err(e) => return e.into_response(),
     };
     let cap = state.upstream.effective_threads().into();
-    match state.status.advice(window, cap).await {
+    let accounts = state
+        .upstream
+        .figures()
+        .into_iter()
+        .map(|a| crate::status::advice::AccountNow {
+            name: a.name,
+            provider: a.provider.to_owned(),
+            cap: a.cap.into(),
+        })
+        .collect();
+    match state.status.advice(window, cap, accounts).await {
         Some(advice) => ([(header::CACHE_CONTROL, "no-store")], Json(advice)).into_response(),
         None => ApiError::new(
             StatusCode::NOT_FOUND,

@@ -202,7 +202,7 @@ impl Account {
         let result = self
             .solve_inner(req, None, deadline, priority, submitted)
             .await;
-        self.count_outcome(&result);
+        self.count_outcome(req.kind(), &result);
         result
     }
 
@@ -220,13 +220,16 @@ impl Account {
         let result = self
             .solve_inner(req, Some(task_id), deadline, priority, &|_| {})
             .await;
-        self.count_outcome(&result);
+        self.count_outcome(req.kind(), &result);
         result
     }
 
-    fn count_outcome(&self, result: &Result<Solved, ProviderError>) {
+    fn count_outcome(&self, kind: Kind, result: &Result<Solved, ProviderError>) {
         match result {
-            Ok(_) => bump(&self.counters.solved),
+            Ok(_) => {
+                bump(&self.counters.solved);
+                bump(&self.counters.solved_by_kind[kind.index()]);
+            }
             Err(e) if e.code == TIMEOUT => bump(&self.counters.timeouts),
             // Handed back, not failed: the task is someone else's to finish.
             Err(e) if e.code == SHUTDOWN => {}
@@ -458,6 +461,7 @@ impl Account {
             adopted: get(&c.adopted),
             requests: c.requests.table(),
             held_ms: std::array::from_fn(|i| get(&c.held_ms[i])),
+            solved_by_kind: std::array::from_fn(|i| get(&c.solved_by_kind[i])),
         }
     }
 }

@@ -34,6 +34,8 @@ pub struct AccountStats {
     /// Milliseconds this account's threads were held, by kind (`Kind::index`): from taking a
     /// thread to giving it back, whatever the task's end (the plan advisor's Little's law).
     pub held_ms: [u64; Kind::ALL.len()],
+    /// `solved` by kind (`Kind::index`): what a provider that bills per solve charges for.
+    pub solved_by_kind: [u64; Kind::ALL.len()],
 }
 
 /// The live counters behind [`AccountStats`], shared with the poller.
@@ -51,6 +53,7 @@ pub(crate) struct Counters {
     pub(super) adopted: AtomicU64,
     pub(super) requests: RequestCounts,
     pub(super) held_ms: [AtomicU64; Kind::ALL.len()],
+    pub(super) solved_by_kind: [AtomicU64; Kind::ALL.len()],
 }
 
 pub(super) fn bump(counter: &AtomicU64) {

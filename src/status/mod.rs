@@ -84,6 +84,8 @@ pub struct Status {
     /// `redis` or `memory`, as the report names the store.
     store: &'static str,
     role: Role,
+    /// `[prices]`: what the advice prices the plan at.
+    prices: advice::prices::Prices,
 }
 
 impl Status {
@@ -94,6 +96,7 @@ impl Status {
         demand_bucket: Option<Duration>,
         redis: Option<&RedisTarget>,
         role: Role,
+        prices: advice::prices::Prices,
     ) -> Arc<Status> {
         let every = every.max(Duration::from_millis(100));
         let fleet = match redis {
@@ -109,6 +112,7 @@ impl Status {
             fleet,
             store: if redis.is_some() { "redis" } else { "memory" },
             role,
+            prices,
         })
     }
 
@@ -182,7 +186,13 @@ impl Status {
 impl Status {
     /// The plan advice over the last `window` of the demand log (`None` without a log):
     /// fleet-wide from Redis, or this process's own log without Redis or while it is away.
-    pub async fn advice(&self, window: Duration, cap_now: u64) -> Option<advice::Advice> {
+    /// `cap_now` and `accounts`: the plan as it is now, from the accounts configured here.
+    pub async fn advice(
+        &self,
+        window: Duration,
+        cap_now: u64,
+        accounts: Vec<advice::AccountNow>,
+    ) -> Option<advice::Advice> {
         let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
         let now = crate::model::now_ms();
         let (local, bucket, starts) = {
@@ -202,7 +212,16 @@ impl Status {
             },
             None => (local, advice::Scope::Instance),
         };
-        Some(advice::advise(&buckets, bucket, window, cap_now, scope))
+        let plan = advice::Plan {
+            bucket,
+            window,
+            scope,
+            now_ms: now,
+            cap: cap_now,
+            accounts,
+            prices: self.prices.clone(),
+        };
+        Some(advice::advise(&buckets, &plan))
     }
 }
 
@@ -223,7 +242,15 @@ pub async fn publish_worker(
     redis: &RedisTarget,
     shutdown: &Shutdown,
 ) {
-    let status = Status::new(every, Some(demand_bucket), Some(redis), Role::Worker).await;
+    // A worker serves no advice: its prices are never read.
+    let status = Status::new(
+        every,
+        Some(demand_bucket),
+        Some(redis),
+        Role::Worker,
+        advice::prices::Prices::default(),
+    )
+    .await;
     let sources = Sources {
         engine,
         upstream,

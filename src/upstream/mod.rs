@@ -152,6 +152,8 @@ pub struct AccountFigures {
     pub in_flight: u32,
     /// The effective cap now.
     pub cap: u32,
+    /// Callers on this instance waiting for one of its threads.
+    pub waiting: usize,
     pub stats: crate::provider::AccountStats,
 }
 
@@ -275,6 +277,7 @@ impl Upstream {
                 threads: m.account.threads(),
                 in_flight: m.account.in_flight(),
                 cap: m.account.effective_threads(),
+                waiting: m.account.queued(Priority::Interactive),
                 stats: m.account.stats(),
             })
             .collect()

@@ -13,12 +13,32 @@
 //! hand), so callers at that peak neither wait for a thread nor are refused. The most threads
 //! the sampler saw in use at once is shown beside it, and the advice is never below it.
 
+mod accounts;
+pub mod prices;
+
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use self::accounts::{AccountAdvice, AccountNow};
+use self::prices::Prices;
 use super::demand::{Bucket, KindDemand};
 use crate::model::Kind;
+
+/// What the advice is asked about: the window, and the plan as it is now.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The log's bucket span, and how far back to look.
+    pub bucket: Duration,
+    pub window: Duration,
+    pub scope: Scope,
+    pub now_ms: u64,
+    /// The threads every account allows now.
+    pub cap: u64,
+    /// The accounts configured here.
+    pub accounts: Vec<AccountNow>,
+    pub prices: Prices,
+}
 
 /// Whose demand the advice read.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -39,8 +59,22 @@ pub struct Advice {
     /// Buckets in the window that had demand (quiet ones are not kept).
     pub buckets: usize,
     pub threads: ThreadAdvice,
+    /// Each account: configured here, or with work in the window on another instance.
+    pub accounts: Vec<AccountAdvice>,
+    /// Every priced account's cost per month, added up; `None` when nothing is priced.
+    pub cost: Option<TotalCost>,
     /// Each kind with demand in the window.
     pub kinds: Vec<KindFigures>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TotalCost {
+    pub currency: String,
+    pub now_per_month: f64,
+    /// Each account at its own recommendation.
+    pub recommended_per_month: f64,
+    /// How the amounts were derived, in one sentence.
+    pub how: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -82,19 +116,14 @@ pub struct KindFigures {
     pub failed: u64,
 }
 
-/// The advice over `buckets` (those of the window, oldest first), each `bucket` long.
-pub fn advise<'a>(
-    buckets: impl IntoIterator<Item = &'a Bucket>,
-    bucket: Duration,
-    window: Duration,
-    cap_now: u64,
-    scope: Scope,
-) -> Advice {
-    let span = bucket.as_secs_f64().max(1e-3);
+/// The advice over `buckets` (those of the window, oldest first).
+pub fn advise<'a>(buckets: impl IntoIterator<Item = &'a Bucket>, plan: &Plan) -> Advice {
+    let buckets: Vec<&Bucket> = buckets.into_iter().collect();
+    let (cap_now, span) = (plan.cap, plan.bucket.as_secs_f64().max(1e-3));
     let mut kinds: Vec<(Kind, KindDemand, f64, f64)> = Vec::new();
     let (mut count, mut observed, mut peak_at) = (0, 0, None);
     let (mut peak, mut waiting, mut demand) = (0.0_f64, 0, 0.0_f64);
-    for b in buckets {
+    for b in buckets.iter().copied() {
         count += 1;
         observed = observed.max(b.threads_peak);
         let in_flight: f64 = b.kinds.iter().map(|(_, d)| d.threads_held_s()).sum::<f64>() / span;
@@ -132,9 +161,28 @@ pub fn advise<'a>(
          ({headroom:.2}) for bursts, it gives {needed}; the most seen in use at once was \
          {observed}; the plan allows {cap_now} now"
     );
+    // The window's rate of solves, over the part of it the log covers (a gateway started an
+    // hour ago has an hour of demand, not a day's).
+    let window_s = plan.window.as_secs_f64();
+    let covered_s = buckets.first().map_or(window_s, |b| {
+        (plan.now_ms.saturating_sub(b.start_ms) as f64 / 1000.0).clamp(span, window_s.max(span))
+    });
+    let accounts = accounts::advise(&buckets, span, &plan.accounts, &plan.prices, covered_s);
+    let priced: Vec<_> = accounts.iter().filter_map(|a| a.cost.as_ref()).collect();
+    let cost = (!priced.is_empty()).then(|| TotalCost {
+        currency: plan.prices.currency.clone(),
+        now_per_month: priced.iter().map(|c| c.now_per_month).sum(),
+        recommended_per_month: priced.iter().map(|c| c.recommended_per_month).sum(),
+        how: format!(
+            "each priced account's threads at its monthly thread price (its cap now, then its \
+             own recommendation), plus its solves at its per-1000 prices at the rate of the \
+             {} the log covers, over a 30-day month",
+            span_text(covered_s)
+        ),
+    });
     Advice {
-        scope,
-        window_s: window.as_secs(),
+        scope: plan.scope,
+        window_s: plan.window.as_secs(),
         bucket_s: span,
         buckets: count,
         threads: ThreadAdvice {
@@ -147,6 +195,8 @@ pub fn advise<'a>(
             recommended,
             how,
         },
+        accounts,
+        cost,
         kinds: kinds
             .into_iter()
             .map(|(kind, d, peak_callers, peak_solves)| {
@@ -164,6 +214,17 @@ pub fn advise<'a>(
                 }
             })
             .collect(),
+    }
+}
+
+/// `s` seconds as a person reads a span.
+fn span_text(s: f64) -> String {
+    if s < 120.0 {
+        format!("{s:.0} s")
+    } else if s < 7200.0 {
+        format!("{:.0} min", s / 60.0)
+    } else {
+        format!("{:.1} h", s / 3600.0)
     }
 }
 
@@ -187,6 +248,20 @@ mod tests {
             threads_peak,
             threads_cap: 50,
             waiting_peak: 0,
+            accounts: Vec::new(),
+        }
+    }
+
+    /// A plan of `cap` threads on one unpriced account, asked an hour after the log began.
+    fn plan(bucket_s: u64, window_s: u64, cap: u64) -> Plan {
+        Plan {
+            bucket: Duration::from_secs(bucket_s),
+            window: Duration::from_secs(window_s),
+            scope: Scope::Instance,
+            now_ms: 3_600_000,
+            cap,
+            accounts: Vec::new(),
+            prices: Prices::default(),
         }
     }
 
@@ -194,13 +269,7 @@ mod tests {
     fn the_busiest_bucket_sets_the_threads_by_littles_law() {
         // 60 s buckets: 1 solve/s of 5 s (5 in flight), then 4 solves/s of 10 s (40 in flight).
         let log = [bucket(0, 60, 5.0, 7), bucket(60_000, 240, 10.0, 38)];
-        let a = advise(
-            &log,
-            Duration::from_secs(60),
-            Duration::from_secs(3600),
-            50,
-            Scope::Instance,
-        );
+        let a = advise(&log, &plan(60, 3600, 50));
         assert!((a.threads.littles_law_at_peak - 40.0).abs() < 1e-9);
         assert_eq!(a.threads.peak_at_ms, Some(60_000));
         // 40 + 2 * sqrt(40) = 52.6
@@ -222,13 +291,7 @@ mod tests {
         // 60 s buckets, 60 solves of 2 s each; the threads were held 6 s each (polling).
         let mut held = bucket(0, 60, 2.0, 6);
         held.kinds[0].1.thread_seconds = 360.0;
-        let a = advise(
-            &[held],
-            Duration::from_secs(60),
-            Duration::from_secs(60),
-            10,
-            Scope::Instance,
-        );
+        let a = advise(&[held], &plan(60, 60, 10));
         assert!((a.threads.littles_law_at_peak - 6.0).abs() < 1e-9);
         assert!((a.kinds[0].mean_solve_s.unwrap() - 2.0).abs() < 1e-9);
         assert!((a.kinds[0].thread_seconds - 360.0).abs() < 1e-9);
@@ -245,13 +308,7 @@ mod tests {
                 .unwrap(),
         )
         .unwrap();
-        let a = advise(
-            &[older],
-            Duration::from_secs(60),
-            Duration::from_secs(60),
-            10,
-            Scope::Instance,
-        );
+        let a = advise(&[older], &plan(60, 60, 10));
         assert!((a.threads.littles_law_at_peak - 2.0).abs() < 1e-9);
     }
 
@@ -260,13 +317,7 @@ mod tests {
         // A 10-thread plan full for the bucket (10 in flight) with 6 callers waiting: 16 wanted.
         let mut full = bucket(0, 600, 1.0, 10);
         full.waiting_peak = 6;
-        let a = advise(
-            &[full],
-            Duration::from_secs(60),
-            Duration::from_secs(60),
-            10,
-            Scope::Instance,
-        );
+        let a = advise(&[full], &plan(60, 60, 10));
         assert_eq!(a.threads.waiting_at_peak, 6);
         // 16 + 2 * sqrt(16) = 24
         assert_eq!(a.threads.recommended, 24);
@@ -280,25 +331,89 @@ mod tests {
     #[test]
     fn the_advice_is_never_below_what_was_seen_in_use() {
         let log = [bucket(0, 6, 1.0, 9)];
-        let a = advise(
-            &log,
-            Duration::from_secs(60),
-            Duration::from_secs(60),
-            10,
-            Scope::Instance,
-        );
+        let a = advise(&log, &plan(60, 60, 10));
         assert_eq!(a.threads.recommended, 9);
-        let none = advise(
-            &[],
-            Duration::from_secs(60),
-            Duration::from_secs(60),
-            10,
-            Scope::Instance,
-        );
+        let none = advise(&[], &plan(60, 60, 10));
         assert_eq!(
             (none.threads.recommended, none.threads.peak_at_ms),
             (0, None)
         );
         assert!(none.kinds.is_empty());
+    }
+
+    #[test]
+    fn each_account_is_sized_from_its_own_share_and_priced_by_its_provider() {
+        use crate::status::demand::AccountDemand;
+        use prices::ProviderPrices;
+        let account =
+            |name: &str, provider: &str, held: f64, waiting: u64, solved: u64| AccountDemand {
+                name: name.into(),
+                provider: provider.into(),
+                thread_seconds: held,
+                solved: vec![(Kind::RecaptchaV2, solved)],
+                in_use_peak: 3,
+                cap: 10,
+                waiting_peak: waiting,
+            };
+        // 60 s buckets. `main` (CaptchaAI, 10 threads) carries 9 on average with 7 waiting at
+        // its peak; `spill` (2captcha) carries 1.
+        let mut b0 = bucket(0, 60, 1.0, 9);
+        b0.accounts = vec![
+            account("main", "captchaai", 300.0, 0, 300),
+            account("spill", "2captcha", 60.0, 0, 50),
+        ];
+        let mut b1 = bucket(60_000, 60, 1.0, 10);
+        b1.accounts = vec![
+            account("main", "captchaai", 540.0, 7, 500),
+            account("spill", "2captcha", 30.0, 0, 50),
+        ];
+        let mut p = plan(60, 3600, 20);
+        p.now_ms = 120_000;
+        p.accounts = vec![AccountNow {
+            name: "main".into(),
+            provider: "captchaai".into(),
+            cap: 10,
+        }];
+        p.prices = Prices {
+            currency: "USD".into(),
+            providers: vec![
+                ProviderPrices {
+                    provider: "captchaai".into(),
+                    thread_month: Some(2.0),
+                    per_1000: Vec::new(),
+                },
+                ProviderPrices {
+                    provider: "2captcha".into(),
+                    thread_month: None,
+                    per_1000: vec![(Kind::RecaptchaV2, 3.0)],
+                },
+            ],
+        };
+        let a = advise(&[b0, b1], &p);
+        let names: Vec<&str> = a.accounts.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["main", "spill"],
+            "configured first, then the fleet's others"
+        );
+        let main = &a.accounts[0];
+        // 9 + 7 = 16 wanted; 16 + 2 * 4 = 24.
+        assert!((main.littles_law_at_peak - 9.0).abs() < 1e-9);
+        assert_eq!(
+            (main.waiting_at_peak, main.recommended, main.solves),
+            (7, 24, 800)
+        );
+        let c = main.cost.as_ref().unwrap();
+        assert_eq!((c.now_per_month, c.recommended_per_month), (20.0, 48.0));
+        let spill = &a.accounts[1];
+        assert_eq!((spill.recommended, spill.cap), (3, 10));
+        // 100 solves in the 120 s the log covers: 2,160,000 a month at 3 per 1000.
+        let c = spill.cost.as_ref().unwrap();
+        assert!((c.solves_per_month.unwrap() - 6480.0).abs() < 1e-6, "{c:?}");
+        let total = a.cost.as_ref().unwrap();
+        assert!((total.now_per_month - 6500.0).abs() < 1e-6);
+        assert!((total.recommended_per_month - 6528.0).abs() < 1e-6);
+        assert!(total.how.contains("the 2 min the log covers"), "{}", total.how);
+        assert_eq!(advise(&[], &plan(60, 60, 1)).cost, None, "nothing priced");
     }
 }

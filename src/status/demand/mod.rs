@@ -9,11 +9,14 @@
 //! so the worst case is every kind busy for the whole span (about 2.3 MB at the defaults) and a
 //! quiet gateway keeps almost nothing.
 
+mod accounts;
+
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use self::accounts::{AccountDemand, AccountTotals};
 use crate::model::{BySource, Kind};
 
 /// One bucket's span when the settings name none.
@@ -35,9 +38,11 @@ pub struct KindTotals {
 }
 
 /// Everything the log reads at one sample.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Totals {
     pub kinds: [KindTotals; Kind::ALL.len()],
+    /// Every configured account.
+    pub accounts: Vec<AccountTotals>,
     /// Upstream threads taken now, and the plan's cap now (fleet-wide with Redis).
     pub threads_in_use: u64,
     pub threads_cap: u64,
@@ -138,6 +143,9 @@ pub struct Bucket {
     /// fleet's figure is an upper bound).
     #[serde(default)]
     pub waiting_peak: u64,
+    /// Each account that had work in the bucket (absent in an older instance's share).
+    #[serde(default)]
+    pub accounts: Vec<AccountDemand>,
 }
 
 impl Bucket {
@@ -156,9 +164,11 @@ impl Bucket {
                 threads_peak: 0,
                 threads_cap: 0,
                 waiting_peak: 0,
+                accounts: Vec::new(),
             });
             sum.merge(&share);
             sum.waiting_peak += share.waiting_peak;
+            accounts::merge(&mut sum.accounts, &share.accounts, true);
         }
         out
     }
@@ -213,7 +223,7 @@ impl DemandLog {
     /// demand of the moments before the first sample (a pool filled at start and taken at
     /// once) is not lost.
     pub fn record(&mut self, t_ms: u64, now: Totals) {
-        let then = self.last.replace(now).unwrap_or_default();
+        let then = self.last.take().unwrap_or_default();
         let start_ms = t_ms - t_ms % self.bucket_ms;
         let oldest = start_ms.saturating_sub(self.keep_ms.saturating_sub(self.bucket_ms));
         while self.buckets.front().is_some_and(|b| b.start_ms < oldest) {
@@ -227,9 +237,12 @@ impl DemandLog {
             })
             .filter(|(_, d)| !d.is_empty())
             .collect();
+        let accounts = accounts::between(&now.accounts, &then.accounts);
         let busy = now.threads_in_use > 0 || now.threads_waiting > 0;
         let open = self.buckets.back().is_some_and(|b| b.start_ms == start_ms);
-        if kinds.is_empty() && !busy && !open {
+        let (in_use, cap, waiting) = (now.threads_in_use, now.threads_cap, now.threads_waiting);
+        self.last = Some(now);
+        if kinds.is_empty() && accounts.is_empty() && !busy && !open {
             return;
         }
         if !open {
@@ -239,17 +252,20 @@ impl DemandLog {
                 threads_peak: 0,
                 threads_cap: 0,
                 waiting_peak: 0,
+                accounts: Vec::new(),
             });
         }
         let bucket = self.buckets.back_mut().expect("just ensured");
         bucket.merge(&Bucket {
             start_ms,
             kinds,
-            threads_peak: now.threads_in_use,
-            threads_cap: now.threads_cap,
+            threads_peak: in_use,
+            threads_cap: cap,
             waiting_peak: 0,
+            accounts: Vec::new(),
         });
-        bucket.waiting_peak = bucket.waiting_peak.max(now.threads_waiting);
+        bucket.waiting_peak = bucket.waiting_peak.max(waiting);
+        accounts::merge(&mut bucket.accounts, &accounts, false);
     }
 
     /// The bucket `t_ms` falls in, if it has demand yet.
@@ -395,9 +411,9 @@ mod tests {
     }
 
     /// The bound the module states: every kind busy in every bucket for the whole span, in
-    /// memory and as one instance's share in Redis.
+    /// memory and as one instance's share in Redis, and what each account adds to it.
     #[test]
-    fn a_full_log_is_under_two_and_a_half_megabytes_and_a_share_under_one_and_a_half_kilobytes() {
+    fn a_full_log_is_under_two_and_a_half_megabytes_and_each_account_adds_under_one_and_a_half() {
         let log = DemandLog::new(DEFAULT_BUCKET, DEFAULT_KEEP);
         let full = Bucket {
             start_ms: 1_796_000_000_000,
@@ -420,6 +436,7 @@ mod tests {
             threads_peak: 500,
             threads_cap: 500,
             waiting_peak: 10_000,
+            accounts: Vec::new(),
         };
         let per_bucket = std::mem::size_of::<Bucket>()
             + full.kinds.capacity() * std::mem::size_of::<(Kind, KindDemand)>();
@@ -428,6 +445,29 @@ mod tests {
         assert!(bytes <= 2_400_000, "{bytes}");
         let share = serde_json::to_string(&full).unwrap();
         assert!(share.len() < 1536, "{}", share.len());
+
+        // An account (its name at the longest allowed) solving every kind in every bucket.
+        let account = AccountDemand {
+            name: "a".repeat(64),
+            provider: "anticaptcha".into(),
+            thread_seconds: 2_345_678.912,
+            solved: Kind::ALL.iter().map(|k| (*k, 100_012)).collect(),
+            in_use_peak: 500,
+            cap: 500,
+            waiting_peak: 10_000,
+        };
+        let per_account = std::mem::size_of::<AccountDemand>()
+            + account.name.capacity()
+            + account.provider.capacity()
+            + account.solved.capacity() * std::mem::size_of::<(Kind, u64)>();
+        let account_bytes = log.capacity() * per_account;
+        assert!(account_bytes <= 1_500_000, "{account_bytes}");
+        let json = serde_json::to_string(&account).unwrap();
+        assert!(json.len() < 400, "{}", json.len());
+        assert!(
+            share.len() + 64 * json.len() < super::super::fleet::MAX_SHARE_BYTES,
+            "a share with the most accounts a gateway routes over is read back"
+        );
     }
 
     proptest! {
