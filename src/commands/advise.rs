@@ -45,6 +45,43 @@ fn render(a: &Advice) -> String {
         t.recommended, t.cap
     );
     let _ = writeln!(out, "  {}", t.how);
+    for acc in &a.accounts {
+        let _ = writeln!(
+            out,
+            "account {} ({}): {} recommended (allows {} now; {:.2} in use at its peak, {} waiting, most seen {}; {} solves){}",
+            acc.name,
+            acc.provider,
+            acc.recommended,
+            acc.cap,
+            acc.littles_law_at_peak,
+            acc.waiting_at_peak,
+            acc.observed_peak_in_use,
+            acc.solves,
+            acc.cost.as_ref().map_or_else(String::new, |c| {
+                let unpriced = if c.unpriced_kinds.is_empty() {
+                    String::new()
+                } else {
+                    format!(", no price for {}", c.unpriced_kinds.join(", "))
+                };
+                format!(
+                    "; {:.2} {cur} a month now, {:.2} {cur} as recommended{unpriced}",
+                    c.now_per_month,
+                    c.recommended_per_month,
+                    cur = c.currency
+                )
+            })
+        );
+    }
+    if let Some(c) = &a.cost {
+        let _ = writeln!(
+            out,
+            "cost: {:.2} {cur} a month now, {:.2} {cur} as recommended\n  {}",
+            c.now_per_month,
+            c.recommended_per_month,
+            c.how,
+            cur = c.currency
+        );
+    }
     let _ = writeln!(
         out,
         "window: {:.1} h, {} buckets of {:.0} s with demand",

@@ -82,7 +82,8 @@ pub fn sample(state: &Sources) -> Sample {
 }
 
 /// The cumulative counts the demand log diffs: per kind, the engine's answers and failures and
-/// the accounts' timed solves; the threads from `sample`.
+/// the accounts' timed solves and held threads, each account's share; the threads from
+/// `sample`.
 pub fn demand_totals(sources: &Sources, sample: &Sample) -> super::demand::Totals {
     let mut totals = super::demand::Totals {
         threads_in_use: sample.threads_in_use,
@@ -106,6 +107,20 @@ pub fn demand_totals(sources: &Sources, sample: &Sample) -> super::demand::Total
     {
         totals.kinds[i].thread_seconds = held;
     }
+    totals.accounts = sources
+        .upstream
+        .figures()
+        .into_iter()
+        .map(|a| super::demand::AccountTotals {
+            thread_seconds: a.stats.held_ms.iter().sum::<u64>() as f64 / 1000.0,
+            solved: a.stats.solved_by_kind,
+            in_use: a.in_flight.into(),
+            cap: a.cap.into(),
+            waiting: a.waiting as u64,
+            provider: a.provider.to_owned(),
+            name: a.name,
+        })
+        .collect();
     totals
 }
 

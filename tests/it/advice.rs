@@ -304,3 +304,140 @@ async fn callers_waiting_for_a_full_plan_raise_the_advice_above_it() {
     assert_eq!(t["recommended"].as_u64().unwrap(), needed.max(2), "{a}");
     assert!(needed > 2, "{a}");
 }
+
+/// As a user sets it up: a config file with two accounts of two providers at the simulator,
+/// each taking its own kind, at default polling, and `[prices]` for both (CaptchaAI by the
+/// thread, 2captcha by the solve). The advice sizes and prices each account from what it did.
+#[tokio::test]
+async fn each_account_is_advised_and_priced_as_the_configuration_states() {
+    use crate::support::fleet::SimServer;
+    use crate::support::gateway::Launch;
+    let sim = SimServer::start(LatencyRange::fixed(Duration::from_millis(300)), 100).await;
+    let config = format!(
+        "listen = \"127.0.0.1:0\"\n\
+         [[accounts]]\nname = \"main\"\nprovider = \"captchaai\"\nbase_url = \"http://{sim}\"\n\
+         key_env = \"MAIN_KEY\"\nthreads = 4\nkinds = [\"image\"]\n\
+         [[accounts]]\nname = \"solo\"\nprovider = \"2captcha\"\nbase_url = \"http://{sim}\"\n\
+         key_env = \"SOLO_KEY\"\nthreads = 10\nkinds = [\"text\"]\n\
+         [prices]\ncurrency = \"USD\"\n\
+         [prices.captchaai]\nthread_month = 1.8\n\
+         [prices.2captcha]\nper_1000 = {{ text = 0.7 }}\n",
+        sim = sim.addr
+    );
+    let gw = Launch::serve(config)
+        .env("MAIN_KEY", KEY)
+        .env("SOLO_KEY", KEY)
+        .log("warn")
+        .start()
+        .await;
+    let http = reqwest::Client::new();
+    let until = Instant::now() + Duration::from_secs(6);
+    let calls: Vec<_> = (0..6)
+        .map(|c| {
+            let (http, base) = (http.clone(), gw.base.clone());
+            tokio::spawn(async move {
+                let mut made = 0u64;
+                while Instant::now() < until {
+                    let name = format!("accounts-{c}-{made}");
+                    let body = if c < 4 {
+                        json!({"kind": "image", "body": image_of(&name)})
+                    } else {
+                        json!({"kind": "text", "text": format!("What is {name}?")})
+                    };
+                    let res = http
+                        .post(format!("{base}/v1/solve"))
+                        .bearer_auth(KEY)
+                        .json(&body)
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+                    made += 1;
+                }
+                (c < 4, made)
+            })
+        })
+        .collect();
+    let (mut images, mut texts) = (0, 0);
+    for c in calls {
+        match c.await.unwrap() {
+            (true, n) => images += n,
+            (false, n) => texts += n,
+        }
+    }
+    let read = || async {
+        http.get(format!("{}/v1/advice?window_s=3600", gw.base))
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    };
+    eventually(
+        Duration::from_secs(20),
+        "the demand log to count every solve of both accounts",
+        || async {
+            let a = read().await;
+            a["accounts"][0]["solves"] == images && a["accounts"][1]["solves"] == texts
+        },
+    )
+    .await;
+    let a = read().await;
+    println!("FIGURE advice per account: {images} images, {texts} texts; {a}");
+    let (main, solo) = (&a["accounts"][0], &a["accounts"][1]);
+    assert_eq!(
+        (main["name"].as_str(), main["provider"].as_str()),
+        (Some("main"), Some("captchaai"))
+    );
+    assert_eq!(
+        (solo["name"].as_str(), solo["provider"].as_str()),
+        (Some("solo"), Some("2captcha"))
+    );
+    assert_eq!(
+        (main["cap"].as_u64(), solo["cap"].as_u64()),
+        (Some(4), Some(10))
+    );
+    // 4 image callers always waiting on a 4-thread plan hold it full.
+    let rec = main["recommended"].as_u64().unwrap();
+    assert!(rec >= 4, "{a}");
+    let cost = &main["cost"];
+    assert_eq!(cost["currency"], "USD");
+    assert!(
+        (cost["threads_now_per_month"].as_f64().unwrap() - 4.0 * 1.8).abs() < 1e-9,
+        "{a}"
+    );
+    assert!(
+        (cost["threads_recommended_per_month"].as_f64().unwrap() - rec as f64 * 1.8).abs() < 1e-9,
+        "{a}"
+    );
+    assert_eq!(
+        cost["solves_per_month"],
+        Value::Null,
+        "a thread plan pays for its solves: {a}"
+    );
+    // 2captcha bills the solves: its texts at 0.7 per 1000, at the window's rate over a month.
+    let cost = &solo["cost"];
+    let monthly = cost["solves_per_month"].as_f64().unwrap();
+    assert!(monthly > 0.0, "{a}");
+    assert_eq!(cost["now_per_month"], cost["recommended_per_month"], "{a}");
+    assert_eq!(cost["threads_now_per_month"], Value::Null, "{a}");
+    let total = &a["cost"];
+    let sum = 4.0 * 1.8 + monthly;
+    assert!(
+        (total["now_per_month"].as_f64().unwrap() - sum).abs() < 1e-6,
+        "{a}"
+    );
+
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+        .args(["advise", "--url", &gw.base, "--window-h", "1"])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("account main (captchaai): "), "{text}");
+    assert!(text.contains("account solo (2captcha): "), "{text}");
+    assert!(text.contains("7.20 USD a month now"), "{text}");
+    assert!(text.contains("\ncost: "), "{text}");
+}

@@ -413,7 +413,11 @@ mod tests {
         let total = a.cost.as_ref().unwrap();
         assert!((total.now_per_month - 6500.0).abs() < 1e-6);
         assert!((total.recommended_per_month - 6528.0).abs() < 1e-6);
-        assert!(total.how.contains("the 2 min the log covers"), "{}", total.how);
+        assert!(
+            total.how.contains("the 2 min the log covers"),
+            "{}",
+            total.how
+        );
         assert_eq!(advise(&[], &plan(60, 60, 1)).cost, None, "nothing priced");
     }
 }
