@@ -27,6 +27,7 @@ function secs(s) {
   if (s < 100) return s.toFixed(1) + " s";
   return Math.round(s) + " s";
 }
+function money(x, currency) { return x.toFixed(2) + " " + currency; }
 function windowText(s) { return s >= 90 ? Math.round(s / 60) + " min" : Math.max(1, Math.round(s)) + " s"; }
 function pct(x) { return x === null || x === undefined ? "\u2013" : (x * 100).toFixed(x < 0.1 && x > 0 ? 1 : 0) + "%"; }
 function attr(name, value) { return 'data-figure="' + esc(name) + '" data-value="' + esc(value === null || value === undefined ? "" : value) + '"'; }
@@ -237,6 +238,26 @@ function renderAdvice(a) {
     '<span>waiting then <b ' + attr("advice-threads-waiting", t.waiting_at_peak) + ">" + num(t.waiting_at_peak) + "</b></span>" +
     '<span>most seen in use <b ' + attr("advice-threads-observed", t.observed_peak_in_use) + ">" + num(t.observed_peak_in_use) + "</b></span></div>" +
     '<div class="advice-how muted" data-figure="advice-how">' + esc(t.how) + "</div>";
+  if (a.cost) {
+    html += '<div class="advice-head"><span>cost a month: now <b ' + attr("advice-cost-now", a.cost.now_per_month) + ">" + money(a.cost.now_per_month, a.cost.currency) +
+      "</b></span><span>as recommended <b " + attr("advice-cost-recommended", a.cost.recommended_per_month) + ">" + money(a.cost.recommended_per_month, a.cost.currency) +
+      '</b></span></div><div class="advice-how muted">' + esc(a.cost.how) + "</div>";
+  }
+  if (a.accounts.length > 1 || (a.accounts.length === 1 && a.accounts[0].cost)) {
+    html += '<table class="num"><tr><th>account</th><th>allows</th><th>recommended</th><th>in use at its peak</th><th>waiting then</th><th>solves</th><th>a month now</th><th>as recommended</th></tr>';
+    for (const ac of a.accounts) {
+      const c = ac.cost;
+      html += '<tr data-advice-account="' + esc(ac.name) + '"><td class="name">' + esc(ac.name) + ' <span class="muted">' + esc(ac.provider) + "</span></td>" +
+        "<td " + attr("advice-account-cap", ac.cap) + ">" + num(ac.cap) + "</td>" +
+        "<td " + attr("advice-account-recommended", ac.recommended) + ">" + num(ac.recommended) + "</td>" +
+        "<td " + attr("advice-account-littles-law", ac.littles_law_at_peak) + ">" + rate(ac.littles_law_at_peak) + "</td>" +
+        "<td " + attr("advice-account-waiting", ac.waiting_at_peak) + ">" + num(ac.waiting_at_peak) + "</td>" +
+        "<td " + attr("advice-account-solves", ac.solves) + ">" + num(ac.solves) + "</td>" +
+        "<td " + attr("advice-account-cost-now", c ? c.now_per_month : null) + ">" + (c ? money(c.now_per_month, c.currency) : "\u2013") + "</td>" +
+        "<td " + attr("advice-account-cost-recommended", c ? c.recommended_per_month : null) + ">" + (c ? money(c.recommended_per_month, c.currency) : "\u2013") + "</td></tr>";
+    }
+    html += "</table>";
+  }
   if (!a.kinds.length) {
     html += '<div class="empty">no demand in the window yet</div>';
   } else {

@@ -124,6 +124,15 @@ fn screenshot_path() -> PathBuf {
 async fn the_dashboard_shows_live_figures_that_match_metrics() {
     let mut settings = fast_settings();
     settings.pools = pool();
+    // The one account is the simulator's, priced by the thread.
+    settings.prices = captcha_gateway::status::advice::prices::Prices {
+        currency: "USD".into(),
+        providers: vec![captcha_gateway::status::advice::prices::ProviderPrices {
+            provider: "sim".into(),
+            thread_month: Some(2.0),
+            per_1000: Vec::new(),
+        }],
+    };
     // Samples every second: a ring of 180 reaches back three minutes, so the page's history
     // fills quickly and its windowed figures cover the whole test.
     settings.status_every = Duration::from_secs(1);
@@ -318,6 +327,23 @@ async fn the_dashboard_shows_live_figures_that_match_metrics() {
         assert!(page > 0.0, "{kind} callers are counted");
         grown(&format!("{kind} callers"), page, &at(ab), &at(aa));
     }
+    // The plan priced: the threads the plan allows at 2.0 a month, on the account's row and in
+    // the sum (the cap holds still at rest).
+    let cap = figure(&rest, "advice-threads-cap");
+    assert_eq!(figure(&rest, "advice-cost-now"), cap * 2.0);
+    let row = rest
+        .find("data-advice-account=\"sim\"")
+        .expect("the advice has a row for the account");
+    let account_cost: f64 = figure_after(&rest, row, "advice-account-cost-now")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(account_cost, cap * 2.0);
+    assert_eq!(
+        aa["cost"]["now_per_month"].as_f64(),
+        Some(cap * 2.0),
+        "{aa}"
+    );
     // The demand log counts from the process's start, so the pooled target's first hits
     // (its pool filled at start, taken at once) are in it.
     let hits = advice_kind_figure(&rest, "recaptcha_v2", "advice-pool-hit-rate");
