@@ -72,6 +72,13 @@ fn render(a: &Advice) -> String {
             })
         );
     }
+    if let Some(w) = &a.queue_workers {
+        let _ = writeln!(
+            out,
+            "queue workers: maxReplicaCount {} ({} running now)\n  {}",
+            w.max_replica_count, w.workers_now, w.how
+        );
+    }
     if let Some(c) = &a.cost {
         let _ = writeln!(
             out,

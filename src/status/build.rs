@@ -175,6 +175,10 @@ pub fn instance_figures(
     InstanceFigures {
         instance: state.engine.store().instance().to_owned(),
         role: role.as_str().to_owned(),
+        concurrency: match role {
+            Role::Worker { concurrency } => Some(concurrency),
+            Role::Serve => None,
+        },
         at_ms: now,
         admission: state
             .admission

@@ -18,6 +18,9 @@ pub struct InstanceFigures {
     /// predates roles.
     #[serde(default = "serve_role")]
     pub role: String,
+    /// A worker's `--concurrency`: the queue entries it solves at once.
+    #[serde(default)]
+    pub concurrency: Option<u64>,
     pub at_ms: u64,
     pub admission: AdmissionRow,
     /// Answers handed out by this instance since it started, by source.

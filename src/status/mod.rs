@@ -46,15 +46,16 @@ pub(crate) const MAX_ERROR_CLASSES: usize = 64;
 pub enum Role {
     /// `serve`: the HTTP APIs (a front end with `--queue`).
     Serve,
-    /// `worker`, on the stream or in seed mode: solves what the queue holds, serves no API.
-    Worker,
+    /// `worker`, on the stream or in seed mode: solves what the queue holds, serves no API,
+    /// `concurrency` entries at a time.
+    Worker { concurrency: u64 },
 }
 
 impl Role {
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Serve => "serve",
-            Role::Worker => "worker",
+            Role::Worker { .. } => "worker",
         }
     }
 }
@@ -221,7 +222,14 @@ impl Status {
             accounts,
             prices: self.prices.clone(),
         };
-        Some(advice::advise(&buckets, &plan))
+        let mut advice = advice::advise(&buckets, &plan);
+        let workers: Vec<u64> = lock(&self.others)
+            .iter()
+            .filter(|i| i.role == "worker")
+            .map(|i| i.concurrency.unwrap_or(0))
+            .collect();
+        advice.queue_workers = advice::queue_workers(&workers, advice.threads.recommended);
+        Some(advice)
     }
 }
 
@@ -239,6 +247,7 @@ pub async fn publish_worker(
     upstream: Arc<Upstream>,
     every: Duration,
     demand_bucket: Duration,
+    concurrency: u64,
     redis: &RedisTarget,
     shutdown: &Shutdown,
 ) {
@@ -247,7 +256,7 @@ pub async fn publish_worker(
         every,
         Some(demand_bucket),
         Some(redis),
-        Role::Worker,
+        Role::Worker { concurrency },
         advice::prices::Prices::default(),
     )
     .await;

@@ -155,6 +155,7 @@ impl Consuming<'_> {
             self.solving.upstream.clone(),
             self.settings.serve.status_every,
             self.settings.serve.demand_bucket,
+            self.settings.queue.concurrency.into(),
             self.target,
             &shutdown,
         )

@@ -63,8 +63,39 @@ pub struct Advice {
     pub accounts: Vec<AccountAdvice>,
     /// Every priced account's cost per month, added up; `None` when nothing is priced.
     pub cost: Option<TotalCost>,
+    /// With queue workers in the fleet now: how many KEDA should allow.
+    #[serde(default)]
+    pub queue_workers: Option<WorkerAdvice>,
     /// Each kind with demand in the window.
     pub kinds: Vec<KindFigures>,
+}
+
+/// `maxReplicaCount` for the queue workers (docs/DEPLOY.md "Sizing `maxReplicaCount`"): the
+/// recommended threads over the entries one worker takes at once. More workers than that hold
+/// entries no thread is free for; fewer leave threads idle while the queue waits.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WorkerAdvice {
+    /// Workers publishing to the fleet now.
+    pub workers_now: u64,
+    /// The largest `--concurrency` among them.
+    pub concurrency: u64,
+    pub max_replica_count: u64,
+    pub how: String,
+}
+
+/// The workers' advice from the `--concurrency` of each worker live now; `None` without one.
+pub fn queue_workers(concurrencies: &[u64], threads: u64) -> Option<WorkerAdvice> {
+    let concurrency = concurrencies.iter().copied().max().filter(|c| *c > 0)?;
+    let max_replica_count = threads.div_ceil(concurrency).max(1);
+    Some(WorkerAdvice {
+        workers_now: concurrencies.len() as u64,
+        concurrency,
+        max_replica_count,
+        how: format!(
+            "ceil({threads} recommended threads / {concurrency} entries per worker): more \
+             workers would hold entries no thread is free for"
+        ),
+    })
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -197,6 +228,7 @@ pub fn advise<'a>(buckets: impl IntoIterator<Item = &'a Bucket>, plan: &Plan) ->
         },
         accounts,
         cost,
+        queue_workers: None,
         kinds: kinds
             .into_iter()
             .map(|(kind, d, peak_callers, peak_solves)| {
@@ -419,5 +451,16 @@ mod tests {
             total.how
         );
         assert_eq!(advise(&[], &plan(60, 60, 1)).cost, None, "nothing priced");
+    }
+
+    #[test]
+    fn keda_allows_the_recommended_threads_worth_of_workers() {
+        let w = queue_workers(&[32, 16], 76).unwrap();
+        assert_eq!(
+            (w.workers_now, w.concurrency, w.max_replica_count),
+            (2, 32, 3)
+        );
+        assert_eq!(queue_workers(&[8], 0).unwrap().max_replica_count, 1);
+        assert_eq!(queue_workers(&[], 76), None);
     }
 }

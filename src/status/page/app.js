@@ -243,6 +243,11 @@ function renderAdvice(a) {
       "</b></span><span>as recommended <b " + attr("advice-cost-recommended", a.cost.recommended_per_month) + ">" + money(a.cost.recommended_per_month, a.cost.currency) +
       '</b></span></div><div class="advice-how muted">' + esc(a.cost.how) + "</div>";
   }
+  if (a.queue_workers) {
+    const w = a.queue_workers;
+    html += '<div class="advice-head"><span>queue workers: maxReplicaCount <b ' + attr("advice-max-replica-count", w.max_replica_count) + ">" + num(w.max_replica_count) +
+      "</b></span><span>running now <b " + attr("advice-workers-now", w.workers_now) + ">" + num(w.workers_now) + '</b></span><span class="muted">' + esc(w.how) + "</span></div>";
+  }
   if (a.accounts.length > 1 || (a.accounts.length === 1 && a.accounts[0].cost)) {
     html += '<table class="num"><tr><th>account</th><th>allows</th><th>recommended</th><th>in use at its peak</th><th>waiting then</th><th>solves</th><th>a month now</th><th>as recommended</th></tr>';
     for (const ac of a.accounts) {

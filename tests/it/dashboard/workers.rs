@@ -14,7 +14,11 @@ use crate::support::redis::RedisServer;
 use crate::support::{KEY, metric_sum};
 
 async fn status(http: &reqwest::Client, base: &str) -> Value {
-    let res = http.get(format!("{base}/v1/status")).send().await.unwrap();
+    get(http, base, "/v1/status").await
+}
+
+async fn get(http: &reqwest::Client, base: &str, path: &str) -> Value {
+    let res = http.get(format!("{base}{path}")).send().await.unwrap();
     assert_eq!(res.status(), 200);
     res.json().await.unwrap()
 }
@@ -117,6 +121,9 @@ async fn the_front_ends_status_shows_its_workers_answers_and_forgets_a_stopped_w
         },
     )
     .await;
+    // With no worker left, the advice has no workers to size.
+    let a = get(&http, &base, "/v1/advice").await;
+    assert_eq!(a["queue_workers"], Value::Null, "{a}");
 }
 
 /// Seed mode (`worker --seed-queue`) publishes the same way: tasks pushed by seed 003's producer
@@ -165,4 +172,49 @@ async fn a_seed_mode_worker_is_counted_with_its_answers() {
         },
     )
     .await;
+
+    // The front end's advice sizes the workers KEDA should allow from the worker's published
+    // `--concurrency` and the fleet's recommended threads, which count the worker's solves.
+    eventually(
+        Duration::from_secs(30),
+        "the front end's advice counts the seed worker's solves",
+        || async {
+            let a = get(&http, &base, "/v1/advice").await;
+            let solves: u64 = a["kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| k["solves"].as_u64().unwrap())
+                .sum();
+            solves >= tasks
+        },
+    )
+    .await;
+    let a = get(&http, &base, "/v1/advice").await;
+    let w = &a["queue_workers"];
+    assert_eq!(
+        (w["workers_now"].as_u64(), w["concurrency"].as_u64()),
+        (Some(1), Some(4)),
+        "{a}"
+    );
+    let threads = a["threads"]["recommended"].as_u64().unwrap();
+    assert!(threads >= 1, "{a}");
+    assert_eq!(
+        w["max_replica_count"].as_u64(),
+        Some(threads.div_ceil(4).max(1)),
+        "{a}"
+    );
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+        .args(["advise", "--url", &base])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "queue workers: maxReplicaCount {} (1 running now)",
+            threads.div_ceil(4).max(1)
+        )),
+        "{text}"
+    );
 }
