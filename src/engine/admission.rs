@@ -23,6 +23,8 @@ pub struct Admission {
     active: AtomicU64,
     max: u64,
     ramp: Option<Ramp>,
+    /// Callers refused because `max` were held, since start (the plan advisor's demand).
+    refused: AtomicU64,
 }
 
 /// One admitted solve; leaving the scope releases it, whatever way the handler ends (a caller
@@ -80,6 +82,7 @@ impl Admission {
         });
         Arc::new(Self {
             active: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
             max,
             ramp,
         })
@@ -88,11 +91,16 @@ impl Admission {
     /// A place for one solve, or `None` at once when `max` are held. During the warm-up the
     /// place may wait for the ramp before it is returned.
     pub async fn admit(self: &Arc<Self>) -> Option<Permit> {
-        self.active
+        if self
+            .active
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < self.max).then_some(n + 1)
             })
-            .ok()?;
+            .is_err()
+        {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
         // From here a dropped future must give the place back: the permit owns it at once.
         let mut permit = Permit {
             admission: self.clone(),
@@ -103,6 +111,11 @@ impl Admission {
             permit._running = ramp.running.clone().acquire_owned().await.ok();
         }
         Some(permit)
+    }
+
+    /// Callers refused at once since start (`max` held).
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
     }
 
     pub fn active(&self) -> u64 {

@@ -21,7 +21,12 @@ pub(super) fn refused(state: &AppState) -> bool {
     let Some(bound) = state.limits.max_thread_waiters else {
         return false;
     };
-    state.upstream.callers_waiting_for_threads() >= bound && state.upstream.threads_exhausted()
+    let refused =
+        state.upstream.callers_waiting_for_threads() >= bound && state.upstream.threads_exhausted();
+    if refused {
+        state.upstream.refuse_for_threads();
+    }
+    refused
 }
 
 /// The native API's refusal.

@@ -89,6 +89,8 @@ pub fn demand_totals(sources: &Sources, sample: &Sample) -> super::demand::Total
         threads_in_use: sample.threads_in_use,
         threads_cap: sample.threads_cap,
         threads_waiting: sources.upstream.callers_waiting_for_threads() as u64,
+        refused: sources.upstream.thread_refusals()
+            + sources.admission.as_ref().map_or(0, |a| a.refused()),
         ..Default::default()
     };
     for (i, (answers, failed)) in sources.engine.figures().by_kind().into_iter().enumerate() {

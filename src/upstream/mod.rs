@@ -165,6 +165,9 @@ pub struct Upstream {
     changed: Notify,
     /// Upstream submit to answer ready, by kind: `/metrics` and the status page read the same.
     solve_seconds: KindHistograms,
+    /// Callers refused because every thread of the fleet was taken and enough waited already
+    /// (`fleet_busy`), since start.
+    thread_refusals: std::sync::atomic::AtomicU64,
 }
 
 impl Upstream {
@@ -173,6 +176,7 @@ impl Upstream {
             members: members.into_iter().map(Arc::new).collect(),
             changed: Notify::new(),
             solve_seconds: KindHistograms::default(),
+            thread_refusals: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -230,6 +234,18 @@ impl Upstream {
         let mut open = self.members.iter().filter(|m| m.can_take_work()).peekable();
         open.peek().is_some()
             && open.all(|m| m.account.in_flight() >= m.account.effective_threads())
+    }
+
+    /// Counts a caller refused for want of a thread (`fleet_busy`).
+    pub fn refuse_for_threads(&self) {
+        self.thread_refusals
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Callers refused for want of a thread since start.
+    pub fn thread_refusals(&self) -> u64 {
+        self.thread_refusals
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Callers on this instance waiting for an upstream thread, over every account.

@@ -169,6 +169,66 @@ async fn the_advice_finds_the_peak_littles_law_implies_and_counts_every_caller()
     assert_eq!(v["error"]["code"], "bad_window_s", "{v}");
 }
 
+/// A 2-thread plan that refuses callers once 2 wait (`max_thread_waiters = 2`, 429
+/// `fleet_busy`): 8 callers, each coming back after a refusal's `Retry-After`. The refused
+/// callers are demand the plan never carried: the advice counts them above the cap and the
+/// waiting, each caller for one thread at most however often it was refused.
+#[tokio::test]
+async fn callers_refused_for_want_of_threads_count_as_demand() {
+    let mut settings = slow_solves();
+    settings.threads = Some(2);
+    settings.limits.max_thread_waiters = Some(2);
+    let gw = Arc::new(TestGateway::with(settings).await);
+    let until = Instant::now() + PHASE;
+    let loops: Vec<_> = (0..8)
+        .map(|c| {
+            let gw = gw.clone();
+            tokio::spawn(async move {
+                let (mut answered, mut refused) = (0u64, 0u64);
+                while Instant::now() < until {
+                    let body = json!({"kind": "recaptcha_v2", "sitekey": format!("6Le-refused-{c}-{answered}-{refused}"), "pageurl": "https://advice.example.com/"});
+                    let res = gw.http.post(gw.url("/v1/solve")).json(&body).send().await.unwrap();
+                    match res.status().as_u16() {
+                        200 => answered += 1,
+                        429 => {
+                            refused += 1;
+                            // As a client does: back after the refusal's Retry-After.
+                            let after: u64 = res.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+                            tokio::time::sleep(Duration::from_secs(after)).await;
+                        }
+                        other => panic!("{other}: {}", res.text().await.unwrap()),
+                    }
+                }
+                (answered, refused)
+            })
+        })
+        .collect();
+    let (mut answered, mut refused) = (0, 0);
+    for l in loops {
+        let (a, r) = l.await.unwrap();
+        (answered, refused) = (answered + a, refused + r);
+    }
+    assert!(refused > 0, "the plan refused callers");
+    let a = advice_counting(&gw, answered).await;
+    println!("FIGURE advice with refusals: {answered} answered, {refused} refused; {a}");
+    let t = &a["threads"];
+    let at_peak = t["refused_at_peak"].as_u64().unwrap();
+    assert!((1..=refused).contains(&at_peak), "{a}");
+    assert!(
+        t["how"].as_str().unwrap().contains("callers were refused"),
+        "{a}"
+    );
+    // The refused callers' threads: more than none, at most one for each caller refused (8
+    // less the 2 in use), however often it was.
+    let peak = t["littles_law_at_peak"].as_f64().unwrap();
+    let waiting = t["waiting_at_peak"].as_f64().unwrap();
+    let refused_threads = t["demand_at_peak"].as_f64().unwrap() - peak - waiting;
+    assert!(refused_threads > 0.0 && refused_threads <= 6.0, "{a}");
+    let demand = t["demand_at_peak"].as_f64().unwrap();
+    let needed = (demand + 2.0 * demand.sqrt()).ceil() as u64;
+    assert_eq!(t["recommended"].as_u64().unwrap(), needed.max(2), "{a}");
+}
+
 /// As users run it: the accounts' default polling, which knows nothing of the simulator's
 /// latencies. Images take the simulator 1-1.5 s, and the poller's first check comes after the
 /// kind's typical 1 s, then every 5 s until it learns better: a thread is held well past the

@@ -25,6 +25,9 @@ use self::prices::Prices;
 use super::demand::{Bucket, KindDemand};
 use crate::model::Kind;
 
+/// The shortest `Retry-After` a refusal carries (`overloaded`; `fleet_busy` sends 5 s).
+const MIN_RETRY_AFTER_S: f64 = 1.0;
+
 /// What the advice is asked about: the window, and the plan as it is now.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -119,6 +122,10 @@ pub struct ThreadAdvice {
     pub littles_law_at_peak: f64,
     /// The most callers that waited for a thread at once in that bucket.
     pub waiting_at_peak: u64,
+    /// Callers refused at once in that bucket (`overloaded`, `fleet_busy`).
+    pub refused_at_peak: u64,
+    /// Threads wanted at that bucket: in use, waiting, and refused callers' threads.
+    pub demand_at_peak: f64,
     /// When that bucket started (ms since the epoch); `None` without any solve in the window.
     pub peak_at_ms: Option<u64>,
     /// Threads above the peak's demand (`littles_law_at_peak + waiting_at_peak`) for bursts:
@@ -153,15 +160,36 @@ pub fn advise<'a>(buckets: impl IntoIterator<Item = &'a Bucket>, plan: &Plan) ->
     let (cap_now, span) = (plan.cap, plan.bucket.as_secs_f64().max(1e-3));
     let mut kinds: Vec<(Kind, KindDemand, f64, f64)> = Vec::new();
     let (mut count, mut observed, mut peak_at) = (0, 0, None);
-    let (mut peak, mut waiting, mut demand) = (0.0_f64, 0, 0.0_f64);
+    let (mut peak, mut waiting, mut refused, mut demand) = (0.0_f64, 0, 0, 0.0_f64);
+    let held = |b: &Bucket| b.kinds.iter().map(|(_, d)| d.threads_held_s()).sum::<f64>();
+    let solves = |b: &Bucket| b.kinds.iter().map(|(_, d)| d.solves).sum::<u64>();
+    let window_hold = {
+        let n = buckets.iter().map(|b| solves(b)).sum::<u64>();
+        buckets.iter().map(|b| held(b)).sum::<f64>() / n.max(1) as f64
+    };
     for b in buckets.iter().copied() {
         count += 1;
         observed = observed.max(b.threads_peak);
-        let in_flight: f64 = b.kinds.iter().map(|(_, d)| d.threads_held_s()).sum::<f64>() / span;
-        let wanted = in_flight + b.waiting_peak as f64;
+        let in_flight = held(b) / span;
+        // A refused caller would have held a thread as long as the bucket's solves did. It
+        // counts once per refusal, and a refused caller comes back no sooner than the
+        // `Retry-After` it was sent (1 s at the least): so each refusal counts for at most 1 s,
+        // and a caller refused again and again for at most one thread (a lower bound for
+        // callers that give up after one refusal, an upper one for those that ignore it).
+        let hold = match solves(b) {
+            0 => window_hold,
+            n => held(b) / n as f64,
+        }
+        .min(MIN_RETRY_AFTER_S);
+        let wanted = in_flight + b.waiting_peak as f64 + b.refused as f64 / span * hold;
         if wanted > demand {
-            (demand, peak, waiting, peak_at) =
-                (wanted, in_flight, b.waiting_peak, Some(b.start_ms));
+            (demand, peak, waiting, refused, peak_at) = (
+                wanted,
+                in_flight,
+                b.waiting_peak,
+                b.refused,
+                Some(b.start_ms),
+            );
         }
         for (kind, d) in &b.kinds {
             let i = match kinds.iter().position(|(k, ..)| k == kind) {
@@ -181,14 +209,20 @@ pub fn advise<'a>(buckets: impl IntoIterator<Item = &'a Bucket>, plan: &Plan) ->
     let headroom = 2.0 * demand.sqrt();
     let needed = (demand + headroom).ceil() as u64;
     let recommended = needed.max(observed);
-    let waited = if waiting > 0 {
+    let mut waited = if waiting > 0 {
         format!(", and {waiting} callers waited for a thread at once, each wanting one")
     } else {
         String::new()
     };
+    if refused > 0 {
+        waited.push_str(&format!(
+            ", and {refused} callers were refused (each wanting a thread for as long as a solve \
+             held one, at most the 1 s until it may retry)"
+        ));
+    }
     let how = format!(
         "Little's law at the busiest {span:.0} s bucket: {peak:.2} upstream threads in use on \
-         average (the time threads were held, summed, over the bucket's span){waited}; plus 2 * sqrt of that \
+         average (the time threads were held, summed, over the bucket's span){waited}: {demand:.2} wanted; plus 2 * sqrt of that \
          ({headroom:.2}) for bursts, it gives {needed}; the most seen in use at once was \
          {observed}; the plan allows {cap_now} now"
     );
@@ -221,6 +255,8 @@ pub fn advise<'a>(buckets: impl IntoIterator<Item = &'a Bucket>, plan: &Plan) ->
             observed_peak_in_use: observed,
             littles_law_at_peak: peak,
             waiting_at_peak: waiting,
+            refused_at_peak: refused,
+            demand_at_peak: demand,
             peak_at_ms: peak_at,
             headroom,
             recommended,
@@ -281,6 +317,7 @@ mod tests {
             threads_cap: 50,
             waiting_peak: 0,
             accounts: Vec::new(),
+            refused: 0,
         }
     }
 
@@ -462,5 +499,30 @@ mod tests {
         );
         assert_eq!(queue_workers(&[8], 0).unwrap().max_replica_count, 1);
         assert_eq!(queue_workers(&[], 76), None);
+    }
+
+    #[test]
+    fn refused_callers_count_as_threads_for_as_long_as_a_solve_held_one() {
+        // 60 s buckets: 6 in use (360 s held over 60 solves of 6 s), and 240 refusals: 4 a
+        // second, each counted for 1 s (its caller may retry then), 4 more. 10 + 2 * sqrt(10)
+        // = 16.3.
+        let mut b = bucket(0, 60, 6.0, 6);
+        b.refused = 240;
+        let a = advise(&[b], &plan(60, 60, 6));
+        assert_eq!(
+            (a.threads.refused_at_peak, a.threads.recommended),
+            (240, 17)
+        );
+        assert!((a.threads.demand_at_peak - 10.0).abs() < 1e-9);
+        assert!(
+            a.threads.how.contains("240 callers were refused"),
+            "{}",
+            a.threads.how
+        );
+        // Solves shorter than a second count for their own time.
+        let mut b = bucket(0, 60, 0.5, 1);
+        b.refused = 240;
+        let a = advise(&[b], &plan(60, 60, 6));
+        assert!((a.threads.demand_at_peak - 2.5).abs() < 1e-9);
     }
 }

@@ -48,6 +48,9 @@ pub struct Totals {
     pub threads_cap: u64,
     /// This process's callers waiting for a thread now (the plan was full for them).
     pub threads_waiting: u64,
+    /// Callers refused at once since start: this instance full (`overloaded`) or the fleet's
+    /// threads all taken with enough waiting (`fleet_busy`).
+    pub refused: u64,
 }
 
 /// One kind's demand within one bucket.
@@ -146,6 +149,10 @@ pub struct Bucket {
     /// Each account that had work in the bucket (absent in an older instance's share).
     #[serde(default)]
     pub accounts: Vec<AccountDemand>,
+    /// Callers refused at once in the bucket (`overloaded`, `fleet_busy`): demand the plan
+    /// never saw.
+    #[serde(default)]
+    pub refused: u64,
 }
 
 impl Bucket {
@@ -165,6 +172,7 @@ impl Bucket {
                 threads_cap: 0,
                 waiting_peak: 0,
                 accounts: Vec::new(),
+                refused: 0,
             });
             sum.merge(&share);
             sum.waiting_peak += share.waiting_peak;
@@ -183,6 +191,7 @@ impl Bucket {
         }
         self.threads_peak = self.threads_peak.max(other.threads_peak);
         self.threads_cap = self.threads_cap.max(other.threads_cap);
+        self.refused += other.refused;
     }
 }
 
@@ -238,7 +247,8 @@ impl DemandLog {
             .filter(|(_, d)| !d.is_empty())
             .collect();
         let accounts = accounts::between(&now.accounts, &then.accounts);
-        let busy = now.threads_in_use > 0 || now.threads_waiting > 0;
+        let refused = now.refused.checked_sub(then.refused).unwrap_or(now.refused);
+        let busy = now.threads_in_use > 0 || now.threads_waiting > 0 || refused > 0;
         let open = self.buckets.back().is_some_and(|b| b.start_ms == start_ms);
         let (in_use, cap, waiting) = (now.threads_in_use, now.threads_cap, now.threads_waiting);
         self.last = Some(now);
@@ -253,6 +263,7 @@ impl DemandLog {
                 threads_cap: 0,
                 waiting_peak: 0,
                 accounts: Vec::new(),
+                refused: 0,
             });
         }
         let bucket = self.buckets.back_mut().expect("just ensured");
@@ -263,6 +274,7 @@ impl DemandLog {
             threads_cap: cap,
             waiting_peak: 0,
             accounts: Vec::new(),
+            refused,
         });
         bucket.waiting_peak = bucket.waiting_peak.max(waiting);
         accounts::merge(&mut bucket.accounts, &accounts, false);
@@ -437,6 +449,7 @@ mod tests {
             threads_cap: 500,
             waiting_peak: 10_000,
             accounts: Vec::new(),
+            refused: 123_456,
         };
         let per_bucket = std::mem::size_of::<Bucket>()
             + full.kinds.capacity() * std::mem::size_of::<(Kind, KindDemand)>();

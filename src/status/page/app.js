@@ -236,6 +236,7 @@ function renderAdvice(a) {
     '<span>plan allows <b ' + attr("advice-threads-cap", t.cap) + ">" + num(t.cap) + "</b></span>" +
     '<span>in use at the peak (Little\u2019s law) <b ' + attr("advice-threads-littles-law", t.littles_law_at_peak) + ">" + rate(t.littles_law_at_peak) + "</b></span>" +
     '<span>waiting then <b ' + attr("advice-threads-waiting", t.waiting_at_peak) + ">" + num(t.waiting_at_peak) + "</b></span>" +
+    '<span>refused then <b ' + attr("advice-threads-refused", t.refused_at_peak) + ">" + num(t.refused_at_peak) + "</b></span>" +
     '<span>most seen in use <b ' + attr("advice-threads-observed", t.observed_peak_in_use) + ">" + num(t.observed_peak_in_use) + "</b></span></div>" +
     '<div class="advice-how muted" data-figure="advice-how">' + esc(t.how) + "</div>";
   if (a.cost) {
