@@ -160,20 +160,25 @@ impl Bucket {
         self.kinds.iter().find(|(k, _)| *k == kind).map(|(_, d)| d)
     }
 
+    /// A bucket starting at `start_ms` with nothing in it yet.
+    fn empty(start_ms: u64) -> Bucket {
+        Bucket {
+            start_ms,
+            kinds: Vec::new(),
+            threads_peak: 0,
+            threads_cap: 0,
+            waiting_peak: 0,
+            accounts: Vec::new(),
+            refused: 0,
+        }
+    }
+
     /// Several instances' shares of the bucket at `start_ms` as one: counts added, threads the
     /// largest any saw (a fleet-wide figure every instance reads alike). `None` for no share.
     pub fn sum(start_ms: u64, shares: impl IntoIterator<Item = Bucket>) -> Option<Bucket> {
         let mut out: Option<Bucket> = None;
         for share in shares {
-            let sum = out.get_or_insert_with(|| Bucket {
-                start_ms,
-                kinds: Vec::new(),
-                threads_peak: 0,
-                threads_cap: 0,
-                waiting_peak: 0,
-                accounts: Vec::new(),
-                refused: 0,
-            });
+            let sum = out.get_or_insert_with(|| Bucket::empty(start_ms));
             sum.merge(&share);
             sum.waiting_peak += share.waiting_peak;
             accounts::merge(&mut sum.accounts, &share.accounts, true);
@@ -256,25 +261,15 @@ impl DemandLog {
             return;
         }
         if !open {
-            self.buckets.push_back(Bucket {
-                start_ms,
-                kinds: Vec::new(),
-                threads_peak: 0,
-                threads_cap: 0,
-                waiting_peak: 0,
-                accounts: Vec::new(),
-                refused: 0,
-            });
+            self.buckets.push_back(Bucket::empty(start_ms));
         }
         let bucket = self.buckets.back_mut().expect("just ensured");
         bucket.merge(&Bucket {
-            start_ms,
             kinds,
             threads_peak: in_use,
             threads_cap: cap,
-            waiting_peak: 0,
-            accounts: Vec::new(),
             refused,
+            ..Bucket::empty(start_ms)
         });
         bucket.waiting_peak = bucket.waiting_peak.max(waiting);
         accounts::merge(&mut bucket.accounts, &accounts, false);
