@@ -91,9 +91,10 @@ fn render(a: &Advice) -> String {
     }
     let _ = writeln!(
         out,
-        "window: {:.1} h, {} buckets of {:.0} s with demand",
+        "window: {:.1} h, {} {} of {:.0} s with demand",
         a.window_s as f64 / 3600.0,
         a.buckets,
+        if a.buckets == 1 { "bucket" } else { "buckets" },
         a.bucket_s
     );
     if a.kinds.is_empty() {
