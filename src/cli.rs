@@ -289,9 +289,19 @@ pub struct AdviseArgs {
     /// Hours of demand to look at, back from now (the log keeps 14 days).
     #[arg(long, default_value_t = 24.0, value_parser = window_hours)]
     pub window_h: f64,
+    /// The share of a busy target's callers its pool should serve (0.01 to 0.999).
+    #[arg(long, default_value_t = 0.95, value_parser = hit_rate)]
+    pub hit_rate: f64,
     /// Print the advice as the endpoint's JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+fn hit_rate(raw: &str) -> Result<f64, String> {
+    match raw.trim().parse::<f64>() {
+        Ok(h) if (0.01..=0.999).contains(&h) => Ok(h),
+        _ => Err("use a share from 0.01 to 0.999 (0.95 is 95 %)".into()),
+    }
 }
 
 fn window_hours(raw: &str) -> Result<f64, String> {

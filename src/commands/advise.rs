@@ -13,7 +13,7 @@ use crate::status::advice::Advice;
 
 pub async fn run(args: &AdviseArgs) -> ExitCode {
     let window_s = (args.window_h * 3600.0).round().max(1.0);
-    let path = format!("/v1/advice?window_s={window_s}");
+    let path = format!("/v1/advice?window_s={window_s}&hit_rate={}", args.hit_rate);
     let fetched: Result<Value, String> = fetch_json(&args.gateway, &path, "plan advice").await;
     let advice = fetched.and_then(|v| {
         let advice = serde_json::from_value::<Advice>(v.clone())
@@ -89,6 +89,10 @@ fn render(a: &Advice) -> String {
             cur = c.currency
         );
     }
+    render_pools(&mut out, a);
+    if let Some(r) = &a.replay {
+        render_replay(&mut out, r);
+    }
     let _ = writeln!(
         out,
         "window: {:.1} h, {} {} of {:.0} s with demand",
@@ -119,4 +123,69 @@ fn render(a: &Advice) -> String {
         );
     }
     out
+}
+
+fn render_pools(out: &mut String, a: &Advice) {
+    for p in &a.pools {
+        let now = match (p.size_now, &p.mode_now) {
+            (Some(n), Some(mode)) => format!("{mode} {n} now"),
+            _ => "no pool now".to_owned(),
+        };
+        let replayed = |r: Option<f64>| r.map_or_else(|| "-".to_owned(), percent);
+        let _ = writeln!(
+            out,
+            "pool {} ({}): {} recommended for {} of callers ({now}); serves {} by the model, \
+             {} in the replay (now {}, replay {}); wastes {:.0} answers a day ({:.2} threads){}",
+            p.label,
+            short_id(&p.id),
+            p.recommended,
+            percent(a.pool_hit_rate_goal),
+            percent(p.hit_rate),
+            replayed(p.replayed_hit_rate),
+            percent(p.hit_rate_now),
+            replayed(p.replayed_hit_rate_now),
+            p.waste_per_day,
+            p.waste_threads,
+            p.waste_cost_per_month
+                .map_or_else(String::new, |c| format!(", {c:.2} a month"))
+        );
+        let _ = writeln!(out, "  {}", p.how);
+    }
+}
+
+fn render_replay(out: &mut String, r: &crate::status::advice::replay::Replay) {
+    for (name, p) in [("now", &r.now), ("recommended", &r.recommended)] {
+        let hits = p.pool_hit_rate.map_or_else(|| "-".to_owned(), percent);
+        let cost = p
+            .cost_per_month
+            .map_or_else(String::new, |c| format!(", {c:.2} a month"));
+        let _ = writeln!(
+            out,
+            "replay {name:<11} {} threads: {} of {} callers waited for a thread (mean {:.1} s, \
+             p95 {:.1} s, max {:.1} s); pool hits {hits}; {} expired unused; {} solves{cost}",
+            p.threads,
+            p.waited,
+            p.callers,
+            p.mean_wait_s,
+            p.p95_wait_s,
+            p.max_wait_s,
+            p.wasted,
+            p.solves
+        );
+    }
+    let complete = if r.complete {
+        ""
+    } else {
+        " (cut short: too many events)"
+    };
+    let _ = writeln!(out, "  {}{complete}", r.how);
+}
+
+fn percent(share: f64) -> String {
+    format!("{:.1} %", share * 100.0)
+}
+
+/// The first 12 characters of a target id, as logs show it.
+fn short_id(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
 }

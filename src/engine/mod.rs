@@ -8,6 +8,7 @@
 mod active;
 mod admission;
 mod arrival;
+mod busy;
 mod figures;
 mod reusable;
 mod solve;
@@ -18,6 +19,7 @@ mod trace;
 mod types;
 
 pub use admission::{Admission, Permit};
+pub use busy::{LABEL_MAX, TargetCount};
 pub use figures::{EngineFigures, EngineReading};
 pub use solve::{Engine, EngineSettings, Solution, Solver};
 pub use store::{MemoryStore, Store, StoreError, TargetCounts, TargetFigures};

@@ -238,6 +238,9 @@ impl Engine {
         let asked = Instant::now();
         let kind = req.kind();
         let target = self.target(&req);
+        if kind.reuse() == (Reuse::SingleUse { poolable: true }) {
+            self.figures.target_arrived(&target);
+        }
         let result = match kind.reuse() {
             Reuse::SingleUse { poolable } => {
                 self.single_use(target, req, deadline, poolable, priority)

@@ -83,6 +83,28 @@ pub fn seconds_query(
         .ok_or_else(|| out_of_range(&format!("bad_{field}"), field, max, allow_zero))
 }
 
+/// A share named `field` in a query string (`0.95`): `default` when absent, else from 0.01 to
+/// 0.999 (a share of 1 is never reached by a pool of any size); otherwise 400 `bad_<field>`.
+pub fn share_query(query: Option<&str>, field: &str, default: f64) -> Result<f64, ApiError> {
+    let Some(raw) = query.and_then(|q| {
+        form_urlencoded::parse(q.as_bytes())
+            .find(|(k, _)| k == field)
+            .map(|(_, v)| v.into_owned())
+    }) else {
+        return Ok(default);
+    };
+    raw.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| (0.01..=0.999).contains(v))
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                format!("bad_{field}"),
+                format!("{field} must be a share from 0.01 to 0.999"),
+            )
+        })
+}
+
 /// Task ids are digit strings of at most 20 characters (what `engine::submit` makes and
 /// `res.php` accepts); anything else is refused before it reaches the store.
 pub fn task_id(id: &str) -> Result<&str, ApiError> {

@@ -136,6 +136,14 @@ pub async fn advice(
         Ok(window) => window,
         Err(e) => return e.into_response(),
     };
+    let hit_rate = match super::input::share_query(
+        query.as_deref(),
+        "hit_rate",
+        crate::status::advice::pools::DEFAULT_HIT_RATE,
+    ) {
+        Ok(h) => h,
+        Err(e) => return e.into_response(),
+    };
     let cap = state.upstream.effective_threads().into();
     let accounts = state
         .upstream
@@ -147,7 +155,8 @@ pub async fn advice(
             cap: a.cap.into(),
         })
         .collect();
-    match state.status.advice(window, cap, accounts).await {
+    let pools = pool_plan(&state, hit_rate);
+    match state.status.advice(window, cap, accounts, pools).await {
         Some(advice) => ([(header::CACHE_CONTROL, "no-store")], Json(advice)).into_response(),
         None => ApiError::new(
             StatusCode::NOT_FOUND,
@@ -155,6 +164,42 @@ pub async fn advice(
             "this process keeps no demand log",
         )
         .into_response(),
+    }
+}
+
+/// The pools as configured here and each poolable kind's shelf life, for the advice. An `auto`
+/// pool counts at its `max`: the most it keeps.
+fn pool_plan(state: &AppState, hit_rate: f64) -> crate::status::advice::PoolPlan {
+    use crate::model::{Kind, Reuse};
+    use crate::pools::PoolSize;
+    let min_remaining = state.engine.settings().min_remaining;
+    let shelf_s = Kind::ALL
+        .iter()
+        .filter(|k| k.reuse() == (Reuse::SingleUse { poolable: true }))
+        .map(|k| {
+            let shelf = state.engine.lifetime(*k).saturating_sub(min_remaining);
+            (*k, shelf.as_secs_f64())
+        })
+        .collect();
+    let configured = state
+        .pools
+        .list()
+        .iter()
+        .map(|p| crate::status::advice::PoolNow {
+            id: p.target.id.clone(),
+            label: p.target.label.clone(),
+            kind: p.target.kind,
+            size: match p.spec.size {
+                PoolSize::Fixed(n) => n,
+                PoolSize::Auto { max, .. } => max,
+            },
+            mode: p.spec.size.mode(),
+        })
+        .collect();
+    crate::status::advice::PoolPlan {
+        hit_rate,
+        shelf_s,
+        configured,
     }
 }
 

@@ -123,6 +123,18 @@ pub fn demand_totals(sources: &Sources, sample: &Sample) -> super::demand::Total
             name: a.name,
         })
         .collect();
+    totals.targets = sources
+        .engine
+        .figures()
+        .take_busy_targets()
+        .into_iter()
+        .map(|t| super::demand::TargetDemand {
+            id: t.id,
+            label: t.label,
+            kind: t.kind,
+            callers: t.callers,
+        })
+        .collect();
     totals
 }
 

@@ -193,6 +193,7 @@ impl Status {
         window: Duration,
         cap_now: u64,
         accounts: Vec<advice::AccountNow>,
+        pools: advice::PoolPlan,
     ) -> Option<advice::Advice> {
         let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
         let now = crate::model::now_ms();
@@ -221,8 +222,17 @@ impl Status {
             cap: cap_now,
             accounts,
             prices: self.prices.clone(),
+            pools,
         };
-        let mut advice = advice::advise(&buckets, &plan);
+        // The replay of a day's demand takes a while on a busy fleet: off the async workers.
+        let advised = tokio::task::spawn_blocking(move || advice::advise(&buckets, &plan)).await;
+        let mut advice = match advised {
+            Ok(advice) => advice,
+            Err(e) => {
+                tracing::error!(error = %e, "status: the advice could not be computed");
+                return None;
+            }
+        };
         let workers: Vec<u64> = lock(&self.others)
             .iter()
             .filter(|i| i.role == "worker")

@@ -497,3 +497,152 @@ async fn each_account_is_advised_and_priced_as_the_configuration_states() {
     assert!(text.contains("7.20 USD a month now"), "{text}");
     assert!(text.contains("\ncost: "), "{text}");
 }
+
+/// `P(Poisson(m) <= s - 1)`, summed term by term: the test's own arithmetic for what a pool of
+/// `s` serves.
+fn served(s: u64, m: f64) -> f64 {
+    let (mut term, mut sum) = ((-m).exp(), 0.0);
+    for k in 0..s {
+        if k > 0 {
+            term *= m / k as f64;
+        }
+        sum += term;
+    }
+    sum
+}
+
+/// The smallest pool serving `h` of callers arriving at `rate` with refills taking `lead`.
+fn quantile(h: f64, rate: f64, lead: f64) -> u64 {
+    (1..).find(|s| served(*s, rate * lead) >= h).unwrap()
+}
+
+/// `rate` callers a second for one reCAPTCHA target (a sitekey on a page) until `until`, each
+/// sent without waiting for the ones before it; returns how many were sent once all are answered.
+async fn open_loop(gw: &Arc<TestGateway>, site: &str, rate: f64, until: Instant) -> u64 {
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
+    let mut calls = Vec::new();
+    while Instant::now() < until {
+        tick.tick().await;
+        let gw = gw.clone();
+        let body = json!({"kind": "recaptcha_v2", "sitekey": format!("key-{site}"), "pageurl": format!("https://{site}/login")});
+        calls.push(tokio::spawn(async move {
+            let res = gw
+                .http
+                .post(gw.url("/v1/solve"))
+                .bearer_auth(KEY)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+        }));
+    }
+    let sent = calls.len() as u64;
+    for c in calls {
+        c.await.unwrap();
+    }
+    sent
+}
+
+/// Done-means of the pool advice: a known demand on two targets (one at 4, then 12 callers a
+/// second; one at 2 a second throughout), no pool configured. The advice must size each
+/// target's pool for the stated hit rate between what its quiet and its busy phase alone
+/// would need (the Poisson quantile of callers per lead time, at rates the profile sets and
+/// the lead time the gateway measured), and the replay of the window must show the size
+/// serving that share of the target's callers, where no pool (the plan now) serves none.
+#[tokio::test]
+async fn pools_are_sized_for_a_stated_hit_rate_and_the_replay_shows_them_meeting_it() {
+    let gw = Arc::new(TestGateway::with(slow_solves()).await);
+    let (busy, steady) = ("pools-a.example.com", "pools-b.example.com");
+    let start = Instant::now();
+    let background = {
+        let gw = gw.clone();
+        tokio::spawn(async move { open_loop(&gw, steady, 2.0, start + 2 * PHASE).await })
+    };
+    let quiet = open_loop(&gw, busy, 4.0, start + PHASE).await;
+    let rush = open_loop(&gw, busy, 12.0, start + 2 * PHASE).await;
+    let calls = quiet + rush + background.await.unwrap();
+
+    advice_counting(&gw, calls).await;
+    let a = advice(&gw, "?window_s=600&hit_rate=0.95").await;
+    println!("FIGURE pool advice: {calls} calls; {}", a["pools"]);
+    assert_eq!(a["pool_hit_rate_goal"], 0.95);
+    let pools = a["pools"].as_array().unwrap();
+    assert_eq!(pools.len(), 2, "{a}");
+    let (p, b) = (&pools[0], &pools[1]);
+    assert_eq!(p["label"], format!("recaptcha_v2:{busy}"));
+    assert_eq!(p["callers"], quiet + rush);
+    assert_eq!(b["label"], format!("recaptcha_v2:{steady}"));
+    assert_eq!(p["size_now"], Value::Null);
+    assert_eq!(p["hit_rate_now"], 0.0);
+
+    // The busiest bucket is one of the rush: 12 a second (a bucket may straddle a phase edge,
+    // and arrivals lag their ticks under load).
+    let peak = p["peak_callers_per_s"].as_f64().unwrap();
+    assert!((9.0..=15.0).contains(&peak), "{p}");
+    // Refills take a solve's thread time: 1-1.5 s at the simulator, plus the poll that saw it.
+    let lead = p["lead_s"].as_f64().unwrap();
+    assert!((1.0..=2.5).contains(&lead), "{p}");
+    // The pool serves 95 % of the window's callers: no fewer than the quiet phase alone needs,
+    // no more than the busiest bucket alone does.
+    let h = 0.95;
+    let size = p["recommended"].as_u64().unwrap();
+    let (least, most) = (quantile(h, 4.0, lead), quantile(h, peak, lead));
+    assert!((least..=most).contains(&size), "{least}..={most}: {p}");
+    assert!(p["hit_rate"].as_f64().unwrap() >= h, "{p}");
+    assert!(b["recommended"].as_u64().unwrap() < size, "{b}");
+
+    // The replay: the plan now (no pools) serves nobody from a pool; the recommended pools
+    // serve the stated share, within three standard errors of the callers replayed.
+    let r = &a["replay"];
+    assert_eq!(r["now"]["callers"], calls, "{r}");
+    assert_eq!(r["now"]["pool_hits"], 0, "{r}");
+    assert_eq!(r["now"]["threads"], 50);
+    assert_eq!(r["recommended"]["threads"], a["threads"]["recommended"]);
+    assert_eq!(p["replayed_hit_rate_now"], Value::Null);
+    let replayed = p["replayed_hit_rate"].as_f64().unwrap();
+    let n = (quiet + rush) as f64;
+    let tolerance = 3.0 * (h * (1.0 - h) / n).sqrt();
+    assert!(
+        replayed >= h - tolerance,
+        "{replayed} < {h} - {tolerance}: {r}"
+    );
+
+    // A lower goal asks for no more answers; the command shows the pools and both replays.
+    let lower = advice(&gw, "?window_s=600&hit_rate=0.8").await;
+    assert!(lower["pools"][0]["recommended"].as_u64().unwrap() <= size);
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+        .args([
+            "advise",
+            "--url",
+            &gw.url(""),
+            "--window-h",
+            "1",
+            "--hit-rate",
+            "0.8",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let line = format!(
+        "pool recaptcha_v2:{busy} ({}): {} recommended for 80.0 % of callers (no pool now)",
+        &p["id"].as_str().unwrap()[..12],
+        lower["pools"][0]["recommended"]
+    );
+    assert!(text.contains(&line), "{line}\n{text}");
+    assert!(text.contains("replay now         50 threads"), "{text}");
+    assert!(text.contains("replay recommended"), "{text}");
+    for bad in ["1", "0", "abc", "0.9999"] {
+        let res = gw
+            .http
+            .get(gw.url(&format!("/v1/advice?hit_rate={bad}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 400, "{bad}");
+        let v: Value = res.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "bad_hit_rate", "{v}");
+    }
+}

@@ -14,13 +14,16 @@
 //! the sampler saw in use at once is shown beside it, and the advice is never below it.
 
 mod accounts;
+pub mod pools;
 pub mod prices;
+pub mod replay;
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 pub use self::accounts::{AccountAdvice, AccountNow};
+pub use self::pools::{PoolAdvice, PoolNow, PoolPlan};
 use self::prices::Prices;
 use super::demand::{Bucket, KindDemand};
 use crate::model::Kind;
@@ -41,6 +44,8 @@ pub struct Plan {
     /// The accounts configured here.
     pub accounts: Vec<AccountNow>,
     pub prices: Prices,
+    /// The pools as they are, and the hit rate to size them for.
+    pub pools: PoolPlan,
 }
 
 /// Whose demand the advice read.
@@ -69,6 +74,15 @@ pub struct Advice {
     /// With queue workers in the fleet now: how many KEDA should allow.
     #[serde(default)]
     pub queue_workers: Option<WorkerAdvice>,
+    /// The hit rate pools are sized for, and each busy poolable target and configured pool.
+    #[serde(default)]
+    pub pool_hit_rate_goal: f64,
+    #[serde(default)]
+    pub pools: Vec<PoolAdvice>,
+    /// The window's demand replayed under the plan now and the plan recommended; `None`
+    /// without demand.
+    #[serde(default)]
+    pub replay: Option<replay::Replay>,
     /// Each kind with demand in the window.
     pub kinds: Vec<KindFigures>,
 }
@@ -245,6 +259,27 @@ pub fn advise<'a>(buckets: impl IntoIterator<Item = &'a Bucket>, plan: &Plan) ->
             span_text(covered_s)
         ),
     });
+    let lead_s = |kind: Kind| {
+        kinds
+            .iter()
+            .find(|(k, ..)| *k == kind)
+            .filter(|(_, d, ..)| d.solves > 0)
+            .map_or_else(
+                || kind.typical_ready().as_secs_f64(),
+                |(_, d, ..)| d.threads_held_s() / d.solves as f64,
+            )
+    };
+    let mut pools = pools::advise(&buckets, span, covered_s, &plan.pools, &plan.prices, lead_s);
+    let models: Vec<replay::KindModel> = kinds
+        .iter()
+        .map(|(kind, ..)| replay::KindModel {
+            kind: *kind,
+            lead_s: lead_s(*kind),
+            shelf_s: plan.pools.shelf_s(*kind),
+        })
+        .collect();
+    let replay = (!buckets.is_empty())
+        .then(|| replays(&buckets, span, plan, recommended, &models, &mut pools));
     Advice {
         scope: plan.scope,
         window_s: plan.window.as_secs(),
@@ -265,6 +300,9 @@ pub fn advise<'a>(buckets: impl IntoIterator<Item = &'a Bucket>, plan: &Plan) ->
         accounts,
         cost,
         queue_workers: None,
+        pool_hit_rate_goal: plan.pools.hit_rate,
+        pools,
+        replay,
         kinds: kinds
             .into_iter()
             .map(|(kind, d, peak_callers, peak_solves)| {
@@ -282,6 +320,72 @@ pub fn advise<'a>(buckets: impl IntoIterator<Item = &'a Bucket>, plan: &Plan) ->
                 }
             })
             .collect(),
+    }
+}
+
+/// The window replayed under the plan now and the one recommended (threads and pools), with
+/// each advised pool's replayed hit rates set on its advice.
+fn replays(
+    buckets: &[&Bucket],
+    span: f64,
+    plan: &Plan,
+    threads: u64,
+    models: &[replay::KindModel],
+    pools: &mut [PoolAdvice],
+) -> replay::Replay {
+    let now = replay::ReplayPlan {
+        threads: plan.cap,
+        pools: plan
+            .pools
+            .configured
+            .iter()
+            .map(|p| replay::ReplayPool {
+                id: p.id.clone(),
+                kind: p.kind,
+                size: p.size,
+            })
+            .collect(),
+    };
+    let recommended = replay::ReplayPlan {
+        threads,
+        pools: pools
+            .iter()
+            .filter(|p| p.recommended > 0)
+            .filter_map(|p| {
+                let kind = Kind::ALL.iter().find(|k| k.as_str() == p.kind)?;
+                Some(replay::ReplayPool {
+                    id: p.id.clone(),
+                    kind: *kind,
+                    size: p.recommended,
+                })
+            })
+            .collect(),
+    };
+    // One seed for both: the two plans meet the same callers at the same times.
+    let seed = buckets.first().map_or(0, |b| b.start_ms);
+    let (now, replayed_s, complete_now) =
+        replay::replay(buckets, span, &now, models, &plan.prices, seed);
+    let (recommended, _, complete) =
+        replay::replay(buckets, span, &recommended, models, &plan.prices, seed);
+    let rate = |r: &replay::Replayed, id: &str| {
+        r.pools.iter().find(|p| p.id == id).and_then(|p| p.hit_rate)
+    };
+    for p in pools.iter_mut() {
+        p.replayed_hit_rate_now = rate(&now, &p.id);
+        p.replayed_hit_rate = rate(&recommended, &p.id);
+    }
+    replay::Replay {
+        replayed_s,
+        complete: complete_now && complete,
+        how: format!(
+            "the last {} of demand replayed in virtual time: each bucket's callers at random \
+             times within it, solves holding a thread for the kind's measured time per solve \
+             (0.5-1.5 times it), callers before refills, pools starting full and expiring \
+             unused answers at their shelf life",
+            span_text(replayed_s)
+        ),
+        now,
+        recommended,
     }
 }
 
@@ -318,6 +422,7 @@ mod tests {
             waiting_peak: 0,
             accounts: Vec::new(),
             refused: 0,
+            targets: Vec::new(),
         }
     }
 
@@ -331,6 +436,7 @@ mod tests {
             cap,
             accounts: Vec::new(),
             prices: Prices::default(),
+            pools: PoolPlan::default(),
         }
     }
 

@@ -33,6 +33,19 @@ impl Prices {
     pub fn of(&self, provider: &str) -> Option<&ProviderPrices> {
         self.providers.iter().find(|p| p.provider == provider)
     }
+
+    /// The price of a thread a month: the first provider in `[prices]` that names one.
+    pub fn thread_month(&self) -> Option<f64> {
+        self.providers.iter().find_map(|p| p.thread_month)
+    }
+
+    /// The price of a thousand solves of `kind`: the first provider in `[prices]` that names
+    /// one (what a wasted answer of that kind costs where it is paid per solve).
+    pub fn per_1000(&self, kind: Kind) -> Option<f64> {
+        self.providers
+            .iter()
+            .find_map(|p| p.per_1000.iter().find(|(k, _)| *k == kind).map(|(_, v)| *v))
+    }
 }
 
 /// One account's cost per month, now and as recommended.

@@ -7,9 +7,12 @@
 //! Bounded whatever the traffic: at most `keep / bucket` buckets (4,032 by default), a bucket
 //! holds only the kinds that had demand in it, and a bucket without demand is not kept at all,
 //! so the worst case is every kind busy for the whole span (about 2.3 MB at the defaults) and a
-//! quiet gateway keeps almost nothing.
+//! quiet gateway keeps almost nothing. Each bucket also keeps its busiest poolable targets
+//! (`targets`: at most 8, up to 5.7 MB more over 14 days at the longest labels), and each
+//! account's share (`accounts`).
 
 mod accounts;
+pub mod targets;
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -17,6 +20,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use self::accounts::{AccountDemand, AccountTotals};
+pub use self::targets::TargetDemand;
 use crate::model::{BySource, Kind};
 
 /// One bucket's span when the settings name none.
@@ -51,6 +55,9 @@ pub struct Totals {
     /// Callers refused at once since start: this instance full (`overloaded`) or the fleet's
     /// threads all taken with enough waiting (`fleet_busy`).
     pub refused: u64,
+    /// The busiest poolable targets' callers since the last reading (not cumulative: the
+    /// engine's table is emptied by each reading).
+    pub targets: Vec<TargetDemand>,
 }
 
 /// One kind's demand within one bucket.
@@ -153,6 +160,9 @@ pub struct Bucket {
     /// never saw.
     #[serde(default)]
     pub refused: u64,
+    /// The busiest poolable targets in the bucket (`targets::KEPT` once closed).
+    #[serde(default)]
+    pub targets: Vec<TargetDemand>,
 }
 
 impl Bucket {
@@ -170,6 +180,7 @@ impl Bucket {
             waiting_peak: 0,
             accounts: Vec::new(),
             refused: 0,
+            targets: Vec::new(),
         }
     }
 
@@ -182,6 +193,9 @@ impl Bucket {
             sum.merge(&share);
             sum.waiting_peak += share.waiting_peak;
             accounts::merge(&mut sum.accounts, &share.accounts, true);
+        }
+        if let Some(sum) = &mut out {
+            targets::trim(&mut sum.targets, targets::KEPT);
         }
         out
     }
@@ -197,6 +211,7 @@ impl Bucket {
         self.threads_peak = self.threads_peak.max(other.threads_peak);
         self.threads_cap = self.threads_cap.max(other.threads_cap);
         self.refused += other.refused;
+        targets::merge(&mut self.targets, &other.targets, targets::OPEN);
     }
 }
 
@@ -253,14 +268,22 @@ impl DemandLog {
             .collect();
         let accounts = accounts::between(&now.accounts, &then.accounts);
         let refused = now.refused.checked_sub(then.refused).unwrap_or(now.refused);
-        let busy = now.threads_in_use > 0 || now.threads_waiting > 0 || refused > 0;
+        let busy = now.threads_in_use > 0
+            || now.threads_waiting > 0
+            || refused > 0
+            || !now.targets.is_empty();
         let open = self.buckets.back().is_some_and(|b| b.start_ms == start_ms);
         let (in_use, cap, waiting) = (now.threads_in_use, now.threads_cap, now.threads_waiting);
+        let mut now = now;
+        let arrived = std::mem::take(&mut now.targets);
         self.last = Some(now);
         if kinds.is_empty() && accounts.is_empty() && !busy && !open {
             return;
         }
         if !open {
+            if let Some(closed) = self.buckets.back_mut() {
+                targets::trim(&mut closed.targets, targets::KEPT);
+            }
             self.buckets.push_back(Bucket::empty(start_ms));
         }
         let bucket = self.buckets.back_mut().expect("just ensured");
@@ -269,6 +292,7 @@ impl DemandLog {
             threads_peak: in_use,
             threads_cap: cap,
             refused,
+            targets: arrived,
             ..Bucket::empty(start_ms)
         });
         bucket.waiting_peak = bucket.waiting_peak.max(waiting);
@@ -378,6 +402,39 @@ mod tests {
     }
 
     #[test]
+    fn a_bucket_keeps_its_busiest_targets_and_a_closed_one_only_the_busiest_few() {
+        let mut log = DemandLog::new(Duration::from_secs(10), Duration::from_secs(100));
+        let arrived = |n: u64, callers: u64| TargetDemand {
+            id: format!("{n:032x}"),
+            label: format!("turnstile:site{n}.example"),
+            kind: Kind::Turnstile,
+            callers,
+        };
+        let reading = |targets: Vec<TargetDemand>| Totals {
+            targets,
+            ..Totals::default()
+        };
+        // Readings are counts since the last: they add up within the bucket.
+        log.record(1_000, reading((0..20).map(|n| arrived(n, n + 1)).collect()));
+        log.record(2_000, reading(vec![arrived(0, 100)]));
+        let open = log.open_bucket(2_000).unwrap();
+        assert_eq!(open.targets.len(), 20);
+        assert_eq!(
+            (open.targets[0].id.as_str(), open.targets[0].callers),
+            (arrived(0, 0).id.as_str(), 101)
+        );
+        // The next bucket closes it to the busiest few.
+        log.record(11_000, reading(vec![arrived(3, 1)]));
+        let closed = log.since(0).next().unwrap();
+        assert_eq!(closed.targets.len(), targets::KEPT);
+        assert_eq!(closed.targets[1].callers, 20);
+        // Shares of a bucket add by target.
+        let share = log.open_bucket(11_000).cloned().unwrap();
+        let sum = Bucket::sum(10_000, [share.clone(), share]).unwrap();
+        assert_eq!(sum.targets[0].callers, 2);
+    }
+
+    #[test]
     fn solve_time_read_a_sample_after_its_count_is_kept() {
         let mut log = DemandLog::new(Duration::from_secs(10), Duration::from_secs(100));
         let k = Kind::Turnstile;
@@ -418,9 +475,11 @@ mod tests {
     }
 
     /// The bound the module states: every kind busy in every bucket for the whole span, in
-    /// memory and as one instance's share in Redis, and what each account adds to it.
+    /// memory and as one instance's share in Redis, and what each account and the busiest
+    /// targets add to it.
     #[test]
-    fn a_full_log_is_under_two_and_a_half_megabytes_and_each_account_adds_under_one_and_a_half() {
+    fn a_full_log_is_under_two_and_a_half_megabytes_and_accounts_and_targets_add_a_bounded_amount()
+    {
         let log = DemandLog::new(DEFAULT_BUCKET, DEFAULT_KEEP);
         let full = Bucket {
             start_ms: 1_796_000_000_000,
@@ -445,12 +504,13 @@ mod tests {
             waiting_peak: 10_000,
             accounts: Vec::new(),
             refused: 123_456,
+            targets: Vec::new(),
         };
         let per_bucket = std::mem::size_of::<Bucket>()
             + full.kinds.capacity() * std::mem::size_of::<(Kind, KindDemand)>();
         let bytes = log.capacity() * per_bucket;
         assert_eq!(log.capacity(), 4032);
-        assert!(bytes <= 2_400_000, "{bytes}");
+        assert!(bytes <= 2_500_000, "{bytes}");
         let share = serde_json::to_string(&full).unwrap();
         assert!(share.len() < 1536, "{}", share.len());
 
@@ -472,9 +532,24 @@ mod tests {
         assert!(account_bytes <= 1_500_000, "{account_bytes}");
         let json = serde_json::to_string(&account).unwrap();
         assert!(json.len() < 400, "{}", json.len());
+
+        // The busiest targets, labels at their longest: a closed bucket keeps `KEPT`, the open
+        // one (an instance's share) `OPEN`.
+        let target = |n: usize| TargetDemand {
+            id: format!("{n:032x}"),
+            label: "x".repeat(crate::engine::LABEL_MAX),
+            kind: Kind::RecaptchaV2,
+            callers: 123_456,
+        };
+        let per_target = std::mem::size_of::<TargetDemand>() + 32 + crate::engine::LABEL_MAX;
+        let target_bytes = log.capacity() * targets::KEPT * per_target;
+        assert!(target_bytes <= 5_700_000, "{target_bytes}");
+        let open: Vec<TargetDemand> = (0..targets::OPEN).map(target).collect();
+        let open_json = serde_json::to_string(&open).unwrap();
+        assert!(open_json.len() < 6_000, "{}", open_json.len());
         assert!(
-            share.len() + 64 * json.len() < super::super::fleet::MAX_SHARE_BYTES,
-            "a share with the most accounts a gateway routes over is read back"
+            share.len() + 64 * json.len() + open_json.len() < super::super::fleet::MAX_SHARE_BYTES,
+            "a share with the most accounts a gateway routes over and its busiest targets is read back"
         );
     }
 

@@ -1,0 +1,146 @@
+//! The busiest poolable targets since the last reading: what the plan advisor sizes pools from
+//! (`status::demand` keeps them per bucket). A space-saving table (Metwally, Agrawal and El
+//! Abbadi's heavy-hitters counter): a fixed number of counters whatever the targets, so a
+//! scraper's million pages cost what one site costs. A target not in the table takes the least
+//! counted one's place and inherits its count as error; a target with more than `1 / TRACKED`
+//! of the callers between two readings is always in it, and its count is never short.
+//!
+//! Only poolable single-use kinds are counted: images and texts are a target each (no pool can
+//! serve them), and reusable answers are shared, not pooled.
+
+use std::collections::HashMap;
+
+use crate::model::{Kind, Target};
+
+/// Counters in the table: readings every 5 s find every target with more than 1/64 of the
+/// callers in that time.
+pub const TRACKED: usize = 64;
+/// Labels are `kind:host`; a host may be 253 bytes, a label kept for days need not be.
+pub const LABEL_MAX: usize = 80;
+
+/// One target's callers between two readings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetCount {
+    pub id: String,
+    pub label: String,
+    pub kind: Kind,
+    /// At least this many arrived (the count less what the counter inherited).
+    pub callers: u64,
+}
+
+#[derive(Debug)]
+struct Counter {
+    target: TargetCount,
+    /// Of `target.callers`, what was inherited from the counter it replaced.
+    error: u64,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct BusyTargets {
+    counters: Vec<Counter>,
+    index: HashMap<String, usize>,
+}
+
+impl BusyTargets {
+    pub fn arrived(&mut self, target: &Target) {
+        if let Some(&i) = self.index.get(target.id.as_str()) {
+            self.counters[i].target.callers += 1;
+            return;
+        }
+        let mut counter = Counter {
+            target: TargetCount {
+                id: target.id.clone(),
+                label: bounded(&target.label),
+                kind: target.kind,
+                callers: 1,
+            },
+            error: 0,
+        };
+        if self.counters.len() < TRACKED {
+            self.index.insert(target.id.clone(), self.counters.len());
+            self.counters.push(counter);
+            return;
+        }
+        let (i, least) = self
+            .counters
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, c)| c.target.callers)
+            .map(|(i, c)| (i, c.target.callers))
+            .expect("the table is full");
+        counter.target.callers += least;
+        counter.error = least;
+        self.index.remove(&self.counters[i].target.id);
+        self.index.insert(target.id.clone(), i);
+        self.counters[i] = counter;
+    }
+
+    /// The counts since the last call, busiest first, and an empty table.
+    pub fn take(&mut self) -> Vec<TargetCount> {
+        self.index.clear();
+        let mut out: Vec<TargetCount> = std::mem::take(&mut self.counters)
+            .into_iter()
+            .filter_map(|c| {
+                let callers = c.target.callers - c.error;
+                (callers > 0).then_some(TargetCount {
+                    callers,
+                    ..c.target
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| b.callers.cmp(&a.callers).then_with(|| a.id.cmp(&b.id)));
+        out
+    }
+}
+
+/// `label` cut to [`LABEL_MAX`] bytes at a character boundary.
+pub fn bounded(label: &str) -> String {
+    let mut end = label.len().min(LABEL_MAX);
+    while !label.is_char_boundary(end) {
+        end -= 1;
+    }
+    label[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(n: usize) -> Target {
+        Target {
+            kind: Kind::RecaptchaV2,
+            id: format!("{n:032x}"),
+            label: format!("recaptcha_v2:site{n}.example"),
+        }
+    }
+
+    #[test]
+    fn heavy_targets_are_counted_exactly_among_a_flood_of_one_offs() {
+        let mut busy = BusyTargets::default();
+        // Two busy targets among 10,000 pages asked for once each.
+        for n in 0..10_000 {
+            busy.arrived(&target(100_000 + n));
+            if n % 10 == 0 {
+                busy.arrived(&target(1));
+            }
+            if n % 50 == 0 {
+                busy.arrived(&target(2));
+            }
+        }
+        let counts = busy.take();
+        assert!(counts.len() <= TRACKED);
+        assert_eq!(counts[0].id, target(1).id);
+        // Never more than arrived; the busiest is in the table from its first call on.
+        assert_eq!(counts[0].callers, 1000);
+        assert!(counts[1].id == target(2).id && counts[1].callers <= 200);
+        assert!(busy.take().is_empty(), "a reading empties the table");
+    }
+
+    #[test]
+    fn labels_are_bounded_at_a_character_boundary() {
+        let long = format!("recaptcha_v2:{}", "é".repeat(200));
+        let cut = bounded(&long);
+        assert!(cut.len() <= LABEL_MAX && long.starts_with(&cut));
+        assert_eq!(bounded("turnstile:a.example"), "turnstile:a.example");
+    }
+}

@@ -1,0 +1,636 @@
+//! "What would this plan have done?": the window's recorded demand replayed in virtual time
+//! against a plan (threads, and a pool size per target), so the advice shows the plan as it is
+//! and the plan it recommends side by side: callers who waited for a thread and how long, pool
+//! hits, answers expired unused, solves, cost (docs/OPERATIONS.md "Plan advice").
+//!
+//! The replay is a discrete-event model of what the gateway does with a plan, not a clock: a
+//! day of history runs in well under a second. Each bucket's callers of each kind arrive at
+//! random (uniform) times within it, the busiest targets' callers on their own streams. A
+//! solve holds a thread for the kind's measured thread time per solve, drawn uniformly from
+//! half to one and a half times it (the simulator's latency model is a uniform range). Callers
+//! take threads before pool refills (refill priority), in arrival order. A pooled target's
+//! caller takes its oldest ready answer; finding none, it claims a refill in flight, or starts
+//! its own solve. A pool refills whatever leaves it (taken, claimed, expired) at once, starts
+//! full, and its answers expire unused at the kind's shelf life. Threads never fail and
+//! callers never give up: the replay measures the plan, not the provider.
+//!
+//! Bounded: the replay takes the newest buckets holding at most [`MAX_CALLERS`] callers, and
+//! stops after [`MAX_EVENTS`] events (`complete` is then false).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use super::prices::{MONTH_S, Prices};
+use crate::model::Kind;
+use crate::status::demand::Bucket;
+
+/// Callers the replay takes at most (the newest buckets that hold them).
+pub const MAX_CALLERS: u64 = 2_000_000;
+/// Events the replay handles at most (a pool refilled every shelf life for days is many).
+pub const MAX_EVENTS: u64 = 20_000_000;
+
+/// A plan to replay: the threads, and the pools.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayPlan {
+    pub threads: u64,
+    pub pools: Vec<ReplayPool>,
+}
+
+/// A pool for a target (by its id), of a kind, kept at a size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayPool {
+    pub id: String,
+    pub kind: Kind,
+    pub size: u32,
+}
+
+/// What the replay needs to know of each kind.
+pub struct KindModel {
+    pub kind: Kind,
+    /// Mean thread time per solve, and the shelf life of an answer, in seconds.
+    pub lead_s: f64,
+    pub shelf_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Replayed {
+    pub threads: u64,
+    pub callers: u64,
+    /// Callers that waited for a thread at all, and their wait (every caller that needed a
+    /// thread counted, at 0 when one was free).
+    pub waited: u64,
+    pub mean_wait_s: f64,
+    pub p95_wait_s: f64,
+    pub max_wait_s: f64,
+    /// Callers of pooled targets, and those served from the pool.
+    pub pool_callers: u64,
+    pub pool_hits: u64,
+    pub pool_hit_rate: Option<f64>,
+    /// Answers that expired unused, and solves started (callers' and refills').
+    pub wasted: u64,
+    pub solves: u64,
+    /// The threads and the solves at the replay's rate, priced for a month; `None` when nothing
+    /// is priced.
+    pub cost_per_month: Option<f64>,
+    pub pools: Vec<ReplayedPool>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ReplayedPool {
+    pub id: String,
+    pub size: u32,
+    pub callers: u64,
+    pub hits: u64,
+    pub hit_rate: Option<f64>,
+    pub wasted: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Replay {
+    /// Seconds of history replayed (from the first replayed bucket to the last one's end), and
+    /// whether the whole of it was (see [`MAX_EVENTS`]).
+    pub replayed_s: f64,
+    pub complete: bool,
+    pub now: Replayed,
+    pub recommended: Replayed,
+    pub how: String,
+}
+
+/// Replays `buckets` (oldest first) under `plan`, with `seed` for the arrival times and
+/// solve times (the same seed gives the same replay, so two plans meet the same callers).
+pub fn replay(
+    buckets: &[&Bucket],
+    span: f64,
+    plan: &ReplayPlan,
+    kinds: &[KindModel],
+    prices: &Prices,
+    seed: u64,
+) -> (Replayed, f64, bool) {
+    let buckets = newest(buckets);
+    let mut sim = Sim::new(plan, kinds, seed);
+    let first = buckets.first().map_or(0, |b| b.start_ms);
+    let end = buckets
+        .last()
+        .map_or(0.0, |b| (b.start_ms - first) as f64 / 1000.0 + span);
+    for b in &buckets {
+        let start = (b.start_ms - first) as f64 / 1000.0;
+        sim.run_until(start);
+        sim.arrivals(b, start, span);
+    }
+    sim.run_until(end);
+    let complete = sim.events < MAX_EVENTS;
+    (sim.outcome(plan, prices, end), end, complete)
+}
+
+/// The newest buckets that hold at most [`MAX_CALLERS`] callers.
+fn newest<'a>(buckets: &[&'a Bucket]) -> Vec<&'a Bucket> {
+    let mut total = 0;
+    let mut out: Vec<&Bucket> = buckets
+        .iter()
+        .rev()
+        .take_while(|b| {
+            total += b.kinds.iter().map(|(_, d)| d.callers).sum::<u64>();
+            total <= MAX_CALLERS
+        })
+        .copied()
+        .collect();
+    out.reverse();
+    out
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Job {
+    /// A caller's own solve (`since` it arrived), of a kind, for a pooled target or not.
+    Caller {
+        since: f64,
+        kind: usize,
+    },
+    Refill {
+        pool: usize,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Event {
+    /// A caller of `kind`, for `pool` if its target is pooled.
+    Arrive { kind: usize, pool: Option<usize> },
+    /// A solve ended: a caller's (its thread goes back) or a refill's for `pool`.
+    Solved { pool: Option<usize> },
+    /// Answer number `answer` of `pool` reaches its shelf life.
+    Expire { pool: usize, answer: u64 },
+}
+
+/// An event at a time, ordered by time then by the order it was scheduled in.
+struct At(f64, u64, Event);
+
+impl PartialEq for At {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.total_cmp(&other.0).is_eq() && self.1 == other.1
+    }
+}
+impl Eq for At {}
+impl PartialOrd for At {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for At {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0).then(self.1.cmp(&other.1))
+    }
+}
+
+struct PoolState {
+    id: String,
+    kind: usize,
+    size: u32,
+    /// Ready answers, oldest first: their number and when they became ready.
+    ready: VecDeque<(u64, f64)>,
+    /// Refills started or waiting for a thread, and callers that claimed one of them.
+    refills: u32,
+    claimants: u32,
+    next_answer: u64,
+    callers: u64,
+    hits: u64,
+    wasted: u64,
+}
+
+struct Sim<'k> {
+    now: f64,
+    seq: u64,
+    events: u64,
+    heap: BinaryHeap<Reverse<At>>,
+    rng: StdRng,
+    kinds: &'k [KindModel],
+    free: u64,
+    callers_waiting: VecDeque<Job>,
+    refills_waiting: VecDeque<Job>,
+    pools: Vec<PoolState>,
+    callers: u64,
+    waits: Vec<f32>,
+    solves: Vec<u64>,
+    /// Per kind: tracked callers not yet matched by the kind's answered callers.
+    owed: Vec<u64>,
+}
+
+impl<'k> Sim<'k> {
+    fn new(plan: &ReplayPlan, kinds: &'k [KindModel], seed: u64) -> Sim<'k> {
+        let mut sim = Sim {
+            now: 0.0,
+            seq: 0,
+            events: 0,
+            heap: BinaryHeap::new(),
+            rng: StdRng::seed_from_u64(seed),
+            kinds,
+            free: plan.threads,
+            callers_waiting: VecDeque::new(),
+            refills_waiting: VecDeque::new(),
+            pools: Vec::new(),
+            callers: 0,
+            waits: Vec::new(),
+            solves: vec![0; kinds.len()],
+            owed: vec![0; kinds.len()],
+        };
+        for pool in &plan.pools {
+            // A pool of a kind without demand in the window meets no caller.
+            let Some(kind) = kinds.iter().position(|m| m.kind == pool.kind) else {
+                continue;
+            };
+            sim.pools.push(PoolState {
+                id: pool.id.clone(),
+                kind,
+                size: pool.size,
+                ready: VecDeque::new(),
+                refills: 0,
+                claimants: 0,
+                next_answer: 0,
+                callers: 0,
+                hits: 0,
+                wasted: 0,
+            });
+        }
+        // Pools start full.
+        for p in 0..sim.pools.len() {
+            for _ in 0..sim.pools[p].size {
+                sim.ready(p);
+            }
+        }
+        sim
+    }
+
+    fn at(&mut self, t: f64, event: Event) {
+        self.seq += 1;
+        self.heap.push(Reverse(At(t, self.seq, event)));
+    }
+
+    fn run_until(&mut self, t: f64) {
+        while let Some(Reverse(At(when, ..))) = self.heap.peek() {
+            if *when > t || self.events >= MAX_EVENTS {
+                break;
+            }
+            let Some(Reverse(At(when, _, event))) = self.heap.pop() else {
+                break;
+            };
+            self.now = when;
+            self.events += 1;
+            self.handle(event);
+        }
+        self.now = self.now.max(t);
+    }
+
+    /// Schedules the bucket's callers: each tracked target's on its own stream, the rest of
+    /// each kind's callers (less those a shared answer served) on the kind's. Targets count
+    /// callers as they arrive, kinds as they are answered, so a bucket's targets may hold more
+    /// than its kind: the excess is owed by the kind's next buckets, and no caller is replayed
+    /// twice.
+    fn arrivals(&mut self, b: &Bucket, start: f64, span: f64) {
+        for (k, model) in self.kinds.iter().enumerate() {
+            let answered = b
+                .kind(model.kind)
+                .map_or(0, |d| d.callers - d.shared.min(d.callers));
+            let mut tracked = 0;
+            for t in b.targets.iter().filter(|t| t.kind == model.kind) {
+                let pool = self.pools.iter().position(|p| p.id == t.id);
+                tracked += t.callers;
+                self.spread(t.callers, start, span, Event::Arrive { kind: k, pool });
+            }
+            let owed = self.owed[k] + tracked;
+            let others = answered.saturating_sub(owed);
+            self.owed[k] = owed.saturating_sub(answered);
+            self.spread(
+                others,
+                start,
+                span,
+                Event::Arrive {
+                    kind: k,
+                    pool: None,
+                },
+            );
+        }
+    }
+
+    fn spread(&mut self, n: u64, start: f64, span: f64, event: Event) {
+        for _ in 0..n {
+            let t = start + self.rng.random::<f64>() * span;
+            self.at(t, event);
+        }
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Arrive { kind, pool } => {
+                self.callers += 1;
+                match pool {
+                    Some(p) => self.pooled_caller(p, kind),
+                    None => self.need_thread(Job::Caller {
+                        since: self.now,
+                        kind,
+                    }),
+                }
+            }
+            Event::Solved { pool } => {
+                self.release();
+                if let Some(p) = pool {
+                    self.pools[p].refills -= 1;
+                    if self.pools[p].claimants > 0 {
+                        self.pools[p].claimants -= 1;
+                    } else {
+                        self.ready(p);
+                    }
+                }
+            }
+            Event::Expire { pool, answer } => {
+                let pool_state = &mut self.pools[pool];
+                // Answers leave oldest first, so an expiring one still here is the oldest.
+                if pool_state.ready.front().is_some_and(|(n, _)| *n == answer) {
+                    pool_state.ready.pop_front();
+                    pool_state.wasted += 1;
+                    self.top_up(pool);
+                }
+            }
+        }
+    }
+
+    fn pooled_caller(&mut self, p: usize, kind: usize) {
+        self.pools[p].callers += 1;
+        if self.pools[p].ready.pop_front().is_some() {
+            self.pools[p].hits += 1;
+        } else if self.pools[p].refills > self.pools[p].claimants {
+            self.pools[p].claimants += 1;
+        } else {
+            self.need_thread(Job::Caller {
+                since: self.now,
+                kind,
+            });
+        }
+        self.top_up(p);
+    }
+
+    /// An answer for pool `p` is ready now: kept until its shelf life.
+    fn ready(&mut self, p: usize) {
+        let pool = &mut self.pools[p];
+        let answer = pool.next_answer;
+        pool.next_answer += 1;
+        pool.ready.push_back((answer, self.now));
+        let expires = self.now + self.kinds[pool.kind].shelf_s;
+        self.at(expires, Event::Expire { pool: p, answer });
+    }
+
+    /// Starts refills until pool `p` holds its size (ready, or coming and not claimed).
+    fn top_up(&mut self, p: usize) {
+        loop {
+            let pool = &self.pools[p];
+            let holds = pool.ready.len() as u64 + u64::from(pool.refills - pool.claimants);
+            if holds >= u64::from(pool.size) {
+                return;
+            }
+            self.pools[p].refills += 1;
+            self.need_thread(Job::Refill { pool: p });
+        }
+    }
+
+    fn need_thread(&mut self, job: Job) {
+        if self.free > 0 {
+            self.free -= 1;
+            self.start(job);
+        } else {
+            match job {
+                Job::Caller { .. } => self.callers_waiting.push_back(job),
+                Job::Refill { .. } => self.refills_waiting.push_back(job),
+            }
+        }
+    }
+
+    fn release(&mut self) {
+        match self
+            .callers_waiting
+            .pop_front()
+            .or_else(|| self.refills_waiting.pop_front())
+        {
+            Some(job) => self.start(job),
+            None => self.free += 1,
+        }
+    }
+
+    fn start(&mut self, job: Job) {
+        let (kind, pool) = match job {
+            Job::Caller { since, kind } => {
+                self.waits.push((self.now - since) as f32);
+                (kind, None)
+            }
+            Job::Refill { pool } => (self.pools[pool].kind, Some(pool)),
+        };
+        self.solves[kind] += 1;
+        let lead = self.kinds[kind].lead_s * self.rng.random_range(0.5..1.5);
+        self.at(self.now + lead, Event::Solved { pool });
+    }
+
+    fn outcome(mut self, plan: &ReplayPlan, prices: &Prices, span_s: f64) -> Replayed {
+        // Callers still waiting at the end have waited at least until then.
+        for job in std::mem::take(&mut self.callers_waiting) {
+            if let Job::Caller { since, .. } = job {
+                self.waits.push((span_s - since) as f32);
+            }
+        }
+        self.waits.sort_by(f32::total_cmp);
+        let n = self.waits.len();
+        let waited = self.waits.iter().filter(|w| **w > 0.0).count() as u64;
+        let mean = match n {
+            0 => 0.0,
+            n => self.waits.iter().map(|w| f64::from(*w)).sum::<f64>() / n as f64,
+        };
+        let quantile = |q: f64| match n {
+            0 => 0.0,
+            n => f64::from(self.waits[((n - 1) as f64 * q).round() as usize]),
+        };
+        let pool_callers: u64 = self.pools.iter().map(|p| p.callers).sum();
+        let pool_hits: u64 = self.pools.iter().map(|p| p.hits).sum();
+        let scale = MONTH_S / span_s.max(1.0);
+        let solve_cost: Option<f64> = self
+            .kinds
+            .iter()
+            .zip(&self.solves)
+            .filter_map(|(m, n)| {
+                prices
+                    .per_1000(m.kind)
+                    .map(|p| *n as f64 * scale * p / 1000.0)
+            })
+            .reduce(|a, b| a + b);
+        let thread_cost = prices.thread_month().map(|p| p * plan.threads as f64);
+        let cost_per_month = match (thread_cost, solve_cost) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+        Replayed {
+            threads: plan.threads,
+            callers: self.callers,
+            waited,
+            mean_wait_s: mean,
+            p95_wait_s: quantile(0.95),
+            max_wait_s: self.waits.last().map_or(0.0, |w| f64::from(*w)),
+            pool_callers,
+            pool_hits,
+            pool_hit_rate: (pool_callers > 0).then(|| pool_hits as f64 / pool_callers as f64),
+            wasted: self.pools.iter().map(|p| p.wasted).sum(),
+            solves: self.solves.iter().sum(),
+            cost_per_month,
+            pools: self
+                .pools
+                .into_iter()
+                .map(|p| ReplayedPool {
+                    hit_rate: (p.callers > 0).then(|| p.hits as f64 / p.callers as f64),
+                    id: p.id,
+                    size: p.size,
+                    callers: p.callers,
+                    hits: p.hits,
+                    wasted: p.wasted,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::demand::{KindDemand, TargetDemand};
+
+    /// `n` buckets of 60 s, each with `per_bucket` reCAPTCHA callers all for target `t1`.
+    fn steady(n: u64, per_bucket: u64) -> Vec<Bucket> {
+        (0..n)
+            .map(|i| Bucket {
+                start_ms: i * 60_000,
+                kinds: vec![(
+                    Kind::RecaptchaV2,
+                    KindDemand {
+                        callers: per_bucket,
+                        solved: per_bucket,
+                        ..KindDemand::default()
+                    },
+                )],
+                threads_peak: 0,
+                threads_cap: 0,
+                waiting_peak: 0,
+                accounts: Vec::new(),
+                refused: 0,
+                targets: vec![TargetDemand {
+                    id: "t1".into(),
+                    label: "recaptcha_v2:shop.example".into(),
+                    kind: Kind::RecaptchaV2,
+                    callers: per_bucket,
+                }],
+            })
+            .collect()
+    }
+
+    const MODEL: [KindModel; 1] = [KindModel {
+        kind: Kind::RecaptchaV2,
+        lead_s: 10.0,
+        shelf_s: 110.0,
+    }];
+
+    fn run(log: &[Bucket], threads: u64, pool: u32) -> Replayed {
+        let refs: Vec<&Bucket> = log.iter().collect();
+        let plan = ReplayPlan {
+            threads,
+            pools: (pool > 0)
+                .then(|| ReplayPool {
+                    id: "t1".into(),
+                    kind: Kind::RecaptchaV2,
+                    size: pool,
+                })
+                .into_iter()
+                .collect(),
+        };
+        let (r, replayed_s, complete) = replay(&refs, 60.0, &plan, &MODEL, &Prices::default(), 7);
+        assert!(complete);
+        assert_eq!(replayed_s, log.len() as f64 * 60.0);
+        r
+    }
+
+    #[test]
+    fn threads_below_littles_law_make_callers_wait_and_enough_do_not() {
+        // 2 callers a second for an hour, 10 s solves: 20 threads in use on average.
+        let log = steady(60, 120);
+        let short = run(&log, 15, 0);
+        let enough = run(&log, 29, 0);
+        assert_eq!((short.callers, enough.callers), (7200, 7200));
+        // 15 threads serve 1.5 a second (5,400 solves in the hour): the queue grows all hour.
+        assert!((5200..=5600).contains(&short.solves), "{short:?}");
+        assert!(short.waited > 6000, "{short:?}");
+        assert!(short.mean_wait_s > 300.0, "{short:?}");
+        // 20 + 2 * sqrt(20) = 29: few wait, and not for long.
+        assert!(enough.waited < 720, "{enough:?}");
+        assert!(enough.p95_wait_s < 5.0, "{enough:?}");
+        assert_eq!(enough.pool_hit_rate, None);
+    }
+
+    #[test]
+    fn a_pool_of_the_poisson_quantile_serves_its_share_and_none_serves_none() {
+        let log = steady(60, 120);
+        // The pool advice's 29 for 95 % at 2/s and 10 s lead (`pools` tests); 60 threads so
+        // refills never wait for one.
+        let pooled = run(&log, 60, 29);
+        let rate = pooled.pool_hit_rate.unwrap();
+        assert!(rate >= 0.95, "{pooled:?}");
+        assert_eq!(pooled.pools[0].callers, 7200);
+        // Every hit is replaced: a solve per caller, whatever the pool.
+        assert!(
+            pooled.solves >= 7200 && pooled.solves <= 7200 + 29,
+            "{pooled:?}"
+        );
+        let small = run(&log, 60, 10);
+        assert!(small.pool_hit_rate.unwrap() < rate);
+        // The same seed meets the same callers: the replay is repeatable.
+        assert_eq!(run(&log, 60, 29), pooled);
+    }
+
+    #[test]
+    fn a_pool_nobody_takes_from_expires_every_shelf_life() {
+        // One caller a minute for an hour; a pool of 4 answers lasting 110 s.
+        let log = steady(60, 1);
+        let r = run(&log, 10, 4);
+        // About 4 answers per 110 s: 131 in the hour, less the 60 taken.
+        assert!((50..=131).contains(&r.wasted), "{r:?}");
+        assert_eq!(r.pools[0].callers, 60);
+        assert_eq!(r.pool_hit_rate, Some(1.0));
+    }
+
+    #[test]
+    fn the_replay_takes_the_newest_buckets_up_to_its_bound() {
+        let log = steady(3, MAX_CALLERS / 2);
+        let refs: Vec<&Bucket> = log.iter().collect();
+        let kept = newest(&refs);
+        assert_eq!(kept.len(), 2);
+        assert_eq!(kept[0].start_ms, 60_000);
+    }
+
+    #[test]
+    fn prices_make_a_monthly_cost() {
+        use crate::status::advice::prices::ProviderPrices;
+        let log = steady(60, 120);
+        let refs: Vec<&Bucket> = log.iter().collect();
+        let prices = Prices {
+            currency: "USD".into(),
+            providers: vec![ProviderPrices {
+                provider: "captchaai".into(),
+                thread_month: Some(2.0),
+                per_1000: vec![(Kind::RecaptchaV2, 1.0)],
+            }],
+        };
+        let plan = ReplayPlan {
+            threads: 30,
+            pools: Vec::new(),
+        };
+        let (r, ..) = replay(&refs, 60.0, &plan, &MODEL, &prices, 1);
+        // 30 threads at 2, and 7200 solves an hour (5,184,000 a month) at 1 per 1000.
+        assert!(
+            (r.cost_per_month.unwrap() - (60.0 + 5184.0)).abs() < 1e-6,
+            "{r:?}"
+        );
+    }
+}
