@@ -264,6 +264,7 @@ function renderAdvice(a) {
     }
     html += "</table>";
   }
+  html += advicePools(a) + adviceReplay(a.replay, a.cost ? a.cost.currency : "");
   if (!a.kinds.length) {
     html += '<div class="empty">no demand in the window yet</div>';
   } else {
@@ -284,6 +285,42 @@ function renderAdvice(a) {
   const el = document.getElementById("advice");
   el.className = "";
   el.innerHTML = html;
+}
+
+// Each busy target's pool for the stated hit rate, beside the demand it comes from.
+function advicePools(a) {
+  if (!a.pools || !a.pools.length) return "";
+  let html = '<table class="num"><tr><th>pool for ' + pct(a.pool_hit_rate_goal) + ' of callers</th><th>callers</th><th>peak / s</th><th>lead</th><th>now</th><th>recommended</th><th>hit rate (model)</th><th>hit rate (replay)</th><th>expired / day</th></tr>';
+  for (const p of a.pools) {
+    html += '<tr data-advice-pool="' + esc(p.id) + '"><td class="name">' + esc(p.label) + ' <span class="muted">' + esc(p.id.slice(0, 12)) + "</span></td>" +
+      "<td " + attr("advice-pool-callers", p.callers) + ">" + num(p.callers) + "</td>" +
+      "<td " + attr("advice-pool-peak-per-s", p.peak_callers_per_s) + ">" + rate(p.peak_callers_per_s) + "</td>" +
+      "<td " + attr("advice-pool-lead-s", p.lead_s) + ">" + secs(p.lead_s) + "</td>" +
+      "<td " + attr("advice-pool-size-now", p.size_now) + ">" + (p.size_now === null ? "none" : esc(p.mode_now) + " " + num(p.size_now)) + "</td>" +
+      "<td " + attr("advice-pool-recommended", p.recommended) + ">" + num(p.recommended) + "</td>" +
+      "<td " + attr("advice-pool-hit-rate", p.hit_rate) + ">" + pct(p.hit_rate_now) + " \u2192 " + pct(p.hit_rate) + "</td>" +
+      "<td " + attr("advice-pool-replayed-hit-rate", p.replayed_hit_rate) + ">" + pct(p.replayed_hit_rate_now) + " \u2192 " + pct(p.replayed_hit_rate) + "</td>" +
+      "<td " + attr("advice-pool-waste-per-day", p.waste_per_day) + ">" + num(Math.round(p.waste_per_day)) + "</td></tr>";
+  }
+  return html + "</table>";
+}
+
+// The window replayed under the plan now and as recommended, side by side.
+function adviceReplay(r, currency) {
+  if (!r) return "";
+  let html = '<table class="num"><tr><th>replayed</th><th>threads</th><th>callers</th><th>waited for a thread</th><th>p95 wait</th><th>pool hits</th><th>expired unused</th><th>solves</th><th>a month</th></tr>';
+  for (const [name, p] of [["now", r.now], ["recommended", r.recommended]]) {
+    html += '<tr data-advice-replay="' + name + '"><td class="name">' + name + "</td>" +
+      "<td " + attr("advice-replay-threads", p.threads) + ">" + num(p.threads) + "</td>" +
+      "<td " + attr("advice-replay-callers", p.callers) + ">" + num(p.callers) + "</td>" +
+      "<td " + attr("advice-replay-waited", p.waited) + ">" + num(p.waited) + "</td>" +
+      "<td " + attr("advice-replay-p95-wait-s", p.p95_wait_s) + ">" + secs(p.p95_wait_s) + "</td>" +
+      "<td " + attr("advice-replay-pool-hit-rate", p.pool_hit_rate) + ">" + pct(p.pool_hit_rate) + "</td>" +
+      "<td " + attr("advice-replay-wasted", p.wasted) + ">" + num(p.wasted) + "</td>" +
+      "<td " + attr("advice-replay-solves", p.solves) + ">" + num(p.solves) + "</td>" +
+      "<td " + attr("advice-replay-cost", p.cost_per_month) + ">" + (p.cost_per_month === null ? "\u2013" : money(p.cost_per_month, currency)) + "</td></tr>";
+  }
+  return html + '</table><div class="advice-how muted">' + esc(r.how) + (r.complete ? "" : " (cut short)") + "</div>";
 }
 
 async function refreshAdvice() {

@@ -360,6 +360,44 @@ async fn the_dashboard_shows_live_figures_that_match_metrics() {
             "{kind}: the page shows {page}: {ab} / {aa}"
         );
     }
+    // The configured pool's advice and the window replayed, as `/v1/advice` said them.
+    let pool_advice = |a: &serde_json::Value| {
+        a["pools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["label"] == POOL_LABEL)
+            .cloned()
+            .unwrap_or_else(|| panic!("the advice sizes the configured pool: {a}"))
+    };
+    let (pb, pa) = (pool_advice(ab), pool_advice(aa));
+    let row = rest
+        .find(&format!(
+            "data-advice-pool=\"{}\"",
+            pa["id"].as_str().unwrap()
+        ))
+        .expect("the page has a row for the configured pool");
+    let pool_figure = |name: &str| -> f64 {
+        figure_after(&rest, row, name)
+            .unwrap_or_else(|| panic!("the pool row shows {name}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(pool_figure("advice-pool-size-now"), POOL_SIZE as f64);
+    let recommended = pool_figure("advice-pool-recommended");
+    assert!(
+        [pb["recommended"].as_f64(), pa["recommended"].as_f64()].contains(&Some(recommended)),
+        "the page recommends {recommended}: {pb} / {pa}"
+    );
+    let replayed = rest
+        .find("data-advice-replay=\"now\"")
+        .expect("the page shows the replay of the plan now");
+    let threads: f64 = figure_after(&rest, replayed, "advice-replay-threads")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(threads, cap, "the plan now is replayed with its cap");
+    assert!(rest.contains("data-advice-replay=\"recommended\""));
     // The demand log counts from the process's start: at rest it counts every pool hit the
     // engine counted (those handed out before its first sample too).
     let pool_total = status(&gw).await["answers"]["total"]["pool"]
