@@ -7,8 +7,16 @@
 //!
 //! Only poolable single-use kinds are counted: images and texts are a target each (no pool can
 //! serve them), and reusable answers are shared, not pooled.
+//!
+//! Every caller passes here, so the table is split in [`SHARDS`], each worker thread counting in
+//! its own: one lock shared by every thread cost a pool hit a measurable share of its time on a
+//! loaded machine (a thread descheduled while holding it stalls the others). A reading adds the
+//! shards up.
 
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use crate::model::{Kind, Target};
 
@@ -33,6 +41,57 @@ struct Counter {
     target: TargetCount,
     /// Of `target.callers`, what was inherited from the counter it replaced.
     error: u64,
+}
+
+/// Tables the counts are split over: each thread counts in one, threads taking them in turn.
+pub const SHARDS: usize = 8;
+
+/// The sharded table [`EngineFigures`](super::EngineFigures) keeps.
+#[derive(Debug, Default)]
+pub(super) struct BusyCounts {
+    shards: [Mutex<BusyTargets>; SHARDS],
+}
+
+thread_local! {
+    static SHARD: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// This thread's shard: the next one free when it first counts.
+fn shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    SHARD.with(|s| {
+        *s.get()
+            .get_or_insert_with(|| NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS)
+    })
+}
+
+impl BusyCounts {
+    pub fn arrived(&self, target: &Target) {
+        self.shards[shard()]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .arrived(target);
+    }
+
+    /// Every shard's counts since the last call, added up by target, busiest first.
+    pub fn take(&self) -> Vec<TargetCount> {
+        let mut out: Vec<TargetCount> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        for shard in &self.shards {
+            let counts = shard.lock().unwrap_or_else(PoisonError::into_inner).take();
+            for c in counts {
+                match index.get(&c.id) {
+                    Some(&i) => out[i].callers += c.callers,
+                    None => {
+                        index.insert(c.id.clone(), out.len());
+                        out.push(c);
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| b.callers.cmp(&a.callers).then_with(|| a.id.cmp(&b.id)));
+        out
+    }
 }
 
 #[derive(Debug, Default)]
@@ -134,6 +193,30 @@ mod tests {
         assert_eq!(counts[0].callers, 1000);
         assert!(counts[1].id == target(2).id && counts[1].callers <= 200);
         assert!(busy.take().is_empty(), "a reading empties the table");
+    }
+
+    #[test]
+    fn threads_count_in_their_own_shards_and_a_reading_adds_them_up() {
+        let busy = std::sync::Arc::new(BusyCounts::default());
+        let threads: Vec<_> = (0..SHARDS + 2)
+            .map(|_| {
+                let busy = busy.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..100 {
+                        busy.arrived(&target(7));
+                    }
+                    busy.arrived(&target(8));
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let counts = busy.take();
+        let n = (SHARDS + 2) as u64;
+        assert_eq!(counts.len(), 2);
+        assert_eq!((counts[0].callers, counts[1].callers), (100 * n, n));
+        assert!(busy.take().is_empty());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Registry;
 
-use super::busy::{BusyTargets, TargetCount};
+use super::busy::{BusyCounts, TargetCount};
 use super::{Engine, Handout, SolveError, Store};
 use crate::model::{BySource, Kind, Source, Target, now_ms};
 use crate::telemetry::bounded::BoundedValues;
@@ -37,7 +37,7 @@ pub struct EngineFigures {
     /// Tasks of an instance that died or stopped that this one took over.
     tasks_taken_over: AtomicU64,
     /// Callers per poolable target since the demand log's last reading.
-    busy: Mutex<BusyTargets>,
+    busy: BusyCounts,
 }
 
 /// A cumulative reading of [`EngineFigures`], every kind added up: what the status page shows.
@@ -84,19 +84,13 @@ impl EngineFigures {
 
     /// A caller arrived for a poolable target (`Reuse::SingleUse { poolable: true }`).
     pub(super) fn target_arrived(&self, target: &Target) {
-        self.busy
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .arrived(target);
+        self.busy.arrived(target);
     }
 
     /// The busiest poolable targets' callers since the last call, busiest first: the demand
     /// log's per-target figures (one reader, the status sampler).
     pub fn take_busy_targets(&self) -> Vec<TargetCount> {
-        self.busy
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
+        self.busy.take()
     }
 
     pub(super) fn task_taken_over(&self) {

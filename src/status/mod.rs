@@ -87,6 +87,9 @@ pub struct Status {
     role: Role,
     /// `[prices]`: what the advice prices the plan at.
     prices: advice::prices::Prices,
+    /// One advice computed at a time: a replay of days of demand takes a core for a second,
+    /// and requests for it queue here rather than take every blocking thread.
+    advising: Arc<tokio::sync::Semaphore>,
 }
 
 impl Status {
@@ -114,6 +117,7 @@ impl Status {
             store: if redis.is_some() { "redis" } else { "memory" },
             role,
             prices,
+            advising: Arc::new(tokio::sync::Semaphore::new(1)),
         })
     }
 
@@ -225,7 +229,13 @@ impl Status {
             pools,
         };
         // The replay of a day's demand takes a while on a busy fleet: off the async workers.
-        let advised = tokio::task::spawn_blocking(move || advice::advise(&buckets, &plan)).await;
+        // The turn goes with the computation: a caller who hangs up does not free it early.
+        let turn = self.advising.clone().acquire_owned().await.ok()?;
+        let advised = tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            advice::advise(&buckets, &plan)
+        })
+        .await;
         let mut advice = match advised {
             Ok(advice) => advice,
             Err(e) => {
