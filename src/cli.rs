@@ -185,6 +185,11 @@ pub enum Scenario {
     Burst,
     /// Steady Poisson demand on an `auto` pool: hit rate and waste after warm-up.
     Steady,
+    /// Predictive against reactive `auto` pools on a week with a daily rush, in virtual time:
+    /// hit rate in the rush's first minutes, waste a day.
+    Cycle,
+    /// The plan advisor on a busy day of history, its replay included: how long it takes.
+    Advise,
     /// Solve path only: delay from ready to handout, `res.php` calls per task.
     Slack,
     /// 10,000 callers waiting on slow solves in one gateway process: memory, handout delay.

@@ -22,9 +22,11 @@
 //! token was invalid, expired or handed out twice. A missed target is reported, not a failure:
 //! timings on a shared machine are figures to read, not assertions.
 
+mod advise;
 mod burst;
 mod capacity;
 mod conn;
+mod cycle;
 mod gunicorn;
 mod hit;
 mod load;
@@ -84,6 +86,8 @@ fn name(scenario: Scenario) -> &'static str {
         Scenario::Hit => "hit",
         Scenario::Burst => "burst",
         Scenario::Steady => "steady",
+        Scenario::Cycle => "cycle",
+        Scenario::Advise => "advise",
         Scenario::Slack => "slack",
         Scenario::Capacity => "capacity",
         Scenario::Plan => "plan",
@@ -100,6 +104,8 @@ async fn run_once(scenario: Scenario, opts: &Opts) -> Result<RunResult, BenchErr
         Scenario::Hit => hit::run(opts).await,
         Scenario::Burst => burst::run(opts).await,
         Scenario::Steady => steady::run(opts).await,
+        Scenario::Cycle => cycle::run(opts).await,
+        Scenario::Advise => advise::run(opts).await,
         Scenario::Slack => slack::run(opts).await,
         Scenario::Capacity => capacity::run(opts).await,
         Scenario::Plan => plan::run(opts).await,

@@ -21,6 +21,7 @@ mod import;
 mod metrics;
 mod refiller;
 mod retire;
+mod shape;
 mod sizing;
 mod spec;
 mod top;
@@ -30,6 +31,7 @@ pub use import::{ImportError, ImportOutcome, ImportToken, MAX_IMPORT, MAX_TOKEN_
 pub use metrics::PoolFigures;
 pub use refiller::{RefillSettings, spawn_refiller};
 pub use retire::retire_idle;
+pub use shape::Shape;
 pub use sizing::{AutoSizer, SizingSettings};
 pub use spec::{MAX_POOL_SIZE, PoolSize, PoolSpec, PoolTable, specs};
 pub use top::{GroupBy, OTHER, bound};
@@ -84,13 +86,16 @@ impl Pools {
                 let kind = spec.req.kind();
                 let auto = match spec.size {
                     PoolSize::Fixed(_) => None,
-                    PoolSize::Auto { min, max } => Some(AutoSizer::new(
-                        min,
-                        max,
-                        kind.typical_ready(),
-                        engine.lifetime(kind).saturating_sub(min_remaining),
-                        settings.sizing,
-                    )),
+                    PoolSize::Auto { min, max, predict } => {
+                        let auto = AutoSizer::new(
+                            min,
+                            max,
+                            kind.typical_ready(),
+                            engine.lifetime(kind).saturating_sub(min_remaining),
+                            settings.sizing,
+                        );
+                        Some(if predict { auto.predictive() } else { auto })
+                    }
                 };
                 Arc::new(Pool {
                     target: engine.target(&spec.req),
@@ -129,7 +134,7 @@ impl Pools {
             // A target nobody has touched yet has no figures: zero demand so far.
             let f = figures.iter().find(|f| f.id == pool.target.id);
             let (arrivals, expired) = f.map_or((0, 0), |f| (arrivals(f), f.expired_unused));
-            auto.tick(at, arrivals, expired);
+            auto.tick_at(at, Some(crate::model::now_ms()), arrivals, expired);
         }
     }
 

@@ -21,8 +21,19 @@
 //! - *waste*: when answers do expire unused (the target's `expired_unused` grows), the estimate
 //!   was too high: a ceiling drops below the size that wasted, by what expired, and recovers
 //!   slowly while nothing expires.
+//!
+//! A predictive pool (`predict = true`) also learns the daily and weekly shape of the target's
+//! demand ([`Shape`]) and sizes for what it expects one lead time (a solve) ahead:
+//! - *ahead of a rise*, for the larger of the rate measured now and the rate the shape expects
+//!   when a refill started now is ready, so the pool is full when the recurring rush comes;
+//! - *ahead of a fall*, answers made now must meet the callers the shape expects over their
+//!   shelf life, so the pool drains before the quiet instead of expiring into it. The shape is
+//!   trusted for that only while it matches what is measured now (within a factor of two): a
+//!   campaign the shape has never seen is sized reactively, never starved by a quiet forecast.
 
 use std::time::Duration;
+
+use super::shape::{SLOT_MS, Shape};
 
 /// The knobs of auto sizing; every default says why.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,6 +50,9 @@ pub struct SizingSettings {
     pub solve_weight: f64,
     /// Relative growth per second of the waste ceiling while nothing expires.
     pub recovery_per_s: f64,
+    /// How far past one lead time a predictive pool looks for a rise: a size set now is acted
+    /// on at the next resize at the latest.
+    pub lookahead: Duration,
 }
 
 impl Default for SizingSettings {
@@ -70,6 +84,9 @@ impl Default for SizingSettings {
             // 1 % a second (at least 0.1 answer a second): back to full size within minutes of
             // the last waste, slowly enough not to re-buy the same waste at once.
             recovery_per_s: 0.01,
+            // Three resize periods: the refills for a rise start between one lead time and one
+            // lead time and 15 s before it, so answers wait seconds for it, not minutes.
+            lookahead: Duration::from_secs(15),
         }
     }
 }
@@ -101,6 +118,8 @@ pub struct AutoSizer {
     ceiling: f64,
     last: Option<Sample>,
     size: u32,
+    /// The learned shape of demand, for a predictive pool.
+    shape: Option<Box<Shape>>,
 }
 
 impl AutoSizer {
@@ -124,7 +143,14 @@ impl AutoSizer {
             ceiling: f64::from(max),
             last: None,
             size: min,
+            shape: None,
         }
+    }
+
+    /// The same sizer, learning the daily and weekly shape of demand and sizing ahead of it.
+    pub fn predictive(mut self) -> Self {
+        self.shape = Some(Box::default());
+        self
     }
 
     pub fn size(&self) -> u32 {
@@ -160,6 +186,18 @@ impl AutoSizer {
     /// so far, `expired` answers expired unused so far. Returns the new size. The first tick
     /// only sets the baseline.
     pub fn tick(&mut self, at: Duration, arrivals: u64, expired: u64) -> u32 {
+        self.tick_at(at, None, arrivals, expired)
+    }
+
+    /// [`tick`](Self::tick) with the wall-clock time (ms since the epoch), which a predictive
+    /// sizer learns the shape of demand by and forecasts from.
+    pub fn tick_at(
+        &mut self,
+        at: Duration,
+        wall_ms: Option<u64>,
+        arrivals: u64,
+        expired: u64,
+    ) -> u32 {
         let now = Sample {
             at,
             arrivals,
@@ -177,6 +215,9 @@ impl AutoSizer {
         // Figures shared by a fleet can be reset (a store restart): treat a drop as no change.
         let arrived = arrivals.saturating_sub(last.arrivals) as f64;
         let wasted = expired.saturating_sub(last.expired) as f64;
+        if let (Some(shape), Some(wall)) = (self.shape.as_mut(), wall_ms) {
+            shape.observe(wall, arrived, dt);
+        }
 
         // An exponential average over irregular intervals: the weight of the new interval grows
         // with its length, so a late tick counts for as long as it covers. It starts with the
@@ -197,16 +238,65 @@ impl AutoSizer {
             self.ceiling = (self.ceiling + step).min(max);
         }
 
-        let rate = self.rate();
-        let want = if rate * self.shelf_life_s < 1.0 {
+        let (rate, shelf_callers, foreseen) = self.expected(wall_ms);
+        let want = if shelf_callers < 1.0 {
             0.0
         } else {
             let cover = poisson_cover(rate * self.solve_s, self.settings.coverage_z);
-            cover.min(rate * self.shelf_life_s)
+            cover.min(shelf_callers)
         };
+        // A rise the shape foresees lifts the waste ceiling: what the quiet hours wasted says
+        // nothing of the rush, and the callers over these answers' shelf life are foreseen.
+        if foreseen {
+            self.ceiling = self.ceiling.max(want.min(max));
+        }
         // Clamped to 0..=max (at most 10 000) before the conversion, so it cannot truncate.
         self.size = want.min(self.ceiling).ceil().clamp(min, max) as u32;
         self.size
+    }
+}
+
+impl AutoSizer {
+    /// The rate to size for, and the callers an answer made now can expect over its shelf
+    /// life: measured, or (predictive, with the shape seen there) forecast as the module says.
+    /// The third figure says whether a rise was foreseen.
+    fn expected(&self, wall_ms: Option<u64>) -> (f64, f64, bool) {
+        let rate = self.rate();
+        let measured = (rate, rate * self.shelf_life_s, false);
+        let (Some(shape), Some(wall)) = (self.shape.as_deref(), wall_ms) else {
+            return measured;
+        };
+        // The shape speaks only while it matches the last rate window as measured (within
+        // twice, and three callers a window, as a quiet hour's few callers make both rates
+        // noisy): a campaign it remembers that did not come back, or one it never saw, is
+        // sized on what is measured.
+        let window_s = self.window_s();
+        let slack = 3.0 / window_s;
+        let differs = |a: f64, b: f64| a > 2.0 * b + slack;
+        let since = wall.saturating_sub((window_s * 1000.0) as u64);
+        let matches = shape
+            .callers_between(since, window_s)
+            .is_some_and(|c| !differs(rate, c / window_s) && !differs(c / window_s, rate));
+        if !matches {
+            return measured;
+        }
+        let ready = wall.saturating_add((self.solve_s * 1000.0) as u64);
+        let over_shelf = shape.callers_between(ready, self.shelf_life_s);
+        // A slot's rate is a Poisson count over its 300 s: a rise counts from two standard
+        // errors below it, so a quiet slot's noise (6 callers, +-40 %) never sizes a pool and
+        // a rush (600, +-4 %) nearly whole.
+        let ahead = shape
+            .peak_between(ready, self.settings.lookahead.as_secs_f64())
+            .unwrap_or(0.0);
+        let ahead = ahead - 2.0 * (ahead / (SLOT_MS / 1000) as f64).sqrt();
+        if ahead > rate {
+            return (ahead, over_shelf.unwrap_or(0.0).max(measured.1), true);
+        }
+        // A fall: answers made now meet only the callers foreseen over their shelf life.
+        match over_shelf {
+            Some(c) if c < measured.1 / 2.0 => (rate, c, false),
+            _ => measured,
+        }
     }
 }
 
@@ -451,5 +541,85 @@ mod tests {
         // One late tick covering a minute counts as a minute of demand: 120 callers, 2/s.
         s.tick(Duration::from_secs(125), 120, 0);
         assert!((s.rate() - 2.0).abs() < 1e-9, "{}", s.rate());
+    }
+
+    const DAY_MS: u64 = 24 * 3600 * 1000;
+    const HOUR_MS: u64 = 3600 * 1000;
+
+    /// Callers at `rate(wall_ms)` a second, in 5 s ticks from `at.wall` for `secs`, arrivals
+    /// spread evenly (fractions carried); `at` is (wall ms, cumulative arrivals, carry).
+    fn live(s: &mut AutoSizer, at: &mut (u64, u64, f64), secs: u64, rate: impl Fn(u64) -> f64) {
+        for _ in 0..secs / 5 {
+            at.2 += rate(at.0) * 5.0;
+            let whole = at.2.floor();
+            at.2 -= whole;
+            at.1 += whole as u64;
+            at.0 += 5000;
+            s.tick_at(Duration::from_millis(at.0), Some(at.0), at.1, 0);
+        }
+    }
+
+    /// 0.02 callers a second but 2 a second from 9:00 to 17:00.
+    fn office(wall: u64) -> f64 {
+        if (9 * HOUR_MS..17 * HOUR_MS).contains(&(wall % DAY_MS)) {
+            2.0
+        } else {
+            0.02
+        }
+    }
+
+    /// A reactive and a predictive sizer (10 s solves, 110 s shelf life) after a day of
+    /// `office` demand, driven to `until` on the second day.
+    fn after_a_day(until: u64, rate: impl Fn(u64) -> f64 + Copy) -> (AutoSizer, AutoSizer) {
+        let mut sizers = (sizer(0, 100), sizer(0, 100).predictive());
+        for s in [&mut sizers.0, &mut sizers.1] {
+            let mut at = (0, 0, 0.0);
+            live(s, &mut at, DAY_MS / 1000, office);
+            live(s, &mut at, (until - DAY_MS) / 1000, rate);
+        }
+        sizers
+    }
+
+    #[test]
+    fn a_predictive_pool_is_full_when_a_recurring_rush_comes() {
+        // 8:59:45 on the second day: the rush is one lead time (10 s) and a tick away.
+        let (reactive, predictive) = after_a_day(DAY_MS + 9 * HOUR_MS - 15_000, office);
+        // The rush's rate less two standard errors of its slot (600 callers in 300 s), for
+        // 10 s solves: cover(18.4) = 28; the reactive pool still sizes the night.
+        let ahead: f64 = 2.0 - 2.0 * (2.0f64 / 300.0).sqrt();
+        assert_eq!(predictive.size(), cover(ahead * 10.0));
+        assert!(reactive.size() <= 2, "{}", reactive.size());
+    }
+
+    #[test]
+    fn a_predictive_pool_drains_before_a_recurring_quiet() {
+        // 16:59:45: an answer started now is ready at 16:59:55 and keeps until 17:01:45, when
+        // 0.02/s come.
+        let (reactive, predictive) = after_a_day(DAY_MS + 17 * HOUR_MS - 15_000, office);
+        assert_eq!(reactive.size(), cover(20.0));
+        // The callers expected over its shelf life: 2/s for the 5 s left, then 0.02/s (the
+        // quiet slot learned at 5 or 7 callers in its 300 s, as whole callers come).
+        let expected: f64 = 2.0 * 5.0 + 0.02 * 105.0;
+        assert!(
+            (expected.floor() as u32..=expected.ceil() as u32).contains(&predictive.size()),
+            "{}",
+            predictive.size()
+        );
+        assert!(predictive.size() < reactive.size());
+    }
+
+    #[test]
+    fn a_campaign_the_shape_never_saw_is_sized_as_a_reactive_pool_sizes_it() {
+        // 20:00 on the second day, 2/s since 19:50 where the first day was quiet.
+        let campaign = |wall: u64| {
+            if wall >= DAY_MS + 19 * HOUR_MS + 50 * 60_000 {
+                2.0
+            } else {
+                office(wall)
+            }
+        };
+        let (reactive, predictive) = after_a_day(DAY_MS + 20 * HOUR_MS, campaign);
+        assert_eq!(predictive.size(), reactive.size());
+        assert!(reactive.size() > 20, "{}", reactive.size());
     }
 }

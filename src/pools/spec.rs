@@ -22,8 +22,9 @@ pub const MAX_POOL_SIZE: u32 = 10_000;
 pub enum PoolSize {
     /// Always this many ready or in flight.
     Fixed(u32),
-    /// Sized from measured demand and solve time, within `min..=max`.
-    Auto { min: u32, max: u32 },
+    /// Sized from measured demand and solve time, within `min..=max`; with `predict`, also
+    /// from the daily and weekly shape of demand it learns (`pools::Shape`).
+    Auto { min: u32, max: u32, predict: bool },
 }
 
 impl PoolSize {
@@ -64,6 +65,8 @@ pub struct PoolTable {
     size: Option<toml::Value>,
     min: Option<u32>,
     max: Option<u32>,
+    /// `auto` only: learn the daily and weekly shape of demand and fill ahead of it.
+    predict: Option<bool>,
 }
 
 /// Default `min` of an auto pool: an idle target keeps no answers, so it wastes none.
@@ -220,12 +223,12 @@ impl PoolTable {
         };
         if !auto {
             let n = self.size.as_ref().and_then(toml::Value::as_integer);
-            if self.min.is_some() || self.max.is_some() {
+            if self.min.is_some() || self.max.is_some() || self.predict.is_some() {
                 return Err(bad(
                     i,
                     "size",
-                    "min and max only apply to size = \"auto\"",
-                    "remove min and max, or write size = \"auto\"",
+                    "min, max and predict only apply to size = \"auto\"",
+                    "remove them, or write size = \"auto\"",
                 ));
             }
             return match n.and_then(|n| u32::try_from(n).ok()) {
@@ -247,7 +250,11 @@ impl PoolTable {
                 format!("use 0 <= min <= max, 1 <= max <= {MAX_POOL_SIZE}"),
             ));
         }
-        Ok(PoolSize::Auto { min, max })
+        Ok(PoolSize::Auto {
+            min,
+            max,
+            predict: self.predict.unwrap_or(false),
+        })
     }
 }
 

@@ -211,7 +211,11 @@ async fn failing_refills_back_off_and_an_answer_ends_the_backoff() {
 
 #[tokio::test]
 async fn auto_pools_follow_their_targets_figures() {
-    let (_solver, _engine, pools) = setup(PoolSize::Auto { min: 1, max: 50 });
+    let (_solver, _engine, pools) = setup(PoolSize::Auto {
+        min: 1,
+        max: 50,
+        predict: false,
+    });
     let id = pools.list()[0].target.id.clone();
     assert_eq!(pools.target_size(&id), Some((1, "auto")));
     let figures = |hits: u64, expired: u64| {

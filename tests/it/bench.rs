@@ -70,6 +70,45 @@ fn bench_hit_takes_every_token_from_the_pool_once() {
     assert!(figure("solves_per_s") > 0.0);
 }
 
+/// Three days of a daily rush in virtual time: the predictive pool, having seen the first day,
+/// serves the second and third days' rush from its first minutes where the reactive one is
+/// still catching up; both serve most of the day, and both waste answers in the quiet hours.
+#[test]
+fn bench_cycle_serves_a_recurring_rush_from_a_predictive_pool() {
+    let (ok, report, figure) = bench("cycle");
+    assert!(ok, "bench cycle failed: {report}");
+    assert_eq!(figure("days"), 3.0);
+    let (reactive, predictive) = (
+        figure("rise_hit_rate_reactive"),
+        figure("rise_hit_rate_predictive"),
+    );
+    assert!(predictive >= 0.9 && predictive > reactive, "{report}");
+    for mode in ["reactive", "predictive"] {
+        let day = figure(&format!("day_hit_rate_{mode}"));
+        assert!((0.5..=1.0).contains(&day), "{mode}: {report}");
+        assert!(figure(&format!("solves_per_day_{mode}")) > 0.0);
+    }
+}
+
+/// The plan advisor on an hour of a busy fleet's history (`--quick`): it advises, replays the
+/// hour whole under both plans, and recommends pools for the busy targets.
+#[test]
+fn bench_advise_replays_the_history_it_is_given() {
+    let (ok, report, figure) = bench("advise");
+    assert!(ok, "bench advise failed: {report}");
+    assert_eq!(
+        figure("callers"),
+        36_000.0,
+        "10 a second for an hour, every one replayed"
+    );
+    assert_eq!(figure("pools_advised"), 4.0);
+    assert!(
+        figure("replay_recommended_pool_hit_rate") >= 0.9,
+        "{report}"
+    );
+    assert_eq!(figure("replay_now_pool_hit_rate"), 0.0);
+}
+
 /// The gateway, configured as a real provider's user would (no poll settings), serves every
 /// caller a valid token from a simulator whose solve times it is never told, within the check
 /// budget. (How fast is the bench's to measure, not this test's.)

@@ -59,7 +59,14 @@ fn auto_sizes_take_defaults_and_ranges() {
            size = "auto""#,
     )
     .unwrap();
-    assert_eq!(s.size, PoolSize::Auto { min: 0, max: 20 });
+    assert_eq!(
+        s.size,
+        PoolSize::Auto {
+            min: 0,
+            max: 20,
+            predict: false
+        }
+    );
     assert_eq!(s.size.mode(), "auto");
     let s = spec(
         r#"kind = "recaptcha_v2"
@@ -68,10 +75,18 @@ fn auto_sizes_take_defaults_and_ranges() {
            invisible = true
            size = "auto"
            min = 2
-           max = 40"#,
+           max = 40
+           predict = true"#,
     )
     .unwrap();
-    assert_eq!(s.size, PoolSize::Auto { min: 2, max: 40 });
+    assert_eq!(
+        s.size,
+        PoolSize::Auto {
+            min: 2,
+            max: 40,
+            predict: true
+        }
+    );
 }
 
 #[test]
@@ -111,6 +126,11 @@ fn each_mistake_names_its_setting() {
         ),
         (
             "kind = \"recaptcha_v2\"\nsize = 5\nmax = 9",
+            "pools[0].size",
+            "only apply",
+        ),
+        (
+            "kind = \"recaptcha_v2\"\nsize = 5\npredict = true",
             "pools[0].size",
             "only apply",
         ),
