@@ -134,8 +134,9 @@ fn render_pools(out: &mut String, a: &Advice) {
         let replayed = |r: Option<f64>| r.map_or_else(|| "-".to_owned(), percent);
         let _ = writeln!(
             out,
-            "pool {} ({}): {} recommended for {} of callers ({now}); serves {} by the model, \
-             {} in the replay (now {}, replay {}); wastes {:.0} answers a day ({:.2} threads){}",
+            "pool {} ({}): {} recommended for {} of callers ({now}); it serves {} by the model \
+             and {} in the replay, the pool now {} and {}; it wastes {:.0} answers a day ({:.2} \
+             threads){}",
             p.label,
             short_id(&p.id),
             p.recommended,
