@@ -75,7 +75,6 @@ fn day(hours: u64) -> Vec<Bucket> {
     let callers = PER_S * BUCKET_S;
     (0..hours * 3600 / BUCKET_S)
         .map(|i| Bucket {
-            start_ms: i * BUCKET_S * 1000,
             kinds: vec![(
                 Kind::RecaptchaV2,
                 KindDemand {
@@ -89,9 +88,6 @@ fn day(hours: u64) -> Vec<Bucket> {
             )],
             threads_peak: 100,
             threads_cap: 120,
-            waiting_peak: 0,
-            accounts: Vec::new(),
-            refused: 0,
             targets: (0..4)
                 .map(|t| TargetDemand {
                     id: format!("{t:032x}"),
@@ -100,6 +96,7 @@ fn day(hours: u64) -> Vec<Bucket> {
                     callers: callers / 12,
                 })
                 .collect(),
+            ..Bucket::empty(i * BUCKET_S * 1000)
         })
         .collect()
 }

@@ -60,6 +60,15 @@ pub fn wait_query(query: Option<&str>, max: Duration) -> Result<Duration, ApiErr
     seconds_query(query, "wait", max, Duration::ZERO)
 }
 
+/// The value of `field` in a query string, if present.
+fn query_value(query: Option<&str>, field: &str) -> Option<String> {
+    query.and_then(|q| {
+        form_urlencoded::parse(q.as_bytes())
+            .find(|(k, _)| k == field)
+            .map(|(_, v)| v.into_owned())
+    })
+}
+
 /// Seconds named `field` in a query string: `default` when absent, else above 0 (0 too when
 /// `default` is 0) and at most `max`; otherwise 400 `bad_<field>` saying the range.
 pub fn seconds_query(
@@ -68,11 +77,7 @@ pub fn seconds_query(
     max: Duration,
     default: Duration,
 ) -> Result<Duration, ApiError> {
-    let Some(raw) = query.and_then(|q| {
-        form_urlencoded::parse(q.as_bytes())
-            .find(|(k, _)| k == field)
-            .map(|(_, v)| v.into_owned())
-    }) else {
+    let Some(raw) = query_value(query, field) else {
         return Ok(default);
     };
     let allow_zero = default.is_zero();
@@ -86,11 +91,7 @@ pub fn seconds_query(
 /// A share named `field` in a query string (`0.95`): `default` when absent, else from 0.01 to
 /// 0.999 (a share of 1 is never reached by a pool of any size); otherwise 400 `bad_<field>`.
 pub fn share_query(query: Option<&str>, field: &str, default: f64) -> Result<f64, ApiError> {
-    let Some(raw) = query.and_then(|q| {
-        form_urlencoded::parse(q.as_bytes())
-            .find(|(k, _)| k == field)
-            .map(|(_, v)| v.into_owned())
-    }) else {
+    let Some(raw) = query_value(query, field) else {
         return Ok(default);
     };
     raw.trim()

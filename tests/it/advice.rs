@@ -44,15 +44,7 @@ async fn closed_loop_of(
                         "image" => json!({"kind": kind, "body": image_of(&name)}),
                         _ => json!({"kind": kind, "sitekey": name, "pageurl": "https://advice.example.com/"}),
                     };
-                    let res = gw
-                        .http
-                        .post(gw.url("/v1/solve"))
-                        .bearer_auth(KEY)
-                        .json(&body)
-                        .send()
-                        .await
-                        .unwrap();
-                    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+                    solved(&gw, &body).await;
                     made.fetch_add(1, Ordering::Relaxed);
                 }
             })
@@ -61,6 +53,19 @@ async fn closed_loop_of(
     for l in loops {
         l.await.unwrap();
     }
+}
+
+/// One `POST /v1/solve` of `body`, answered.
+async fn solved(gw: &TestGateway, body: &Value) {
+    let res = gw
+        .http
+        .post(gw.url("/v1/solve"))
+        .bearer_auth(KEY)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
 }
 
 /// A distinct image per `name`, large enough to be taken for one.
@@ -525,17 +530,7 @@ async fn open_loop(gw: &Arc<TestGateway>, site: &str, rate: f64, until: Instant)
         tick.tick().await;
         let gw = gw.clone();
         let body = json!({"kind": "recaptcha_v2", "sitekey": format!("key-{site}"), "pageurl": format!("https://{site}/login")});
-        calls.push(tokio::spawn(async move {
-            let res = gw
-                .http
-                .post(gw.url("/v1/solve"))
-                .bearer_auth(KEY)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
-        }));
+        calls.push(tokio::spawn(async move { solved(&gw, &body).await }));
     }
     let sent = calls.len() as u64;
     for c in calls {

@@ -305,19 +305,13 @@ mod tests {
 
     fn bucket(start_ms: u64, callers: u64) -> Bucket {
         Bucket {
-            start_ms,
-            kinds: Vec::new(),
-            threads_peak: 0,
-            threads_cap: 0,
-            waiting_peak: 0,
-            accounts: Vec::new(),
-            refused: 0,
             targets: vec![TargetDemand {
                 id: "t1".into(),
                 label: "recaptcha_v2:shop.example".into(),
                 kind: Kind::RecaptchaV2,
                 callers,
             }],
+            ..Bucket::empty(start_ms)
         }
     }
 

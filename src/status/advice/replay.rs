@@ -503,7 +503,6 @@ mod tests {
     fn steady(n: u64, per_bucket: u64) -> Vec<Bucket> {
         (0..n)
             .map(|i| Bucket {
-                start_ms: i * 60_000,
                 kinds: vec![(
                     Kind::RecaptchaV2,
                     KindDemand {
@@ -512,17 +511,13 @@ mod tests {
                         ..KindDemand::default()
                     },
                 )],
-                threads_peak: 0,
-                threads_cap: 0,
-                waiting_peak: 0,
-                accounts: Vec::new(),
-                refused: 0,
                 targets: vec![TargetDemand {
                     id: "t1".into(),
                     label: "recaptcha_v2:shop.example".into(),
                     kind: Kind::RecaptchaV2,
                     callers: per_bucket,
                 }],
+                ..Bucket::empty(i * 60_000)
             })
             .collect()
     }

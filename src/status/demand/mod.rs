@@ -171,7 +171,7 @@ impl Bucket {
     }
 
     /// A bucket starting at `start_ms` with nothing in it yet.
-    fn empty(start_ms: u64) -> Bucket {
+    pub fn empty(start_ms: u64) -> Bucket {
         Bucket {
             start_ms,
             kinds: Vec::new(),

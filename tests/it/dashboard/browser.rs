@@ -90,6 +90,17 @@ fn advice_kind_figure(dom: &str, kind: &str, name: &str) -> f64 {
     v.parse().unwrap()
 }
 
+/// The entry of the advice's `list` whose `key` is `value`.
+fn entry(advice: &serde_json::Value, list: &str, key: &str, value: &str) -> serde_json::Value {
+    advice[list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e[key] == value)
+        .cloned()
+        .unwrap_or_else(|| panic!("the advice's {list} has {key} {value}: {advice}"))
+}
+
 /// The seconds the page's windowed figures cover (`window_s` of the report).
 fn window_s(dom: &str) -> f64 {
     let at = dom
@@ -314,15 +325,7 @@ async fn the_dashboard_shows_live_figures_that_match_metrics() {
     );
     assert!(figure(&rest, "advice-threads-recommended") >= 1.0);
     for kind in ["recaptcha_v2", "turnstile", "text"] {
-        let at = |a: &serde_json::Value| {
-            a["kinds"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|k| k["kind"] == kind)
-                .map(|k| k["callers"].clone())
-                .unwrap_or_else(|| panic!("the advice counts {kind}: {a}"))
-        };
+        let at = |a: &serde_json::Value| entry(a, "kinds", "kind", kind)["callers"].clone();
         let page = advice_kind_figure(&rest, kind, "advice-callers");
         assert!(page > 0.0, "{kind} callers are counted");
         grown(&format!("{kind} callers"), page, &at(ab), &at(aa));
@@ -346,14 +349,8 @@ async fn the_dashboard_shows_live_figures_that_match_metrics() {
     );
     // Each kind's pool hit rate as the advice said it, before or after the page read it.
     for kind in ["recaptcha_v2", "turnstile"] {
-        let rate = |a: &serde_json::Value| {
-            a["kinds"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|k| k["kind"] == kind)
-                .and_then(|k| k["pool_hit_rate"].as_f64())
-        };
+        let rate =
+            |a: &serde_json::Value| entry(a, "kinds", "kind", kind)["pool_hit_rate"].as_f64();
         let page = advice_kind_figure(&rest, kind, "advice-pool-hit-rate");
         assert!(
             [rate(ab), rate(aa)].contains(&Some(page)),
@@ -361,15 +358,7 @@ async fn the_dashboard_shows_live_figures_that_match_metrics() {
         );
     }
     // The configured pool's advice and the window replayed, as `/v1/advice` said them.
-    let pool_advice = |a: &serde_json::Value| {
-        a["pools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["label"] == POOL_LABEL)
-            .cloned()
-            .unwrap_or_else(|| panic!("the advice sizes the configured pool: {a}"))
-    };
+    let pool_advice = |a: &serde_json::Value| entry(a, "pools", "label", POOL_LABEL);
     let (pb, pa) = (pool_advice(ab), pool_advice(aa));
     let row = rest
         .find(&format!(
