@@ -297,9 +297,20 @@ pub struct AdviseArgs {
     /// The share of a busy target's callers its pool should serve (0.01 to 0.999).
     #[arg(long, default_value_t = 0.95, value_parser = hit_rate)]
     pub hit_rate: f64,
+    /// Also find the fewest threads whose replay keeps 95 % of callers' waits for a thread
+    /// within this many seconds (0 to 600).
+    #[arg(long, value_parser = wait_seconds)]
+    pub wait_s: Option<f64>,
     /// Print the advice as the endpoint's JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+fn wait_seconds(raw: &str) -> Result<f64, String> {
+    match raw.trim().parse::<f64>() {
+        Ok(s) if (0.0..=600.0).contains(&s) => Ok(s),
+        _ => Err("use a number of seconds from 0 to 600".into()),
+    }
 }
 
 fn hit_rate(raw: &str) -> Result<f64, String> {

@@ -33,6 +33,7 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
             shelf_s: vec![(Kind::RecaptchaV2, 110.0)],
             configured: Vec::new(),
         },
+        wait_target: None,
     };
     let started = Instant::now();
     let a = tokio::task::spawn_blocking(move || advice::advise(&buckets, &plan))

@@ -13,7 +13,10 @@ use crate::status::advice::Advice;
 
 pub async fn run(args: &AdviseArgs) -> ExitCode {
     let window_s = (args.window_h * 3600.0).round().max(1.0);
-    let path = format!("/v1/advice?window_s={window_s}&hit_rate={}", args.hit_rate);
+    let mut path = format!("/v1/advice?window_s={window_s}&hit_rate={}", args.hit_rate);
+    if let Some(w) = args.wait_s {
+        path.push_str(&format!("&wait_s={w}"));
+    }
     let fetched: Result<Value, String> = fetch_json(&args.gateway, &path, "plan advice").await;
     let advice = fetched.and_then(|v| {
         let advice = serde_json::from_value::<Advice>(v.clone())
@@ -172,6 +175,21 @@ fn render_replay(out: &mut String, r: &crate::status::advice::replay::Replay) {
             p.max_wait_s,
             p.wasted,
             p.solves
+        );
+    }
+    if let Some(w) = &r.for_wait {
+        let fewer = w
+            .p95_wait_one_fewer_s
+            .map_or_else(String::new, |s| format!(", {s:.1} s with one fewer"));
+        let verdict = if w.met {
+            ""
+        } else {
+            " (not met by any plan searched)"
+        };
+        let _ = writeln!(
+            out,
+            "replay for a p95 wait of {:.1} s: {} threads (p95 {:.1} s{fewer}){verdict}",
+            w.wait_target_s, w.threads, w.p95_wait_s
         );
     }
     let complete = if r.complete {

@@ -88,6 +88,19 @@ pub fn seconds_query(
         .ok_or_else(|| out_of_range(&format!("bad_{field}"), field, max, allow_zero))
 }
 
+/// Seconds named `field` in a query string, if present: from 0 to `max`, else 400
+/// `bad_<field>`.
+pub fn optional_seconds_query(
+    query: Option<&str>,
+    field: &str,
+    max: Duration,
+) -> Result<Option<Duration>, ApiError> {
+    if query_value(query, field).is_none() {
+        return Ok(None);
+    }
+    seconds_query(query, field, max, Duration::ZERO).map(Some)
+}
+
 /// A share named `field` in a query string (`0.95`): `default` when absent, else from 0.01 to
 /// 0.999 (a share of 1 is never reached by a pool of any size); otherwise 400 `bad_<field>`.
 pub fn share_query(query: Option<&str>, field: &str, default: f64) -> Result<f64, ApiError> {

@@ -144,6 +144,14 @@ pub async fn advice(
         Ok(h) => h,
         Err(e) => return e.into_response(),
     };
+    let wait_target = match super::input::optional_seconds_query(
+        query.as_deref(),
+        "wait_s",
+        Duration::from_secs(600),
+    ) {
+        Ok(w) => w,
+        Err(e) => return e.into_response(),
+    };
     let cap = state.upstream.effective_threads().into();
     let accounts = state
         .upstream
@@ -156,7 +164,11 @@ pub async fn advice(
         })
         .collect();
     let pools = pool_plan(&state, hit_rate);
-    match state.status.advice(window, cap, accounts, pools).await {
+    match state
+        .status
+        .advice(window, cap, accounts, pools, wait_target)
+        .await
+    {
         Some(advice) => ([(header::CACHE_CONTROL, "no-store")], Json(advice)).into_response(),
         None => ApiError::new(
             StatusCode::NOT_FOUND,

@@ -198,6 +198,7 @@ impl Status {
         cap_now: u64,
         accounts: Vec<advice::AccountNow>,
         pools: advice::PoolPlan,
+        wait_target: Option<Duration>,
     ) -> Option<advice::Advice> {
         let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
         let now = crate::model::now_ms();
@@ -227,6 +228,7 @@ impl Status {
             accounts,
             prices: self.prices.clone(),
             pools,
+            wait_target,
         };
         // The replay of a day's demand takes a while on a busy fleet: off the async workers.
         // The turn goes with the computation: a caller who hangs up does not free it early.

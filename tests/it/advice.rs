@@ -629,6 +629,28 @@ async fn pools_are_sized_for_a_stated_hit_rate_and_the_replay_shows_them_meeting
     assert!(text.contains(&line), "{line}\n{text}");
     assert!(text.contains("replay now         50 threads"), "{text}");
     assert!(text.contains("replay recommended"), "{text}");
+    // A stated wait: the fewest threads whose replay keeps 95 % of waits within it, at most the
+    // recommendation (which no caller waits on), and one fewer would not.
+    let w = advice(&gw, "?window_s=600&wait_s=0.5").await;
+    let fw = &w["replay"]["for_wait"];
+    assert_eq!(fw["met"], true, "{fw}");
+    let threads = fw["threads"].as_u64().unwrap();
+    assert!(
+        threads <= w["threads"]["recommended"].as_u64().unwrap(),
+        "{w}"
+    );
+    assert!(fw["p95_wait_s"].as_f64().unwrap() <= 0.5, "{fw}");
+    if threads > 1 {
+        assert!(fw["p95_wait_one_fewer_s"].as_f64().unwrap() > 0.5, "{fw}");
+    }
+    assert_eq!(a["replay"]["for_wait"], Value::Null, "no target, no search");
+    let res = gw
+        .http
+        .get(gw.url("/v1/advice?wait_s=-1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
     for bad in ["1", "0", "abc", "0.9999"] {
         let res = gw
             .http

@@ -46,6 +46,8 @@ pub struct Plan {
     pub prices: Prices,
     /// The pools as they are, and the hit rate to size them for.
     pub pools: PoolPlan,
+    /// The wait for a thread 95 % of callers should stay within, if the user states one.
+    pub wait_target: Option<Duration>,
 }
 
 /// Whose demand the advice read.
@@ -346,7 +348,7 @@ fn replays(
             })
             .collect(),
     };
-    let recommended = replay::ReplayPlan {
+    let recommended_plan = replay::ReplayPlan {
         threads,
         pools: pools
             .iter()
@@ -366,7 +368,7 @@ fn replays(
     let (now, replayed_s, complete_now) =
         replay::replay(buckets, span, &now, models, &plan.prices, seed);
     let (recommended, _, complete) =
-        replay::replay(buckets, span, &recommended, models, &plan.prices, seed);
+        replay::replay(buckets, span, &recommended_plan, models, &plan.prices, seed);
     let rate = |r: &replay::Replayed, id: &str| {
         r.pools.iter().find(|p| p.id == id).and_then(|p| p.hit_rate)
     };
@@ -374,6 +376,17 @@ fn replays(
         p.replayed_hit_rate_now = rate(&now, &p.id);
         p.replayed_hit_rate = rate(&recommended, &p.id);
     }
+    let for_wait = plan.wait_target.map(|target| {
+        let replayed = |threads: u64| {
+            let plan_then = replay::ReplayPlan {
+                threads,
+                ..recommended_plan.clone()
+            };
+            let (r, ..) = replay::replay(buckets, span, &plan_then, models, &plan.prices, seed);
+            r.p95_wait_s
+        };
+        replay::for_wait(target.as_secs_f64(), threads, replayed)
+    });
     replay::Replay {
         replayed_s,
         complete: complete_now && complete,
@@ -386,6 +399,7 @@ fn replays(
         ),
         now,
         recommended,
+        for_wait,
     }
 }
 
@@ -437,6 +451,7 @@ mod tests {
             accounts: Vec::new(),
             prices: Prices::default(),
             pools: PoolPlan::default(),
+            wait_target: None,
         }
     }
 

@@ -98,6 +98,62 @@ pub struct Replay {
     pub now: Replayed,
     pub recommended: Replayed,
     pub how: String,
+    /// With a stated wait target (`?wait_s=`): the fewest threads whose replay keeps 95 % of
+    /// callers' waits for a thread within it, with the recommended pools.
+    #[serde(default)]
+    pub for_wait: Option<ForWait>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ForWait {
+    pub wait_target_s: f64,
+    pub threads: u64,
+    /// The replayed 95th percentile of the wait with that many threads, and with one fewer
+    /// (`None` at one thread).
+    pub p95_wait_s: f64,
+    pub p95_wait_one_fewer_s: Option<f64>,
+    /// Whether a plan of at most [`MAX_SEARCHED`] times the recommendation met the target.
+    pub met: bool,
+}
+
+/// How far above the recommendation the search for a wait target goes.
+pub const MAX_SEARCHED: u64 = 8;
+
+/// The fewest threads whose replayed p95 wait (`p95(threads)`, growing as threads shrink) is
+/// within `target_s`: a bisection from one thread to the recommendation `start` (doubled while
+/// it misses, up to [`MAX_SEARCHED`] times it), so about a dozen replays. Replays of nearby
+/// plans draw their solve times in a different order, so the wait is not strictly monotone:
+/// the answer steps down while one fewer thread still meets the target.
+pub fn for_wait(target_s: f64, start: u64, p95: impl Fn(u64) -> f64) -> ForWait {
+    let mut hi = start.max(1);
+    let mut at_hi = p95(hi);
+    while at_hi > target_s && hi < start.max(1) * MAX_SEARCHED {
+        hi *= 2;
+        at_hi = p95(hi);
+    }
+    let met = at_hi <= target_s;
+    let mut lo = 1;
+    while met && lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let at_mid = p95(mid);
+        if at_mid <= target_s {
+            (hi, at_hi) = (mid, at_mid);
+        } else {
+            lo = mid + 1;
+        }
+    }
+    let mut fewer = (hi > 1).then(|| p95(hi - 1));
+    while let Some(wait) = fewer.filter(|w| met && *w <= target_s) {
+        (hi, at_hi) = (hi - 1, wait);
+        fewer = (hi > 1).then(|| p95(hi - 1));
+    }
+    ForWait {
+        wait_target_s: target_s,
+        threads: hi,
+        p95_wait_s: at_hi,
+        p95_wait_one_fewer_s: fewer,
+        met,
+    }
 }
 
 /// Replays `buckets` (oldest first) under `plan`, with `seed` for the arrival times and
@@ -602,6 +658,22 @@ mod tests {
         let kept = newest(&refs);
         assert_eq!(kept.len(), 2);
         assert_eq!(kept[0].start_ms, 60_000);
+    }
+
+    #[test]
+    fn the_fewest_threads_for_a_wait_target_are_found_by_replay() {
+        // 2 callers a second of 10 s solves: 20 threads in use on average.
+        let log = steady(60, 120);
+        let p95 = |threads: u64| run(&log, threads, 0).p95_wait_s;
+        let w = for_wait(5.0, 29, p95);
+        assert!(w.met);
+        assert!(w.p95_wait_s <= 5.0, "{w:?}");
+        assert!(w.p95_wait_one_fewer_s.unwrap() > 5.0, "{w:?}");
+        assert!((20..=29).contains(&w.threads), "{w:?}");
+        assert_eq!(p95(w.threads), w.p95_wait_s, "the replay is repeatable");
+        // A target no plan below 8 x the start meets (a wait of nothing at all, here).
+        let never = for_wait(-1.0, 2, |_| 0.5);
+        assert!(!never.met && never.threads == 16, "{never:?}");
     }
 
     #[test]
