@@ -615,6 +615,8 @@ async fn pools_are_sized_for_a_stated_hit_rate_and_the_replay_shows_them_meeting
             "1",
             "--hit-rate",
             "0.8",
+            "--wait-s",
+            "0.5",
         ])
         .output()
         .await
@@ -629,6 +631,7 @@ async fn pools_are_sized_for_a_stated_hit_rate_and_the_replay_shows_them_meeting
     assert!(text.contains(&line), "{line}\n{text}");
     assert!(text.contains("replay now         50 threads"), "{text}");
     assert!(text.contains("replay recommended"), "{text}");
+    assert!(text.contains("replay for a p95 wait of 0.5 s: "), "{text}");
     // A stated wait: the fewest threads whose replay keeps 95 % of waits within it, at most the
     // recommendation (which no caller waits on), and one fewer would not.
     let w = advice(&gw, "?window_s=600&wait_s=0.5").await;
