@@ -31,7 +31,6 @@ pub use import::{ImportError, ImportOutcome, ImportToken, MAX_IMPORT, MAX_TOKEN_
 pub use metrics::PoolFigures;
 pub use refiller::{RefillSettings, spawn_refiller};
 pub use retire::retire_idle;
-pub use shape::Shape;
 pub use sizing::{AutoSizer, SizingSettings};
 pub use spec::{MAX_POOL_SIZE, PoolSize, PoolSpec, PoolTable, specs};
 pub use top::{GroupBy, OTHER, bound};

@@ -23,7 +23,7 @@ pub enum PoolSize {
     /// Always this many ready or in flight.
     Fixed(u32),
     /// Sized from measured demand and solve time, within `min..=max`; with `predict`, also
-    /// from the daily and weekly shape of demand it learns (`pools::Shape`).
+    /// from the daily and weekly shape of demand it learns (`pools/shape.rs`).
     Auto { min: u32, max: u32, predict: bool },
 }
 

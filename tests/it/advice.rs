@@ -55,6 +55,19 @@ async fn closed_loop_of(
     }
 }
 
+/// `GET /v1/advice{query}` refused with 400 and `code`.
+async fn refused(gw: &TestGateway, query: &str, code: &str) {
+    let res = gw
+        .http
+        .get(gw.url(&format!("/v1/advice{query}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400, "{query}");
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(v["error"]["code"], code, "{v}");
+}
+
 /// One `POST /v1/solve` of `body`, answered.
 async fn solved(gw: &TestGateway, body: &Value) {
     let res = gw
@@ -163,15 +176,7 @@ async fn the_advice_finds_the_peak_littles_law_implies_and_counts_every_caller()
         "{text}"
     );
     assert!(text.contains("recaptcha_v2"), "{text}");
-    let res = gw
-        .http
-        .get(gw.url("/v1/advice?window_s=0"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 400);
-    let v: Value = res.json().await.unwrap();
-    assert_eq!(v["error"]["code"], "bad_window_s", "{v}");
+    refused(&gw, "?window_s=0", "bad_window_s").await;
 }
 
 /// A 2-thread plan that refuses callers once 2 wait (`max_thread_waiters = 2`, 429
@@ -647,22 +652,8 @@ async fn pools_are_sized_for_a_stated_hit_rate_and_the_replay_shows_them_meeting
         assert!(fw["p95_wait_one_fewer_s"].as_f64().unwrap() > 0.5, "{fw}");
     }
     assert_eq!(a["replay"]["for_wait"], Value::Null, "no target, no search");
-    let res = gw
-        .http
-        .get(gw.url("/v1/advice?wait_s=-1"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 400);
+    refused(&gw, "?wait_s=-1", "bad_wait_s").await;
     for bad in ["1", "0", "abc", "0.9999"] {
-        let res = gw
-            .http
-            .get(gw.url(&format!("/v1/advice?hit_rate={bad}")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 400, "{bad}");
-        let v: Value = res.json().await.unwrap();
-        assert_eq!(v["error"]["code"], "bad_hit_rate", "{v}");
+        refused(&gw, &format!("?hit_rate={bad}"), "bad_hit_rate").await;
     }
 }
