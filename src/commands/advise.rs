@@ -39,6 +39,15 @@ pub async fn run(args: &AdviseArgs) -> ExitCode {
     }
 }
 
+/// `1 thread`, `5 threads`.
+fn threads(n: u64) -> String {
+    if n == 1 {
+        "1 thread".to_owned()
+    } else {
+        format!("{n} threads")
+    }
+}
+
 fn render(a: &Advice) -> String {
     let mut out = String::new();
     let t = &a.threads;
@@ -165,9 +174,9 @@ fn render_replay(out: &mut String, r: &crate::status::advice::replay::Replay) {
             .map_or_else(String::new, |c| format!(", {c:.2} a month"));
         let _ = writeln!(
             out,
-            "replay {name:<11} {} threads: {} of {} callers waited for a thread (mean {:.1} s, \
+            "replay {name:<11} {}: {} of {} callers waited for a thread (mean {:.1} s, \
              p95 {:.1} s, max {:.1} s); pool hits {hits}; {} expired unused; {} solves{cost}",
-            p.threads,
+            threads(p.threads),
             p.waited,
             p.callers,
             p.mean_wait_s,
@@ -188,8 +197,10 @@ fn render_replay(out: &mut String, r: &crate::status::advice::replay::Replay) {
         };
         let _ = writeln!(
             out,
-            "replay for a p95 wait of {:.1} s: {} threads (p95 {:.1} s{fewer}){verdict}",
-            w.wait_target_s, w.threads, w.p95_wait_s
+            "replay for a p95 wait of {:.1} s: {} (p95 {:.1} s{fewer}){verdict}",
+            w.wait_target_s,
+            threads(w.threads),
+            w.p95_wait_s
         );
     }
     let complete = if r.complete {

@@ -10,8 +10,11 @@
 //! half to one and a half times it (the simulator's latency model is a uniform range). Callers
 //! take threads before pool refills (refill priority), in arrival order. A pooled target's
 //! caller takes its oldest ready answer; finding none, it claims a refill in flight, or starts
-//! its own solve. A pool refills whatever leaves it (taken, claimed, expired) at once, starts
-//! full, and its answers expire unused at the kind's shelf life. Threads never fail and
+//! its own solve. Only a refill that holds a thread can be claimed: one still waiting for a
+//! thread waits at refill priority, behind every caller, so a caller that joined it could wait
+//! without end on a plan its callers keep full. A pool refills whatever leaves it (taken,
+//! claimed, expired) at once, starts full, and its answers expire unused at the kind's shelf
+//! life. Threads never fail and
 //! callers never give up: the replay measures the plan, not the provider.
 //!
 //! Bounded: the replay takes the newest buckets holding at most [`MAX_CALLERS`] callers, and
@@ -246,8 +249,10 @@ struct PoolState {
     size: u32,
     /// Ready answers, oldest first: their number and when they became ready.
     ready: VecDeque<(u64, f64)>,
-    /// Refills started or waiting for a thread, and callers that claimed one of them.
+    /// Refills started or waiting for a thread; of them, those holding a thread; and callers
+    /// that claimed one of those.
     refills: u32,
+    running: u32,
     claimants: u32,
     next_answer: u64,
     callers: u64,
@@ -302,6 +307,7 @@ impl<'k> Sim<'k> {
                 size: pool.size,
                 ready: VecDeque::new(),
                 refills: 0,
+                running: 0,
                 claimants: 0,
                 next_answer: 0,
                 callers: 0,
@@ -392,6 +398,7 @@ impl<'k> Sim<'k> {
                 self.release();
                 if let Some(p) = pool {
                     self.pools[p].refills -= 1;
+                    self.pools[p].running -= 1;
                     if self.pools[p].claimants > 0 {
                         self.pools[p].claimants -= 1;
                     } else {
@@ -415,7 +422,7 @@ impl<'k> Sim<'k> {
         self.pools[p].callers += 1;
         if self.pools[p].ready.pop_front().is_some() {
             self.pools[p].hits += 1;
-        } else if self.pools[p].refills > self.pools[p].claimants {
+        } else if self.pools[p].running > self.pools[p].claimants {
             self.pools[p].claimants += 1;
         } else {
             self.need_thread(Job::Caller {
@@ -478,7 +485,10 @@ impl<'k> Sim<'k> {
                 self.waits.push((self.now - since) as f32);
                 (kind, None)
             }
-            Job::Refill { pool } => (self.pools[pool].kind, Some(pool)),
+            Job::Refill { pool } => {
+                self.pools[pool].running += 1;
+                (self.pools[pool].kind, Some(pool))
+            }
         };
         self.solves[kind] += 1;
         let lead = self.kinds[kind].lead_s * self.rng.random_range(0.5..1.5);
@@ -649,6 +659,21 @@ mod tests {
         assert!((50..=131).contains(&r.wasted), "{r:?}");
         assert_eq!(r.pools[0].callers, 60);
         assert_eq!(r.pool_hit_rate, Some(1.0));
+    }
+
+    #[test]
+    fn a_pool_starved_of_refill_threads_serves_few_and_its_callers_wait() {
+        // 2 callers a second of 10 s solves need 20 threads; 5 are kept busy by callers alone,
+        // so refills never get one: the pool serves its first fill and no more, and callers
+        // that find it empty wait for a thread rather than for a refill that never starts.
+        let log = steady(60, 120);
+        let starved = run(&log, 5, 29);
+        assert!(starved.pools[0].hits <= 29 + 5, "{starved:?}");
+        assert!(starved.p95_wait_s > 600.0, "{starved:?}");
+        // The wait target then asks for the threads Little's law implies, pool or not.
+        let p95 = |threads: u64| run(&log, threads, 29).p95_wait_s;
+        let w = for_wait(5.0, 29, p95);
+        assert!(w.met && w.threads >= 20, "{w:?}");
     }
 
     #[test]
