@@ -95,6 +95,8 @@ fn day(hours: u64) -> Vec<Bucket> {
                     label: format!("recaptcha_v2:shop{t}.example"),
                     kind: Kind::RecaptchaV2,
                     callers: callers / 12,
+                    pool_hits: 0,
+                    expired: 0,
                 })
                 .collect(),
             ..Bucket::empty(i * BUCKET_S * 1000)

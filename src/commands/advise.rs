@@ -128,10 +128,21 @@ fn render(a: &Advice) -> String {
         let hits = k
             .pool_hit_rate
             .map_or_else(|| "-".to_owned(), |r| format!("{:.0} %", r * 100.0));
+        let spread = match (k.solve_p50_s, k.solve_p95_s) {
+            (Some(p50), Some(p95)) => format!(", p50 {p50:.1} s, p95 {p95:.1} s"),
+            (Some(p50), None) => format!(", p50 {p50:.1} s"),
+            _ => String::new(),
+        };
         let _ = writeln!(
             out,
-            "{:<22} callers {:>8} (peak {:.2}/s)  solves {:>8} (peak {:.2}/s, mean {mean}, thread held {held})  pool hits {hits}  failed {}",
-            k.kind, k.callers, k.peak_callers_per_s, k.solves, k.peak_solves_per_s, k.failed
+            "{:<22} callers {:>8} (peak {:.2}/s, {} hung up)  solves {:>8} (peak {:.2}/s, mean {mean}{spread}, thread held {held})  pool hits {hits}  failed {}",
+            k.kind,
+            k.callers,
+            k.peak_callers_per_s,
+            k.departed,
+            k.solves,
+            k.peak_solves_per_s,
+            k.failed
         );
     }
     out

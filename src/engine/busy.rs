@@ -1,4 +1,5 @@
-//! The busiest poolable targets since the last reading: what the plan advisor sizes pools from
+//! The busiest poolable targets since the last reading, and how many of their callers the pool
+//! served: what the plan advisor sizes pools from
 //! (`status::demand` keeps them per bucket). A space-saving table (Metwally, Agrawal and El
 //! Abbadi's heavy-hitters counter): a fixed number of counters whatever the targets, so a
 //! scraper's million pages cost what one site costs. A target not in the table takes the least
@@ -26,14 +27,17 @@ pub const TRACKED: usize = 64;
 /// Labels are `kind:host`; a host may be 253 bytes, a label kept for days need not be.
 pub const LABEL_MAX: usize = 80;
 
-/// One target's callers between two readings.
+/// One target's callers between two readings, counted as each one's call ended (answered,
+/// failed or gone).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetCount {
     pub id: String,
     pub label: String,
     pub kind: Kind,
-    /// At least this many arrived (the count less what the counter inherited).
+    /// At least this many came (the count less what the counter inherited).
     pub callers: u64,
+    /// Of those counted since the target took its counter, the ones served from the pool.
+    pub pool_hits: u64,
 }
 
 #[derive(Debug)]
@@ -66,11 +70,12 @@ fn shard() -> usize {
 }
 
 impl BusyCounts {
-    pub fn arrived(&self, target: &Target) {
+    /// A caller of `target` is done; `hit` if the pool served it.
+    pub fn counted(&self, target: &Target, hit: bool) {
         self.shards[shard()]
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .arrived(target);
+            .counted(target, hit);
     }
 
     /// Every shard's counts since the last call, added up by target, busiest first.
@@ -81,7 +86,10 @@ impl BusyCounts {
             let counts = shard.lock().unwrap_or_else(PoisonError::into_inner).take();
             for c in counts {
                 match index.get(&c.id) {
-                    Some(&i) => out[i].callers += c.callers,
+                    Some(&i) => {
+                        out[i].callers += c.callers;
+                        out[i].pool_hits += c.pool_hits;
+                    }
                     None => {
                         index.insert(c.id.clone(), out.len());
                         out.push(c);
@@ -101,9 +109,11 @@ pub(super) struct BusyTargets {
 }
 
 impl BusyTargets {
-    pub fn arrived(&mut self, target: &Target) {
+    pub fn counted(&mut self, target: &Target, hit: bool) {
+        let hit = u64::from(hit);
         if let Some(&i) = self.index.get(target.id.as_str()) {
             self.counters[i].target.callers += 1;
+            self.counters[i].target.pool_hits += hit;
             return;
         }
         let mut counter = Counter {
@@ -112,6 +122,7 @@ impl BusyTargets {
                 label: bounded(&target.label),
                 kind: target.kind,
                 callers: 1,
+                pool_hits: hit,
             },
             error: 0,
         };
@@ -143,6 +154,7 @@ impl BusyTargets {
                 let callers = c.target.callers - c.error;
                 (callers > 0).then_some(TargetCount {
                     callers,
+                    pool_hits: c.target.pool_hits.min(callers),
                     ..c.target
                 })
             })
@@ -178,19 +190,20 @@ mod tests {
         let mut busy = BusyTargets::default();
         // Two busy targets among 10,000 pages asked for once each.
         for n in 0..10_000 {
-            busy.arrived(&target(100_000 + n));
+            busy.counted(&target(100_000 + n), false);
             if n % 10 == 0 {
-                busy.arrived(&target(1));
+                // Every other caller of the busiest is served from its pool.
+                busy.counted(&target(1), n % 20 == 0);
             }
             if n % 50 == 0 {
-                busy.arrived(&target(2));
+                busy.counted(&target(2), false);
             }
         }
         let counts = busy.take();
         assert!(counts.len() <= TRACKED);
         assert_eq!(counts[0].id, target(1).id);
         // Never more than arrived; the busiest is in the table from its first call on.
-        assert_eq!(counts[0].callers, 1000);
+        assert_eq!((counts[0].callers, counts[0].pool_hits), (1000, 500));
         assert!(counts[1].id == target(2).id && counts[1].callers <= 200);
         assert!(busy.take().is_empty(), "a reading empties the table");
     }
@@ -202,10 +215,10 @@ mod tests {
             .map(|_| {
                 let busy = busy.clone();
                 std::thread::spawn(move || {
-                    for _ in 0..100 {
-                        busy.arrived(&target(7));
+                    for i in 0..100 {
+                        busy.counted(&target(7), i < 10);
                     }
-                    busy.arrived(&target(8));
+                    busy.counted(&target(8), false);
                 })
             })
             .collect();
@@ -216,6 +229,7 @@ mod tests {
         let n = (SHARDS + 2) as u64;
         assert_eq!(counts.len(), 2);
         assert_eq!((counts[0].callers, counts[1].callers), (100 * n, n));
+        assert_eq!((counts[0].pool_hits, counts[1].pool_hits), (10 * n, 0));
         assert!(busy.take().is_empty());
     }
 

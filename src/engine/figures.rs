@@ -38,6 +38,54 @@ pub struct EngineFigures {
     tasks_taken_over: AtomicU64,
     /// Callers per poolable target since the demand log's last reading.
     busy: BusyCounts,
+    /// Callers gone before their call ended (the future dropped: a client that hung up), by
+    /// kind.
+    departed: [AtomicU64; Kind::ALL.len()],
+}
+
+/// One kind's callers so far, cumulative: what the demand log (`status::demand`) counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct KindCallers {
+    pub answers: BySource<u64>,
+    /// Calls that ended without an answer (any code).
+    pub failed: u64,
+    /// Callers gone before their call ended.
+    pub departed: u64,
+}
+
+/// One caller of [`Engine::solve_at`](super::Engine::solve_at), counted once when its call
+/// ends: [`CallerCount::ended`] with the result, or, dropped before that (the caller hung up and
+/// its future went with it), as departed.
+pub(super) struct CallerCount<'a> {
+    figures: &'a EngineFigures,
+    target: &'a Target,
+    poolable: bool,
+    asked: std::time::Instant,
+    ended: bool,
+}
+
+impl CallerCount<'_> {
+    pub fn ended(mut self, result: &Result<Handout, SolveError>) {
+        self.ended = true;
+        let kind = self.target.kind;
+        self.figures.record(kind, result, self.asked.elapsed());
+        if self.poolable {
+            let hit = matches!(result, Ok(h) if h.source == Source::Pool);
+            self.figures.busy.counted(self.target, hit);
+        }
+    }
+}
+
+impl Drop for CallerCount<'_> {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.figures.departed[self.target.kind.index()].fetch_add(1, Ordering::Relaxed);
+        if self.poolable {
+            self.figures.busy.counted(self.target, false);
+        }
+    }
 }
 
 /// A cumulative reading of [`EngineFigures`], every kind added up: what the status page shows.
@@ -82,9 +130,15 @@ impl EngineFigures {
         }
     }
 
-    /// A caller arrived for a poolable target (`Reuse::SingleUse { poolable: true }`).
-    pub(super) fn target_arrived(&self, target: &Target) {
-        self.busy.arrived(target);
+    /// A caller of `target` asked now; `poolable` targets are counted per target too.
+    pub(super) fn caller<'a>(&'a self, target: &'a Target, poolable: bool) -> CallerCount<'a> {
+        CallerCount {
+            figures: self,
+            target,
+            poolable,
+            asked: std::time::Instant::now(),
+            ended: false,
+        }
     }
 
     /// The busiest poolable targets' callers since the last call, busiest first: the demand
@@ -97,16 +151,16 @@ impl EngineFigures {
         self.tasks_taken_over.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Each kind's answers by source and its solves without an answer, cumulative: what the
-    /// demand log (`status::demand`) counts per kind.
-    pub fn by_kind(&self) -> [(BySource<u64>, u64); Kind::ALL.len()] {
-        let mut out = [(BySource::<u64>::default(), 0); Kind::ALL.len()];
+    /// Each kind's callers so far (by `Kind::index`).
+    pub fn by_kind(&self) -> [KindCallers; Kind::ALL.len()] {
+        let mut out = [KindCallers::default(); Kind::ALL.len()];
         for (i, by_source) in self.answers.iter().enumerate() {
-            out[i].0 = BySource {
+            out[i].answers = BySource {
                 pool: by_source[0].load(Ordering::Relaxed),
                 solved: by_source[1].load(Ordering::Relaxed),
                 shared: by_source[2].load(Ordering::Relaxed),
             };
+            out[i].departed = self.departed[i].load(Ordering::Relaxed);
         }
         for ((kind, _), n) in self
             .errors
@@ -114,7 +168,7 @@ impl EngineFigures {
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
         {
-            out[kind.index()].1 += n;
+            out[kind.index()].failed += n;
         }
         out
     }

@@ -19,7 +19,7 @@ mod trace;
 mod types;
 
 pub use admission::{Admission, Permit};
-pub use busy::{LABEL_MAX, TargetCount};
+pub use busy::{LABEL_MAX, TargetCount, bounded as bounded_label};
 pub use figures::{EngineFigures, EngineReading};
 pub use solve::{Engine, EngineSettings, Solution, Solver};
 pub use store::{MemoryStore, Store, StoreError, TargetCounts, TargetFigures};

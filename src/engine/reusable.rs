@@ -15,7 +15,7 @@ use crate::model::{SolveRequest, Source, Target, now_ms};
 impl Engine {
     pub(super) async fn shared(
         &self,
-        target: Target,
+        target: &Target,
         req: SolveRequest,
         deadline: Instant,
         priority: Priority,
@@ -25,7 +25,7 @@ impl Engine {
             if self.store.degraded() {
                 return self.degraded(req, deadline, priority).await;
             }
-            let arriving = self.arrive_shared(&target, &req, priority);
+            let arriving = self.arrive_shared(target, &req, priority);
             let arrival = match arriving.by(deadline).await {
                 Some(Ok(a)) => a,
                 Some(Err(_)) => return self.degraded(req, deadline, priority).await,
@@ -41,7 +41,7 @@ impl Engine {
                     });
                 }
                 SharedArrival::Follow(rx) => {
-                    super::trace::joined(&target);
+                    super::trace::joined(target);
                     (rx, Source::Shared)
                 }
                 SharedArrival::Lead(rx, lead) => {
@@ -51,7 +51,7 @@ impl Engine {
             };
             // Listed while it waits, so this instance takes over if the leader's dies
             // (`cover_waiting`).
-            let _active = self.active.enter(&target, &req, priority);
+            let _active = self.active.enter(target, &req, priority);
             let delivered = tokio::select! {
                 // An answer that came is handed over even if the cut came too.
                 biased;

@@ -235,26 +235,24 @@ impl Engine {
         deadline: Instant,
         priority: Priority,
     ) -> Result<Handout, SolveError> {
-        let asked = Instant::now();
         let kind = req.kind();
         let target = self.target(&req);
-        if kind.reuse() == (Reuse::SingleUse { poolable: true }) {
-            self.figures.target_arrived(&target);
-        }
+        let poolable = kind.reuse() == (Reuse::SingleUse { poolable: true });
+        let caller = self.figures.caller(&target, poolable);
         let result = match kind.reuse() {
             Reuse::SingleUse { poolable } => {
-                self.single_use(target, req, deadline, poolable, priority)
+                self.single_use(&target, req, deadline, poolable, priority)
                     .await
             }
-            Reuse::Reusable => self.shared(target, req, deadline, priority).await,
+            Reuse::Reusable => self.shared(&target, req, deadline, priority).await,
         };
-        self.figures.record(kind, &result, asked.elapsed());
+        caller.ended(&result);
         result
     }
 
     async fn single_use(
         &self,
-        target: Target,
+        target: &Target,
         req: SolveRequest,
         deadline: Instant,
         poolable: bool,
@@ -266,13 +264,13 @@ impl Engine {
         }
         if poolable {
             let min = self.min_remaining_ms();
-            if let Some(answer) = self.store.arrive_at_once(&target, now_ms(), min) {
+            if let Some(answer) = self.store.arrive_at_once(target, now_ms(), min) {
                 return Ok(self.pooled(kind, answer));
             }
         }
         let seq = self.next_waiter.fetch_add(1, Ordering::Relaxed);
         let waiter = WaiterId::new(&self.instance, seq);
-        let arriving = self.arrive_single_use(&target, &req, &waiter, poolable, priority);
+        let arriving = self.arrive_single_use(target, &req, &waiter, poolable, priority);
         let arrival = match arriving.by(deadline).await {
             Some(Ok(a)) => a,
             Some(Err(_)) => return self.degraded(req, deadline, priority).await,
@@ -281,7 +279,7 @@ impl Engine {
         let rx = match arrival {
             Arrival::Pooled(answer) => return Ok(self.pooled(kind, answer)),
             Arrival::Wait(rx) => {
-                super::trace::joined(&target);
+                super::trace::joined(target);
                 rx
             }
             Arrival::Start(rx, claim) => {
@@ -290,7 +288,7 @@ impl Engine {
                 rx
             }
         };
-        let _active = self.active.enter(&target, &req, priority);
+        let _active = self.active.enter(target, &req, priority);
         let mut guard = WaitGuard {
             engine: self.clone(),
             target,
@@ -512,7 +510,7 @@ impl Engine {
         };
         drop(WaitGuard {
             engine: self.clone(),
-            target,
+            target: &target,
             waiter,
             rx: Some(rx),
             poolable,
@@ -591,15 +589,15 @@ impl Engine {
 /// A caller waiting for a delivery. If the caller leaves (deadline, or its HTTP request is dropped
 /// mid-wait), the guard takes whatever already reached the mailbox and passes it on, so a leaving
 /// caller never wastes an answer (promise 3).
-struct WaitGuard {
+struct WaitGuard<'t> {
     engine: Engine,
-    target: Target,
+    target: &'t Target,
     waiter: WaiterId,
     rx: Option<oneshot::Receiver<Delivery>>,
     poolable: bool,
 }
 
-impl WaitGuard {
+impl WaitGuard<'_> {
     async fn wait(&mut self, deadline: Instant) -> Result<Delivery, SolveError> {
         let rx = self.rx.as_mut().expect("wait is called once, before drop");
         let delivered = tokio::select! {
@@ -633,7 +631,7 @@ impl WaitGuard {
     }
 }
 
-impl Drop for WaitGuard {
+impl Drop for WaitGuard<'_> {
     fn drop(&mut self) {
         let Some(delivered) = self.take_delivered() else {
             return;

@@ -106,6 +106,7 @@ impl AppState {
                 Intake::Queued(q) => Some(q.clone()),
                 Intake::InProcess => None,
             },
+            tenants: Some(self.tenants.clone()),
         }
     }
 }

@@ -37,6 +37,7 @@ pub use top::{GroupBy, OTHER, bound};
 pub use view::PoolView;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -61,6 +62,8 @@ pub(crate) struct Pool {
     pub spec: PoolSpec,
     pub target: Target,
     state: Mutex<PoolState>,
+    /// Its answers expired unused so far, as the store counted them at the last resize.
+    expired: AtomicU64,
 }
 
 struct PoolState {
@@ -104,6 +107,7 @@ impl Pools {
                         failures: 0,
                         paused_until: None,
                     }),
+                    expired: AtomicU64::new(0),
                 })
             })
             .collect();
@@ -123,18 +127,29 @@ impl Pools {
         &self.settings
     }
 
-    /// Feeds every auto pool the figures of its target at `at` (time since the refiller began).
+    /// Feeds every auto pool the figures of its target at `at` (time since the refiller began),
+    /// and notes every pool's expiries for the demand log.
     pub fn resize(&self, figures: &[TargetFigures], at: Duration) {
         for pool in &self.pools {
+            // A target nobody has touched yet has no figures: zero demand so far.
+            let f = figures.iter().find(|f| f.id == pool.target.id);
+            let (arrivals, expired) = f.map_or((0, 0), |f| (arrivals(f), f.expired_unused));
+            pool.expired.store(expired, Ordering::Relaxed);
             let mut state = lock(&pool.state);
             let Some(auto) = state.auto.as_mut() else {
                 continue;
             };
-            // A target nobody has touched yet has no figures: zero demand so far.
-            let f = figures.iter().find(|f| f.id == pool.target.id);
-            let (arrivals, expired) = f.map_or((0, 0), |f| (arrivals(f), f.expired_unused));
             auto.tick_at(at, Some(crate::model::now_ms()), arrivals, expired);
         }
+    }
+
+    /// Each configured pool's answers expired unused so far, as last read (the demand log's
+    /// waste per target; counted by the store, so fleet-wide with Redis).
+    pub fn expiries(&self) -> Vec<(Target, u64)> {
+        self.pools
+            .iter()
+            .map(|p| (p.target.clone(), p.expired.load(Ordering::Relaxed)))
+            .collect()
     }
 
     /// The size `target_id`'s pool is kept at now, and its mode; `None` if it is not configured.

@@ -93,13 +93,16 @@ pub fn demand_totals(sources: &Sources, sample: &Sample) -> super::demand::Total
             + sources.admission.as_ref().map_or(0, |a| a.refused()),
         ..Default::default()
     };
-    for (i, (answers, failed)) in sources.engine.figures().by_kind().into_iter().enumerate() {
-        totals.kinds[i].answers = answers;
-        totals.kinds[i].failed = failed;
+    for (i, callers) in sources.engine.figures().by_kind().into_iter().enumerate() {
+        totals.kinds[i].answers = callers.answers;
+        totals.kinds[i].failed = callers.failed;
+        totals.kinds[i].departed = callers.departed;
     }
-    for (kind, solves, seconds) in sources.upstream.solve_times_by_kind() {
-        totals.kinds[kind.index()].solves = solves;
-        totals.kinds[kind.index()].solve_seconds = seconds;
+    for (kind, times, seconds) in sources.upstream.solve_times_by_kind() {
+        let k = &mut totals.kinds[kind.index()];
+        k.solves = times.iter().sum();
+        k.solve_seconds = seconds;
+        k.solve_times = times;
     }
     for (i, held) in sources
         .upstream
@@ -133,8 +136,27 @@ pub fn demand_totals(sources: &Sources, sample: &Sample) -> super::demand::Total
             label: t.label,
             kind: t.kind,
             callers: t.callers,
+            pool_hits: t.pool_hits,
+            expired: 0,
         })
         .collect();
+    totals.pool_expired = sources
+        .pools
+        .as_ref()
+        .map(|p| p.expiries())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(t, expired)| super::demand::PoolExpiries {
+            id: t.id,
+            label: crate::engine::bounded_label(&t.label),
+            kind: t.kind,
+            expired,
+        })
+        .collect();
+    totals.tenant_refused = sources
+        .tenants
+        .as_ref()
+        .map_or(0, |t| t.refused_by_limits());
     totals
 }
 

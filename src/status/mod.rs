@@ -70,6 +70,7 @@ pub struct Sources {
     pub admission: Option<Arc<Admission>>,
     pub pools: Option<Arc<Pools>>,
     pub queue: Option<Arc<Queue>>,
+    pub tenants: Option<Arc<crate::tenants::Tenants>>,
 }
 
 /// One per process: the history ring and the fleet's last published figures. The handouts
@@ -288,6 +289,7 @@ pub async fn publish_worker(
         admission: None,
         pools: None,
         queue: None,
+        tenants: None,
     };
     status.spawn_sampler(sources, shutdown);
 }

@@ -275,6 +275,20 @@ impl Tenants {
         }
     }
 
+    /// Callers refused by a limit on how much a tenant may use (`max_concurrent`,
+    /// `max_solves_per_hour`) since start, over every tenant: demand its operator chose not to
+    /// serve (a kind not allowed is no demand for the plan).
+    pub fn refused_by_limits(&self) -> u64 {
+        self.by_name
+            .values()
+            .chain(std::iter::once(&self.open))
+            .map(|e| {
+                e.counters.refused_concurrent.load(Ordering::Relaxed)
+                    + e.counters.refused_hourly.load(Ordering::Relaxed)
+            })
+            .sum()
+    }
+
     /// Every entry's figures, sorted by name (configured, `--gateway-key`, and `open`).
     pub fn all_usage(&self) -> Vec<Usage> {
         let now = now_s();

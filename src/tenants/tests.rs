@@ -57,6 +57,24 @@ fn the_hourly_budget_refuses_with_a_wait() {
 }
 
 #[test]
+fn refusals_by_a_limit_on_use_are_demand_and_a_kind_not_allowed_is_not() {
+    let t = tenants(|t| {
+        t.max_concurrent = Some(1);
+        t.kinds = Some(vec!["turnstile".into()]);
+    });
+    let _held = t.admit("alpha", &mut turnstile()).unwrap();
+    for _ in 0..3 {
+        assert!(t.admit("alpha", &mut turnstile()).is_err());
+    }
+    let mut image = SolveRequest::new(crate::model::TaskParams::Image {
+        body: b"png".to_vec().into(),
+        options: Default::default(),
+    });
+    assert!(t.admit("alpha", &mut image).is_err());
+    assert_eq!(t.refused_by_limits(), 3);
+}
+
+#[test]
 fn disallowed_kinds_are_refused_by_name() {
     let t = tenants(|t| t.kinds = Some(vec!["recaptcha_v2".into()]));
     let refusal = t.admit("alpha", &mut turnstile()).unwrap_err();

@@ -34,7 +34,7 @@ use crate::engine::SolveFailure;
 use crate::model::{Kind, now_ms};
 use crate::provider::AccountProvider;
 use crate::provider::{Account, Priority};
-use crate::telemetry::histogram::KindHistograms;
+use crate::telemetry::histogram::{Buckets, KindHistograms};
 use solve::{failure, no_account};
 
 pub use breaker::{Admit, Breaker, BreakerSettings, BreakerState, Verdict};
@@ -261,13 +261,9 @@ impl Upstream {
         self.solve_seconds.total()
     }
 
-    /// Per kind with a solve: how many solves were timed and their summed time in seconds.
-    pub fn solve_times_by_kind(&self) -> Vec<(Kind, u64, f64)> {
-        self.solve_seconds
-            .by_kind()
-            .into_iter()
-            .map(|(kind, buckets, sum)| (kind, buckets.iter().sum(), sum))
-            .collect()
+    /// Per kind with a solve: the solve times' histogram and their sum in seconds.
+    pub fn solve_times_by_kind(&self) -> Vec<(Kind, Buckets, f64)> {
+        self.solve_seconds.by_kind()
     }
 
     /// Per kind (`Kind::index`): seconds upstream threads were held for it, summed over every

@@ -4,6 +4,7 @@
 mod support;
 
 mod advice;
+mod advice_seen;
 mod balancing_clients;
 mod bench;
 mod budget;

@@ -449,3 +449,30 @@ async fn a_queued_caller_starts_its_upstream_task_at_queue_priority() {
     assert_eq!(single.await.unwrap().unwrap().source, Source::Solved);
     assert_eq!(shared.await.unwrap().unwrap().source, Source::Solved);
 }
+
+#[tokio::test]
+async fn every_caller_is_counted_once_when_its_call_ends_and_one_that_left_as_departed() {
+    let (solver, mut started) = ScriptedSolver::new();
+    let engine = engine(solver.clone());
+    // A leaves (its future dropped, as when its client hangs up) while its task runs.
+    let e = engine.clone();
+    let a = tokio::spawn(async move { e.solve(recaptcha(), far()).await });
+    started_at_least(&mut started, 1).await;
+    a.abort();
+    let _ = a.await;
+    // Its answer goes to the pool when it comes, and B takes it from there.
+    solver.release_all(Duration::from_secs(100));
+    engine.tracker.close();
+    engine.tracker.wait().await;
+    let b = engine.solve(recaptcha(), far()).await.unwrap();
+    assert_eq!(b.source, Source::Pool);
+    let kind = engine.target(&recaptcha()).kind;
+    let counted = engine.figures().by_kind()[kind.index()];
+    assert_eq!(
+        (counted.departed, counted.answers.pool, counted.failed),
+        (1, 1, 0)
+    );
+    let targets = engine.figures().take_busy_targets();
+    assert_eq!(targets.len(), 1);
+    assert_eq!((targets[0].callers, targets[0].pool_hits), (2, 1));
+}

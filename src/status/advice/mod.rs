@@ -149,6 +149,10 @@ pub struct ThreadAdvice {
     pub headroom: f64,
     /// `max(ceil(demand + headroom), observed_peak_in_use)`.
     pub recommended: u64,
+    /// Callers a tenant's own limit (`max_concurrent`, `max_solves_per_hour`) refused in the
+    /// window: shown, not sized for, since the operator set those limits.
+    #[serde(default)]
+    pub tenant_refused: u64,
     /// The derivation in one sentence, with the figures.
     pub how: String,
 }
@@ -156,13 +160,22 @@ pub struct ThreadAdvice {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct KindFigures {
     pub kind: String,
-    /// Callers answered or failed in the window, and the most per second in one bucket.
+    /// Callers in the window (answered, failed or gone), and the most per second in one
+    /// bucket.
     pub callers: u64,
     pub peak_callers_per_s: f64,
-    /// Upstream solves finished, the most per second in one bucket, their mean solve time.
+    /// Of `callers`, those gone before an answer (hung up).
+    #[serde(default)]
+    pub departed: u64,
+    /// Upstream solves finished, the most per second in one bucket, their mean solve time,
+    /// and its median and 95th percentile from the log's histogram (`None` with too few).
     pub solves: u64,
     pub peak_solves_per_s: f64,
     pub mean_solve_s: Option<f64>,
+    #[serde(default)]
+    pub solve_p50_s: Option<f64>,
+    #[serde(default)]
+    pub solve_p95_s: Option<f64>,
     /// Seconds threads were held for the kind in the window, summed (what the plan carried).
     pub thread_seconds: f64,
     /// Answers from a pool over answered callers.
@@ -177,6 +190,7 @@ pub fn advise<'a>(buckets: impl IntoIterator<Item = &'a Bucket>, plan: &Plan) ->
     let mut kinds: Vec<(Kind, KindDemand, f64, f64)> = Vec::new();
     let (mut count, mut observed, mut peak_at) = (0, 0, None);
     let (mut peak, mut waiting, mut refused, mut demand) = (0.0_f64, 0, 0, 0.0_f64);
+    let tenant_refused: u64 = buckets.iter().map(|b| b.tenant_refused).sum();
     let held = |b: &Bucket| b.kinds.iter().map(|(_, d)| d.threads_held_s()).sum::<f64>();
     let solves = |b: &Bucket| b.kinds.iter().map(|(_, d)| d.solves).sum::<u64>();
     let window_hold = {
@@ -236,11 +250,19 @@ pub fn advise<'a>(buckets: impl IntoIterator<Item = &'a Bucket>, plan: &Plan) ->
              held one, at most the 1 s until it may retry)"
         ));
     }
+    let limited = if tenant_refused > 0 {
+        format!(
+            "; {tenant_refused} callers in the window were refused by tenant limits, which are \
+             yours to set, so not sized for"
+        )
+    } else {
+        String::new()
+    };
     let how = format!(
         "Little's law at the busiest {span:.0} s bucket: {peak:.2} upstream threads in use on \
          average (the time threads were held, summed, over the bucket's span){waited}: {demand:.2} wanted; plus 2 * sqrt of that \
          ({headroom:.2}) for bursts, it gives {needed}; the most seen in use at once was \
-         {observed}; the plan allows {cap_now} now"
+         {observed}; the plan allows {cap_now} now{limited}"
     );
     // The window's rate of solves, over the part of it the log covers (a gateway started an
     // hour ago has an hour of demand, not a day's).
@@ -274,10 +296,11 @@ pub fn advise<'a>(buckets: impl IntoIterator<Item = &'a Bucket>, plan: &Plan) ->
     let mut pools = pools::advise(&buckets, span, covered_s, &plan.pools, &plan.prices, lead_s);
     let models: Vec<replay::KindModel> = kinds
         .iter()
-        .map(|(kind, ..)| replay::KindModel {
+        .map(|(kind, d, ..)| replay::KindModel {
             kind: *kind,
             lead_s: lead_s(*kind),
             shelf_s: plan.pools.shelf_s(*kind),
+            solve_times: d.solve_times,
         })
         .collect();
     let replay = (!buckets.is_empty())
@@ -297,6 +320,7 @@ pub fn advise<'a>(buckets: impl IntoIterator<Item = &'a Bucket>, plan: &Plan) ->
             peak_at_ms: peak_at,
             headroom,
             recommended,
+            tenant_refused,
             how,
         },
         accounts,
@@ -313,9 +337,12 @@ pub fn advise<'a>(buckets: impl IntoIterator<Item = &'a Bucket>, plan: &Plan) ->
                     kind: kind.as_str().to_owned(),
                     callers: d.callers,
                     peak_callers_per_s: peak_callers,
+                    departed: d.departed,
                     solves: d.solves,
                     peak_solves_per_s: peak_solves,
                     mean_solve_s: (d.solves > 0).then(|| d.solve_seconds / d.solves as f64),
+                    solve_p50_s: d.solve_times.quantile(0.5),
+                    solve_p95_s: d.solve_times.quantile(0.95),
                     thread_seconds: d.threads_held_s(),
                     pool_hit_rate: (answered > 0).then(|| d.pool as f64 / answered as f64),
                     failed: d.failed,
@@ -393,8 +420,9 @@ fn replays(
         how: format!(
             "the last {} of demand replayed in virtual time: each bucket's callers at random \
              times within it, solves holding a thread for the kind's measured time per solve \
-             (0.5-1.5 times it), callers before refills, pools starting full and expiring \
-             unused answers at their shelf life",
+             (drawn from the recorded solve times' distribution, else 0.5-1.5 times the mean), \
+             callers before refills, pools starting full and expiring unused answers at their \
+             shelf life",
             span_text(replayed_s)
         ),
         now,
@@ -437,6 +465,7 @@ mod tests {
             accounts: Vec::new(),
             refused: 0,
             targets: Vec::new(),
+            tenant_refused: 0,
         }
     }
 
@@ -474,6 +503,25 @@ mod tests {
         assert!((k.mean_solve_s.unwrap() - 9.0).abs() < 1e-9);
         assert_eq!(k.pool_hit_rate, Some(0.0));
         assert!(a.threads.how.contains("40.00"), "{}", a.threads.how);
+    }
+
+    #[test]
+    fn tenant_limit_refusals_are_shown_and_not_sized_for() {
+        let log = [bucket(0, 60, 5.0, 7), bucket(60_000, 240, 10.0, 38)];
+        let plain = advise(&log, &plan(60, 3600, 50));
+        let mut limited = log.clone();
+        limited[1].tenant_refused = 500;
+        limited[0].tenant_refused = 20;
+        let a = advise(&limited, &plan(60, 3600, 50));
+        assert_eq!(a.threads.tenant_refused, 520);
+        assert_eq!(a.threads.recommended, plain.threads.recommended);
+        assert!(
+            a.threads
+                .how
+                .contains("520 callers in the window were refused by tenant limits"),
+            "{}",
+            a.threads.how
+        );
     }
 
     #[test]

@@ -88,6 +88,14 @@ pub struct PoolAdvice {
     /// The hit rate the replay of the window (`Advice::replay`) saw now and as recommended.
     pub replayed_hit_rate_now: Option<f64>,
     pub replayed_hit_rate: Option<f64>,
+    /// What the log saw in the window: callers served from a pool, their share of `callers`,
+    /// and answers the pool let expire unused (absent where an older instance wrote the log).
+    #[serde(default)]
+    pub seen_pool_hits: u64,
+    #[serde(default)]
+    pub seen_hit_rate: Option<f64>,
+    #[serde(default)]
+    pub seen_expired: u64,
     pub how: String,
 }
 
@@ -96,6 +104,8 @@ struct Seen {
     label: String,
     kind: Kind,
     callers: u64,
+    pool_hits: u64,
+    expired: u64,
     /// Buckets by their callers: how many buckets had that many.
     by_callers: BTreeMap<u64, u32>,
 }
@@ -116,11 +126,18 @@ pub fn advise(
                 label: t.label.clone(),
                 kind: t.kind,
                 callers: 0,
+                pool_hits: 0,
+                expired: 0,
                 by_callers: BTreeMap::new(),
             });
             s.label.clone_from(&t.label);
             s.callers += t.callers;
-            *s.by_callers.entry(t.callers).or_default() += 1;
+            s.pool_hits += t.pool_hits;
+            s.expired += t.expired;
+            // A bucket where its pool only expired answers had no callers to size for.
+            if t.callers > 0 {
+                *s.by_callers.entry(t.callers).or_default() += 1;
+            }
         }
     }
     let mut busiest: Vec<(String, Seen)> = seen.into_iter().collect();
@@ -132,6 +149,8 @@ pub fn advise(
                 label: pool.label.clone(),
                 kind: pool.kind,
                 callers: 0,
+                pool_hits: 0,
+                expired: 0,
                 by_callers: BTreeMap::new(),
             };
             busiest.push((pool.id.clone(), seen));
@@ -191,6 +210,24 @@ impl Target<'_> {
         };
         let waste = self.waste_per_day(recommended);
         let price = prices.per_1000(seen.kind);
+        let seen_hit_rate = (seen.callers > 0)
+            .then(|| seen.pool_hits.min(seen.callers) as f64 / seen.callers as f64);
+        let seen_text = match seen_hit_rate {
+            Some(rate) => format!(
+                "; in the window {} of its {} callers were served from a pool ({:.0} %) and {} \
+                 answers expired unused",
+                seen.pool_hits,
+                seen.callers,
+                rate * 100.0,
+                seen.expired
+            ),
+            None if seen.expired > 0 => format!(
+                "; in the window it had no caller and {} \
+                 answers expired unused",
+                seen.expired
+            ),
+            None => String::new(),
+        };
         PoolAdvice {
             id,
             label: seen.label.clone(),
@@ -209,9 +246,12 @@ impl Target<'_> {
             waste_cost_per_month: price.map(|p| waste * 30.0 * p / 1000.0),
             replayed_hit_rate_now: None,
             replayed_hit_rate: None,
+            seen_pool_hits: seen.pool_hits,
+            seen_hit_rate,
+            seen_expired: seen.expired,
             how: format!(
                 "{why}; kept full, it lets {waste:.0} answers a day expire at this demand (an \
-                 `auto` pool with max = {recommended} shrinks when quiet)"
+                 `auto` pool with max = {recommended} shrinks when quiet){seen_text}"
             ),
         }
     }
@@ -310,6 +350,8 @@ mod tests {
                 label: "recaptcha_v2:shop.example".into(),
                 kind: Kind::RecaptchaV2,
                 callers,
+                pool_hits: 0,
+                expired: 0,
             }],
             ..Bucket::empty(start_ms)
         }

@@ -6,8 +6,9 @@
 //! The replay is a discrete-event model of what the gateway does with a plan, not a clock: a
 //! day of history runs in well under a second. Each bucket's callers of each kind arrive at
 //! random (uniform) times within it, the busiest targets' callers on their own streams. A
-//! solve holds a thread for the kind's measured thread time per solve, drawn uniformly from
-//! half to one and a half times it (the simulator's latency model is a uniform range). Callers
+//! solve holds a thread for a time drawn from the kind's recorded solve times (the demand log's
+//! histogram), scaled so their mean is the measured thread time per solve; without a histogram
+//! (an older log), uniformly from half to one and a half times that mean. Callers
 //! take threads before pool refills (refill priority), in arrival order. A pooled target's
 //! caller takes its oldest ready answer; finding none, it claims a refill in flight, or starts
 //! its own solve. Only a refill that holds a thread can be claimed: one still waiting for a
@@ -29,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use super::prices::{MONTH_S, Prices};
 use crate::model::Kind;
-use crate::status::demand::Bucket;
+use crate::status::demand::{Bucket, SolveTimes};
 
 /// Callers the replay takes at most (the newest buckets that hold them).
 pub const MAX_CALLERS: u64 = 2_000_000;
@@ -57,6 +58,22 @@ pub struct KindModel {
     /// Mean thread time per solve, and the shelf life of an answer, in seconds.
     pub lead_s: f64,
     pub shelf_s: f64,
+    /// The window's solve times: the shape thread times are drawn in (scaled to `lead_s`);
+    /// empty for a uniform 0.5-1.5 times `lead_s`.
+    pub solve_times: SolveTimes,
+}
+
+impl KindModel {
+    /// One solve's thread time: drawn from the recorded solve times' shape, scaled so their
+    /// mean is the measured thread time per solve (a thread is held from the submit to the
+    /// poll that saw the answer, longer than the solve by the poll's lag).
+    fn draw(&self, rng: &mut StdRng) -> f64 {
+        let (u, v) = (rng.random::<f64>(), rng.random::<f64>());
+        match (self.solve_times.draw(u, v), self.solve_times.draw_mean()) {
+            (Some(t), Some(mean)) if mean > 0.0 => self.lead_s * t / mean,
+            _ => self.lead_s * (0.5 + u),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -491,7 +508,7 @@ impl<'k> Sim<'k> {
             }
         };
         self.solves[kind] += 1;
-        let lead = self.kinds[kind].lead_s * self.rng.random_range(0.5..1.5);
+        let lead = self.kinds[kind].draw(&mut self.rng);
         self.at(self.now + lead, Event::Solved { pool });
     }
 
@@ -582,6 +599,8 @@ mod tests {
                     label: "recaptcha_v2:shop.example".into(),
                     kind: Kind::RecaptchaV2,
                     callers: per_bucket,
+                    pool_hits: 0,
+                    expired: 0,
                 }],
                 ..Bucket::empty(i * 60_000)
             })
@@ -592,6 +611,7 @@ mod tests {
         kind: Kind::RecaptchaV2,
         lead_s: 10.0,
         shelf_s: 110.0,
+        solve_times: SolveTimes::EMPTY,
     }];
 
     fn run(log: &[Bucket], threads: u64, pool: u32) -> Replayed {
@@ -674,6 +694,33 @@ mod tests {
         let p95 = |threads: u64| run(&log, threads, 29).p95_wait_s;
         let w = for_wait(5.0, 29, p95);
         assert!(w.met && w.threads >= 20, "{w:?}");
+    }
+
+    #[test]
+    fn thread_times_follow_the_recorded_solve_times_and_keep_the_measured_mean() {
+        // Three solves in four take about a second, one about 16 s.
+        let h = crate::telemetry::histogram::Histogram::default();
+        for i in 0..400 {
+            h.observe(if i % 4 == 0 { 16.0 } else { 1.1 });
+        }
+        let model = KindModel {
+            kind: Kind::RecaptchaV2,
+            lead_s: 6.0,
+            shelf_s: 110.0,
+            solve_times: SolveTimes::between(&h.read(), &Default::default()),
+        };
+        let mut rng = StdRng::seed_from_u64(3);
+        let draws: Vec<f64> = (0..20_000).map(|_| model.draw(&mut rng)).collect();
+        let mean = draws.iter().sum::<f64>() / draws.len() as f64;
+        assert!((mean - 6.0).abs() < 0.25, "{mean}");
+        // The slow quarter stays a quarter, far above the mean, as no uniform range has it.
+        let slow = draws.iter().filter(|d| **d > 2.0 * 6.0).count() as f64 / 20_000.0;
+        assert!((0.2..=0.3).contains(&slow), "{slow}");
+        let uniform = KindModel {
+            solve_times: SolveTimes::EMPTY,
+            ..model
+        };
+        assert!((0..1000).all(|_| (3.0..9.0).contains(&uniform.draw(&mut rng))));
     }
 
     #[test]

@@ -1,17 +1,20 @@
 //! The demand this process served over days, for the plan advisor (`status::advice`): per kind,
-//! callers answered and how (pool, solved, shared) or not, and upstream solves with their summed
-//! solve time, in fixed buckets (5 minutes by default, 14 days kept), with the threads in use at
-//! their busiest in each bucket. Fed by the status sampler from the same cumulative readings the
-//! dashboard's 15-minute ring keeps, so it costs nothing on the request path.
+//! callers answered and how (pool, solved, shared), failed, or gone before an answer (hung up),
+//! and upstream solves with their summed solve time and its histogram, in fixed buckets (5
+//! minutes by default, 14 days kept), with the threads in use at their busiest in each bucket,
+//! callers refused for want of capacity and those a tenant's own limit refused. Fed by the
+//! status sampler from the same cumulative readings the dashboard's 15-minute ring keeps, so it
+//! costs nothing on the request path.
 //!
 //! Bounded whatever the traffic: at most `keep / bucket` buckets (4,032 by default), a bucket
 //! holds only the kinds that had demand in it, and a bucket without demand is not kept at all,
-//! so the worst case is every kind busy for the whole span (about 2.3 MB at the defaults) and a
+//! so the worst case is every kind busy for the whole span (about 4.6 MB at the defaults) and a
 //! quiet gateway keeps almost nothing. Each bucket also keeps its busiest poolable targets
-//! (`targets`: at most 8, up to 5.7 MB more over 14 days at the longest labels), and each
-//! account's share (`accounts`).
+//! with their pool hits and expired answers (`targets`: at most 8, up to 6.2 MB more over 14
+//! days at the longest labels), and each account's share (`accounts`).
 
 mod accounts;
+mod solve_times;
 pub mod targets;
 
 use std::collections::VecDeque;
@@ -20,7 +23,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use self::accounts::{AccountDemand, AccountTotals};
-pub use self::targets::TargetDemand;
+pub use self::solve_times::SolveTimes;
+pub use self::targets::{PoolExpiries, TargetDemand};
 use crate::model::{BySource, Kind};
 
 /// One bucket's span when the settings name none.
@@ -34,9 +38,13 @@ pub struct KindTotals {
     pub answers: BySource<u64>,
     /// Solves that ended without an answer (any code).
     pub failed: u64,
-    /// Upstream solves whose time was measured, and that time summed, in seconds.
+    /// Callers gone before their call ended (hung up).
+    pub departed: u64,
+    /// Upstream solves whose time was measured, that time summed, in seconds, and their
+    /// histogram.
     pub solves: u64,
     pub solve_seconds: f64,
+    pub solve_times: crate::telemetry::histogram::Buckets,
     /// Seconds upstream threads were held for this kind, whatever the task's end.
     pub thread_seconds: f64,
 }
@@ -55,6 +63,11 @@ pub struct Totals {
     /// Callers refused at once since start: this instance full (`overloaded`) or the fleet's
     /// threads all taken with enough waiting (`fleet_busy`).
     pub refused: u64,
+    /// Callers refused by a tenant's `max_concurrent` or `max_solves_per_hour` since start.
+    pub tenant_refused: u64,
+    /// Each configured pool's answers expired unused so far, as the store counts them
+    /// (fleet-wide with Redis).
+    pub pool_expired: Vec<PoolExpiries>,
     /// The busiest poolable targets' callers since the last reading (not cumulative: the
     /// engine's table is emptied by each reading).
     pub targets: Vec<TargetDemand>,
@@ -63,15 +76,22 @@ pub struct Totals {
 /// One kind's demand within one bucket.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct KindDemand {
-    /// Callers answered or failed: every answered caller once, whatever the source.
+    /// Every caller once, whatever the source or the end: answered, failed or departed.
     pub callers: u64,
     pub pool: u64,
     pub solved: u64,
     pub shared: u64,
     pub failed: u64,
+    /// Callers gone before their call ended (a client that hung up): demand the plan saw but
+    /// did not serve (absent in an older instance's share).
+    #[serde(default)]
+    pub departed: u64,
     /// Upstream solves finished, and their summed solve time (submit to answer ready).
     pub solves: u64,
     pub solve_seconds: f64,
+    /// The same solves' times as a histogram (absent in an older instance's share).
+    #[serde(default, skip_serializing_if = "SolveTimes::is_empty")]
+    pub solve_times: SolveTimes,
     /// Seconds upstream threads were held for the kind, from taking one to giving it back:
     /// submits, failed and abandoned tasks included (absent in an older instance's share).
     #[serde(default)]
@@ -104,8 +124,10 @@ impl KindDemand {
         self.solved += other.solved;
         self.shared += other.shared;
         self.failed += other.failed;
+        self.departed += other.departed;
         self.solves += other.solves;
         self.solve_seconds += other.solve_seconds;
+        self.solve_times.add(&other.solve_times);
         self.thread_seconds += other.thread_seconds;
     }
 
@@ -117,6 +139,7 @@ impl KindDemand {
         let solved = d(now.answers.solved, then.answers.solved);
         let shared = d(now.answers.shared, then.answers.shared);
         let failed = d(now.failed, then.failed);
+        let departed = d(now.departed, then.departed);
         let solves = d(now.solves, then.solves);
         let solve_seconds = if now.solves >= then.solves {
             (now.solve_seconds - then.solve_seconds).max(0.0)
@@ -129,13 +152,15 @@ impl KindDemand {
             now.thread_seconds
         };
         KindDemand {
-            callers: pool + solved + shared + failed,
+            callers: pool + solved + shared + failed + departed,
             pool,
             solved,
             shared,
             failed,
+            departed,
             solves,
             solve_seconds,
+            solve_times: SolveTimes::between(&now.solve_times, &then.solve_times),
             thread_seconds,
         }
     }
@@ -163,6 +188,10 @@ pub struct Bucket {
     /// The busiest poolable targets in the bucket (`targets::KEPT` once closed).
     #[serde(default)]
     pub targets: Vec<TargetDemand>,
+    /// Callers a tenant's own limit refused (`max_concurrent`, `max_solves_per_hour`): demand
+    /// the operator chose not to serve, shown beside the advice but not sized for.
+    #[serde(default)]
+    pub tenant_refused: u64,
 }
 
 impl Bucket {
@@ -181,6 +210,7 @@ impl Bucket {
             accounts: Vec::new(),
             refused: 0,
             targets: Vec::new(),
+            tenant_refused: 0,
         }
     }
 
@@ -190,7 +220,7 @@ impl Bucket {
         let mut out: Option<Bucket> = None;
         for share in shares {
             let sum = out.get_or_insert_with(|| Bucket::empty(start_ms));
-            sum.merge(&share);
+            sum.merge(&share, true);
             sum.waiting_peak += share.waiting_peak;
             accounts::merge(&mut sum.accounts, &share.accounts, true);
         }
@@ -201,7 +231,9 @@ impl Bucket {
     }
 
     /// Adds `other`'s demand; the threads are one fleet-wide figure, so the larger reading.
-    fn merge(&mut self, other: &Bucket) {
+    /// `shares`: `other` is another instance's share, whose pool expiries are the same
+    /// fleet-wide counter read there (so the larger, not the sum).
+    fn merge(&mut self, other: &Bucket, shares: bool) {
         for (kind, demand) in &other.kinds {
             match self.kinds.iter_mut().find(|(k, _)| k == kind) {
                 Some((_, d)) => d.add(demand),
@@ -211,7 +243,8 @@ impl Bucket {
         self.threads_peak = self.threads_peak.max(other.threads_peak);
         self.threads_cap = self.threads_cap.max(other.threads_cap);
         self.refused += other.refused;
-        targets::merge(&mut self.targets, &other.targets, targets::OPEN);
+        self.tenant_refused += other.tenant_refused;
+        targets::merge(&mut self.targets, &other.targets, targets::OPEN, shares);
     }
 }
 
@@ -251,7 +284,7 @@ impl DemandLog {
     /// count from the process's start, as does the log: the first counts from zero, so the
     /// demand of the moments before the first sample (a pool filled at start and taken at
     /// once) is not lost.
-    pub fn record(&mut self, t_ms: u64, now: Totals) {
+    pub fn record(&mut self, t_ms: u64, mut now: Totals) {
         let then = self.last.take().unwrap_or_default();
         let start_ms = t_ms - t_ms % self.bucket_ms;
         let oldest = start_ms.saturating_sub(self.keep_ms.saturating_sub(self.bucket_ms));
@@ -268,14 +301,19 @@ impl DemandLog {
             .collect();
         let accounts = accounts::between(&now.accounts, &then.accounts);
         let refused = now.refused.checked_sub(then.refused).unwrap_or(now.refused);
+        let tenant_refused = now
+            .tenant_refused
+            .checked_sub(then.tenant_refused)
+            .unwrap_or(now.tenant_refused);
+        let mut arrived = std::mem::take(&mut now.targets);
+        targets::add_expiries(&mut arrived, &now.pool_expired, &then.pool_expired);
         let busy = now.threads_in_use > 0
             || now.threads_waiting > 0
             || refused > 0
-            || !now.targets.is_empty();
+            || tenant_refused > 0
+            || !arrived.is_empty();
         let open = self.buckets.back().is_some_and(|b| b.start_ms == start_ms);
         let (in_use, cap, waiting) = (now.threads_in_use, now.threads_cap, now.threads_waiting);
-        let mut now = now;
-        let arrived = std::mem::take(&mut now.targets);
         self.last = Some(now);
         if kinds.is_empty() && accounts.is_empty() && !busy && !open {
             return;
@@ -287,14 +325,18 @@ impl DemandLog {
             self.buckets.push_back(Bucket::empty(start_ms));
         }
         let bucket = self.buckets.back_mut().expect("just ensured");
-        bucket.merge(&Bucket {
-            kinds,
-            threads_peak: in_use,
-            threads_cap: cap,
-            refused,
-            targets: arrived,
-            ..Bucket::empty(start_ms)
-        });
+        bucket.merge(
+            &Bucket {
+                kinds,
+                threads_peak: in_use,
+                threads_cap: cap,
+                refused,
+                targets: arrived,
+                tenant_refused,
+                ..Bucket::empty(start_ms)
+            },
+            false,
+        );
         bucket.waiting_peak = bucket.waiting_peak.max(waiting);
         accounts::merge(&mut bucket.accounts, &accounts, false);
     }
@@ -353,8 +395,10 @@ mod tests {
                 shared: 0,
             },
             failed: 0,
+            departed: 0,
             solves,
             solve_seconds: seconds,
+            solve_times: [0; 15],
             // Threads held a second longer than each solve (until the poll that saw it).
             thread_seconds: seconds + solves as f64,
         };
@@ -409,6 +453,8 @@ mod tests {
             label: format!("turnstile:site{n}.example"),
             kind: Kind::Turnstile,
             callers,
+            pool_hits: 0,
+            expired: 0,
         };
         let reading = |targets: Vec<TargetDemand>| Totals {
             targets,
@@ -432,6 +478,29 @@ mod tests {
         let share = log.open_bucket(11_000).cloned().unwrap();
         let sum = Bucket::sum(10_000, [share.clone(), share]).unwrap();
         assert_eq!(sum.targets[0].callers, 2);
+    }
+
+    #[test]
+    fn callers_who_hung_up_and_those_a_tenant_limit_refused_are_kept_apart() {
+        let mut log = DemandLog::new(Duration::from_secs(10), Duration::from_secs(100));
+        let k = Kind::RecaptchaV2;
+        let reading = |solved, departed, tenant_refused| {
+            let mut t = totals(k, solved, solved, solved as f64, 0);
+            t.kinds[k.index()].departed = departed;
+            t.tenant_refused = tenant_refused;
+            t
+        };
+        log.record(1_000, reading(0, 0, 0));
+        log.record(2_000, reading(4, 2, 5));
+        log.record(3_000, reading(6, 3, 7));
+        let b = log.since(0).next().unwrap();
+        let d = b.kind(k).unwrap();
+        // Every caller once: answered or gone.
+        assert_eq!((d.callers, d.departed, d.solved), (9, 3, 6));
+        assert_eq!(b.tenant_refused, 7);
+        // Refusals alone keep a bucket.
+        log.record(12_000, reading(6, 3, 8));
+        assert_eq!(log.open_bucket(12_000).unwrap().tenant_refused, 1);
     }
 
     #[test]
@@ -478,9 +547,11 @@ mod tests {
     /// memory and as one instance's share in Redis, and what each account and the busiest
     /// targets add to it.
     #[test]
-    fn a_full_log_is_under_two_and_a_half_megabytes_and_accounts_and_targets_add_a_bounded_amount()
+    fn a_full_log_is_under_four_point_six_megabytes_and_accounts_and_targets_add_a_bounded_amount()
     {
         let log = DemandLog::new(DEFAULT_BUCKET, DEFAULT_KEEP);
+        // Solves in every histogram bucket, each count at ten digits.
+        let full_times = SolveTimes::between(&[4_000_000_000; 15], &[0; 15]);
         let full = Bucket {
             start_ms: 1_796_000_000_000,
             kinds: Kind::ALL
@@ -492,8 +563,10 @@ mod tests {
                         solved: 100_000,
                         shared: 0,
                         failed: 12,
+                        departed: 3,
                         solves: 100_012,
                         solve_seconds: 1_234_567.891,
+                        solve_times: full_times,
                         thread_seconds: 2_345_678.912,
                     };
                     (*k, d)
@@ -505,14 +578,15 @@ mod tests {
             accounts: Vec::new(),
             refused: 123_456,
             targets: Vec::new(),
+            tenant_refused: 123_456,
         };
         let per_bucket = std::mem::size_of::<Bucket>()
             + full.kinds.capacity() * std::mem::size_of::<(Kind, KindDemand)>();
         let bytes = log.capacity() * per_bucket;
         assert_eq!(log.capacity(), 4032);
-        assert!(bytes <= 2_500_000, "{bytes}");
+        assert!(bytes <= 4_600_000, "{bytes}");
         let share = serde_json::to_string(&full).unwrap();
-        assert!(share.len() < 1536, "{}", share.len());
+        assert!(share.len() < 2_700, "{}", share.len());
 
         // An account (its name at the longest allowed) solving every kind in every bucket.
         let account = AccountDemand {
@@ -540,13 +614,15 @@ mod tests {
             label: "x".repeat(crate::engine::LABEL_MAX),
             kind: Kind::RecaptchaV2,
             callers: 123_456,
+            pool_hits: 123_456,
+            expired: 123_456,
         };
         let per_target = std::mem::size_of::<TargetDemand>() + 32 + crate::engine::LABEL_MAX;
         let target_bytes = log.capacity() * targets::KEPT * per_target;
-        assert!(target_bytes <= 5_700_000, "{target_bytes}");
+        assert!(target_bytes <= 6_200_000, "{target_bytes}");
         let open: Vec<TargetDemand> = (0..targets::OPEN).map(target).collect();
         let open_json = serde_json::to_string(&open).unwrap();
-        assert!(open_json.len() < 6_000, "{}", open_json.len());
+        assert!(open_json.len() < 6_700, "{}", open_json.len());
         assert!(
             share.len() + 64 * json.len() + open_json.len() < super::super::fleet::MAX_SHARE_BYTES,
             "a share with the most accounts a gateway routes over and its busiest targets is read back"

@@ -268,14 +268,16 @@ function renderAdvice(a) {
   if (!a.kinds.length) {
     html += '<div class="empty">no demand in the window yet</div>';
   } else {
-    html += '<table class="num"><tr><th>kind</th><th>callers</th><th>peak / s</th><th>solves</th><th>mean solve</th><th>thread held / solve</th><th>pool hits</th><th>failed</th></tr>';
+    html += '<table class="num"><tr><th>kind</th><th>callers</th><th>peak / s</th><th>hung up</th><th>solves</th><th>mean solve</th><th>p50 / p95 solve</th><th>thread held / solve</th><th>pool hits</th><th>failed</th></tr>';
     for (const k of a.kinds) {
       const held = k.solves ? k.thread_seconds / k.solves : null;
       html += '<tr data-advice-kind="' + esc(k.kind) + '"><td class="name">' + esc(k.kind) + "</td>" +
         "<td " + attr("advice-callers", k.callers) + ">" + num(k.callers) + "</td>" +
         "<td " + attr("advice-peak-callers-per-s", k.peak_callers_per_s) + ">" + rate(k.peak_callers_per_s) + "</td>" +
+        "<td " + attr("advice-departed", k.departed) + ">" + num(k.departed) + "</td>" +
         "<td " + attr("advice-solves", k.solves) + ">" + num(k.solves) + "</td>" +
         "<td " + attr("advice-mean-solve-s", k.mean_solve_s) + ">" + secs(k.mean_solve_s) + "</td>" +
+        "<td " + attr("advice-solve-p95-s", k.solve_p95_s) + ">" + secs(k.solve_p50_s) + " / " + secs(k.solve_p95_s) + "</td>" +
         "<td " + attr("advice-thread-held-s", held) + ">" + secs(held) + "</td>" +
         "<td " + attr("advice-pool-hit-rate", k.pool_hit_rate) + ">" + pct(k.pool_hit_rate) + "</td>" +
         "<td " + attr("advice-failed", k.failed) + ">" + num(k.failed) + "</td></tr>";
@@ -290,7 +292,7 @@ function renderAdvice(a) {
 // Each busy target's pool for the stated hit rate, beside the demand it comes from.
 function advicePools(a) {
   if (!a.pools || !a.pools.length) return "";
-  let html = '<table class="num"><tr><th>pool for ' + pct(a.pool_hit_rate_goal) + ' of callers</th><th>callers</th><th>peak / s</th><th>lead</th><th>now</th><th>recommended</th><th>hit rate (model)</th><th>hit rate (replay)</th><th>expired / day</th></tr>';
+  let html = '<table class="num"><tr><th>pool for ' + pct(a.pool_hit_rate_goal) + ' of callers</th><th>callers</th><th>peak / s</th><th>lead</th><th>now</th><th>recommended</th><th>hit rate (model)</th><th>hit rate (replay)</th><th>expired / day</th><th>seen: hit rate</th><th>seen: expired</th></tr>';
   for (const p of a.pools) {
     html += '<tr data-advice-pool="' + esc(p.id) + '"><td class="name">' + esc(p.label) + ' <span class="muted">' + esc(p.id.slice(0, 12)) + "</span></td>" +
       "<td " + attr("advice-pool-callers", p.callers) + ">" + num(p.callers) + "</td>" +
@@ -300,7 +302,9 @@ function advicePools(a) {
       "<td " + attr("advice-pool-recommended", p.recommended) + ">" + num(p.recommended) + "</td>" +
       "<td " + attr("advice-pool-hit-rate", p.hit_rate) + ">" + pct(p.hit_rate_now) + " \u2192 " + pct(p.hit_rate) + "</td>" +
       "<td " + attr("advice-pool-replayed-hit-rate", p.replayed_hit_rate) + ">" + pct(p.replayed_hit_rate_now) + " \u2192 " + pct(p.replayed_hit_rate) + "</td>" +
-      "<td " + attr("advice-pool-waste-per-day", p.waste_per_day) + ">" + num(Math.round(p.waste_per_day)) + "</td></tr>";
+      "<td " + attr("advice-pool-waste-per-day", p.waste_per_day) + ">" + num(Math.round(p.waste_per_day)) + "</td>" +
+      "<td " + attr("advice-pool-seen-hit-rate", p.seen_hit_rate) + ">" + pct(p.seen_hit_rate) + "</td>" +
+      "<td " + attr("advice-pool-seen-expired", p.seen_expired) + ">" + num(p.seen_expired) + "</td></tr>";
   }
   return html + "</table>";
 }
