@@ -32,6 +32,8 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
             hit_rate: advice::pools::DEFAULT_HIT_RATE,
             shelf_s: vec![(Kind::RecaptchaV2, 110.0)],
             configured: Vec::new(),
+            // The refiller's default look, once a second.
+            refill_look_s: 1.0,
         },
         wait_target: None,
     };

@@ -212,6 +212,7 @@ fn pool_plan(state: &AppState, hit_rate: f64) -> crate::status::advice::PoolPlan
         hit_rate,
         shelf_s,
         configured,
+        refill_look_s: state.pools.settings().check_every.as_secs_f64(),
     }
 }
 

@@ -374,6 +374,7 @@ fn replays(
                 size: p.size,
             })
             .collect(),
+        refill_look_s: plan.pools.refill_look_s,
     };
     let recommended_plan = replay::ReplayPlan {
         threads,
@@ -389,6 +390,7 @@ fn replays(
                 })
             })
             .collect(),
+        refill_look_s: plan.pools.refill_look_s,
     };
     // One seed for both: the two plans meet the same callers at the same times.
     let seed = buckets.first().map_or(0, |b| b.start_ms);
@@ -421,8 +423,9 @@ fn replays(
             "the last {} of demand replayed in virtual time: each bucket's callers at random \
              times within it, solves holding a thread for the kind's measured time per solve \
              (drawn from the recorded solve times' distribution, else 0.5-1.5 times the mean), \
-             callers before refills, pools starting full and expiring unused answers at their \
-             shelf life",
+             callers before refills, pools starting full, refilled at once after a take and \
+             at the refiller's next look otherwise, and expiring unused answers at their shelf \
+             life",
             span_text(replayed_s)
         ),
         now,

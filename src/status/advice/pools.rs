@@ -49,6 +49,9 @@ pub struct PoolPlan {
     /// Each poolable kind's shelf life in seconds.
     pub shelf_s: Vec<(Kind, f64)>,
     pub configured: Vec<PoolNow>,
+    /// How often the pool refiller looks at its pools unprompted, in seconds (the replay's
+    /// refills wait for it unless a take prompts it).
+    pub refill_look_s: f64,
 }
 
 impl PoolPlan {
@@ -362,6 +365,7 @@ mod tests {
             hit_rate,
             shelf_s: vec![(Kind::RecaptchaV2, 110.0)],
             configured: Vec::new(),
+            refill_look_s: 0.0,
         }
     }
 

@@ -42,6 +42,9 @@ pub const MAX_EVENTS: u64 = 20_000_000;
 pub struct ReplayPlan {
     pub threads: u64,
     pub pools: Vec<ReplayPool>,
+    /// How often the gateway's pool refiller looks at its pools unprompted, in seconds
+    /// (`RefillSettings::check_every`); a take from a pool prompts it at once. 0: at once always.
+    pub refill_look_s: f64,
 }
 
 /// A pool for a target (by its id), of a kind, kept at a size.
@@ -238,6 +241,8 @@ enum Event {
     Solved { pool: Option<usize> },
     /// Answer number `answer` of `pool` reaches its shelf life.
     Expire { pool: usize, answer: u64 },
+    /// The refiller's timer: it tops `pool` up.
+    Look { pool: usize },
 }
 
 /// An event at a time, ordered by time then by the order it was scheduled in.
@@ -275,6 +280,8 @@ struct PoolState {
     callers: u64,
     hits: u64,
     wasted: u64,
+    /// The refiller's timer will look at this pool.
+    look_pending: bool,
 }
 
 struct Sim<'k> {
@@ -284,6 +291,7 @@ struct Sim<'k> {
     heap: BinaryHeap<Reverse<At>>,
     rng: StdRng,
     kinds: &'k [KindModel],
+    look_s: f64,
     free: u64,
     callers_waiting: VecDeque<Job>,
     refills_waiting: VecDeque<Job>,
@@ -304,6 +312,7 @@ impl<'k> Sim<'k> {
             heap: BinaryHeap::new(),
             rng: StdRng::seed_from_u64(seed),
             kinds,
+            look_s: plan.refill_look_s,
             free: plan.threads,
             callers_waiting: VecDeque::new(),
             refills_waiting: VecDeque::new(),
@@ -330,6 +339,7 @@ impl<'k> Sim<'k> {
                 callers: 0,
                 hits: 0,
                 wasted: 0,
+                look_pending: false,
             });
         }
         // Pools start full.
@@ -429,9 +439,25 @@ impl<'k> Sim<'k> {
                 if pool_state.ready.front().is_some_and(|(n, _)| *n == answer) {
                     pool_state.ready.pop_front();
                     pool_state.wasted += 1;
-                    self.top_up(pool);
+                    self.look_later(pool);
                 }
             }
+            Event::Look { pool } => {
+                self.pools[pool].look_pending = false;
+                self.top_up(pool);
+            }
+        }
+    }
+
+    /// Pool `p` lacks an answer nothing announced (one expired, or a caller claimed a refill
+    /// or solved alone): the refiller tops it up at its next look.
+    fn look_later(&mut self, p: usize) {
+        if self.look_s <= 0.0 {
+            self.top_up(p);
+        } else if !self.pools[p].look_pending {
+            self.pools[p].look_pending = true;
+            let next = ((self.now / self.look_s).floor() + 1.0) * self.look_s;
+            self.at(next, Event::Look { pool: p });
         }
     }
 
@@ -439,7 +465,11 @@ impl<'k> Sim<'k> {
         self.pools[p].callers += 1;
         if self.pools[p].ready.pop_front().is_some() {
             self.pools[p].hits += 1;
-        } else if self.pools[p].running > self.pools[p].claimants {
+            // A take prompts the refiller at once.
+            self.top_up(p);
+            return;
+        }
+        if self.pools[p].running > self.pools[p].claimants {
             self.pools[p].claimants += 1;
         } else {
             self.need_thread(Job::Caller {
@@ -447,7 +477,7 @@ impl<'k> Sim<'k> {
                 kind,
             });
         }
-        self.top_up(p);
+        self.look_later(p);
     }
 
     /// An answer for pool `p` is ready now: kept until its shelf life.
@@ -626,6 +656,7 @@ mod tests {
                 })
                 .into_iter()
                 .collect(),
+            refill_look_s: 0.0,
         };
         let (r, replayed_s, complete) = replay(&refs, 60.0, &plan, &MODEL, &Prices::default(), 7);
         assert!(complete);
@@ -724,6 +755,38 @@ mod tests {
     }
 
     #[test]
+    fn a_refiller_that_looks_once_a_second_adds_to_every_refill_a_caller_claimed() {
+        // 8 callers a second of 1.25 s solves for a pool of 11: about 10 callers per lead time.
+        let log = steady(20, 480);
+        let model = [KindModel {
+            lead_s: 1.25,
+            ..MODEL[0]
+        }];
+        let refs: Vec<&Bucket> = log.iter().collect();
+        let hit_rate = |look: f64| {
+            let plan = ReplayPlan {
+                threads: 100,
+                pools: vec![ReplayPool {
+                    id: "t1".into(),
+                    kind: Kind::RecaptchaV2,
+                    size: 11,
+                }],
+                refill_look_s: look,
+            };
+            let (r, ..) = replay(&refs, 60.0, &plan, &model, &Prices::default(), 5);
+            r.pool_hit_rate.unwrap()
+        };
+        let (at_once, each_second) = (hit_rate(0.0), hit_rate(1.0));
+        // P(Poisson(10) <= 10) = 0.58 with refills at once; waiting for the refiller's look
+        // (0.5 s on average) makes the lead about 1.75 s: P(Poisson(14) <= 10) = 0.18.
+        assert!((0.5..=0.66).contains(&at_once), "{at_once}");
+        assert!(
+            each_second < at_once - 0.15,
+            "{each_second} against {at_once}"
+        );
+    }
+
+    #[test]
     fn the_replay_takes_the_newest_buckets_up_to_its_bound() {
         let log = steady(3, MAX_CALLERS / 2);
         let refs: Vec<&Bucket> = log.iter().collect();
@@ -764,6 +827,7 @@ mod tests {
         let plan = ReplayPlan {
             threads: 30,
             pools: Vec::new(),
+            refill_look_s: 0.0,
         };
         let (r, ..) = replay(&refs, 60.0, &plan, &MODEL, &prices, 1);
         // 30 threads at 2, and 7200 solves an hour (5,184,000 a month) at 1 per 1000.
