@@ -36,6 +36,7 @@ pub async fn run(opts: &Opts) -> Result<RunResult, BenchError> {
             refill_look_s: 1.0,
         },
         wait_target: None,
+        limits: advice::replay::Limits::default(),
     };
     let started = Instant::now();
     let a = tokio::task::spawn_blocking(move || advice::advise(&buckets, &plan))

@@ -186,13 +186,16 @@ fn render_replay(out: &mut String, r: &crate::status::advice::replay::Replay) {
         let _ = writeln!(
             out,
             "replay {name:<11} {}: {} of {} callers waited for a thread (mean {:.1} s, \
-             p95 {:.1} s, max {:.1} s); pool hits {hits}; {} expired unused; {} solves{cost}",
+             p95 {:.1} s, max {:.1} s), {} refused, {} past their deadline; pool hits {hits}; \
+             {} expired unused; {} solves{cost}",
             threads(p.threads),
             p.waited,
             p.callers,
             p.mean_wait_s,
             p.p95_wait_s,
             p.max_wait_s,
+            p.refused,
+            p.timed_out,
             p.wasted,
             p.solves
         );

@@ -166,7 +166,17 @@ pub async fn advice(
     let pools = pool_plan(&state, hit_rate);
     match state
         .status
-        .advice(window, cap, accounts, pools, wait_target)
+        .advice(
+            window,
+            cap,
+            accounts,
+            pools,
+            wait_target,
+            crate::status::advice::replay::Limits {
+                max_waiting: state.limits.max_thread_waiters.map(|m| m as u64),
+                deadline_s: Some(state.limits.default_solve_timeout.as_secs_f64()),
+            },
+        )
         .await
     {
         Some(advice) => ([(header::CACHE_CONTROL, "no-store")], Json(advice)).into_response(),

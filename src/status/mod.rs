@@ -200,6 +200,7 @@ impl Status {
         accounts: Vec<advice::AccountNow>,
         pools: advice::PoolPlan,
         wait_target: Option<Duration>,
+        limits: advice::replay::Limits,
     ) -> Option<advice::Advice> {
         let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
         let now = crate::model::now_ms();
@@ -230,6 +231,14 @@ impl Status {
             prices: self.prices.clone(),
             pools,
             wait_target,
+            limits: advice::replay::Limits {
+                // `max_thread_waiters` is each instance's: the fleet's callers may wait in
+                // every instance that serves them.
+                max_waiting: limits
+                    .max_waiting
+                    .map(|m| m * (1 + lock(&self.others).len() as u64)),
+                ..limits
+            },
         };
         // The replay of a day's demand takes a while on a busy fleet: off the async workers.
         // The turn goes with the computation: a caller who hangs up does not free it early.

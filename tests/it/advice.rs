@@ -237,6 +237,15 @@ async fn callers_refused_for_want_of_threads_count_as_demand() {
     let demand = t["demand_at_peak"].as_f64().unwrap();
     let needed = (demand + 2.0 * demand.sqrt()).ceil() as u64;
     assert_eq!(t["recommended"].as_u64().unwrap(), needed.max(2), "{a}");
+    // The replay turns callers away as this gateway is configured to (2 may wait), and the
+    // recommended plan fewer of them.
+    let r = &a["replay"];
+    let refused_now = r["now"]["refused"].as_u64().unwrap();
+    assert!(refused_now > 0, "{r}");
+    assert!(
+        r["recommended"]["refused"].as_u64().unwrap() < refused_now,
+        "{r}"
+    );
 }
 
 /// As users run it: the accounts' default polling, which knows nothing of the simulator's

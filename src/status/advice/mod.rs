@@ -48,6 +48,8 @@ pub struct Plan {
     pub pools: PoolPlan,
     /// The wait for a thread 95 % of callers should stay within, if the user states one.
     pub wait_target: Option<Duration>,
+    /// When the gateway turns callers away, as configured now (the replay counts them).
+    pub limits: replay::Limits,
 }
 
 /// Whose demand the advice read.
@@ -375,6 +377,7 @@ fn replays(
             })
             .collect(),
         refill_look_s: plan.pools.refill_look_s,
+        limits: plan.limits,
     };
     let recommended_plan = replay::ReplayPlan {
         threads,
@@ -391,6 +394,7 @@ fn replays(
             })
             .collect(),
         refill_look_s: plan.pools.refill_look_s,
+        limits: plan.limits,
     };
     // One seed for both: the two plans meet the same callers at the same times.
     let seed = buckets.first().map_or(0, |b| b.start_ms);
@@ -484,6 +488,7 @@ mod tests {
             prices: Prices::default(),
             pools: PoolPlan::default(),
             wait_target: None,
+            limits: replay::Limits::default(),
         }
     }
 

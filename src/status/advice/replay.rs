@@ -37,11 +37,23 @@ pub const MAX_CALLERS: u64 = 2_000_000;
 /// Events the replay handles at most (a pool refilled every shelf life for days is many).
 pub const MAX_EVENTS: u64 = 20_000_000;
 
+/// When the gateway turns a caller away rather than let it wait for a thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Limits {
+    /// Callers that may wait for a thread before the next is refused (`fleet_busy`): the
+    /// fleet's instances' `max_thread_waiters` added up; `None` for no such refusal.
+    pub max_waiting: Option<u64>,
+    /// How long a caller waits for its answer (`default_solve_timeout`) before it is told no
+    /// (504); `None` for no deadline.
+    pub deadline_s: Option<f64>,
+}
+
 /// A plan to replay: the threads, and the pools.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReplayPlan {
     pub threads: u64,
     pub pools: Vec<ReplayPool>,
+    pub limits: Limits,
     /// How often the gateway's pool refiller looks at its pools unprompted, in seconds
     /// (`RefillSettings::check_every`); a take from a pool prompts it at once. 0: at once always.
     pub refill_look_s: f64,
@@ -83,8 +95,15 @@ impl KindModel {
 pub struct Replayed {
     pub threads: u64,
     pub callers: u64,
+    /// Callers refused at once, the plan's threads all taken and `max_thread_waiters` already
+    /// waiting (429 `fleet_busy`), and callers whose deadline passed while they waited for a
+    /// thread (504): demand the plan turned away.
+    #[serde(default)]
+    pub refused: u64,
+    #[serde(default)]
+    pub timed_out: u64,
     /// Callers that waited for a thread at all, and their wait (every caller that needed a
-    /// thread counted, at 0 when one was free).
+    /// thread counted, at 0 when one was free; one that timed out, for its whole deadline).
     pub waited: u64,
     pub mean_wait_s: f64,
     pub p95_wait_s: f64,
@@ -292,6 +311,9 @@ struct Sim<'k> {
     rng: StdRng,
     kinds: &'k [KindModel],
     look_s: f64,
+    limits: Limits,
+    refused: u64,
+    timed_out: u64,
     free: u64,
     callers_waiting: VecDeque<Job>,
     refills_waiting: VecDeque<Job>,
@@ -313,6 +335,9 @@ impl<'k> Sim<'k> {
             rng: StdRng::seed_from_u64(seed),
             kinds,
             look_s: plan.refill_look_s,
+            limits: plan.limits,
+            refused: 0,
+            timed_out: 0,
             free: plan.threads,
             callers_waiting: VecDeque::new(),
             refills_waiting: VecDeque::new(),
@@ -507,15 +532,35 @@ impl<'k> Sim<'k> {
         if self.free > 0 {
             self.free -= 1;
             self.start(job);
-        } else {
-            match job {
-                Job::Caller { .. } => self.callers_waiting.push_back(job),
-                Job::Refill { .. } => self.refills_waiting.push_back(job),
+            return;
+        }
+        match job {
+            Job::Caller { .. } => {
+                let full = self
+                    .limits
+                    .max_waiting
+                    .is_some_and(|m| self.callers_waiting.len() as u64 >= m);
+                if full {
+                    self.refused += 1;
+                } else {
+                    self.callers_waiting.push_back(job);
+                }
             }
+            Job::Refill { .. } => self.refills_waiting.push_back(job),
         }
     }
 
+    /// A thread is free: the oldest caller still within its deadline takes it, else a refill.
+    /// Callers whose deadline passed were told no then, and leave the queue now.
     fn release(&mut self) {
+        while let Some(Job::Caller { since, .. }) = self.callers_waiting.front().copied() {
+            let Some(deadline) = self.limits.deadline_s.filter(|d| self.now - since > *d) else {
+                break;
+            };
+            self.callers_waiting.pop_front();
+            self.timed_out += 1;
+            self.waits.push(deadline as f32);
+        }
         match self
             .callers_waiting
             .pop_front()
@@ -543,10 +588,18 @@ impl<'k> Sim<'k> {
     }
 
     fn outcome(mut self, plan: &ReplayPlan, prices: &Prices, span_s: f64) -> Replayed {
-        // Callers still waiting at the end have waited at least until then.
+        // Callers still waiting at the end have waited at least until then (and those past
+        // their deadline were told no).
         for job in std::mem::take(&mut self.callers_waiting) {
             if let Job::Caller { since, .. } = job {
-                self.waits.push((span_s - since) as f32);
+                let waited = span_s - since;
+                match self.limits.deadline_s.filter(|d| waited > *d) {
+                    Some(deadline) => {
+                        self.timed_out += 1;
+                        self.waits.push(deadline as f32);
+                    }
+                    None => self.waits.push(waited as f32),
+                }
             }
         }
         self.waits.sort_by(f32::total_cmp);
@@ -581,6 +634,8 @@ impl<'k> Sim<'k> {
         Replayed {
             threads: plan.threads,
             callers: self.callers,
+            refused: self.refused,
+            timed_out: self.timed_out,
             waited,
             mean_wait_s: mean,
             p95_wait_s: quantile(0.95),
@@ -657,6 +712,7 @@ mod tests {
                 .into_iter()
                 .collect(),
             refill_look_s: 0.0,
+            limits: Limits::default(),
         };
         let (r, replayed_s, complete) = replay(&refs, 60.0, &plan, &MODEL, &Prices::default(), 7);
         assert!(complete);
@@ -772,6 +828,7 @@ mod tests {
                     size: 11,
                 }],
                 refill_look_s: look,
+                limits: Limits::default(),
             };
             let (r, ..) = replay(&refs, 60.0, &plan, &model, &Prices::default(), 5);
             r.pool_hit_rate.unwrap()
@@ -784,6 +841,44 @@ mod tests {
             each_second < at_once - 0.15,
             "{each_second} against {at_once}"
         );
+    }
+
+    #[test]
+    fn a_plan_too_small_turns_callers_away_as_the_gateway_is_configured_to() {
+        // 2 callers a second of 10 s solves want 20 threads; 10 serve about half of them.
+        let log = steady(60, 120);
+        let refs: Vec<&Bucket> = log.iter().collect();
+        let run_with = |limits: Limits| {
+            let plan = ReplayPlan {
+                threads: 10,
+                pools: Vec::new(),
+                refill_look_s: 0.0,
+                limits,
+            };
+            replay(&refs, 60.0, &plan, &MODEL, &Prices::default(), 7).0
+        };
+        // At most 5 waiting: the rest are refused at once, and every caller is either.
+        let bounded = run_with(Limits {
+            max_waiting: Some(5),
+            deadline_s: None,
+        });
+        assert!((3000..=4000).contains(&bounded.refused), "{bounded:?}");
+        assert_eq!(bounded.timed_out, 0);
+        assert!(
+            bounded.solves + bounded.refused <= 7200 && bounded.solves + bounded.refused >= 7195
+        );
+        // A 30 s deadline: those it passes while they wait are told no, after 30 s.
+        let deadline = run_with(Limits {
+            max_waiting: None,
+            deadline_s: Some(30.0),
+        });
+        assert!((3000..=4000).contains(&deadline.timed_out), "{deadline:?}");
+        assert_eq!(deadline.refused, 0);
+        assert!(deadline.max_wait_s <= 30.0, "{deadline:?}");
+        // No limits: nobody is turned away, and the queue grows all hour.
+        let unbounded = run_with(Limits::default());
+        assert_eq!((unbounded.refused, unbounded.timed_out), (0, 0));
+        assert!(unbounded.max_wait_s > 1000.0, "{unbounded:?}");
     }
 
     #[test]
@@ -828,6 +923,7 @@ mod tests {
             threads: 30,
             pools: Vec::new(),
             refill_look_s: 0.0,
+            limits: Limits::default(),
         };
         let (r, ..) = replay(&refs, 60.0, &plan, &MODEL, &prices, 1);
         // 30 threads at 2, and 7200 solves an hour (5,184,000 a month) at 1 per 1000.

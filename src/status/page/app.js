@@ -312,11 +312,13 @@ function advicePools(a) {
 // The window replayed under the plan now and as recommended, side by side.
 function adviceReplay(r, currency) {
   if (!r) return "";
-  let html = '<table class="num"><tr><th>replayed</th><th>threads</th><th>callers</th><th>waited for a thread</th><th>p95 wait</th><th>pool hits</th><th>expired unused</th><th>solves</th><th>a month</th></tr>';
+  let html = '<table class="num"><tr><th>replayed</th><th>threads</th><th>callers</th><th>refused</th><th>past deadline</th><th>waited for a thread</th><th>p95 wait</th><th>pool hits</th><th>expired unused</th><th>solves</th><th>a month</th></tr>';
   for (const [name, p] of [["now", r.now], ["recommended", r.recommended]]) {
     html += '<tr data-advice-replay="' + name + '"><td class="name">' + name + "</td>" +
       "<td " + attr("advice-replay-threads", p.threads) + ">" + num(p.threads) + "</td>" +
       "<td " + attr("advice-replay-callers", p.callers) + ">" + num(p.callers) + "</td>" +
+      "<td " + attr("advice-replay-refused", p.refused) + ">" + num(p.refused) + "</td>" +
+      "<td " + attr("advice-replay-timed-out", p.timed_out) + ">" + num(p.timed_out) + "</td>" +
       "<td " + attr("advice-replay-waited", p.waited) + ">" + num(p.waited) + "</td>" +
       "<td " + attr("advice-replay-p95-wait-s", p.p95_wait_s) + ">" + secs(p.p95_wait_s) + "</td>" +
       "<td " + attr("advice-replay-pool-hit-rate", p.pool_hit_rate) + ">" + pct(p.pool_hit_rate) + "</td>" +
