@@ -1,6 +1,6 @@
 //! The busiest poolable targets since the last reading, and how many of their callers the pool
-//! served: what the plan advisor sizes pools from
-//! (`status::demand` keeps them per bucket). A space-saving table (Metwally, Agrawal and El
+//! served: what the plan advisor sizes pools from (`status::demand` keeps them per bucket). A
+//! caller is counted when its call ends. A space-saving table (Metwally, Agrawal and El
 //! Abbadi's heavy-hitters counter): a fixed number of counters whatever the targets, so a
 //! scraper's million pages cost what one site costs. A target not in the table takes the least
 //! counted one's place and inherits its count as error; a target with more than `1 / TRACKED`

@@ -36,16 +36,20 @@ fn settings() -> captcha_gateway::config::Settings {
             max: Duration::from_millis(1500),
         },
     );
+    settings.pools = pools(&format!(
+        "kind = \"turnstile\"\nsitekey = \"0x4AAA-seen\"\npageurl = \"{POOL_SITE}\"\nsize = 3"
+    ));
+    settings
+}
+
+/// One `[[pools]]` table's body, validated as the configuration file is.
+fn pools(table: &str) -> Vec<captcha_gateway::pools::PoolSpec> {
     #[derive(serde::Deserialize)]
     struct File {
         pools: Vec<PoolTable>,
     }
-    let file: File = toml::from_str(&format!(
-        "[[pools]]\nkind = \"turnstile\"\nsitekey = \"0x4AAA-seen\"\npageurl = \"{POOL_SITE}\"\nsize = 3\n"
-    ))
-    .unwrap();
-    settings.pools = specs(&file.pools, Default::default()).unwrap();
-    settings
+    let file: File = toml::from_str(&format!("[[pools]]\n{table}\n")).unwrap();
+    specs(&file.pools, Default::default()).unwrap()
 }
 
 async fn get(gw: &TestGateway, path: &str) -> Value {
@@ -208,15 +212,9 @@ async fn the_replay_of_the_plan_now_serves_the_pool_as_the_gateway_did() {
     const SIZE: u64 = 16;
     const RATE: f64 = 8.0;
     let mut settings = settings();
-    #[derive(serde::Deserialize)]
-    struct File {
-        pools: Vec<PoolTable>,
-    }
-    let file: File = toml::from_str(&format!(
-        "[[pools]]\nkind = \"recaptcha_v2\"\nsitekey = \"6Le-replayed\"\npageurl = \"https://replayed.example.com/\"\nsize = {SIZE}\n"
-    ))
-    .unwrap();
-    settings.pools = specs(&file.pools, Default::default()).unwrap();
+    settings.pools = pools(&format!(
+        "kind = \"recaptcha_v2\"\nsitekey = \"6Le-replayed\"\npageurl = \"https://replayed.example.com/\"\nsize = {SIZE}"
+    ));
     let gw = std::sync::Arc::new(TestGateway::with(settings).await);
     let label = "recaptcha_v2:replayed.example.com";
     eventually(Duration::from_secs(60), "the pool to fill", || async {

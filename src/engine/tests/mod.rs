@@ -185,16 +185,21 @@ async fn pooled_answers_are_taken_once_and_never_stale() {
     assert_eq!(figures[0].pool_hits, 1);
 }
 
+/// A caller of `recaptcha()` whose call is dropped once its upstream task has started.
+async fn leaves_while_its_task_runs(engine: &Engine, started: &mut watch::Receiver<usize>) {
+    let e = engine.clone();
+    let a = tokio::spawn(async move { e.solve(recaptcha(), far()).await });
+    started_at_least(started, 1).await;
+    a.abort();
+    let _ = a.await;
+}
+
 #[tokio::test]
 async fn a_leaving_callers_task_serves_the_next_caller_without_a_new_task() {
     let (solver, mut started) = ScriptedSolver::new();
     let engine = engine(solver.clone());
     // Caller A gives up while its task runs.
-    let e = engine.clone();
-    let a = tokio::spawn(async move { e.solve(recaptcha(), far()).await });
-    started_at_least(&mut started, 1).await;
-    a.abort();
-    let _ = a.await;
+    leaves_while_its_task_runs(&engine, &mut started).await;
     // Caller B arrives: the in-flight task is not spoken for, so B waits for it.
     let e = engine.clone();
     let b = tokio::spawn(async move { e.solve(recaptcha(), far()).await });
@@ -455,11 +460,7 @@ async fn every_caller_is_counted_once_when_its_call_ends_and_one_that_left_as_de
     let (solver, mut started) = ScriptedSolver::new();
     let engine = engine(solver.clone());
     // A leaves (its future dropped, as when its client hangs up) while its task runs.
-    let e = engine.clone();
-    let a = tokio::spawn(async move { e.solve(recaptcha(), far()).await });
-    started_at_least(&mut started, 1).await;
-    a.abort();
-    let _ = a.await;
+    leaves_while_its_task_runs(&engine, &mut started).await;
     // Its answer goes to the pool when it comes, and B takes it from there.
     solver.release_all(Duration::from_secs(100));
     engine.tracker.close();
