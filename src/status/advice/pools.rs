@@ -217,10 +217,15 @@ impl Target<'_> {
             .then(|| seen.pool_hits.min(seen.callers) as f64 / seen.callers as f64);
         let seen_text = match seen_hit_rate {
             Some(rate) => format!(
-                "; in the window {} of its {} callers were served from a pool ({:.0} %) and {} \
+                "; in the window {} of its {} {} served from a pool ({:.0} %) and {} \
                  answers expired unused",
                 seen.pool_hits,
                 seen.callers,
+                if seen.callers == 1 {
+                    "caller was"
+                } else {
+                    "callers were"
+                },
                 rate * 100.0,
                 seen.expired
             ),
