@@ -411,8 +411,11 @@ fn replays(
     }
     let for_wait = plan.wait_target.map(|target| {
         let replayed = |threads: u64| {
+            // Nobody turned away: a plan that refused its callers, or let their deadline
+            // pass, would keep the wait of the few it served short and look as if it met it.
             let plan_then = replay::ReplayPlan {
                 threads,
+                limits: replay::Limits::default(),
                 ..recommended_plan.clone()
             };
             let (r, ..) = replay::replay(buckets, span, &plan_then, models, &plan.prices, seed);
@@ -511,6 +514,24 @@ mod tests {
         assert!((k.mean_solve_s.unwrap() - 9.0).abs() < 1e-9);
         assert_eq!(k.pool_hit_rate, Some(0.0));
         assert!(a.threads.how.contains("40.00"), "{}", a.threads.how);
+    }
+
+    #[test]
+    fn a_wait_target_is_not_met_by_turning_callers_away() {
+        // 4 solves a second of 10 s: 40 threads in use. A gateway that lets one caller wait
+        // and refuses the rest would keep the served callers' waits short with far fewer.
+        let log: Vec<Bucket> = (0..10).map(|i| bucket(i * 60_000, 240, 10.0, 38)).collect();
+        let mut p = plan(60, 3600, 50);
+        p.wait_target = Some(Duration::from_secs(5));
+        p.limits = replay::Limits {
+            max_waiting: Some(1),
+            deadline_s: Some(30.0),
+        };
+        let a = advise(&log, &p);
+        let replay = a.replay.unwrap();
+        assert!(replay.now.refused > 0, "{:?}", replay.now);
+        let w = replay.for_wait.unwrap();
+        assert!(w.met && w.threads >= 35, "{w:?}");
     }
 
     #[test]
