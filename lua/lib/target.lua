@@ -108,9 +108,13 @@ local function answer_of(mail)
   return nil
 end
 
--- The mail of an answer with `remaining` ms of life left now.
+-- The mail of an answer that had `remaining` ms of life left when the operation was issued: a
+-- retry that runs later (its first try was refused, or its reply lost) must not add its delay to
+-- the answer's life. Issue times are never ahead of Redis's clock; `now` bounds one read from a
+-- node whose clock runs ahead of this one's.
 local function answer_mail(remaining, json)
-  return 'A|' .. (now + tonumber(remaining)) .. '|' .. json
+  local from = issued and math.min(issued, now) or now
+  return 'A|' .. (from + tonumber(remaining)) .. '|' .. json
 end
 
 -- Hands mail to the oldest waiter. Returns its id, or false when nobody waits.

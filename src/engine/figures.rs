@@ -297,6 +297,18 @@ impl Collector for StoreUp {
         )?;
         counters(
             &mut encoder,
+            "store_operations_refused_retried",
+            "Store operations sent again after Redis refused them during a failover (they had not run)",
+            [(none.clone(), r.operations_refused_retried)],
+        )?;
+        counters(
+            &mut encoder,
+            "store_answers_given_up",
+            "Answers given up because their finish's outcome was lost as a Redis master was replaced or restarted (waste, never a second hand-out)",
+            [(none.clone(), r.answers_given_up)],
+        )?;
+        counters(
+            &mut encoder,
             "store_operations_expired",
             "Store operations refused by Redis because their record may have expired (not run again)",
             [(none.clone(), r.operations_expired)],

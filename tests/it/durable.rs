@@ -322,6 +322,79 @@ async fn a_finish_its_master_lost_covers_the_waiting_caller_again_at_once() {
     );
 }
 
+/// A finish Redis refuses for a state a failover passes through (here `READONLY`: its server was
+/// turned into a replica, as a master demoted mid-failover is) certainly did not run, so it is
+/// sent again until the server takes writes, instead of its answer being dropped while a caller
+/// of another instance waits for it. The answer keeps the life it had when the finish was
+/// issued: the retries' delay is not added to it.
+#[tokio::test]
+async fn a_finish_refused_during_a_failover_runs_once_the_master_is_back() {
+    let redis = RedisServer::start();
+    let finisher = store_with(redis.url(), |_| {}).await;
+    let other = store_with(redis.url(), |_| {}).await;
+    let t = target("refused-finish");
+    let first = waiter(&*finisher);
+    let Arrival::Start(_rx, claim) = finisher
+        .arrive(&t, &first, now_ms(), MIN_REMAINING)
+        .await
+        .unwrap()
+    else {
+        panic!("the first caller starts a task");
+    };
+    // Its caller leaves, so the finishing instance has nobody of its own to give the answer to;
+    // a caller of the other instance waits for the task.
+    finisher
+        .abandon(&t, &first, None, false, now_ms())
+        .await
+        .unwrap();
+    let next = waiter(&*other);
+    let Ok(Arrival::Wait(rx)) = other.arrive(&t, &next, now_ms(), MIN_REMAINING).await else {
+        panic!("the other instance's caller waits for the task in flight");
+    };
+
+    // A replica of a master that is not there: it keeps its data and refuses every write.
+    let unused = crate::support::redis::free_port().to_string();
+    let demoted = crate::support::redis::cli(redis.port, &["replicaof", "127.0.0.1", &unused]);
+    assert!(demoted.contains("OK"), "{demoted}");
+    let sent = answer();
+    let finishing = {
+        let (finisher, t, sent) = (finisher.clone(), t.clone(), sent.clone());
+        tokio::spawn(async move {
+            finisher
+                .finish(&t, &claim, TaskOutcome::Answer(sent), false, now_ms())
+                .await
+        })
+    };
+    eventually(SOON, "the finish was refused and sent again", || async {
+        finisher
+            .server_report()
+            .is_some_and(|r| r.operations_refused_retried >= 4)
+    })
+    .await;
+    let promoted = crate::support::redis::cli(redis.port, &["replicaof", "no", "one"]);
+    assert!(promoted.contains("OK"), "{promoted}");
+
+    let outcome = finishing.await.unwrap();
+    assert!(matches!(outcome, Ok(Finished::Done)), "{outcome:?}");
+    let got = tokio::time::timeout(SOON, rx)
+        .await
+        .expect("the other instance's caller is answered")
+        .expect("a delivery")
+        .expect("an answer");
+    assert_eq!(
+        got.text, sent.text,
+        "the refused finish's answer reached the caller"
+    );
+    // Restamped on the receiving instance's clock (the same host's); four retries took 750 ms
+    // or more, which a life counted from the last try would have added.
+    assert!(
+        got.expires_at <= sent.expires_at + 100,
+        "the answer's life was not lengthened by the retries: {} against {}",
+        got.expires_at,
+        sent.expires_at
+    );
+}
+
 /// A Cluster master restarted (empty, inside the node timeout, so no failover) changes the
 /// epoch retries compare: its `run_id` is read from every master, not only from a single
 /// server as before.

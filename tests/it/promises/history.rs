@@ -58,6 +58,8 @@ pub struct Figures {
     pub upstream_tasks: u64,
     pub extra_tasks: i64,
     pub extra_bound: u64,
+    /// Answers the gateways gave up because a failover lost their finish's outcome.
+    pub given_up: u64,
     pub worst_delay: Duration,
     pub twice: usize,
     pub short_lived: usize,
@@ -69,7 +71,7 @@ impl fmt::Display for Figures {
         write!(
             f,
             "FIGURES {} callers={} answered={} (pool {}) errors={} {:?} unanswered={} upstream_tasks={} \
-             extra_tasks={} (bound {}) worst_delay={:.1}s tokens_twice={} short_lived={} late={}",
+             extra_tasks={} (bound {}, {} answers given up) worst_delay={:.1}s tokens_twice={} short_lived={} late={}",
             self.scenario,
             self.callers,
             self.answered,
@@ -80,6 +82,7 @@ impl fmt::Display for Figures {
             self.upstream_tasks,
             self.extra_tasks,
             self.extra_bound,
+            self.given_up,
             self.worst_delay.as_secs_f64(),
             self.twice,
             self.short_lived,
@@ -203,15 +206,32 @@ pub async fn check(fleet: &Fleet, scenario: &str, history: &[Handout], rules: Ru
     figures.upstream_tasks = fleet.submits();
     figures.extra_tasks = figures.upstream_tasks as i64 - history.len() as i64;
     let restocks = restocks(fleet);
-    figures.extra_bound = rules.extra_tasks + restocks;
+    // The price of never handing a token out twice: an answer whose finish was lost with a
+    // replaced master is given up (docs/REDIS.md "When a reply is lost"), each one an operation
+    // whose reply was lost, and each one counted where an operator sees it.
+    figures.given_up = fleet
+        .metric("captcha_gateway_store_answers_given_up_total", &[])
+        .await;
+    let unknown = fleet
+        .metric("captcha_gateway_store_operations_unknown_total", &[])
+        .await;
+    if figures.given_up > unknown {
+        broken.push(format!(
+            "{} answers given up for {unknown} operations whose reply was lost",
+            figures.given_up
+        ));
+    }
+    figures.extra_bound = rules.extra_tasks + restocks + figures.given_up;
     if figures.upstream_tasks > history.len() as u64 + figures.extra_bound {
         broken.push(format!(
-            "{} upstream tasks for {} callers: more than the {} extra allowed ({}, and {restocks} \
-             restocks of pooled answers that outlived their usable life)",
+            "{} upstream tasks for {} callers: more than the {} extra allowed ({}, {restocks} \
+             restocks of pooled answers that outlived their usable life, and {} answers given up \
+             when a failover lost their finish)",
             figures.upstream_tasks,
             history.len(),
             figures.extra_bound,
-            rules.extra_why
+            rules.extra_why,
+            figures.given_up
         ));
     }
     println!("{figures}");

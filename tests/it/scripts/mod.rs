@@ -741,11 +741,18 @@ async fn an_operation_older_than_its_record_refuses_to_run_afresh() {
     assert!(t.zset("pool").await.is_empty(), "nor is it pooled");
 
     // A fresh operation of the same age is refused too (its process paused before sending
-    // it); one issued a little earlier than the record's lifetime runs.
+    // it); one issued a little earlier than the record's lifetime runs, its answer's life
+    // counted from its issue (an answer with 60 s left then would be dead now).
     let late = t.try_run("p1", put(60000, "{\"text\":\"Y\"}")).await;
     assert_eq!(late.unwrap_err().code(), Some("CGEXPIRED"));
     t.issued = Some(now - 500_000);
     t.run("p2", put(60000, "{\"text\":\"Y\"}")).await;
+    assert_eq!(
+        t.mbox().await.len(),
+        1,
+        "an answer dead by now reaches nobody"
+    );
+    t.run("p3", put(600_000, "{\"text\":\"Y\"}")).await;
     assert_eq!(
         t.mbox().await.len(),
         2,

@@ -187,6 +187,11 @@ pub struct ServerReport {
     pub operations_unknown: u64,
     /// Operations sent again after their reply was lost, since start.
     pub operations_retried: u64,
+    /// Operations sent again after Redis refused them during a failover, since start.
+    pub operations_refused_retried: u64,
+    /// Answers given up because their task's finish had an unknown outcome across a master's
+    /// restart or replacement (`single::refinish`), since start: at most this much waste.
+    pub answers_given_up: u64,
     /// Operations a script refused because their record may have expired, since start.
     pub operations_expired: u64,
     /// Waiting callers let go to be solved alone because their answer could not be handed
@@ -203,6 +208,10 @@ struct Counters {
     unknown: AtomicU64,
     /// Operations sent again after their reply was lost.
     retried: AtomicU64,
+    /// Operations sent again after Redis refused them for a passing state (`ops::passing`).
+    refused_retried: AtomicU64,
+    /// Answers whose finish stayed unknown, finished again without them.
+    given_up: AtomicU64,
     /// Operations a script refused because their record may have expired.
     expired: AtomicU64,
     /// Waiting callers let go to be solved alone because their answer could not be handed out
@@ -447,6 +456,8 @@ impl Backend for RedisStore {
             handouts_withheld: durable.map_or(0, |d| d.withheld()),
             operations_unknown: inner.counters.unknown.load(Ordering::Relaxed),
             operations_retried: inner.counters.retried.load(Ordering::Relaxed),
+            operations_refused_retried: inner.counters.refused_retried.load(Ordering::Relaxed),
+            answers_given_up: inner.counters.given_up.load(Ordering::Relaxed),
             operations_expired: inner.counters.expired.load(Ordering::Relaxed),
             callers_released: inner.counters.released.load(Ordering::Relaxed),
             leases_restored: inner.counters.restored.load(Ordering::Relaxed),

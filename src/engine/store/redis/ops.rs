@@ -9,7 +9,13 @@
 //! whose outcome is unknown retries the same operation until it is known, and never acts on a
 //! guess.
 //!
-//! Retries stop, on the side of losing rather than doubling:
+//! An operation Redis refused for a state a failover passes through (a replica not yet promoted
+//! answering `READONLY`, `CLUSTERDOWN`, `TRYAGAIN`, `MASTERDOWN`, a promoted replica without the
+//! script, a node refusing connections) certainly did not run: a patient caller sends it again
+//! until it runs, for at most [`REFUSED_RETRY`], instead of dropping what it carried (an answer,
+//! a release, a claim). Each such retry is a first run.
+//!
+//! Retries of an unknown outcome stop, on the side of losing rather than doubling:
 //! - after [`RedisSettings::unknown_retry`] (well inside the record's lifetime);
 //! - when the script finds the operation older than its record may live (it carries the Redis
 //!   time it was issued at, so a process that paused between two tries cannot run it afresh);
@@ -22,12 +28,42 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use redis::{RedisError, Value};
+use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 use tokio::time::Instant;
 
 use super::call::{Prelude, TargetCall};
 use super::{Inner, ms};
 use crate::engine::store::StoreError;
+
+/// How long a patient caller sends an operation Redis refused again: past a Cluster failover
+/// (`cluster-node-timeout` is 15 s by default, then a replica is elected), short of holding an
+/// answer for a server that stays down.
+pub(super) const REFUSED_RETRY: Duration = Duration::from_secs(30);
+
+/// The first pause before a retry, doubled each time.
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+
+/// The longest pause between two retries.
+const MAX_PAUSE: Duration = Duration::from_secs(1);
+
+/// Whether Redis refused an operation for a state that passes: a failover under way (a replica
+/// not yet promoted, slots without a master, a promoted replica that has not loaded the script)
+/// or a node not accepting connections yet. The script did not run; shortly it can.
+fn passing(e: &RedisError) -> bool {
+    e.is_connection_refusal()
+        || matches!(
+            e.kind(),
+            ErrorKind::ClusterConnectionNotFound
+                | ErrorKind::Server(
+                    ServerErrorKind::ReadOnly
+                        | ServerErrorKind::TryAgain
+                        | ServerErrorKind::ClusterDown
+                        | ServerErrorKind::MasterDown
+                        | ServerErrorKind::BusyLoading
+                        | ServerErrorKind::NoScript
+                )
+        )
+}
 
 /// What became of an operation whose script did not answer with a reply.
 #[derive(Debug)]
@@ -100,6 +136,9 @@ pub(super) struct Op<'a> {
     /// Its reply may hand an answer out: with durable hand-outs its write is confirmed first
     /// (`durable.rs`).
     pub handout: bool,
+    /// A refusal during a failover is returned at once rather than retried: its caller has a
+    /// better use for it first (see `finish`).
+    pub refusal_first: bool,
 }
 
 impl Op<'_> {
@@ -120,6 +159,11 @@ impl Op<'_> {
 
     pub fn handout(mut self) -> Self {
         self.handout = true;
+        self
+    }
+
+    pub fn refusal_first(mut self) -> Self {
+        self.refusal_first = true;
         self
     }
 }
@@ -144,6 +188,7 @@ impl Inner {
             ttl: None,
             issued: self.redis_clock.now(),
             handout: false,
+            refusal_first: false,
         }
     }
 
@@ -214,7 +259,8 @@ impl Inner {
     }
 
     /// Runs `op` until its outcome is known: the reply of its one run, or [`OpError::NotRun`]
-    /// when the first attempt certainly did not run. Gives [`OpError::Unknown`] when retries ran
+    /// when it certainly did not run (a patient caller first sends it again while Redis refuses
+    /// it for a passing state, for up to [`REFUSED_RETRY`]). Gives [`OpError::Unknown`] when retries ran
     /// out or Redis restarted; `patient: false` gives it after the first unknown attempt
     /// (the caller then finishes with [`Inner::resolve`]).
     pub(super) async fn run(&self, op: &Op<'_>, patient: bool) -> Result<Vec<Value>, OpError> {
@@ -223,26 +269,70 @@ impl Inner {
 
     /// [`run`](Self::run), also telling whether a hand-out's write is confirmed.
     pub(super) async fn run_handout(&self, op: &Op<'_>, patient: bool) -> Result<Ran, OpError> {
-        let epoch = self.epoch();
-        match self.attempt(op).await {
-            Ok(ran) => {
-                let _ = self.seen(Ok(()));
-                Ok(ran)
-            }
-            Err(e) if never_ran(&e) => {
-                if expired(&e) {
-                    self.counters.expired.fetch_add(1, Ordering::Relaxed);
+        let retry_refusals = patient && !op.refusal_first;
+        self.run_from(op, patient, retry_refusals).await
+    }
+
+    /// Sends `op` again after a refusal [`run`](Self::run) returned (an `Op::refusal_first`
+    /// caller that had no better use for it): a refusal proves it did not run, so this is its
+    /// first run, retried as a patient one.
+    pub(super) async fn run_refused(&self, op: &Op<'_>) -> Result<Vec<Value>, OpError> {
+        self.run_from(op, true, true).await.map(|ran| ran.values)
+    }
+
+    async fn run_from(
+        &self,
+        op: &Op<'_>,
+        patient: bool,
+        retry_refusals: bool,
+    ) -> Result<Ran, OpError> {
+        // An operation without an issue time cannot tell a late retry from a first run.
+        let retry_refusals = retry_refusals && op.issued.is_some();
+        // Set at the first refusal: the hot path reads no clock for it.
+        let mut give_up = None;
+        let mut pause = FIRST_PAUSE;
+        loop {
+            let epoch = self.epoch();
+            match self.attempt(op).await {
+                Ok(ran) => {
+                    let _ = self.seen(Ok(()));
+                    return Ok(ran);
                 }
-                Err(OpError::NotRun(self.seen::<()>(Err(e)).unwrap_err()))
-            }
-            Err(e) => {
-                self.counters.unknown.fetch_add(1, Ordering::Relaxed);
-                let e = self.seen::<()>(Err(e)).unwrap_err();
-                if !patient {
-                    return Err(OpError::Unknown(e));
+                Err(e) if never_ran(&e) => {
+                    let give_up = *give_up.get_or_insert_with(|| {
+                        Instant::now() + self.horizon(op).min(REFUSED_RETRY)
+                    });
+                    if retry_refusals && passing(&e) && Instant::now() + pause < give_up {
+                        let _ = self.seen::<()>(Err(e));
+                        self.counters
+                            .refused_retried
+                            .fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(MAX_PAUSE);
+                        continue;
+                    }
+                    if expired(&e) {
+                        self.counters.expired.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Err(OpError::NotRun(self.seen::<()>(Err(e)).unwrap_err()));
                 }
-                self.resolve(op, epoch).await
+                Err(e) => {
+                    self.counters.unknown.fetch_add(1, Ordering::Relaxed);
+                    let e = self.seen::<()>(Err(e)).unwrap_err();
+                    if !patient {
+                        return Err(OpError::Unknown(e));
+                    }
+                    return self.resolve(op, epoch).await;
+                }
             }
+        }
+    }
+
+    /// How long retries of `op` may go on: well inside the life of its record.
+    fn horizon(&self, op: &Op<'_>) -> Duration {
+        match op.ttl {
+            Some(ttl) => (ttl / 2).min(self.settings.unknown_retry),
+            None => self.settings.unknown_retry,
         }
     }
 
@@ -260,15 +350,11 @@ impl Inner {
             // first run.
             return gone("redis was never read before this operation");
         };
-        let horizon = match op.ttl {
-            Some(ttl) => (ttl / 2).min(self.settings.unknown_retry),
-            None => self.settings.unknown_retry,
-        };
-        let give_up = Instant::now() + horizon;
-        let mut pause = Duration::from_millis(50);
+        let give_up = Instant::now() + self.horizon(op);
+        let mut pause = FIRST_PAUSE;
         loop {
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(1));
+            pause = (pause * 2).min(MAX_PAUSE);
             if Instant::now() >= give_up {
                 tracing::warn!("an operation's outcome stayed unknown; giving up");
                 return Err(OpError::Unknown(StoreError::Unavailable(

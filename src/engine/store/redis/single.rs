@@ -3,6 +3,7 @@
 //! running the same operation again, never by guessing.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use redis::Value;
 use tokio::sync::oneshot;
@@ -217,6 +218,7 @@ async fn arrive_in_redis(
                             ttl: Some(ARRIVAL_RECORD),
                             issued,
                             handout: true,
+                            refusal_first: false,
                         };
                         if let Ok(ran) = inner.resolve(&op, epoch).await {
                             let batch = match &op.call {
@@ -408,8 +410,24 @@ impl Inner {
             outcome: delivered,
             restart: restart.clone(),
         };
-        let op = self.op(call, &target.id, Pk::of(poolable)).at(now);
-        match self.run(&op, true).await {
+        let op = self
+            .op(call, &target.id, Pk::of(poolable))
+            .at(now)
+            .refusal_first();
+        let mut ran = self.run(&op, true).await;
+        if let Err(OpError::NotRun(_)) = &ran {
+            // Refused (Redis down, or a failover under way): Redis never saw this outcome, so
+            // nobody else can have it, and this instance's own waiter, if any, gets it now.
+            // Else it is sent again while the refusal lasts, rather than dropped; a stopping
+            // instance's hand-back is not worth holding its stop for.
+            if !noted && self.deliver_here(target, &outcome, at) {
+                return Ok(Finished::Done);
+            }
+            if !matches!(outcome, Requeue) {
+                ran = self.run_refused(&op).await;
+            }
+        }
+        match ran {
             Ok(values) => {
                 let delivered = Delivered::read(values)?;
                 self.notify(&target.id, delivered.woken).await;
@@ -425,18 +443,8 @@ impl Inner {
             Err(OpError::NotRun(e)) => {
                 // Redis never saw this outcome, so nobody else can have it: this instance's own
                 // waiters still get what they wait for.
-                let delivery = match outcome {
-                    Answer(a) if a.fresh_at(at, super::ms(self.settings.min_remaining)) => {
-                        Some(Ok(a))
-                    }
-                    Failed(f) => Some(Err(f)),
-                    _ => None,
-                };
-                if let Some(d) = delivery {
-                    if let Some(w) = self.local.take_any_waiter(&target.id) {
-                        let _ = w.tx.send(d);
-                        return Ok(Finished::Done);
-                    }
+                if self.deliver_here(target, &outcome, at) {
+                    return Ok(Finished::Done);
                 }
                 Err(e)
             }
@@ -445,12 +453,31 @@ impl Inner {
             // flight, and the waiters it covers would wait for its lease to lapse: so the claim
             // is finished again without its outcome (see `refinish`).
             Err(OpError::Unknown(e)) => match outcome {
-                Answer(_) | Failed(_) => match self.refinish(target, claim, poolable).await {
-                    Some(next) => Ok(Finished::Restart(next)),
-                    None => Err(e),
-                },
+                Answer(_) | Failed(_) => {
+                    match self.refinish(target, claim, poolable, &outcome).await {
+                        Some(next) => Ok(Finished::Restart(next)),
+                        None => Err(e),
+                    }
+                }
                 Stale | Requeue => Err(e),
             },
+        }
+    }
+
+    /// Hands a finished task's outcome Redis never saw to a waiter of this instance, if one
+    /// waits and the outcome is still worth having.
+    fn deliver_here(&self, target: &Target, outcome: &TaskOutcome, at: Millis) -> bool {
+        let delivery = match outcome {
+            Answer(a) if a.fresh_at(at, super::ms(self.settings.min_remaining)) => Ok(a.clone()),
+            Failed(f) => Err(f.clone()),
+            _ => return false,
+        };
+        match self.local.take_any_waiter(&target.id) {
+            Some(w) => {
+                let _ = w.tx.send(delivery);
+                true
+            }
+            None => false,
         }
     }
 
@@ -459,7 +486,16 @@ impl Inner {
     /// landed, this one is a repeat and does nothing (`finish.lua`); where it was lost, the
     /// claim leaves the in-flight set now, and a waiter it covered is covered by a new task
     /// (returned) instead of waiting out the lease.
-    async fn refinish(&self, target: &Target, claim: &ClaimId, poolable: bool) -> Option<ClaimId> {
+    async fn refinish(
+        &self,
+        target: &Target,
+        claim: &ClaimId,
+        poolable: bool,
+        outcome: &TaskOutcome,
+    ) -> Option<ClaimId> {
+        if matches!(outcome, Answer(_)) {
+            self.counters.given_up.fetch_add(1, Ordering::Relaxed);
+        }
         let restart = self.new_claim();
         let call = TargetCall::Finish {
             claim: claim.0.clone(),
