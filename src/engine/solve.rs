@@ -280,6 +280,11 @@ impl Engine {
             Arrival::Pooled(answer) => return Ok(self.pooled(kind, answer)),
             Arrival::Wait(rx) => {
                 super::trace::joined(target);
+                if poolable {
+                    // It may have claimed a pool's refill, leaving the pool short: the refiller
+                    // tops it up now, as after a take, not at its next look.
+                    self.pool_taken.notify_one();
+                }
                 rx
             }
             Arrival::Start(rx, claim) => {

@@ -200,8 +200,7 @@ async fn the_log_sees_a_pools_hits_and_waste_callers_who_hung_up_and_the_spread_
 /// The replay of the plan now against what the plan did: a configured pool of 16 for a
 /// reCAPTCHA target, callers arriving at random (exponential gaps, 8 a second on average, as a
 /// fleet's independent workers do) for 25 s, solves of 1-1.5 s: about 10 callers per refill's
-/// lead time, and refills that a caller claimed wait for the refiller's next look (a second),
-/// so the pool serves most of them, not all. The replay, run from the log alone, must give the
+/// lead time, so the pool serves most of them, not all. The replay, run from the log alone, must give the
 /// pool the share of its callers the gateway served from it. (A smaller pool sits where a few
 /// unlucky seconds empty it and it stays empty, in the gateway as in the replay: too uncertain
 /// a share to compare in a test of seconds.)
@@ -261,8 +260,8 @@ async fn the_replay_of_the_plan_now_serves_the_pool_as_the_gateway_did() {
     let replayed = pool["replayed_hit_rate_now"].as_f64().unwrap();
     // Two shares of about 200 callers each, but not of independent callers: a pool that empties
     // stays empty for a lead time or more, so one unlucky second moves ten callers at once. Runs
-    // of this test have put each share anywhere in 0.82-0.95 (docs/BENCHMARKS.md "A pool's
-    // refills wait for the refiller's look"): three standard errors of the difference with ten
+    // of this test have put each share anywhere in 0.82-0.96 (docs/BENCHMARKS.md "A pool's
+    // refills and the refiller's look"): three standard errors of the difference with ten
     // callers to a cluster. The model's own arithmetic is checked exactly in `status::advice::
     // replay`'s unit tests; this holds it against a real gateway.
     let p = (served + replayed) / 2.0;

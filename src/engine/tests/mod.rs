@@ -350,6 +350,54 @@ async fn a_refill_fills_the_pool_reports_its_solve_and_a_take_leaves_a_wake_up()
     assert_eq!((figures[0].refills, figures[0].pool_hits), (1, 1));
 }
 
+/// A caller that claims a refill in flight leaves the pool short as a take does, so it wakes the
+/// refiller too: waiting for the refiller's next look, a busy pool served half what it could
+/// (docs/BENCHMARKS.md "A pool's refills and the refiller's look").
+#[tokio::test]
+async fn a_caller_that_claims_a_refill_leaves_a_wake_up_too() {
+    let (solver, mut started) = ScriptedSolver::new();
+    let engine = engine(solver.clone());
+    let target = engine.target(&recaptcha());
+    let done = engine.refill(recaptcha(), 1).await.unwrap();
+    started_at_least(&mut started, 1).await;
+    use futures::FutureExt as _;
+    assert!(engine.pool_taken().notified().now_or_never().is_none());
+
+    let caller = {
+        let engine = engine.clone();
+        tokio::spawn(async move { engine.solve(recaptcha(), far()).await })
+    };
+    eventually(
+        Duration::from_secs(30),
+        "the caller claimed the refill",
+        || {
+            let (e, t) = (engine.clone(), target.clone());
+            async move {
+                e.store()
+                    .counts(&t, now_ms(), 10_000)
+                    .await
+                    .unwrap()
+                    .waiting
+                    == 1
+            }
+        },
+    )
+    .await;
+    assert!(
+        engine.pool_taken().notified().now_or_never().is_some(),
+        "the claim woke the refiller"
+    );
+    solver.release_all(Duration::from_secs(100));
+    let handout = caller.await.unwrap().unwrap();
+    assert_eq!(handout.source, Source::Solved);
+    assert!(done.into_iter().next().unwrap().await.unwrap().answered);
+    assert_eq!(
+        *solver.priorities.lock().unwrap(),
+        [Priority::Refill],
+        "the caller was served by the refill it claimed, starting nothing of its own"
+    );
+}
+
 /// A provider seam that panics (a bug of ours, say in parsing a reply).
 struct PanickingSolver;
 

@@ -50,7 +50,7 @@ pub struct PoolPlan {
     pub shelf_s: Vec<(Kind, f64)>,
     pub configured: Vec<PoolNow>,
     /// How often the pool refiller looks at its pools unprompted, in seconds (the replay's
-    /// refills wait for it unless a take prompts it).
+    /// replacements of expired answers wait for it; a take or a claimed refill prompts it).
     pub refill_look_s: f64,
 }
 
@@ -72,9 +72,8 @@ pub struct PoolAdvice {
     /// Its callers in the window, and the most per second in one bucket.
     pub callers: u64,
     pub peak_callers_per_s: f64,
-    /// Seconds from an answer leaving the pool to its replacement's answer: the kind's thread
-    /// time per solve, plus half the refiller's look (a refill a caller claimed is replaced at
-    /// the next one).
+    /// Seconds from an answer leaving the pool (taken, or its refill claimed: either wakes the
+    /// refiller) to its replacement's answer: the kind's thread time per solve.
     pub lead_s: f64,
     pub shelf_life_s: f64,
     /// The pool configured for it now (`fixed` size or `auto` max), if any.
@@ -168,10 +167,7 @@ pub fn advise(
             let target = Target {
                 span,
                 covered_s,
-                // A refill a caller claimed is replaced at the refiller's next look, half its
-                // interval later on average: the lead of the answers that pool is short.
-                lead_s: lead_s(seen.kind) + plan.refill_look_s / 2.0,
-                thread_s: lead_s(seen.kind),
+                lead_s: lead_s(seen.kind),
                 shelf_s: plan.shelf_s(seen.kind),
                 seen: &seen,
             };
@@ -184,8 +180,6 @@ struct Target<'a> {
     span: f64,
     covered_s: f64,
     lead_s: f64,
-    /// A solve's thread time (what a wasted answer cost in threads).
-    thread_s: f64,
     shelf_s: f64,
     seen: &'a Seen,
 }
@@ -257,7 +251,7 @@ impl Target<'_> {
             recommended,
             hit_rate: self.hit_rate(recommended),
             waste_per_day: waste,
-            waste_threads: waste * self.thread_s / 86_400.0,
+            waste_threads: waste * self.lead_s / 86_400.0,
             waste_cost_per_month: price.map(|p| waste * 30.0 * p / 1000.0),
             replayed_hit_rate_now: None,
             replayed_hit_rate: None,

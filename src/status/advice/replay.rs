@@ -55,7 +55,8 @@ pub struct ReplayPlan {
     pub pools: Vec<ReplayPool>,
     pub limits: Limits,
     /// How often the gateway's pool refiller looks at its pools unprompted, in seconds
-    /// (`RefillSettings::check_every`); a take from a pool prompts it at once. 0: at once always.
+    /// (`RefillSettings::check_every`): an expired answer is replaced then; a take, or a caller
+    /// claiming a refill, prompts it at once. 0: at once always.
     pub refill_look_s: f64,
 }
 
@@ -474,8 +475,8 @@ impl<'k> Sim<'k> {
         }
     }
 
-    /// Pool `p` lacks an answer nothing announced (one expired, or a caller claimed a refill
-    /// or solved alone): the refiller tops it up at its next look.
+    /// Pool `p` lacks an answer nothing announced (one expired): the refiller tops it up at its
+    /// next look.
     fn look_later(&mut self, p: usize) {
         if self.look_s <= 0.0 {
             self.top_up(p);
@@ -490,19 +491,19 @@ impl<'k> Sim<'k> {
         self.pools[p].callers += 1;
         if self.pools[p].ready.pop_front().is_some() {
             self.pools[p].hits += 1;
-            // A take prompts the refiller at once.
+            // A take prompts the refiller at once, as a claimed refill does below.
             self.top_up(p);
             return;
         }
         if self.pools[p].running > self.pools[p].claimants {
             self.pools[p].claimants += 1;
+            self.top_up(p);
         } else {
             self.need_thread(Job::Caller {
                 since: self.now,
                 kind,
             });
         }
-        self.look_later(p);
     }
 
     /// An answer for pool `p` is ready now: kept until its shelf life.
@@ -811,36 +812,60 @@ mod tests {
     }
 
     #[test]
-    fn a_refiller_that_looks_once_a_second_adds_to_every_refill_a_caller_claimed() {
-        // 8 callers a second of 1.25 s solves for a pool of 11: about 10 callers per lead time.
-        let log = steady(20, 480);
-        let model = [KindModel {
-            lead_s: 1.25,
-            ..MODEL[0]
-        }];
-        let refs: Vec<&Bucket> = log.iter().collect();
-        let hit_rate = |look: f64| {
+    fn a_claimed_refill_is_replaced_at_once_and_an_expired_answer_at_the_refillers_look() {
+        let hit_rate = |log: &[Bucket], model: &KindModel, size: u32, look: f64| {
+            let refs: Vec<&Bucket> = log.iter().collect();
             let plan = ReplayPlan {
                 threads: 100,
                 pools: vec![ReplayPool {
                     id: "t1".into(),
                     kind: Kind::RecaptchaV2,
-                    size: 11,
+                    size,
                 }],
                 refill_look_s: look,
                 limits: Limits::default(),
             };
-            let (r, ..) = replay(&refs, 60.0, &plan, &model, &Prices::default(), 5);
+            let (r, ..) = replay(
+                &refs,
+                60.0,
+                &plan,
+                std::slice::from_ref(model),
+                &Prices::default(),
+                5,
+            );
             r.pool_hit_rate.unwrap()
         };
-        let (at_once, each_second) = (hit_rate(0.0), hit_rate(1.0));
-        // P(Poisson(10) <= 10) = 0.58 with refills at once; waiting for the refiller's look
-        // (0.5 s on average) makes the lead about 1.75 s: P(Poisson(14) <= 10) = 0.18.
+        // 8 callers a second of 1.25 s solves for a pool of 11: about 10 callers per lead time,
+        // P(Poisson(10) <= 10) = 0.58, however seldom the refiller looks on its own.
+        let busy = steady(20, 480);
+        let model = KindModel {
+            lead_s: 1.25,
+            ..MODEL[0]
+        };
+        let (at_once, each_second) = (
+            hit_rate(&busy, &model, 11, 0.0),
+            hit_rate(&busy, &model, 11, 1.0),
+        );
         assert!((0.5..=0.66).contains(&at_once), "{at_once}");
         assert!(
-            each_second < at_once - 0.15,
+            (each_second - at_once).abs() < 0.03,
             "{each_second} against {at_once}"
         );
+        // One caller a minute for a pool of one whose answers keep 1 s of shelf: an answer is
+        // there 1 s of every 2.25 replaced at once, of every 7.25 when its replacement waits for
+        // a look every 10 s (5 s on average).
+        let sparse = steady(600, 1);
+        let short = KindModel {
+            lead_s: 1.25,
+            shelf_s: 1.0,
+            ..MODEL[0]
+        };
+        let (at_once, each_ten) = (
+            hit_rate(&sparse, &short, 1, 0.0),
+            hit_rate(&sparse, &short, 1, 10.0),
+        );
+        assert!((0.3..=0.6).contains(&at_once), "{at_once}");
+        assert!((0.05..=0.25).contains(&each_ten), "{each_ten}");
     }
 
     #[test]
