@@ -55,17 +55,35 @@ async fn closed_loop_of(
     }
 }
 
-/// `GET /v1/advice{query}` refused with 400 and `code`.
-async fn refused(gw: &TestGateway, query: &str, code: &str) {
+/// `GET /v1/advice{query}`: its status and body.
+async fn advice_reply(gw: &TestGateway, query: &str) -> (u16, Value) {
     let res = gw
         .http
         .get(gw.url(&format!("/v1/advice{query}")))
         .send()
         .await
         .unwrap();
-    assert_eq!(res.status(), 400, "{query}");
-    let v: Value = res.json().await.unwrap();
+    (res.status().as_u16(), res.json().await.unwrap())
+}
+
+/// `GET /v1/advice{query}` refused with 400 and `code`.
+async fn refused(gw: &TestGateway, query: &str, code: &str) {
+    let (status, v) = advice_reply(gw, query).await;
+    assert_eq!(status, 400, "{query}");
     assert_eq!(v["error"]["code"], code, "{v}");
+}
+
+/// `captcha-gateway advise --url base --window-h 1` and `more` arguments: what it printed.
+pub async fn advise_text(base: &str, more: &[&str]) -> String {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
+        .args(["advise", "--url", base, "--window-h", "1"])
+        .args(more)
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    text
 }
 
 /// One `POST /v1/solve` of `body`, answered.
@@ -90,14 +108,9 @@ fn image_of(name: &str) -> String {
 }
 
 async fn advice(gw: &TestGateway, query: &str) -> Value {
-    let res = gw
-        .http
-        .get(gw.url(&format!("/v1/advice{query}")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    res.json().await.unwrap()
+    let (status, v) = advice_reply(gw, query).await;
+    assert_eq!(status, 200, "{v}");
+    v
 }
 
 /// Test settings with reCAPTCHA solves of 1-1.5 s, samples every 100 ms and `BUCKET` buckets.
@@ -164,13 +177,7 @@ async fn the_advice_finds_the_peak_littles_law_implies_and_counts_every_caller()
     assert_eq!(k["pool_hit_rate"], 0.0);
 
     // The same advice as text from the command, and a window it refuses.
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
-        .args(["advise", "--url", &gw.url(""), "--window-h", "1"])
-        .output()
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let text = advise_text(&gw.url(""), &[]).await;
     assert!(
         text.starts_with(&format!("threads: {} recommended", t["recommended"])),
         "{text}"
@@ -504,13 +511,7 @@ async fn each_account_is_advised_and_priced_as_the_configuration_states() {
         "{a}"
     );
 
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
-        .args(["advise", "--url", &gw.base, "--window-h", "1"])
-        .output()
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let text = advise_text(&gw.base, &[]).await;
     assert!(text.contains("account main (captchaai): "), "{text}");
     assert!(text.contains("account solo (2captcha): "), "{text}");
     assert!(text.contains("7.20 USD a month now"), "{text}");
@@ -620,23 +621,7 @@ async fn pools_are_sized_for_a_stated_hit_rate_and_the_replay_shows_them_meeting
     // A lower goal asks for no more answers; the command shows the pools and both replays.
     let lower = advice(&gw, "?window_s=600&hit_rate=0.8").await;
     assert!(lower["pools"][0]["recommended"].as_u64().unwrap() <= size);
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
-        .args([
-            "advise",
-            "--url",
-            &gw.url(""),
-            "--window-h",
-            "1",
-            "--hit-rate",
-            "0.8",
-            "--wait-s",
-            "0.5",
-        ])
-        .output()
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let text = advise_text(&gw.url(""), &["--hit-rate", "0.8", "--wait-s", "0.5"]).await;
     let line = format!(
         "pool recaptcha_v2:{busy} ({}): {} recommended for 80.0 % of callers (no pool now)",
         &p["id"].as_str().unwrap()[..12],

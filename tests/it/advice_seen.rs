@@ -180,13 +180,7 @@ async fn the_log_sees_a_pools_hits_and_waste_callers_who_hung_up_and_the_spread_
         "{pool}"
     );
 
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_captcha-gateway"))
-        .args(["advise", "--url", &gw.url(""), "--window-h", "1"])
-        .output()
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let text = crate::advice::advise_text(&gw.url(""), &[]).await;
     let line = text
         .lines()
         .find(|l| l.starts_with("recaptcha_v2"))

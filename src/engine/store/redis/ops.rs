@@ -260,9 +260,9 @@ impl Inner {
 
     /// Runs `op` until its outcome is known: the reply of its one run, or [`OpError::NotRun`]
     /// when it certainly did not run (a patient caller first sends it again while Redis refuses
-    /// it for a passing state, for up to [`REFUSED_RETRY`]). Gives [`OpError::Unknown`] when retries ran
-    /// out or Redis restarted; `patient: false` gives it after the first unknown attempt
-    /// (the caller then finishes with [`Inner::resolve`]).
+    /// it for a passing state, for up to [`REFUSED_RETRY`]). Gives [`OpError::Unknown`] when
+    /// retries ran out or Redis restarted; `patient: false` gives it after the first unknown
+    /// attempt (the caller then finishes with [`Inner::resolve`]).
     pub(super) async fn run(&self, op: &Op<'_>, patient: bool) -> Result<Vec<Value>, OpError> {
         self.run_handout(op, patient).await.map(|ran| ran.values)
     }
