@@ -230,6 +230,7 @@ pub(crate) struct SimFile {
     /// Further injected faults (see docs/SIMULATOR.md "Faults").
     capacity_error_rate: Option<f64>,
     zero_balance_rate: Option<f64>,
+    plain_error_rate: Option<f64>,
     drop_rate: Option<f64>,
     malformed_rate: Option<f64>,
     slow_rate: Option<f64>,
@@ -614,6 +615,7 @@ pub(crate) fn sim_settings(
     let file_faults = [
         (&mut faults.capacity_error_rate, file.capacity_error_rate),
         (&mut faults.zero_balance_rate, file.zero_balance_rate),
+        (&mut faults.plain_error_rate, file.plain_error_rate),
         (&mut faults.drop_rate, file.drop_rate),
         (&mut faults.malformed_rate, file.malformed_rate),
         (&mut faults.slow_rate, file.slow_rate),

@@ -5,7 +5,8 @@
 //! Two families, each decided by one random draw so their rates add up exactly:
 //!
 //! - **submit faults** (`in.php` only): `ERROR_SERVER_ERROR`, an HTML 502 page, the capacity
-//!   code although threads are free, `ERROR_ZERO_BALANCE`;
+//!   code although threads are free, `ERROR_ZERO_BALANCE`, a plain-text error although JSON was
+//!   asked for;
 //! - **wire faults** (`in.php` and `res.php`): the connection dropped with no answer, or a reply
 //!   cut off mid-JSON; independently, a reply held back for `slow_ms`;
 //! - **a revoked key** (`reject_keys`, not a rate): every request (`in.php`/`res.php` and the
@@ -42,6 +43,9 @@ pub struct Faults {
     pub capacity_error_rate: f64,
     /// Share of submits answered `ERROR_ZERO_BALANCE` (0.0-1.0).
     pub zero_balance_rate: f64,
+    /// Share of submits answered `ERROR_SERVER_ERROR` as plain text, even when the request asked
+    /// for JSON (`json=1`, or the JSON task protocol), as an overloaded front end does (0.0-1.0).
+    pub plain_error_rate: f64,
     /// Share of `in.php`/`res.php` requests whose connection is closed without an answer, after
     /// the request took effect (a submit made a task whose id never arrives).
     pub drop_rate: f64,
@@ -62,6 +66,7 @@ pub struct FaultsPatch {
     pub html_error_rate: Option<f64>,
     pub capacity_error_rate: Option<f64>,
     pub zero_balance_rate: Option<f64>,
+    pub plain_error_rate: Option<f64>,
     pub drop_rate: Option<f64>,
     pub malformed_rate: Option<f64>,
     pub slow_rate: Option<f64>,
@@ -86,6 +91,7 @@ impl FaultsPatch {
                 "html_error_rate" => patch.html_error_rate = Some(rate()?),
                 "capacity_error_rate" => patch.capacity_error_rate = Some(rate()?),
                 "zero_balance_rate" => patch.zero_balance_rate = Some(rate()?),
+                "plain_error_rate" => patch.plain_error_rate = Some(rate()?),
                 "drop_rate" => patch.drop_rate = Some(rate()?),
                 "malformed_rate" => patch.malformed_rate = Some(rate()?),
                 "slow_rate" => patch.slow_rate = Some(rate()?),
@@ -116,6 +122,7 @@ impl FaultsPatch {
                 .capacity_error_rate
                 .unwrap_or(current.capacity_error_rate),
             zero_balance_rate: self.zero_balance_rate.unwrap_or(current.zero_balance_rate),
+            plain_error_rate: self.plain_error_rate.unwrap_or(current.plain_error_rate),
             drop_rate: self.drop_rate.unwrap_or(current.drop_rate),
             malformed_rate: self.malformed_rate.unwrap_or(current.malformed_rate),
             slow_rate: self.slow_rate.unwrap_or(current.slow_rate),
@@ -134,6 +141,7 @@ pub(crate) enum SubmitFault {
     HtmlError,
     Capacity,
     ZeroBalance,
+    PlainError,
 }
 
 /// What happens to a reply on its way out.
@@ -151,6 +159,7 @@ impl Faults {
             ("html_error_rate", self.html_error_rate),
             ("capacity_error_rate", self.capacity_error_rate),
             ("zero_balance_rate", self.zero_balance_rate),
+            ("plain_error_rate", self.plain_error_rate),
             ("drop_rate", self.drop_rate),
             ("malformed_rate", self.malformed_rate),
             ("slow_rate", self.slow_rate),
@@ -164,7 +173,7 @@ impl Faults {
         let submit = self.submit_rates().iter().sum::<f64>();
         if submit > 1.0 {
             return Err(SettingsError::Rate {
-                name: "server_error_rate + html_error_rate + capacity_error_rate + zero_balance_rate",
+                name: "server_error_rate + html_error_rate + capacity_error_rate + zero_balance_rate + plain_error_rate",
                 value: submit,
             });
         }
@@ -192,6 +201,7 @@ impl Faults {
             &mut self.html_error_rate,
             &mut self.capacity_error_rate,
             &mut self.zero_balance_rate,
+            &mut self.plain_error_rate,
             &mut self.drop_rate,
             &mut self.malformed_rate,
             &mut self.slow_rate,
@@ -206,12 +216,13 @@ impl Faults {
         self
     }
 
-    fn submit_rates(&self) -> [f64; 4] {
+    fn submit_rates(&self) -> [f64; 5] {
         [
             self.server_error_rate,
             self.html_error_rate,
             self.capacity_error_rate,
             self.zero_balance_rate,
+            self.plain_error_rate,
         ]
     }
 
@@ -222,6 +233,7 @@ impl Faults {
             SubmitFault::HtmlError,
             SubmitFault::Capacity,
             SubmitFault::ZeroBalance,
+            SubmitFault::PlainError,
         ];
         let mut edge = 0.0;
         for (rate, fault) in self.submit_rates().into_iter().zip(faults) {
@@ -312,6 +324,7 @@ mod tests {
             html_error_rate: 0.2,
             capacity_error_rate: 0.3,
             zero_balance_rate: 0.1,
+            plain_error_rate: 0.1,
             drop_rate: 0.25,
             malformed_rate: 0.25,
             slow_rate: 0.5,
@@ -323,7 +336,8 @@ mod tests {
         assert_eq!(f.submit_fault(0.25), Some(SubmitFault::HtmlError));
         assert_eq!(f.submit_fault(0.55), Some(SubmitFault::Capacity));
         assert_eq!(f.submit_fault(0.65), Some(SubmitFault::ZeroBalance));
-        assert_eq!(f.submit_fault(0.75), None);
+        assert_eq!(f.submit_fault(0.75), Some(SubmitFault::PlainError));
+        assert_eq!(f.submit_fault(0.85), None);
         assert_eq!(f.wire_fault(0.1), Some(WireFault::Drop));
         assert_eq!(f.wire_fault(0.3), Some(WireFault::Malformed));
         assert_eq!(f.wire_fault(0.6), None);

@@ -137,7 +137,17 @@ async fn submit(sim: &Simulator, req: Request) -> Response {
             HTML_502,
         )
             .into_response(),
+        Submit::Fault(SubmitFault::PlainError) => plain_error(),
     }
+}
+
+/// `ERROR_SERVER_ERROR` as plain text, whatever format the request asked for.
+pub(super) fn plain_error() -> Response {
+    (
+        [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"))],
+        codes::SERVER_ERROR,
+    )
+        .into_response()
 }
 
 async fn results(sim: &Simulator, req: Request) -> Response {

@@ -18,7 +18,7 @@ use axum::routing::post;
 use serde_json::{Map, Value, json};
 
 use super::faults::SubmitFault;
-use super::handlers::{HTML_502, KEY_LEN, MAX_BODY, with_wire_faults};
+use super::handlers::{HTML_502, KEY_LEN, MAX_BODY, plain_error, with_wire_faults};
 use super::stats::Event;
 use super::tasks::{Poll, Report};
 use super::{Simulator, Submit, answers};
@@ -133,6 +133,7 @@ fn create(sim: &Simulator, body: &Map<String, Value>, dialect: TaskApiDialect) -
             HTML_502,
         )
             .into_response(),
+        Submit::Fault(SubmitFault::PlainError) => plain_error(),
     }
 }
 

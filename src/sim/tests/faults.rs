@@ -59,6 +59,22 @@ async fn submit_faults_switch_on_and_off_at_run_time() {
 }
 
 #[tokio::test]
+async fn a_plain_text_error_comes_even_when_json_was_asked_for() {
+    let s = Sim::new(|_| {});
+    s.set_faults(r#"{"plain_error_rate": 1}"#).await;
+    let mut pairs = vec![("key", KEY), ("json", "1")];
+    pairs.extend_from_slice(RECAPTCHA);
+    let (status, body) = s.post_form("/in.php", &pairs).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::OK, "ERROR_SERVER_ERROR")
+    );
+    s.clear_faults().await;
+    let (_, body) = s.post_form("/in.php", &pairs).await;
+    assert_eq!(json(&body)["status"], 1, "{body}");
+}
+
+#[tokio::test]
 async fn a_malformed_reply_is_cut_off_json_and_a_dropped_one_never_completes() {
     let s = Sim::new(|_| {});
     let id = s.submit(RECAPTCHA).await;
