@@ -35,12 +35,19 @@ where
     }
 }
 
+/// How long it rests between two tries: short, so a condition is seen soon after it holds; a
+/// real pause, so a check that starts a process (`redis-cli`, `ss`) is not run back to back,
+/// loading both cores during the very fault a test times, and the runtime's other tasks (and its
+/// I/O, on a single-threaded runtime) get their turn.
+const PAUSE: Duration = Duration::from_millis(10);
+
 /// The loop behind both: `Err` with the last value seen (none if the first try hung) once the
 /// deadline has passed.
 ///
-/// Between tries it yields to the runtime instead of sleeping, so it neither advances a paused
-/// clock (`start_paused` tests) nor adds latency. The deadline is wall-clock time, checked both
-/// between tries and around each try, so a paused clock or a hung check cannot make it unbounded.
+/// Between tries it rests [`PAUSE`] on the wall clock, on a blocking thread: a paused test clock
+/// (`start_paused` tests) does not advance meanwhile, as tokio holds its auto-advance while a
+/// blocking task runs. The deadline is wall-clock time, checked both between tries and around
+/// each try, so a paused clock or a hung check cannot make it unbounded.
 async fn poll<T, F, Fut>(deadline: Duration, mut check: F) -> Result<(), Option<T>>
 where
     F: FnMut() -> Fut,
@@ -57,9 +64,14 @@ where
             Ok((true, _)) => return Ok(()),
             Ok((false, value)) => {
                 seen = Some(value);
-                tokio::task::yield_now().await;
+                rest().await;
             }
             Err(_) => return Err(seen),
         }
     }
+}
+
+async fn rest() {
+    // Joined only to wait; a panic in `sleep` cannot happen.
+    let _ = tokio::task::spawn_blocking(|| std::thread::sleep(PAUSE)).await;
 }
