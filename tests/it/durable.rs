@@ -14,7 +14,7 @@ use captcha_gateway::engine::store::{Arrival, Finished, TaskOutcome, WaiterId};
 use captcha_gateway::model::{Answer, SolveRequest, Target, TargetPolicy, now_ms};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::eventually::eventually;
+use crate::support::eventually::{eventually, eventually_showing};
 use crate::support::fault_proxy::{FaultProxy, Mode};
 use crate::support::redis::{RedisCluster, RedisServer};
 
@@ -207,6 +207,147 @@ async fn mail_a_replica_has_not_confirmed_stays_in_redis_and_its_caller_is_let_g
         panic!("the next caller gets the answer from the pool");
     };
     assert_eq!(got.text, token.text);
+}
+
+/// Hand-outs waiting for a replica that lags (it is frozen), on three gateway instances; their
+/// master is demoted mid-wait (its blocked `WAIT`s fail, so the takes are withheld, and it
+/// refuses their put-backs); then the failover: the lagging replica, which never saw the takes,
+/// is promoted with every answer still pooled, and the old master syncs from it and takes its
+/// place again at the same address. The put-backs, sent again until they run, land where the
+/// originals still are. Each answer is in the pool once (before, a put-back was a second member:
+/// the same token twice), and no caller holds one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_put_back_across_a_failover_that_kept_their_originals_are_pooled_once() {
+    use crate::support::redis::cli;
+    let (master, replica) = master_and_replica();
+    let mut instances = Vec::new();
+    for _ in 0..3 {
+        let store = store_with(master.url(), |s| {
+            s.durability = Durability {
+                replicas: 1,
+                fsync: false,
+                wait: Duration::from_secs(30),
+            };
+        })
+        .await;
+        instances.push(store);
+    }
+    let t = target("failover-put-back");
+    for _ in 0..4 {
+        instances[0].put(&t, answer(), now_ms()).await.unwrap();
+    }
+    let pool = format!("cg:{{t:{}}}:pool", t.id);
+    let pooled_on = |port: u16| {
+        cli(port, &["zcard", &pool])
+            .trim()
+            .parse::<u64>()
+            .unwrap_or(0)
+    };
+    eventually(SOON, "the replica holds the pool", || async {
+        pooled_on(replica.port) == 4
+    })
+    .await;
+
+    // Warm, as a running gateway is: the arrive script is in the server's cache (a first run
+    // would wait out a `WAIT` before loading it).
+    let warm = target("warm");
+    for store in &instances {
+        store
+            .arrive(&warm, &waiter(&**store), now_ms(), MIN_REMAINING)
+            .await
+            .unwrap();
+    }
+    // The replica falls behind: frozen, and cut off, so nothing written from now on reaches it
+    // (not even through its socket's buffer).
+    replica.pause();
+    assert!(cli(master.port, &["client", "kill", "type", "replica"]).contains('1'));
+    let callers: Vec<_> = instances
+        .iter()
+        .map(|store| {
+            let (store, t) = (store.clone(), t.clone());
+            tokio::spawn(async move {
+                store
+                    .arrive(&t, &waiter(&*store), now_ms(), MIN_REMAINING)
+                    .await
+                    .map(|a| matches!(a, Arrival::Pooled(_)))
+            })
+        })
+        .collect();
+    eventually_showing(SOON, "three takes waiting for the replica", || async {
+        let on_master = pooled_on(master.port);
+        (on_master == 1, on_master)
+    })
+    .await;
+    // Demoted mid-wait (a replica of a master not there yet): the `WAIT`s fail, the takes are
+    // withheld, their put-backs refused.
+    let nowhere = crate::support::redis::free_port().to_string();
+    assert!(cli(master.port, &["replicaof", "127.0.0.1", &nowhere]).contains("OK"));
+    eventually_showing(SOON, "the put-backs refused and sent again", || async {
+        let seen: Vec<(u64, u64)> = instances
+            .iter()
+            .map(|s| {
+                let r = s.server_report().unwrap_or_default();
+                (r.handouts_withheld, r.operations_refused_retried)
+            })
+            .collect();
+        (
+            seen.iter()
+                .all(|(withheld, refused)| *withheld == 1 && *refused >= 2),
+            seen,
+        )
+    })
+    .await;
+
+    // The failover: the replica, never told of the takes, becomes the master; the old master
+    // follows it (taking its data), then is promoted again.
+    // Promoted as it wakes: the command is queued before it resumes, so it runs before the
+    // replica could reconnect to its old master (and learn of the takes).
+    let promote = {
+        use std::io::{Read, Write};
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", replica.port)).unwrap();
+        conn.write_all(b"*3\r\n$9\r\nREPLICAOF\r\n$2\r\nNO\r\n$3\r\nONE\r\n")
+            .unwrap();
+        replica.resume();
+        conn.set_read_timeout(Some(SOON)).unwrap();
+        let mut reply = [0u8; 5];
+        conn.read_exact(&mut reply).unwrap();
+        reply
+    };
+    assert_eq!(&promote, b"+OK\r\n");
+    let promoted = replica.port.to_string();
+    assert!(cli(master.port, &["replicaof", "127.0.0.1", &promoted]).contains("OK"));
+    eventually(
+        SOON,
+        "the old master synced from the promoted replica",
+        || async {
+            cli(master.port, &["info", "replication"]).contains("master_link_status:up")
+                && pooled_on(master.port) == 4
+        },
+    )
+    .await;
+    assert!(cli(master.port, &["replicaof", "no", "one"]).contains("OK"));
+
+    for caller in callers {
+        let handed = caller.await.unwrap();
+        assert!(
+            !matches!(handed, Ok(true)),
+            "a withheld take is no caller's: {handed:?}"
+        );
+    }
+    // Each caller returned after its put-back ran, against the originals.
+    let members = cli(master.port, &["zrange", &pool, "0", "-1"]);
+    let members: Vec<&str> = members.lines().filter(|l| !l.is_empty()).collect();
+    let mut texts: Vec<String> = members
+        .iter()
+        .map(|m| serde_json::from_str::<serde_json::Value>(m).unwrap()["text"].to_string())
+        .collect();
+    texts.sort();
+    texts.dedup();
+    assert_eq!(
+        (members.len(), texts.len()),
+        (4, 4),
+        "each answer pooled once: {members:#?}"
+    );
 }
 
 /// A retry of `finish` that comes after the operation's record expired (this process was frozen

@@ -1,7 +1,9 @@
 //! What travels through a waiter's mailbox: `A|<expires_at>|<answer json>` for an answer (the
 //! scripts read the expiry, in Redis time, to pool or drop it without parsing JSON) or
-//! `F|<failure json>`. The JSON's own times are the solving instance's; a taker restamps them
-//! from the remaining life the script reports ([`restamp`]).
+//! `F|<failure json>`. The JSON's own times are relative (solved at 0, expiring after its
+//! lifetime); a taker restamps them from the remaining life the script reports ([`restamp`]).
+//! So one answer is one pool member, whichever instance wrote it and however often it went
+//! round: an answer put back where a failover kept the original is found there, not doubled.
 
 use crate::engine::{Delivery, SolveFailure};
 use crate::model::{Answer, Millis};
@@ -29,10 +31,16 @@ pub fn failure_json(failure: &SolveFailure) -> String {
     serde_json::to_string(failure).unwrap_or_default()
 }
 
-/// The pool member form of an answer.
+/// The pool member (and mail) form of an answer: its identity (token, user agent, provider task,
+/// lifetime) and no instance's clock, since every reader restamps its times anyway.
 pub fn answer_json(answer: &Answer) -> String {
+    let relative = Answer {
+        solved_at: 0,
+        expires_at: answer.expires_at.saturating_sub(answer.solved_at),
+        ..answer.clone()
+    };
     // Serializing plain strings and integers cannot fail.
-    serde_json::to_string(answer).unwrap_or_default()
+    serde_json::to_string(&relative).unwrap_or_default()
 }
 
 pub fn decode(mail: &str) -> Option<Delivery> {
@@ -75,12 +83,32 @@ mod tests {
             expires_at: 120_001,
             upstream: None,
         };
-        assert_eq!(decode(&encode(&Ok(a.clone()))), Some(Ok(a)));
+        let decoded = decode(&encode(&Ok(a.clone()))).unwrap().unwrap();
+        assert_eq!(restamp(decoded, 100_000, 20_001), a);
         let f = SolveFailure::new("ERROR_CAPTCHA_UNSOLVABLE", "x");
         assert_eq!(decode(&encode(&Err(f.clone()))), Some(Err(f)));
         for junk in ["", "A|", "A|12", "F|{", "X|1|{}"] {
             assert_eq!(decode(junk), None);
         }
+    }
+
+    #[test]
+    fn one_answer_is_one_member_however_often_it_was_restamped() {
+        let a = Answer {
+            text: "tok".into(),
+            user_agent: None,
+            solved_at: 1_000,
+            expires_at: 121_000,
+            upstream: None,
+        };
+        let elsewhere = restamp(a.clone(), 50_000, 9_999_999);
+        assert_ne!(elsewhere.expires_at, a.expires_at);
+        assert_eq!(answer_json(&elsewhere), answer_json(&a));
+        let other = Answer {
+            text: "tok2".into(),
+            ..a.clone()
+        };
+        assert_ne!(answer_json(&other), answer_json(&a));
     }
 
     #[test]

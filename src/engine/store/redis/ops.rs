@@ -47,10 +47,13 @@ const FIRST_PAUSE: Duration = Duration::from_millis(50);
 const MAX_PAUSE: Duration = Duration::from_secs(1);
 
 /// Whether Redis refused an operation for a state that passes: a failover under way (a replica
-/// not yet promoted, slots without a master, a promoted replica that has not loaded the script)
-/// or a node not accepting connections yet. The script did not run; shortly it can.
+/// not yet promoted, slots without a master, a promoted replica that has not loaded the script,
+/// a master short of the replicas `min-replicas-to-write` asks for) or a node not accepting
+/// connections yet. The script did not run (a refused write aborts it before anything is
+/// written); shortly it can.
 fn passing(e: &RedisError) -> bool {
     e.is_connection_refusal()
+        || e.code() == Some("NOREPLICAS")
         || matches!(
             e.kind(),
             ErrorKind::ClusterConnectionNotFound
