@@ -2,11 +2,13 @@
 -- else the pool; a failure goes to the oldest waiter no remaining task covers; a stale answer
 -- (less than min_remaining left here) is waste, and restarts a task when a waiter is left
 -- uncovered; a requeued task (its instance is stopping) delivers nothing, and the uncovered
--- waiter's own instance starts a task for it (cover.lua). The claim is marked finished, so a
+-- waiter's own instance starts a task for it (cover.lua); a withdrawn task (never submitted, its
+-- caller gone) cost nothing, and restarts a task when a waiter is left uncovered, like a stale
+-- one but without counting waste. The claim is marked finished, so a
 -- renewal racing this script never brings it back. A claim whose provider task another claim
 -- adopted (its instance was away past its lease) delivers nothing: the adopter delivers.
 -- KEYS, ARGV[1..6]: the target prelude's.
--- ARGV[7] the task's claim id   ARGV[8] outcome: 'A' | 'F' | 'S' | 'R'
+-- ARGV[7] the task's claim id   ARGV[8] outcome: 'A' | 'F' | 'S' | 'R' | 'W'
 -- ARGV[9] remaining ms (for 'A')   ARGV[10] answer json ('A') or failure json ('F')
 -- ARGV[11] claim id for a restart
 -- Returns: {restart (0/1), woken...}: whether to start a task under ARGV[11], and the waiters
@@ -47,8 +49,8 @@ elseif outcome == 'F' then
     local w = hand_to_oldest('F|' .. ARGV[10])
     if w then table.insert(woken, w) end
   end
-elseif outcome == 'S' then
-  incr('expired_unused', 1)
+elseif outcome == 'S' or outcome == 'W' then
+  if outcome == 'S' then incr('expired_unused', 1) end
   if redis.call('ZCARD', waiters) > redis.call('ZCARD', inflight) then
     redis.call('ZADD', inflight, now + lease, ARGV[11])
     incr('new_tasks', 1)

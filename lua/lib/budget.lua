@@ -34,3 +34,11 @@ local function effective_cap()
   end
   return cap
 end
+
+-- Whether a capacity refusal with `others` of our tasks in flight besides the refused one is the
+-- plan's size, the provider having lately accepted a task with `proven` others in flight and the
+-- cap being `cap` (src/provider/budget/cap.rs `refusal_is_plan` decides the same): more than
+-- the provider just carried, and at least half the cap. Else the provider is short a moment.
+local function refusal_is_plan(others, proven, cap)
+  return others > proven and others * 2 >= cap
+end

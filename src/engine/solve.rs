@@ -48,17 +48,19 @@ pub trait Solver: Send + Sync + 'static {
     /// [`solve`](Self::solve) for a task whose provider work another instance may adopt:
     /// `submitted` hears each provider task as soon as it exists, and `resume` (a provider task a
     /// dead instance submitted for the same target) is polled to its end instead of submitting
-    /// the work again, where the account that holds it is configured here. A solver that cannot
-    /// do either just solves.
+    /// the work again, where the account that holds it is configured here. Not submitted by
+    /// `start_by` (its caller gone), the task ends with [`SolveFailure::unstarted`]. A solver
+    /// that cannot do these just solves.
     async fn solve_tracked(
         &self,
         req: &SolveRequest,
+        start_by: Instant,
         deadline: Instant,
         priority: Priority,
         resume: Option<UpstreamRef>,
         submitted: &(dyn Fn(UpstreamRef) + Send + Sync),
     ) -> Result<Solution, SolveFailure> {
-        let _ = (resume, submitted);
+        let _ = (start_by, resume, submitted);
         self.solve(req, deadline, priority).await
     }
 }
@@ -289,7 +291,9 @@ impl Engine {
             }
             Arrival::Start(rx, claim) => {
                 let task = req.clone();
-                self.start_single_use(target.clone(), task, poolable, claim, priority, None);
+                // Started for this caller: not worth starting once it has gone.
+                let task_for = TaskFor::Caller(deadline, priority);
+                self.start_single_use(target.clone(), task, poolable, claim, task_for, None);
                 rx
             }
         };
@@ -352,7 +356,14 @@ impl Engine {
         for claim in claims {
             let (tx, rx) = oneshot::channel();
             let (t, r) = (target.clone(), req.clone());
-            self.start_single_use(t, r, true, claim, Priority::Refill, Some(tx));
+            self.start_single_use(
+                t,
+                r,
+                true,
+                claim,
+                TaskFor::Anyone(Priority::Refill),
+                Some(tx),
+            );
             done.push(rx);
         }
         Ok(done)
@@ -364,10 +375,11 @@ impl Engine {
         req: SolveRequest,
         poolable: bool,
         mut claim: ClaimId,
-        priority: Priority,
+        mut task_for: TaskFor,
         mut done: Option<oneshot::Sender<RefillDone>>,
     ) {
         let engine = self.clone();
+        let priority = task_for.priority();
         let span = super::trace::upstream_task(&target, priority);
         let mut adopted = self.store.adopted(&claim);
         let task = async move {
@@ -375,7 +387,7 @@ impl Engine {
                 let started = Instant::now();
                 // A panic below must still end the task in the store: otherwise its claim stays
                 // in this instance's renewal set, counted in flight forever.
-                let run = engine.run_claimed(&target, &claim, &req, priority, adopted.take());
+                let run = engine.run_claimed(&target, &claim, &req, task_for, adopted.take());
                 let outcome = AssertUnwindSafe(run)
                     .catch_unwind()
                     .await
@@ -395,6 +407,8 @@ impl Engine {
                         TaskOutcome::Answer(answer)
                     }
                     Ok(_) => TaskOutcome::Stale,
+                    // Its caller left before a thread or the provider took it: nothing was spent.
+                    Err(f) if f.is_unstarted() => TaskOutcome::Withdrawn,
                     // Stopping is not the task's failure: whoever it covered, on any instance, is
                     // covered again by their own instance instead of failed.
                     Err(_) if cut_short => TaskOutcome::Requeue,
@@ -405,7 +419,11 @@ impl Engine {
                     .finish(&target, &claim, outcome, poolable, now_ms())
                     .await
                 {
-                    Ok(Finished::Restart(next)) => claim = next,
+                    Ok(Finished::Restart(next)) => {
+                        // Now for a waiter this instance may not know: runs as long as any task.
+                        claim = next;
+                        task_for = TaskFor::Anyone(priority);
+                    }
                     Ok(Finished::Done) => break,
                     Err(e) => {
                         tracing::warn!(target = ?target, error = %e, "could not record a finished task");
@@ -436,10 +454,14 @@ impl Engine {
         target: &Target,
         claim: &ClaimId,
         req: &SolveRequest,
-        priority: Priority,
+        task_for: TaskFor,
         adopted: Option<UpstreamRef>,
     ) -> Result<Answer, SolveFailure> {
         let deadline = Instant::now() + self.settings.task_timeout;
+        let (start_by, priority) = match task_for {
+            TaskFor::Caller(gone_at, priority) => (gone_at.min(deadline), priority),
+            TaskFor::Anyone(priority) => (deadline, priority),
+        };
         // Long enough that any answer this instance could still deliver late (after a pause)
         // has expired by the time the note goes, so an adopter and this claim never both
         // hand out the same answer.
@@ -457,7 +479,7 @@ impl Engine {
         }
         let solved = self
             .solver
-            .solve_tracked(req, deadline, priority, adopted, &submitted)
+            .solve_tracked(req, start_by, deadline, priority, adopted, &submitted)
             .await;
         self.stamped(req, solved)
     }
@@ -509,7 +531,8 @@ impl Engine {
             }
             Arrival::Wait(rx) => rx,
             Arrival::Start(rx, claim) => {
-                self.start_single_use(target.clone(), req, poolable, claim, priority, None);
+                let task_for = TaskFor::Anyone(priority);
+                self.start_single_use(target.clone(), req, poolable, claim, task_for, None);
                 rx
             }
         };
@@ -573,7 +596,7 @@ impl Engine {
             for claim in claims {
                 tracing::info!(target = ?target, "starting a task for demand a lost instance held");
                 let (t, r) = (target.clone(), req.clone());
-                self.start_single_use(t, r, poolable, claim, priority, None);
+                self.start_single_use(t, r, poolable, claim, TaskFor::Anyone(priority), None);
             }
         }
     }
@@ -588,6 +611,25 @@ impl Engine {
 
     pub async fn report(&self, task: &UpstreamRef, good: bool) -> Result<(), SolveFailure> {
         self.solver.report(task, good).await
+    }
+}
+
+/// Who an upstream task of a single-use target is started for.
+#[derive(Debug, Clone, Copy)]
+enum TaskFor {
+    /// The caller whose arrival started it, which leaves at this deadline: a task the provider
+    /// has not taken by then is withdrawn (a waiter it covered is covered again, see
+    /// [`TaskOutcome::Withdrawn`]).
+    Caller(Instant, Priority),
+    /// A pool, a waiter of another instance, or a caller already gone: runs its whole course.
+    Anyone(Priority),
+}
+
+impl TaskFor {
+    fn priority(self) -> Priority {
+        match self {
+            TaskFor::Caller(_, p) | TaskFor::Anyone(p) => p,
+        }
     }
 }
 

@@ -20,6 +20,8 @@ pub struct SolveFailure {
 /// The code of [`SolveFailure::shutting_down`]. Never a caller's: the engine hands such a task's
 /// work back instead of delivering it.
 const SHUTTING_DOWN: &str = "SHUTTING_DOWN";
+/// The code of [`SolveFailure::unstarted`]. Never a caller's: the engine withdraws such a task.
+const UNSTARTED: &str = "UNSTARTED";
 
 impl SolveFailure {
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
@@ -38,6 +40,15 @@ impl SolveFailure {
 
     pub fn is_shutting_down(&self) -> bool {
         self.code == SHUTTING_DOWN
+    }
+
+    /// The task was never submitted, and its `start_by` (its caller's deadline) has passed.
+    pub fn unstarted() -> Self {
+        Self::new(UNSTARTED, "not started before its caller's deadline")
+    }
+
+    pub fn is_unstarted(&self) -> bool {
+        self.code == UNSTARTED
     }
 }
 

@@ -2,10 +2,12 @@
 //! (docs/ARCHITECTURE.md promise 5, "Capped"; docs/PROTOCOL.md "Retry classes").
 //!
 //! Owns: taking a thread from the account's budget for each task and holding it until the
-//! provider is done with it, retrying capacity errors (the budget's cap shrinks, the task waits
-//! for a thread again) with jittered backoff for as long as the caller's deadline allows and
-//! transient errors a bounded number of times, asking `threadsinfo` for the plan's threads,
-//! handing submitted tasks to the account's poller, and the counters the metrics module reads.
+//! provider is done with it, retrying capacity errors (the budget hears of the refusal and may
+//! lower its cap) with jittered backoff for as long as the caller's deadline allows and transient
+//! errors a bounded number of times, giving the thread back while it waits and asking again in
+//! its first place, giving up a task its caller no longer waits for before it was submitted,
+//! asking `threadsinfo` for the plan's threads, handing submitted tasks to the account's poller,
+//! and the counters the metrics module reads.
 //! Does not own: choosing an account (the engine), or how threads are shared and ordered (the
 //! budget: `budget`, fleet-wide in the Redis store).
 
@@ -34,6 +36,45 @@ pub const TIMEOUT: &str = "TIMEOUT";
 /// submit once the signal came, after it once the grace period is over. Nothing went wrong with
 /// the task itself, so the engine hands its work back rather than failing anyone for it.
 pub const SHUTDOWN: &str = "SHUTDOWN";
+/// The code of the error a solve ends with when its `start_by` passed before the provider took
+/// it (waiting for a thread, or out a refusal): nothing was spent, and the caller it was for is
+/// gone, so the engine withdraws it rather than failing anyone for it.
+pub const UNSTARTED: &str = "UNSTARTED";
+
+/// When one task may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    /// Who the thread is for.
+    pub priority: Priority,
+    /// When the task first asked for a thread: its place among the waiters, kept when it asks
+    /// again after a refusal.
+    pub since: Instant,
+    /// Past this without the provider having taken it, the task is given up ([`UNSTARTED`]):
+    /// its caller's deadline, when one caller waits for it.
+    pub start_by: Instant,
+    /// Past this, nothing more is waited for ([`TIMEOUT`]).
+    pub deadline: Instant,
+}
+
+impl Schedule {
+    /// A task asking now, which may start as long as it may end.
+    pub fn new(priority: Priority, deadline: Instant) -> Schedule {
+        Schedule {
+            priority,
+            since: Instant::now(),
+            start_by: deadline,
+            deadline,
+        }
+    }
+
+    /// The same task, given up unless submitted by `start_by` (never later than its deadline).
+    pub fn start_by(self, start_by: Instant) -> Schedule {
+        Schedule {
+            start_by: start_by.min(self.deadline),
+            ..self
+        }
+    }
+}
 
 /// How one account behaves. Each default says why it is that value.
 #[derive(Debug, Clone, PartialEq)]
@@ -188,20 +229,19 @@ impl Account {
         deadline: Instant,
         priority: Priority,
     ) -> Result<Solved, ProviderError> {
-        self.solve_noted(req, deadline, priority, &|_| {}).await
+        let schedule = Schedule::new(priority, deadline);
+        self.solve_noted(req, schedule, &|_| {}).await
     }
 
-    /// [`solve`](Self::solve), telling `submitted` the provider's task id as soon as it has one.
+    /// [`solve`](Self::solve) on `schedule`, telling `submitted` the provider's task id as soon
+    /// as it has one.
     pub async fn solve_noted(
         &self,
         req: &SolveRequest,
-        deadline: Instant,
-        priority: Priority,
+        schedule: Schedule,
         submitted: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<Solved, ProviderError> {
-        let result = self
-            .solve_inner(req, None, deadline, priority, submitted)
-            .await;
+        let result = self.solve_inner(req, None, schedule, submitted).await;
         self.count_outcome(req.kind(), &result);
         result
     }
@@ -217,8 +257,9 @@ impl Account {
         priority: Priority,
     ) -> Result<Solved, ProviderError> {
         bump(&self.counters.adopted);
+        let schedule = Schedule::new(priority, deadline);
         let result = self
-            .solve_inner(req, Some(task_id), deadline, priority, &|_| {})
+            .solve_inner(req, Some(task_id), schedule, &|_| {})
             .await;
         self.count_outcome(req.kind(), &result);
         result
@@ -231,8 +272,8 @@ impl Account {
                 bump(&self.counters.solved_by_kind[kind.index()]);
             }
             Err(e) if e.code == TIMEOUT => bump(&self.counters.timeouts),
-            // Handed back, not failed: the task is someone else's to finish.
-            Err(e) if e.code == SHUTDOWN => {}
+            // Handed back, or never started: not the provider's failure.
+            Err(e) if e.code == SHUTDOWN || e.code == UNSTARTED => {}
             Err(_) => bump(&self.counters.failed),
         }
     }
@@ -243,24 +284,29 @@ impl Account {
         &self,
         req: &SolveRequest,
         resumed: Option<&str>,
-        deadline: Instant,
-        priority: Priority,
+        schedule: Schedule,
         submitted: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<Solved, ProviderError> {
-        let lease = self
-            .idle(deadline, &self.stop, self.budget.acquire(priority))
-            .await?;
+        let deadline = schedule.deadline;
         let mut slot = Slot {
-            permit: Some(self.held(lease, req.kind())),
+            permit: None,
             hold_until: None,
         };
         let task_id = match resumed {
             Some(id) => {
+                // Already at the provider: waiting for a thread has no `start_by`.
+                let lease = self
+                    .take_thread(&Schedule {
+                        start_by: deadline,
+                        ..schedule
+                    })
+                    .await?;
+                slot.permit = Some(self.held(lease, req.kind()));
                 slot.hold_until = Some(Instant::now() + self.settings.poll.horizon(req.kind()));
                 id.to_owned()
             }
             None => {
-                let id = self.submit(req, deadline, priority, &mut slot).await?;
+                let id = self.submit(req, &schedule, &mut slot).await?;
                 submitted(&id);
                 id
             }
@@ -309,23 +355,37 @@ impl Account {
         }
     }
 
-    /// `in.php` with the retry policy of the error classes.
+    /// A thread for `schedule`'s task, in its first place, by its `start_by`.
+    async fn take_thread(&self, schedule: &Schedule) -> Result<Lease, ProviderError> {
+        let acquire = self.budget.acquire_from(schedule.priority, schedule.since);
+        self.idle(schedule.start_by, &self.stop, acquire)
+            .await
+            .map_err(|e| unstarted_at(e, schedule))
+    }
+
+    /// `in.php` with the retry policy of the error classes. Between tries the task holds no
+    /// thread (the provider has no task of it), and asks again in its first place.
     async fn submit(
         &self,
         req: &SolveRequest,
-        deadline: Instant,
-        priority: Priority,
+        schedule: &Schedule,
         slot: &mut Slot,
     ) -> Result<String, ProviderError> {
+        let deadline = schedule.deadline;
         let mut capacity_attempts = 0u32;
         let mut transient_left = self.settings.transient_retries;
         loop {
+            let lease = self.take_thread(schedule).await?;
+            slot.permit = Some(self.held(lease, req.kind()));
             // From here an upstream task may exist, even if we never see its id.
             slot.hold_until = Some(Instant::now() + self.settings.poll.horizon(req.kind()));
             bump(&self.counters.submits);
             let err = match timeout_at(deadline, self.provider.submit(req)).await {
                 Ok(Ok(id)) => {
                     self.counters.requests.count(Endpoint::Submit, Ok(()));
+                    if let Some(lease) = slot.permit.as_ref().and_then(Held::lease) {
+                        self.budget.accepted(lease);
+                    }
                     return Ok(id);
                 }
                 Ok(Err(e)) => e,
@@ -354,31 +414,34 @@ impl Account {
                 }
                 _ => return Err(err),
             };
-            if Instant::now() + wait >= deadline {
-                // No retry fits before the deadline. Capacity is not the caller's problem, so it
-                // ends as a timeout; a transient error keeps its own code.
+            if Instant::now() + wait >= schedule.start_by {
+                // No retry fits before the task must have started. Capacity is not the caller's
+                // problem, so it ends as a timeout; a transient error keeps its own code.
                 return Err(match err.class {
-                    ErrorClass::Capacity => timed_out(&format!("no capacity: {}", err.code)),
+                    ErrorClass::Capacity => {
+                        unstarted_at(timed_out(&format!("no capacity: {}", err.code)), schedule)
+                    }
                     _ => err,
                 });
             }
             tracing::debug!(account = %self.settings.name, error = %err, ?wait, "retrying submit");
+            // The thread goes back while the task waits, so another task may use it; the refusal
+            // tells the budget what the provider carried.
+            let mut held = slot.permit.take();
+            let lease = held.as_mut().and_then(Held::take_lease);
+            drop(held);
             if err.class == ErrorClass::Capacity {
                 bump(&self.counters.capacity_retries);
-                // The provider is fuller than the budget thought: shrink the cap and give the
-                // thread back while waiting, then queue for one again under the smaller cap, so
-                // the refusal becomes waiting rather than a failure.
-                self.budget.capacity_error();
-                slot.permit = None;
-                self.idle(deadline, &self.stop, sleep(wait)).await?;
-                let lease = self
-                    .idle(deadline, &self.stop, self.budget.acquire(priority))
-                    .await?;
-                slot.permit = Some(self.held(lease, req.kind()));
+                if let Some(lease) = lease {
+                    self.budget.refused(lease);
+                }
             } else {
                 bump(&self.counters.transient_retries);
-                self.idle(deadline, &self.stop, sleep(wait)).await?;
+                drop(lease);
             }
+            self.idle(schedule.start_by, &self.stop, sleep(wait))
+                .await
+                .map_err(|e| unstarted_at(e, schedule))?;
         }
     }
 
@@ -435,7 +498,7 @@ impl Account {
 
     fn held(&self, lease: Lease, kind: Kind) -> Held {
         Held {
-            _lease: lease,
+            lease: Some(lease),
             since: Instant::now(),
             kind,
             counters: Arc::clone(&self.counters),
@@ -479,6 +542,20 @@ fn timed_out(detail: &str) -> ProviderError {
     ProviderError::new(ErrorClass::Transient, TIMEOUT, detail)
 }
 
+/// A wait before the submit that ended with `e`: past `start_by` but not the deadline, the task
+/// was given up unstarted rather than timed out.
+fn unstarted_at(e: ProviderError, schedule: &Schedule) -> ProviderError {
+    if e.code == TIMEOUT && schedule.start_by < schedule.deadline {
+        ProviderError::new(
+            ErrorClass::Transient,
+            UNSTARTED,
+            "not submitted before its caller's deadline",
+        )
+    } else {
+        e
+    }
+}
+
 fn shutting_down() -> ProviderError {
     ProviderError::new(ErrorClass::Transient, SHUTDOWN, "gateway shutting down")
 }
@@ -514,10 +591,22 @@ impl Drop for Slot {
 /// work, the poll that saw it, and a departed caller's task held to its horizon), not the
 /// shorter submit-to-ready estimate of the solve-time histogram.
 struct Held {
-    _lease: Lease,
+    /// `None` once taken to give back another way ([`Held::take_lease`]).
+    lease: Option<Lease>,
     since: Instant,
     kind: Kind,
     counters: Arc<Counters>,
+}
+
+impl Held {
+    fn lease(&self) -> Option<&Lease> {
+        self.lease.as_ref()
+    }
+
+    /// The lease, to be given back by the caller; the time held is still counted on drop.
+    fn take_lease(&mut self) -> Option<Lease> {
+        self.lease.take()
+    }
 }
 
 impl Drop for Held {

@@ -42,7 +42,7 @@ mod testing;
 #[cfg(test)]
 mod tests;
 
-pub use account::{Account, AccountSettings, SHUTDOWN, Solved, TIMEOUT};
+pub use account::{Account, AccountSettings, SHUTDOWN, Schedule, Solved, TIMEOUT, UNSTARTED};
 pub use budget::{
     Budget, BudgetSettings, BudgetStats, CapRule, CapSettings, Lease, MemoryBudget, Priority,
     ThreadBudget,

@@ -16,7 +16,7 @@ use tokio::time::{Instant, sleep_until};
 use super::{Admit, Member, Upstream, Verdict, lock};
 use crate::engine::{Priority, Solution, SolveFailure, Solver};
 use crate::model::{Kind, SolveRequest, UpstreamRef, now_ms};
-use crate::provider::{self, ErrorClass, ProviderError};
+use crate::provider::{self, ErrorClass, ProviderError, Schedule};
 use crate::wire::inphp::codes;
 
 /// Ordinary tries a task may make across accounts: every account once, then once more each (a
@@ -67,7 +67,7 @@ fn verdict(result: &Result<provider::Solved, ProviderError>) -> Verdict {
     let Err(e) = result else {
         return Verdict::Works;
     };
-    if e.code == provider::TIMEOUT || e.code == provider::SHUTDOWN {
+    if ended_unanswered(e) {
         return Verdict::Nothing;
     }
     match e.class {
@@ -78,13 +78,17 @@ fn verdict(result: &Result<provider::Solved, ProviderError>) -> Verdict {
     }
 }
 
+/// Whether the task ended without the provider's say: its deadline, a shutdown, or its caller
+/// gone before it was submitted.
+fn ended_unanswered(e: &ProviderError) -> bool {
+    [provider::TIMEOUT, provider::SHUTDOWN, provider::UNSTARTED].contains(&e.code.as_str())
+}
+
 /// Whether another account may succeed where this one failed: yes for the account's problems
 /// and for transient ones; no for the task's own (bad parameters, unsolvable), the deadline or
 /// a shutdown.
 fn worth_another_account(e: &ProviderError) -> bool {
-    e.code != provider::TIMEOUT
-        && e.code != provider::SHUTDOWN
-        && matches!(e.class, ErrorClass::Account | ErrorClass::Transient)
+    !ended_unanswered(e) && matches!(e.class, ErrorClass::Account | ErrorClass::Transient)
 }
 
 /// A zero balance pauses the account instead of opening its breaker: only money brings it back,
@@ -106,6 +110,9 @@ pub(super) fn no_account() -> SolveFailure {
 pub(super) fn failure(e: &ProviderError) -> SolveFailure {
     if e.code == provider::SHUTDOWN {
         return SolveFailure::shutting_down();
+    }
+    if e.code == provider::UNSTARTED {
+        return SolveFailure::unstarted();
     }
     match e.class {
         ErrorClass::Permanent if e.code.starts_with("ERROR_") => SolveFailure::new(
@@ -220,26 +227,27 @@ impl Solver for Upstream {
         deadline: Instant,
         priority: Priority,
     ) -> Result<Solution, SolveFailure> {
-        self.solve_tracked(req, deadline, priority, None, &|_| {})
+        self.solve_tracked(req, deadline, deadline, priority, None, &|_| {})
             .await
     }
 
     async fn solve_tracked(
         &self,
         req: &SolveRequest,
+        start_by: Instant,
         deadline: Instant,
         priority: Priority,
         resume: Option<UpstreamRef>,
         submitted: &(dyn Fn(UpstreamRef) + Send + Sync),
     ) -> Result<Solution, SolveFailure> {
-        // Refills take only the threads no caller is waiting for (promise 5).
+        // Refills take only the threads no caller is waiting for (promise 5). The task keeps its
+        // first arrival as its place among the waiters for a thread, at any account.
         let priority = provider_priority(priority);
+        let schedule = Schedule::new(priority, deadline).start_by(start_by);
         if let Some(task) = resume {
             match self.resume(req, &task, deadline, priority).await {
                 Some(Ok(solution)) => return Ok(solution),
-                Some(Err(e)) if e.code == provider::TIMEOUT || e.code == provider::SHUTDOWN => {
-                    return Err(failure(&e));
-                }
+                Some(Err(e)) if ended_unanswered(&e) => return Err(failure(&e)),
                 // The adopted task failed, or is unknown to the account here: the work is done
                 // again, as it would have been without adoption.
                 Some(Err(e)) => {
@@ -255,13 +263,13 @@ impl Solver for Upstream {
         let mut second_round = true;
         while tries < max_tries(self.members.len()) {
             let Some((index, admit)) = self.choose(kind, &tried) else {
-                if self.wait_for_account(kind, &tried, deadline).await {
+                if self.wait_for_account(kind, &tried, schedule.start_by).await {
                     continue;
                 }
                 // Every account that may take it failed it once: one more round after a pause.
                 if second_round
                     && !tried.is_empty()
-                    && Instant::now() + ROUND_BACKOFF < deadline
+                    && Instant::now() + ROUND_BACKOFF < schedule.start_by
                     && last.as_ref().is_some_and(worth_another_account)
                 {
                     second_round = false;
@@ -290,10 +298,7 @@ impl Solver for Upstream {
                     task_id: task_id.to_owned(),
                 });
             };
-            let result = member
-                .account
-                .solve_noted(req, deadline, priority, &noted)
-                .await;
+            let result = member.account.solve_noted(req, schedule, &noted).await;
             let verdict = match &result {
                 Err(e) if is_no_money(e) => {
                     member.paused.store(true, Ordering::Relaxed);

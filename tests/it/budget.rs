@@ -476,7 +476,12 @@ async fn a_capacity_error_seen_by_one_instance_shrinks_the_cap_of_all() {
         )
     };
     let (a, b) = (open().await.unwrap(), open().await.unwrap());
-    a.capacity_error();
+    // A holds six threads and the sixth is refused: the plan is five.
+    let mut held = Vec::new();
+    for _ in 0..6 {
+        held.push(a.acquire(Priority::Interactive).await);
+    }
+    a.refused(held.pop().unwrap());
     let conn = redis_conn(&redis).await;
     eventually(Duration::from_secs(30), "A's cut to reach Redis", || {
         let mut conn = conn.clone();
@@ -487,7 +492,7 @@ async fn a_capacity_error_seen_by_one_instance_shrinks_the_cap_of_all() {
                 .query_async(&mut conn)
                 .await
                 .unwrap();
-            after == Some(4)
+            after == Some(5)
         }
     })
     .await;

@@ -1,10 +1,10 @@
 //! The thread budget's scripts run by hand on a real redis-server, on a clock the test sets:
 //! lost replies and replays of acquire and release, lapses found by renewal, the class order
-//! across instances, and the cap's halving and regrowth. Key and argument orders follow the
-//! contract header of `lua/lib/budget.lua`.
+//! across instances, a place kept by first arrival, and the cap's cuts on refusals and regrowth.
+//! Key and argument orders follow the contract header of `lua/lib/budget.lua`.
 
 use captcha_gateway::provider::budget::redis::{
-    BudgetCall, BudgetPrelude, CapChange, budget_channel, budget_keys,
+    BudgetCall, BudgetPrelude, CapChange, Follower, budget_channel, budget_keys,
 };
 use redis::Value;
 use redis::aio::MultiplexedConnection;
@@ -75,6 +75,17 @@ impl Account {
         (leases, cap, lost)
     }
 
+    /// The provider refused the task holding `lease`, having lately taken one with `proven`
+    /// others in flight: the cap after `budget_cap.lua` ran.
+    async fn refused(&mut self, lease: &str, proven: u32) -> i64 {
+        let change = CapChange::Refused {
+            gap_ms: 2_000,
+            lease: lease.into(),
+            proven,
+        };
+        self.cap(change).await
+    }
+
     async fn cap(&mut self, change: CapChange) -> i64 {
         let call = BudgetCall::Cap {
             change,
@@ -94,12 +105,29 @@ impl Account {
 }
 
 fn acquire(id: &str, class: usize, reserve: u32, followers: &[&str]) -> BudgetCall {
+    let followers: Vec<(&str, u64)> = followers.iter().map(|f| (*f, 0)).collect();
+    ask(id, 0, class, reserve, &followers)
+}
+
+/// An ask by `id`, which first asked `age_ms` ago, with followers that first asked when given.
+fn acquire_aged(id: &str, age_ms: u64, class: usize, followers: &[(&str, u64)]) -> BudgetCall {
+    ask(id, age_ms, class, 0, followers)
+}
+
+fn ask(id: &str, age_ms: u64, class: usize, reserve: u32, followers: &[(&str, u64)]) -> BudgetCall {
     BudgetCall::Acquire {
         id: id.into(),
         class,
         reserve,
         waiter_ttl_ms: 3_000,
-        followers: ids(followers),
+        age_ms,
+        followers: followers
+            .iter()
+            .map(|(id, age_ms)| Follower {
+                id: (*id).into(),
+                age_ms: *age_ms,
+            })
+            .collect(),
     }
 }
 
@@ -213,28 +241,92 @@ async fn a_waiter_that_stops_asking_loses_its_place() {
 }
 
 #[tokio::test]
-async fn capacity_errors_halve_the_cap_once_per_gap_and_time_grows_it_back() {
+async fn a_refusal_at_the_plan_cuts_the_cap_to_the_other_leases_once_per_gap_and_time_grows_it_back()
+ {
     let redis = RedisServer::start();
     let mut acc = Account::on(&redis, 8).await;
-    assert_eq!(acc.cap(CapChange::Shrink { gap_ms: 2_000 }).await, 4);
-    assert_eq!(
-        acc.cap(CapChange::Shrink { gap_ms: 2_000 }).await,
-        4,
-        "a replay inside the gap"
-    );
-    for id in ["a", "b", "c", "d"] {
+    for id in ["a", "b", "c", "d", "e", "f"] {
         assert_eq!(acc.acquire(id, INTERACTIVE, 0).await[0], 1);
     }
-    assert_eq!(acc.acquire("e", INTERACTIVE, 0).await, [0, 0, 4, 4]);
-    acc.now += STEP;
-    assert_eq!(acc.renew(&["a", "b", "c", "d"]).await.1, 5);
+    // `f` was refused with five others running, and nothing proved more: the plan is five.
+    assert_eq!(acc.refused("f", 0).await, 5);
+    acc.release("f").await;
+    assert_eq!(acc.release("e").await[1], 4);
+    assert_eq!(acc.refused("d", 0).await, 5, "a replay inside the gap");
     assert_eq!(acc.acquire("e", INTERACTIVE, 0).await[0], 1);
+    assert_eq!(acc.acquire("g", INTERACTIVE, 0).await, [0, 0, 5, 5]);
+    acc.now += STEP;
+    assert_eq!(acc.renew(&["a", "b", "c", "d", "e"]).await.1, 6);
+    assert_eq!(acc.acquire("g", INTERACTIVE, 0).await[0], 1);
     acc.now += 10 * STEP;
     assert_eq!(
         acc.cap(CapChange::Plan { threads: 6 }).await,
         6,
         "the plan's threads bound it"
     );
+}
+
+#[tokio::test]
+async fn a_refusal_below_what_the_provider_just_took_or_far_below_the_cap_leaves_it_alone() {
+    let redis = RedisServer::start();
+    let mut acc = Account::on(&redis, 8).await;
+    for id in ["a", "b", "c", "d", "e", "f"] {
+        acc.acquire(id, INTERACTIVE, 0).await;
+    }
+    // The provider lately took a task with five others running.
+    assert_eq!(acc.refused("f", 5).await, 8);
+    acc.now += 3_000;
+    for id in ["c", "d", "e", "f"] {
+        acc.release(id).await;
+    }
+    // Two running of eight: far below the cap, whatever was proven.
+    assert_eq!(acc.refused("b", 0).await, 8);
+}
+
+#[tokio::test]
+async fn a_waiter_asking_again_keeps_its_first_place_across_instances() {
+    let redis = RedisServer::start();
+    let mut acc = Account::on(&redis, 1).await;
+    acc.acquire("busy:1", INTERACTIVE, 0).await;
+    // A caller of instance B asks and waits, registered in Redis.
+    assert_eq!(acc.acquire("b:1", INTERACTIVE, 0).await[0], 0);
+    acc.now += 4_000;
+    // A's task first asked 10 s ago (then gave its thread back for a refusal): it goes first.
+    let again = acc.run(acquire_aged("a:1", 10_000, INTERACTIVE, &[])).await;
+    assert_eq!(ints::<1>(&again), [0]);
+    acc.release("busy:1").await;
+    acc.now += 1;
+    assert_eq!(acc.acquire("b:1", INTERACTIVE, 0).await[0], 0, "behind a:1");
+    let again = acc.run(acquire_aged("a:1", 10_001, INTERACTIVE, &[])).await;
+    assert_eq!(ints::<1>(&again), [1]);
+}
+
+#[tokio::test]
+async fn a_follower_that_came_first_is_asked_for_before_the_turn_holder() {
+    let redis = RedisServer::start();
+    let mut acc = Account::on(&redis, 2).await;
+    acc.acquire("busy:1", INTERACTIVE, 0).await;
+    // One thread free. The turn holder came 1 s ago; a follower queued behind it in the same
+    // process first asked 9 s ago: the follower gets the thread, the holder waits in its place.
+    let reply = acc
+        .run(acquire_aged(
+            "h:1",
+            1_000,
+            INTERACTIVE,
+            &[("old:1", 9_000), ("new:1", 10)],
+        ))
+        .await;
+    let [granted, _, leases, _, followers] = ints(&reply);
+    assert_eq!((granted, leases, followers), (0, 2, 1));
+    assert_eq!(acc.card("waiters").await, 1, "the holder keeps its place");
+    // Next thread: the holder, ahead of the newer follower.
+    acc.release("busy:1").await;
+    acc.now += 1;
+    let reply = acc
+        .run(acquire_aged("h:1", 1_001, INTERACTIVE, &[("new:1", 11)]))
+        .await;
+    let [granted, _, leases, _, followers] = ints(&reply);
+    assert_eq!((granted, leases, followers), (1, 2, 0));
 }
 
 #[tokio::test]
@@ -323,8 +415,9 @@ async fn releases_gathered_into_one_call_each_free_only_their_own_thread_and_wak
 enum CapEvent {
     /// Time passes (ms).
     Wait(u64),
-    /// A provider capacity error.
-    Shrink,
+    /// A provider capacity refusal with this many other leases held (as far as the cap allows),
+    /// the provider having lately taken a task with this many others in flight.
+    Refused { others: u32, proven: u32 },
     /// `threadsinfo` reports the plan's threads.
     Plan(u32),
 }
@@ -333,9 +426,27 @@ fn cap_event() -> impl proptest::strategy::Strategy<Value = CapEvent> {
     use proptest::prelude::*;
     prop_oneof![
         (0..3 * STEP).prop_map(CapEvent::Wait),
-        Just(CapEvent::Shrink),
+        (0..12u32, 0..12u32).prop_map(|(others, proven)| CapEvent::Refused { others, proven }),
         (0..12u32).prop_map(CapEvent::Plan),
     ]
+}
+
+impl Account {
+    /// Holds `l0` to `l<n-1>` as far as the cap lets them be granted, and nothing else of
+    /// those ids: the ones held after.
+    async fn hold(&mut self, n: u32) -> Vec<String> {
+        for i in n..12 {
+            self.release(&format!("l{i}")).await;
+        }
+        let mut held = Vec::new();
+        for i in 0..n {
+            let id = format!("l{i}");
+            if self.acquire(&id, INTERACTIVE, 0).await[0] == 1 {
+                held.push(id);
+            }
+        }
+        held
+    }
 }
 
 /// The cap's arithmetic exists twice, in Rust for one process (`provider::budget::CapRule`) and in
@@ -352,6 +463,7 @@ fn the_fleets_cap_and_one_processs_cap_agree_on_any_history() {
     let settings = CapSettings {
         increase_every: Duration::from_millis(STEP),
         decrease_gap: Duration::from_millis(2_000),
+        evidence_window: Duration::from_secs(30),
     };
     let config = ProptestConfig {
         cases: 64,
@@ -360,7 +472,9 @@ fn the_fleets_cap_and_one_processs_cap_agree_on_any_history() {
     proptest!(config, |(threads in 1..12u32, events in proptest::collection::vec(cap_event(), 1..30))| {
         rt.block_on(async {
             let mut acc = Account::on(&redis, threads).await;
-            let _: () = redis::cmd("DEL").arg(Account::key("cap")).query_async(&mut acc.conn).await.unwrap();
+            for key in ["cap", "leases", "fences", "waiters", "wexp"] {
+                let _: () = redis::cmd("DEL").arg(Account::key(key)).query_async(&mut acc.conn).await.unwrap();
+            }
             let mut rule = CapRule::default();
             for (i, event) in events.iter().enumerate() {
                 let fleet = match event {
@@ -368,9 +482,15 @@ fn the_fleets_cap_and_one_processs_cap_agree_on_any_history() {
                         acc.now += ms;
                         acc.renew(&[]).await.1
                     }
-                    CapEvent::Shrink => {
-                        rule.shrink(threads, acc.now, &settings);
-                        acc.cap(CapChange::Shrink { gap_ms: 2_000 }).await
+                    CapEvent::Refused { others, proven } => {
+                        // The refused lease is the last of those held; the rest are the others.
+                        let held = acc.hold(others + 1).await;
+                        let Some(refused) = held.last() else {
+                            continue;
+                        };
+                        let others = u32::try_from(held.len() - 1).unwrap();
+                        rule.refused(threads, acc.now, &settings, others, *proven);
+                        acc.refused(refused, *proven).await
                     }
                     CapEvent::Plan(plan) => {
                         rule.calibrate(*plan);

@@ -36,6 +36,7 @@ mod logs;
 mod metrics_series;
 mod native_api;
 mod nginx;
+mod no_slot;
 mod observability;
 mod ops;
 mod pools;

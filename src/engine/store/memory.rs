@@ -240,6 +240,7 @@ impl SingleUse for MemoryStore {
             other => other,
         };
         let poolable = poolable && poolable_kind(target);
+        let stale = matches!(outcome, TaskOutcome::Stale);
         match outcome {
             TaskOutcome::Answer(answer) => t.place(answer, poolable, now, min),
             TaskOutcome::Failed(failure) => {
@@ -250,8 +251,10 @@ impl SingleUse for MemoryStore {
             }
             // One process: whoever this task covered is shutting down with it.
             TaskOutcome::Requeue => {}
-            TaskOutcome::Stale => {
-                t.figures.expired_unused += 1;
+            TaskOutcome::Stale | TaskOutcome::Withdrawn => {
+                if stale {
+                    t.figures.expired_unused += 1;
+                }
                 if t.waiters.len() > t.in_flight.len() {
                     let claim = self.claim();
                     t.in_flight.insert(claim.clone());

@@ -90,6 +90,9 @@ pub enum TaskOutcome {
     /// is delivered, so no caller fails for it. A waiter it covered is uncovered again, and the
     /// coverer of the waiter's own instance starts a task for it (see [`SingleUse::cover`]).
     Requeue,
+    /// Never submitted, and the caller it was started for has gone: nothing was spent. A waiter
+    /// it covered that no other task covers gets a new task (a restart), as after `Stale`.
+    Withdrawn,
 }
 
 /// What the engine must do after [`SingleUse::finish`].

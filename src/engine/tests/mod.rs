@@ -25,6 +25,8 @@ struct ScriptedSolver {
     parked: Mutex<Vec<Release>>,
     /// The priority of every solve, in start order.
     priorities: Mutex<Vec<Priority>>,
+    /// The `start_by` and deadline of every tracked solve, in start order.
+    schedules: Mutex<Vec<(Instant, Instant)>>,
     started: Mutex<Option<watch::Sender<usize>>>,
 }
 
@@ -34,6 +36,7 @@ impl ScriptedSolver {
         let s = Self {
             parked: Mutex::default(),
             priorities: Mutex::default(),
+            schedules: Mutex::default(),
             started: Mutex::new(Some(tx)),
         };
         (Arc::new(s), rx)
@@ -92,6 +95,19 @@ impl Solver for ScriptedSolver {
 
     async fn report(&self, _task: &UpstreamRef, _good: bool) -> Result<(), SolveFailure> {
         Ok(())
+    }
+
+    async fn solve_tracked(
+        &self,
+        req: &SolveRequest,
+        start_by: Instant,
+        deadline: Instant,
+        priority: Priority,
+        _resume: Option<UpstreamRef>,
+        _submitted: &(dyn Fn(UpstreamRef) + Send + Sync),
+    ) -> Result<Solution, SolveFailure> {
+        self.schedules.lock().unwrap().push((start_by, deadline));
+        self.solve(req, deadline, priority).await
     }
 }
 
@@ -244,6 +260,46 @@ async fn a_failed_task_fails_only_the_uncovered_waiter() {
     assert_eq!(failed.code(), "ERROR_CAPTCHA_UNSOLVABLE");
     solver.release_all(Duration::from_secs(100));
     assert_eq!(second.await.unwrap().unwrap().source, Source::Solved);
+}
+
+#[tokio::test]
+async fn a_task_must_start_by_its_callers_deadline_and_a_withdrawn_one_restarts_for_its_waiter() {
+    let (solver, mut started) = ScriptedSolver::new();
+    let engine = engine(solver.clone());
+    // Caller A's task may wait for a thread only as long as A waits.
+    let a_leaves = Instant::now() + Duration::from_secs(60);
+    let e = engine.clone();
+    let a = tokio::spawn(async move { e.solve(recaptcha(), a_leaves).await });
+    started_at_least(&mut started, 1).await;
+    let (start_by, deadline) = solver.schedules.lock().unwrap()[0];
+    assert_eq!(start_by, a_leaves);
+    assert!(
+        deadline > a_leaves,
+        "once submitted, it runs its whole course"
+    );
+    a.abort();
+    let _ = a.await;
+    // B arrives while A's task is still unsubmitted: it waits on that task.
+    let e = engine.clone();
+    let b = tokio::spawn(async move { e.solve(recaptcha(), far()).await });
+    eventually(
+        Duration::from_secs(30),
+        "caller B to wait in the store",
+        || async { engine.store().figures().await.unwrap()[0].waiting == 1 },
+    )
+    .await;
+    // A's deadline passes before the task is submitted: withdrawn, which is not B's failure.
+    solver.fail_one("UNSTARTED");
+    started_at_least(&mut started, 2).await;
+    let (start_by, deadline) = solver.schedules.lock().unwrap()[1];
+    assert_eq!(
+        start_by, deadline,
+        "the restart is for a waiter it knows nothing of"
+    );
+    solver.release_all(Duration::from_secs(100));
+    assert_eq!(b.await.unwrap().unwrap().source, Source::Solved);
+    let figures = &engine.store().figures().await.unwrap()[0];
+    assert_eq!(figures.expired_unused, 0, "a withdrawn task wasted nothing");
 }
 
 #[tokio::test]

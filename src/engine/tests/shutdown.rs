@@ -106,6 +106,7 @@ impl SingleUse for RecordingStore {
             TaskOutcome::Failed(_) => "failed",
             TaskOutcome::Stale => "stale",
             TaskOutcome::Requeue => "requeue",
+            TaskOutcome::Withdrawn => "withdrawn",
         };
         self.finished.lock().unwrap().push(name);
         self.inner.finish(t, claim, outcome, poolable, now).await

@@ -94,31 +94,68 @@ async fn capacity_errors_are_retried_after_the_providers_wait() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_capacity_error_halves_the_cap_and_the_refused_task_waits_under_it() {
+async fn a_refusal_at_the_plan_lowers_the_cap_to_what_ran_and_the_refused_tasks_wait_under_it() {
+    // Configured for 4 threads; the provider's plan holds 2.
     let no_slot = err("ERROR_NO_SLOT_AVAILABLE", InPhpDialect::CaptchaAi);
-    let fake = FakeProvider::new().submit_errors(vec![no_slot]);
+    let fake = FakeProvider::new()
+        .solve_time(Duration::from_secs(20))
+        .plan(2, no_slot);
     let (fake, account) = start(fake, settings(4));
     assert_eq!(account.effective_threads(), 4);
-    let solve = {
+    let solves = {
         let account = account.clone();
         tokio::spawn(async move {
-            account
-                .solve(&turnstile(), in_secs(120), Priority::Interactive)
-                .await
+            let req = turnstile();
+            let solve = |_| account.solve(&req, in_secs(120), Priority::Interactive);
+            join_all((0..4).map(solve)).await
         })
     };
-    // Virtual time: step it until the retry went out (the backoff needs time to pass).
-    while fake.submit_times().len() < 2 {
+    // Virtual time: step it until both refused tasks were refused.
+    while account.stats().submit_errors_capacity < 2 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // Halved to 2 at the refusal; the retry waited out the provider's hint (5 s), one step of
-    // regrowth at most.
-    let cap = account.effective_threads();
-    assert!((2..4).contains(&cap), "cap {cap} at the retry");
-    solve.await.unwrap().unwrap();
+    assert_eq!(
+        account.effective_threads(),
+        2,
+        "two ran when the provider refused"
+    );
+    for solved in solves.await.unwrap() {
+        solved.unwrap();
+    }
+    assert_eq!(fake.max_in_flight(), 2);
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert_eq!(account.effective_threads(), 4, "grown back to the threads");
     assert_eq!(account.in_flight(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_below_what_the_provider_just_took_is_waited_out_with_the_cap_unchanged() {
+    let no_slot = err("ERROR_NO_SLOT_AVAILABLE", InPhpDialect::CaptchaAi);
+    let fake = FakeProvider::new().solve_time(Duration::from_secs(20));
+    let (fake, account) = start(fake, settings(4));
+    let first = {
+        let account = account.clone();
+        tokio::spawn(async move {
+            let req = turnstile();
+            let solve = |_| account.solve(&req, in_secs(120), Priority::Interactive);
+            join_all((0..3).map(solve)).await
+        })
+    };
+    // The provider took three at once...
+    while fake.submit_times().len() < 3 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // ...and then refuses the fourth with two running: a moment's shortage, not the plan.
+    fake.refuse_next(no_slot);
+    let fourth = account
+        .solve(&turnstile(), in_secs(120), Priority::Interactive)
+        .await;
+    fourth.unwrap();
+    assert_eq!(account.stats().submit_errors_capacity, 1);
+    assert_eq!(account.effective_threads(), 4);
+    for solved in first.await.unwrap() {
+        solved.unwrap();
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -225,6 +262,38 @@ async fn a_timed_out_task_keeps_its_thread_until_its_poll_horizon() {
     // ...and the thread comes back once the poller would have given the task up.
     let horizon = account.settings.poll.horizon(Kind::Turnstile);
     tokio::time::sleep(horizon).await;
+    assert_eq!(account.in_flight(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_its_caller_left_before_it_was_submitted_ends_unstarted_and_spends_nothing() {
+    let no_slot = err("ERROR_NO_SLOT_AVAILABLE", InPhpDialect::CaptchaAi);
+    let fake = FakeProvider::new()
+        .solve_time(Duration::from_secs(60))
+        .plan(1, no_slot);
+    let (fake, account) = start(fake, settings(1));
+    let busy = {
+        let account = account.clone();
+        tokio::spawn(async move {
+            let req = turnstile();
+            account
+                .solve(&req, in_secs(120), Priority::Interactive)
+                .await
+        })
+    };
+    while fake.submit_times().is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Waiting for the one thread when its caller leaves at 10 s: given up, never submitted.
+    let schedule = Schedule::new(Priority::Interactive, in_secs(120)).start_by(in_secs(10));
+    let e = account
+        .solve_noted(&turnstile(), schedule, &|_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, UNSTARTED);
+    assert_eq!(fake.submit_times().len(), 1);
+    assert_eq!((account.stats().failed, account.stats().timeouts), (0, 0));
+    busy.await.unwrap().unwrap();
     assert_eq!(account.in_flight(), 0);
 }
 

@@ -1,14 +1,17 @@
 //! The in-process budget (the embedded store; also the Redis budget's fallback while Redis cannot
 //! be asked).
 //!
-//! Owns: the count of threads taken in this process and its waiters. A freed thread goes to the
-//! oldest waiter of the most urgent class that its class's limit admits; a newcomer takes a
-//! thread at once only when it is under its limit and nobody of its own or a more urgent class
-//! is queued. Does not own: fleet-wide leases (the Redis budget).
+//! Owns: the count of threads taken in this process, its waiters, and what the provider was
+//! seen to carry. A freed thread goes to the waiter of the most urgent class that first asked
+//! earliest, if its class's limit admits it; a newcomer takes a thread at once only when it is
+//! under its limit and nobody of its own or a more urgent class asked before it. Does not own:
+//! fleet-wide leases (the Redis budget).
 //!
-//! A plain `tokio::sync::Semaphore` is FIFO: a refill queued first would get the next thread
-//! ahead of a caller who is waiting now. Hence this small gate of our own: one mutex-guarded
-//! state and one FIFO per class, with no lock held across an await.
+//! A plain `tokio::sync::Semaphore` is FIFO by the time of each ask: a refill queued first would
+//! get the next thread ahead of a caller who is waiting now, and a task asking again after a
+//! refusal would go behind every caller that came since. Hence this small gate of our own: one
+//! mutex-guarded state and one queue per class ordered by first arrival, with no lock held
+//! across an await.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -18,7 +21,7 @@ use async_trait::async_trait;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{BudgetSettings, BudgetStats, CapRule, Lease, Priority, ThreadBudget};
+use super::{Accepted, BudgetSettings, BudgetStats, CapRule, Lease, Priority, ThreadBudget};
 
 /// Threads of one account in this process.
 pub struct MemoryBudget {
@@ -35,10 +38,14 @@ struct Gate {
 struct GateState {
     held: u32,
     cap: CapRule,
-    /// Waiters per class, oldest first. A waiter whose acquire was dropped leaves a closed
-    /// sender behind, skipped (and pruned) later.
-    queues: [VecDeque<oneshot::Sender<Permit>>; 3],
+    accepted: Accepted,
+    /// Waiters per class by first arrival, earliest first. A waiter whose acquire was dropped
+    /// leaves a closed sender behind, skipped (and pruned) later.
+    queues: [VecDeque<Waiter>; 3],
 }
+
+/// A waiter: when it first asked, and where its thread goes.
+type Waiter = (Instant, oneshot::Sender<Permit>);
 
 /// One taken thread; dropping it frees the thread for the next waiter.
 struct Permit {
@@ -65,6 +72,7 @@ impl MemoryBudget {
                 state: Mutex::new(GateState {
                     held: 0,
                     cap: CapRule::default(),
+                    accepted: Accepted::default(),
                     queues: Default::default(),
                 }),
             }),
@@ -98,13 +106,17 @@ impl Gate {
         self.settings.limit(self.cap(s), priority)
     }
 
-    async fn acquire(self: &Arc<Self>, priority: Priority) -> Permit {
+    async fn acquire(self: &Arc<Self>, priority: Priority, since: Instant) -> Permit {
         let rx = {
             let mut s = self.lock();
-            let ahead = s.queues[..=priority.index()].iter_mut().any(|q| {
-                q.retain(|tx| !tx.is_closed());
-                !q.is_empty()
-            });
+            let class = priority.index();
+            for q in &mut s.queues[..=class] {
+                q.retain(|(_, tx)| !tx.is_closed());
+            }
+            let ahead = s.queues[..class].iter().any(|q| !q.is_empty())
+                || s.queues[class]
+                    .front()
+                    .is_some_and(|(first, _)| *first <= since);
             if s.held < self.limit(&s, priority) && !ahead {
                 s.held += 1;
                 return Permit {
@@ -112,7 +124,10 @@ impl Gate {
                 };
             }
             let (tx, rx) = oneshot::channel();
-            s.queues[priority.index()].push_back(tx);
+            let queue = &mut s.queues[class];
+            // Behind everyone who asked first, ahead of everyone who came later.
+            let at = queue.partition_point(|(first, _)| *first <= since);
+            queue.insert(at, (since, tx));
             rx
         };
         // The sender sits in our queue until a release sends on it; the gate outlives this call
@@ -147,7 +162,7 @@ impl Gate {
                 if s.held >= self.limit(s, priority) {
                     return;
                 }
-                let Some(tx) = s.queues[priority.index()].pop_front() else {
+                let Some((_, tx)) = s.queues[priority.index()].pop_front() else {
                     break;
                 };
                 s.held += 1;
@@ -175,8 +190,8 @@ impl Drop for Permit {
 
 #[async_trait]
 impl ThreadBudget for MemoryBudget {
-    async fn acquire(&self, priority: Priority) -> Lease {
-        Lease::new(self.gate.acquire(priority).await)
+    async fn acquire_from(&self, priority: Priority, since: Instant) -> Lease {
+        Lease::new(self.gate.acquire(priority, since).await)
     }
 
     fn in_use(&self) -> u32 {
@@ -191,15 +206,29 @@ impl ThreadBudget for MemoryBudget {
     fn queued(&self, priority: Priority) -> usize {
         let mut s = self.gate.lock();
         let q = &mut s.queues[priority.index()];
-        q.retain(|tx| !tx.is_closed());
+        q.retain(|(_, tx)| !tx.is_closed());
         q.len()
     }
 
-    fn capacity_error(&self) {
+    fn accepted(&self, _lease: &Lease) {
         let mut s = self.gate.lock();
-        let now = self.gate.now_ms();
-        let g = &self.gate;
-        s.cap.shrink(g.settings.threads, now, &g.settings.cap);
+        let (now, others) = (self.gate.now_ms(), s.held.saturating_sub(1));
+        s.accepted.record(others, now, &self.gate.settings.cap);
+    }
+
+    fn refused(&self, lease: Lease) {
+        {
+            let mut s = self.gate.lock();
+            let g = &self.gate;
+            let now = g.now_ms();
+            // The refused task still holds its thread: the rest are what the provider carried.
+            let others = s.held.saturating_sub(1);
+            let proven = s.accepted.proven(now, &g.settings.cap);
+            s.cap
+                .refused(g.settings.threads, now, &g.settings.cap, others, proven);
+        }
+        // After the lock: giving the thread back takes it again.
+        drop(lease);
     }
 
     fn calibrate(&self, plan: u32) {
@@ -388,39 +417,83 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_capacity_error_admits_fewer_until_the_cap_grows_back() {
-        let gate = budget(4);
-        let held: Vec<Lease> =
-            futures::future::join_all((0..4).map(|_| gate.acquire(Priority::Interactive))).await;
-        gate.capacity_error();
-        assert_eq!(gate.cap(), 2);
+    async fn a_refusal_at_the_plan_admits_what_ran_until_the_cap_grows_back() {
+        let gate = budget(6);
+        let mut held: Vec<Lease> =
+            futures::future::join_all((0..5).map(|_| gate.acquire(Priority::Interactive))).await;
+        // The fifth is refused with four others running: the plan is four.
+        gate.refused(held.pop().unwrap());
+        assert_eq!((gate.cap(), gate.in_use()), (4, 4));
         let next = waiter(&gate, Priority::Interactive);
         until_queued(&gate, Priority::Interactive, 1).await;
         let mut held = held.into_iter();
-        drop(held.next());
-        drop(held.next());
         assert_eq!(
             gate.queued(Priority::Interactive),
             1,
-            "2 held, cap 2: still waiting"
+            "4 held, cap 4: still waiting"
         );
         tokio::time::advance(CapSettings::default().increase_every).await;
-        assert_eq!(gate.cap(), 3);
-        drop(held.next());
+        assert_eq!(gate.cap(), 5);
         drop(next.await.unwrap());
+        drop(held.next());
         assert_eq!(gate.stats(), BudgetStats::default());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_below_what_the_provider_just_took_leaves_the_cap_alone() {
+        let gate = budget(4);
+        let held: Vec<Lease> =
+            futures::future::join_all((0..4).map(|_| gate.acquire(Priority::Interactive))).await;
+        // The provider took the fourth with three others running...
+        gate.accepted(&held[3]);
+        let mut held = held.into_iter();
+        drop(held.next());
+        let again = gate.acquire(Priority::Interactive).await;
+        // ...so refusing one with three others running is a moment's shortage.
+        gate.refused(again);
+        assert_eq!(gate.cap(), 4);
+        // Two minutes later that proof is stale: the same refusal is the plan's size.
+        tokio::time::advance(Duration::from_secs(120)).await;
+        let again = gate.acquire(Priority::Interactive).await;
+        gate.refused(again);
+        assert_eq!(gate.cap(), 3);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_waiter_gets_a_thread_the_cap_grows_back_without_any_release() {
         let gate = budget(2);
         let a = gate.acquire(Priority::Interactive).await;
-        gate.capacity_error();
+        let b = gate.acquire(Priority::Interactive).await;
+        gate.refused(b);
         assert_eq!(gate.cap(), 1);
         // One held, cap 1: the next waits until the cap grows back, with nothing released.
         let next = gate.acquire(Priority::Interactive).await;
         assert_eq!((gate.cap(), gate.in_use()), (2, 2));
         drop((a, next));
+    }
+
+    #[tokio::test]
+    async fn a_task_asking_again_keeps_its_first_place_ahead_of_later_callers() {
+        let gate = budget(1);
+        let first_asked = Instant::now();
+        let busy = gate.acquire(Priority::Interactive).await;
+        let newer = waiter(&gate, Priority::Interactive);
+        until_queued(&gate, Priority::Interactive, 1).await;
+        // A task that first asked before `newer` (it gave its thread back after a refusal)
+        // asks again: it goes ahead of `newer`, not behind.
+        let mut again = {
+            let gate = gate.clone();
+            tokio::spawn(async move { gate.acquire_from(Priority::Interactive, first_asked).await })
+        };
+        until_queued(&gate, Priority::Interactive, 2).await;
+        let mut newer = newer;
+        drop(busy);
+        let (who, lease) = first_served(&mut again, &mut newer).await;
+        assert_eq!(who, "a", "the earlier arrival is served first");
+        drop(lease);
+        drop(newer.await.unwrap());
+        // With a thread free and a later caller queued behind, it need not queue at all.
+        assert_eq!(gate.available(), 1);
     }
 
     #[tokio::test]

@@ -4,7 +4,7 @@
 //!
 //! Owns: the [`Budget`] seam with its two implementations ([`MemoryBudget`] for one process,
 //! [`RedisBudget`] for a fleet, with its scripts' calls, replies and keys in `redis/`), the
-//! [`Priority`] classes, the refill reserve, and the effective cap that capacity errors shrink
+//! [`Priority`] classes, the refill reserve, and the effective cap that capacity refusals lower
 //! and time grows back ([`CapRule`], and its twin in `lua/lib/budget.lua`, which must run where
 //! the fleet's state is; a property test keeps the two equal).
 //! Does not own: how long a thread stays taken after its caller left (the account's `Slot`), or
@@ -12,9 +12,11 @@
 //!
 //! The rules both implementations keep:
 //! - at most `cap` leases at once, where `cap` is the configured threads, lowered to the plan's
-//!   threads once `threadsinfo` told them, and lowered further for a while after capacity errors;
-//! - a thread goes to the oldest waiter of the most urgent class; a newcomer never overtakes a
-//!   waiter of its own or a more urgent class;
+//!   threads once `threadsinfo` told them, and lowered further for a while after a capacity
+//!   refusal that shows the plan smaller ([`CapRule::refused`]);
+//! - a thread goes to the waiter of the most urgent class that first asked earliest; a newcomer
+//!   never overtakes a waiter of its own or a more urgent class, and a task that gave its thread
+//!   back to wait out a refusal asks again from its first arrival, so it keeps its place;
 //! - refills never take the last `reserve` threads (a plan of one thread still lets refills use
 //!   it, or its pools would never fill).
 
@@ -22,14 +24,16 @@ mod cap;
 mod memory;
 pub mod redis;
 
-pub use cap::{CapRule, CapSettings};
+pub use cap::{Accepted, CapRule, CapSettings, refusal_is_plan};
 pub use memory::MemoryBudget;
 pub use redis::RedisBudget;
 
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use tokio::time::Instant;
 
 /// Who a thread is for, most urgent first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -69,14 +73,20 @@ pub struct BudgetStats {
 /// The one place a thread's lease lives. Dropping it gives the thread back (for Redis, by a
 /// release script run in the background).
 pub struct Lease {
-    _held: Box<dyn Send + Sync>,
+    held: Box<dyn Any + Send + Sync>,
 }
 
 impl Lease {
     pub fn new(held: impl Send + Sync + 'static) -> Lease {
         Lease {
-            _held: Box::new(held),
+            held: Box::new(held),
         }
+    }
+
+    /// What the budget that granted it holds, if it is of type `T` (a fleet budget's fallback
+    /// grants leases of another kind).
+    pub(crate) fn held<T: 'static>(&self) -> Option<&T> {
+        self.held.downcast_ref()
     }
 }
 
@@ -89,16 +99,26 @@ impl fmt::Debug for Lease {
 /// One account's thread budget. Cheap to share.
 #[async_trait]
 pub trait ThreadBudget: Send + Sync + 'static {
-    /// Waits for a thread under the rules above. Dropping the future gives up the place.
-    async fn acquire(&self, priority: Priority) -> Lease;
+    /// Waits for a thread under the rules above, in the place of a waiter that first asked at
+    /// `since`. Dropping the future gives up the place.
+    async fn acquire_from(&self, priority: Priority, since: Instant) -> Lease;
+    /// Waits for a thread as a newcomer ([`acquire_from`](Self::acquire_from) now).
+    async fn acquire(&self, priority: Priority) -> Lease {
+        self.acquire_from(priority, Instant::now()).await
+    }
     /// Threads taken, fleet-wide where the budget is (as of the last answer from Redis).
     fn in_use(&self) -> u32;
     /// The effective cap now.
     fn cap(&self) -> u32;
     /// Callers of `priority` in this process waiting for a thread.
     fn queued(&self, priority: Priority) -> usize;
-    /// The provider answered a capacity error: shrink the cap (multiplicative decrease).
-    fn capacity_error(&self);
+    /// The provider accepted the task `lease` is held for: what was in flight beside it is
+    /// proof of what the provider carries ([`Accepted`]).
+    fn accepted(&self, lease: &Lease);
+    /// The provider refused the task `lease` is held for with a capacity error: the thread is
+    /// given back, and the cap lowered to what else was in flight if that is the plan's size
+    /// ([`CapRule::refused`]).
+    fn refused(&self, lease: Lease);
     /// `threadsinfo` said the plan has `plan` threads.
     fn calibrate(&self, plan: u32);
     fn stats(&self) -> BudgetStats;

@@ -16,6 +16,8 @@ struct State {
     submit_errors: VecDeque<ProviderError>,
     /// Returned for every submit once the script is used up, if set.
     submit_error_forever: Option<ProviderError>,
+    /// A plan's threads: a submit with this many tasks in flight is refused with the error.
+    plan: Option<(u32, ProviderError)>,
     poll_errors: VecDeque<ProviderError>,
     /// Checks a task needs before it is ready; `None` = never ready.
     ready_after: Option<u32>,
@@ -87,6 +89,16 @@ impl FakeProvider {
         self.with(|s| s.submit_error_forever = Some(error))
     }
 
+    /// A plan of `threads`: a submit while that many tasks run is refused with `error`.
+    pub fn plan(self, threads: u32, error: ProviderError) -> Self {
+        self.with(|s| s.plan = Some((threads, error)))
+    }
+
+    /// The next submit is refused with `error` (a provider short for a moment).
+    pub fn refuse_next(&self, error: ProviderError) {
+        self.state.lock().unwrap().submit_errors.push_back(error);
+    }
+
     pub fn poll_errors(self, errors: Vec<ProviderError>) -> Self {
         self.with(|s| s.poll_errors = errors.into())
     }
@@ -130,6 +142,11 @@ impl Provider for FakeProvider {
             .or(s.submit_error_forever.clone())
         {
             return Err(e);
+        }
+        if let Some((threads, e)) = &s.plan {
+            if s.in_flight >= *threads {
+                return Err(e.clone());
+            }
         }
         s.next_id += 1;
         let id = format!("{}", 1000 + s.next_id);

@@ -72,6 +72,8 @@ pub enum FinishOutcome {
     Stale,
     /// The task was cut off (shutdown): its waiters need another.
     Requeue,
+    /// Never submitted, its caller gone: a waiter left uncovered gets a new task.
+    Withdrawn,
 }
 
 /// One target script and its own arguments, one variant per `.lua`.
@@ -234,6 +236,7 @@ impl TargetCall {
                     FinishOutcome::Failed { json } => ("F", String::new(), json.clone()),
                     FinishOutcome::Stale => ("S", String::new(), String::new()),
                     FinishOutcome::Requeue => ("R", String::new(), String::new()),
+                    FinishOutcome::Withdrawn => ("W", String::new(), String::new()),
                 };
                 vec![claim.clone(), code.into(), left, payload, restart.clone()]
             }

@@ -403,6 +403,7 @@ impl Inner {
             },
             Stale => FinishOutcome::Stale,
             Requeue => FinishOutcome::Requeue,
+            Withdrawn => FinishOutcome::Withdrawn,
         };
         let restart = self.new_claim();
         let call = TargetCall::Finish {
@@ -459,7 +460,7 @@ impl Inner {
                         None => Err(e),
                     }
                 }
-                Stale | Requeue => Err(e),
+                Stale | Requeue | Withdrawn => Err(e),
             },
         }
     }

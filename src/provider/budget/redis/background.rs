@@ -10,18 +10,20 @@ use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
 
 use super::reply::{Renewed, capped};
-use super::{BudgetCall, CAP_MEMORY, CapChange, Shared, ms, saturate};
+use super::{BudgetCall, CAP_MEMORY, CapChange, Lease, Shared, ms, saturate};
 
 impl Shared {
-    pub(super) fn spawn_cap(self: &Arc<Self>, change: CapChange) {
+    /// Changes the cap in the background; `lease`, if any, is given back once it has run.
+    pub(super) fn spawn_cap(self: &Arc<Self>, change: CapChange, lease: Option<Lease>) {
         let inner = self.clone();
         tokio::spawn(async move {
+            let _lease = lease;
             let call = BudgetCall::Cap {
-                change,
+                change: change.clone(),
                 memory_ms: ms(CAP_MEMORY),
             };
-            // A few tries: running it again is harmless (a second halving inside the gap and a
-            // second plan change nothing), and a lost signal only waits for the next error.
+            // A few tries: running it again is harmless (a second cut inside the gap and a
+            // second plan change nothing), and a lost signal only waits for the next refusal.
             for _ in 0..3 {
                 match inner.call(call.clone()).await {
                     Ok(reply) => {

@@ -39,12 +39,26 @@ pub struct BudgetPrelude {
 }
 
 /// How the cap changes (`budget_cap.lua`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum CapChange {
-    /// A provider capacity error: halve the cap unless it was cut less than `gap_ms` ago.
-    Shrink { gap_ms: u64 },
+    /// The provider refused the task holding `lease` for want of capacity, having lately
+    /// accepted one with `proven` others in flight: the cap drops to the other leases if that is
+    /// the plan's size, unless it was cut less than `gap_ms` ago.
+    Refused {
+        gap_ms: u64,
+        lease: String,
+        proven: u32,
+    },
     /// `threadsinfo` reported the plan's threads.
     Plan { threads: u64 },
+}
+
+/// A caller queued behind the one whose turn it is, asked for in the same call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Follower {
+    pub id: String,
+    /// How long ago it first asked for a thread.
+    pub age_ms: u64,
 }
 
 /// One thread-budget script and its own arguments, one variant per `budget_*.lua`.
@@ -58,7 +72,10 @@ pub enum BudgetCall {
         reserve: u32,
         /// How long a waiter keeps its place without asking again.
         waiter_ttl_ms: u64,
-        followers: Vec<String>,
+        /// How long ago this caller first asked for a thread (its place among waiters).
+        age_ms: u64,
+        /// In order of first arrival, earliest first.
+        followers: Vec<Follower>,
     },
     Release {
         ids: Vec<String>,
@@ -91,24 +108,43 @@ impl BudgetCall {
                 class,
                 reserve,
                 waiter_ttl_ms,
+                age_ms,
                 followers,
-            } => [
-                id.clone(),
-                class.to_string(),
-                reserve.to_string(),
-                waiter_ttl_ms.to_string(),
-            ]
-            .into_iter()
-            .chain(followers.iter().cloned())
-            .collect(),
-            BudgetCall::Release { ids } | BudgetCall::Renew { ids } => ids.clone(),
-            BudgetCall::Cap { change, memory_ms } => {
-                let (mode, value) = match change {
-                    CapChange::Shrink { gap_ms } => ("shrink", gap_ms),
-                    CapChange::Plan { threads } => ("plan", threads),
-                };
-                vec![mode.into(), value.to_string(), memory_ms.to_string()]
+            } => {
+                let before = followers.iter().filter(|f| f.age_ms > *age_ms).count();
+                [
+                    id.clone(),
+                    class.to_string(),
+                    reserve.to_string(),
+                    waiter_ttl_ms.to_string(),
+                    age_ms.to_string(),
+                    before.to_string(),
+                ]
+                .into_iter()
+                .chain(
+                    followers
+                        .iter()
+                        .flat_map(|f| [f.id.clone(), f.age_ms.to_string()]),
+                )
+                .collect()
             }
+            BudgetCall::Release { ids } | BudgetCall::Renew { ids } => ids.clone(),
+            BudgetCall::Cap { change, memory_ms } => match change {
+                CapChange::Refused {
+                    gap_ms,
+                    lease,
+                    proven,
+                } => vec![
+                    "refused".into(),
+                    gap_ms.to_string(),
+                    memory_ms.to_string(),
+                    lease.clone(),
+                    proven.to_string(),
+                ],
+                CapChange::Plan { threads } => {
+                    vec!["plan".into(), threads.to_string(), memory_ms.to_string()]
+                }
+            },
         }
     }
 

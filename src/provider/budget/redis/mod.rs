@@ -3,9 +3,10 @@
 //! Owns: this process's leases of the account's threads (a sorted set scored by expiry on
 //! Redis time, a fence per grant, renewed every third of a lease, released when the task ends),
 //! its waiters' places (registered in Redis so a refill elsewhere does not overtake a caller
-//! here), waking them when a thread frees (Pub/Sub on a single server, plus a recheck so a lost
-//! message only delays), the fleet's cap (`lua/budget_cap.lua`), and the fallback to an
-//! in-process budget while Redis cannot be asked.
+//! here, in order of first arrival), waking them when a thread frees (Pub/Sub on a single server,
+//! plus a recheck so a lost message only delays), the fleet's cap (`lua/budget_cap.lua`; the
+//! proof of what the provider carried is this process's own, from its accepted submits), and
+//! the fallback to an in-process budget while Redis cannot be asked.
 //! Does not own: the rules' arithmetic twin in process (`MemoryBudget`, `CapRule`).
 //!
 //! Each Redis call and what happens when its reply is lost, it runs twice, Redis restarts
@@ -17,7 +18,7 @@
 //!   arrives leaves the lease to lapse within one lease.
 //! - renew: an extension run twice is the same extension; a lease found gone (this process
 //!   paused past it, or Redis restarted empty) is counted lost and never put back.
-//! - cap: a second halving inside the decrease gap changes nothing.
+//! - cap: a second cut inside the decrease gap changes nothing.
 
 mod askers;
 mod background;
@@ -25,7 +26,7 @@ mod call;
 mod release;
 mod reply;
 
-pub use call::{BudgetCall, BudgetPrelude, CapChange, budget_channel, budget_keys};
+pub use call::{BudgetCall, BudgetPrelude, CapChange, Follower, budget_channel, budget_keys};
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -42,7 +43,7 @@ use self::askers::{Askers, MAX_FOLLOWERS};
 use self::background::{listener, renewer};
 use self::release::{Place, RedisLease};
 use self::reply::Acquired;
-use super::{BudgetSettings, BudgetStats, Lease, MemoryBudget, Priority, ThreadBudget};
+use super::{Accepted, BudgetSettings, BudgetStats, Lease, MemoryBudget, Priority, ThreadBudget};
 use crate::redis_base::{Conn, RedisTarget};
 
 /// How long a cut of the cap is remembered after its last change: far beyond its regrowth.
@@ -93,13 +94,18 @@ struct Shared {
     /// Set while Redis cannot be asked and threads are granted from `fallback`.
     local: AtomicBool,
     fallback: MemoryBudget,
+    /// The most this process saw the provider take (fleet-wide leases beside an accepted task).
+    accepted: Mutex<Accepted>,
+    /// The clock `accepted` counts on.
+    born: Instant,
 }
 
-/// What one acquire attempt found.
+/// What one acquire attempt found; either way, this many of the followers asked for were
+/// granted, the first ones in order (those that first asked before this caller may be granted
+/// while it waits).
 enum Attempt {
-    /// Granted, and so were this many of the followers asked for, the first ones in order.
     Granted(usize),
-    Wait,
+    Wait(usize),
 }
 
 impl RedisBudget {
@@ -136,6 +142,8 @@ impl RedisBudget {
             over_admissions: AtomicU64::new(0),
             local: AtomicBool::new(false),
             fallback: MemoryBudget::new(settings),
+            accepted: Mutex::default(),
+            born: Instant::now(),
         });
         tokio::spawn(renewer(inner.clone(), cut.clone()));
         if let Some(client) = target.single_client() {
@@ -170,11 +178,13 @@ impl Shared {
         self.cap.store(saturate(cap), Ordering::Relaxed);
     }
 
-    /// Asks for `id`, then for `followers` (queued behind it, same class) in order.
+    /// Asks for `id` (first asked at `since`) and `followers` (queued in this process, same
+    /// class), in order of first arrival.
     async fn try_acquire(
         &self,
         id: &str,
-        followers: &[String],
+        since: Instant,
+        followers: &[Follower],
         priority: Priority,
     ) -> RedisResult<Attempt> {
         let call = BudgetCall::Acquire {
@@ -183,6 +193,7 @@ impl Shared {
             reserve: self.settings.refill_reserve,
             // A waiter refreshes its place at every recheck; three missed ones and it is gone.
             waiter_ttl_ms: ms(self.recheck * 3),
+            age_ms: ms(since.elapsed()),
             followers: followers.to_vec(),
         };
         let reply = self.call(call).await?;
@@ -193,17 +204,36 @@ impl Shared {
             also,
         } = Acquired::read(reply)?;
         self.note(in_use, cap);
+        let also = usize::try_from(also)
+            .unwrap_or(usize::MAX)
+            .min(followers.len());
+        let mut held = self.held();
+        held.extend(followers[..also].iter().map(|f| f.id.clone()));
         Ok(if granted {
-            let also = usize::try_from(also)
-                .unwrap_or(usize::MAX)
-                .min(followers.len());
-            let mut held = self.held();
             held.insert(id.to_owned());
-            held.extend(followers[..also].iter().cloned());
             Attempt::Granted(also)
         } else {
-            Attempt::Wait
+            Attempt::Wait(also)
         })
+    }
+
+    fn now_ms(&self) -> u64 {
+        ms(self.born.elapsed())
+    }
+
+    fn accepted(&self) -> std::sync::MutexGuard<'_, Accepted> {
+        self.accepted.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands the followers granted with an ask their leases.
+    fn deliver(self: &Arc<Self>, class: usize, granted: &[Follower]) {
+        for follower in granted {
+            let lease = Lease::new(RedisLease {
+                inner: self.clone(),
+                id: follower.id.clone(),
+            });
+            self.askers[class].deliver(&follower.id, lease);
+        }
     }
 
     fn new_id(&self) -> String {
@@ -255,7 +285,7 @@ impl Drop for Queued<'_> {
 
 #[async_trait]
 impl ThreadBudget for RedisBudget {
-    async fn acquire(&self, priority: Priority) -> Lease {
+    async fn acquire_from(&self, priority: Priority, since: Instant) -> Lease {
         let class = priority.index();
         let _queued = Queued::new(&self.inner.queued[class]);
         let inner = self.inner.clone();
@@ -270,7 +300,7 @@ impl ThreadBudget for RedisBudget {
         let mut ticket = Ticket {
             askers: &self.inner.askers[class],
             id: &id,
-            granted: self.inner.askers[class].join(&id),
+            granted: self.inner.askers[class].join(&id, since),
         };
         let turn = self.inner.turns[class].lock();
         tokio::pin!(turn);
@@ -308,25 +338,21 @@ impl ThreadBudget for RedisBudget {
             };
             let asked_at = Instant::now();
             let followers = inner.askers[class].front(MAX_FOLLOWERS);
-            let attempt = tokio::time::timeout(bound, inner.try_acquire(&id, &followers, priority))
+            let asked = inner.try_acquire(&id, since, &followers, priority);
+            let attempt = tokio::time::timeout(bound, asked)
                 .await
                 .unwrap_or_else(|_| Err(no_answer()));
             match attempt {
                 Ok(Attempt::Granted(also)) => {
-                    for follower in &followers[..also] {
-                        let lease = Lease::new(RedisLease {
-                            inner: inner.clone(),
-                            id: follower.clone(),
-                        });
-                        inner.askers[class].deliver(follower, lease);
-                    }
+                    inner.deliver(class, &followers[..also]);
                     place.armed = false;
                     if inner.local.swap(false, Ordering::Relaxed) {
                         tracing::warn!(account = %inner.account, "thread budget: Redis answers again; leases are fleet-wide again");
                     }
                     return Lease::new(RedisLease { inner, id });
                 }
-                Ok(Attempt::Wait) => {
+                Ok(Attempt::Wait(also)) => {
+                    inner.deliver(class, &followers[..also]);
                     failing_since = None;
                     tokio::select! {
                         _ = freed => {}
@@ -350,7 +376,7 @@ impl ThreadBudget for RedisBudget {
                         tracing::warn!(account = %inner.account, error = %e, "thread budget: Redis cannot be asked; granting threads in this process only until it answers");
                     }
                     drop(place);
-                    let lease = inner.fallback.acquire(priority).await;
+                    let lease = inner.fallback.acquire_from(priority, since).await;
                     inner.over_admissions.fetch_add(1, Ordering::Relaxed);
                     return lease;
                 }
@@ -370,17 +396,38 @@ impl ThreadBudget for RedisBudget {
         self.inner.queued[priority.index()].load(Ordering::Relaxed)
     }
 
-    fn capacity_error(&self) {
-        self.inner.fallback.capacity_error();
-        let gap = self.inner.settings.cap.decrease_gap;
-        self.inner.spawn_cap(CapChange::Shrink { gap_ms: ms(gap) });
+    fn accepted(&self, lease: &Lease) {
+        if lease.held::<RedisLease>().is_none() {
+            return self.inner.fallback.accepted(lease);
+        }
+        let others = self.inner.in_use.load(Ordering::Relaxed).saturating_sub(1);
+        let now = self.inner.now_ms();
+        let settings = &self.inner.settings.cap;
+        self.inner.accepted().record(others, now, settings);
+    }
+
+    fn refused(&self, lease: Lease) {
+        let Some(held) = lease.held::<RedisLease>() else {
+            // Granted while Redis could not be asked: the refusal is this process's alone.
+            return self.inner.fallback.refused(lease);
+        };
+        let settings = &self.inner.settings.cap;
+        let proven = self.inner.accepted().proven(self.inner.now_ms(), settings);
+        let change = CapChange::Refused {
+            gap_ms: ms(settings.decrease_gap),
+            lease: held.id.clone(),
+            proven,
+        };
+        // The lease is given back once the cap has counted the others beside it.
+        self.inner.spawn_cap(change, Some(lease));
     }
 
     fn calibrate(&self, plan: u32) {
         self.inner.fallback.calibrate(plan);
-        self.inner.spawn_cap(CapChange::Plan {
+        let change = CapChange::Plan {
             threads: plan.into(),
-        });
+        };
+        self.inner.spawn_cap(change, None);
     }
 
     fn stats(&self) -> BudgetStats {
