@@ -7,6 +7,7 @@
 //! scenario also asserts that the fault hit hand-outs (pool hits inside the window Redis lost).
 
 use std::collections::HashSet;
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use captcha_gateway::model::now_ms;
@@ -17,7 +18,7 @@ use super::history::{Figures, Rules, check};
 use super::solve_time;
 use crate::support::eventually::eventually;
 use crate::support::host_crash;
-use crate::support::redis::{RedisCluster, RedisServer};
+use crate::support::redis::{RedisCluster, RedisServer, valkey_server};
 
 /// Answers live a minute here: long enough that a token handed out before the fault is still
 /// fresh when a second caller could get it afterwards, so the exposure is not hidden by expiry.
@@ -176,9 +177,11 @@ async fn without_handout_replicas_a_lagging_replicas_failover_hands_tokens_out_a
     );
 }
 
-/// A server as the shipped deployments run it (`appendonly yes`), its syncs recorded.
-fn aof_server(fsync: &str, log: &std::path::Path) -> RedisServer {
-    RedisServer::start_with_env(
+/// A server as the shipped deployments run it (`appendonly yes`), its syncs recorded: `program`
+/// is `redis-server` (7.0 here, without `WAITAOF`) or [`valkey_server`] (which speaks it).
+fn aof_server(program: &Path, fsync: &str, log: &Path) -> RedisServer {
+    RedisServer::start_program(
+        program.to_owned(),
         &["--appendonly", "yes", "--appendfsync", fsync],
         host_crash::env(log),
     )
@@ -189,14 +192,22 @@ fn aof_server(fsync: &str, log: &std::path::Path) -> RedisServer {
 enum Crash {
     /// `kill -9` of the process: the files keep everything the kernel was given.
     Process,
-    /// The host: the files keep what was synced, up to the worst case the policy allows.
-    Host { lose_since_mark: bool },
+    /// The host: the files keep what was synced before the kill and nothing after.
+    Host,
 }
 
-async fn aof_server_crashes(fsync: &str, toml: &str, crash: Crash, name: &str) -> Figures {
+/// One host-crash scenario: the server `program` syncing its file `fsync`, the gateways with
+/// `toml`, going down as `crash` says.
+async fn aof_server_crashes(
+    program: &Path,
+    fsync: &str,
+    toml: &str,
+    crash: Crash,
+    name: &str,
+) -> Figures {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("syncs.log");
-    let mut redis = aof_server(fsync, &log);
+    let mut redis = aof_server(program, fsync, &log);
     let (fleet, mut callers) = loaded_fleet(&redis.url(), toml).await;
     eventually(SOON, "pools stocked", || async {
         pooled_on(redis.port) >= super::harness::POOLED_TASKS as usize
@@ -209,8 +220,8 @@ async fn aof_server_crashes(fsync: &str, toml: &str, crash: Crash, name: &str) -
     })
     .await;
 
-    // Hand-outs after this mark are what `everysec` may lose in a host crash.
-    let mark = now_ms();
+    // A sync was just made, so under `everysec` the next is about a second away: the hand-outs
+    // below come after the last sync a host crash keeps, unless each waited for its own.
     let hits = fleet.pool_hits().await;
     callers.extend(pooled_wave(&fleet, 60, 20));
     eventually(SOON, "hand-outs from the pools", || async {
@@ -222,15 +233,16 @@ async fn aof_server_crashes(fsync: &str, toml: &str, crash: Crash, name: &str) -
     redis.kill();
     let cut = match crash {
         Crash::Process => 0,
-        Crash::Host { lose_since_mark } => {
-            host_crash::cut_to_synced(&log, lose_since_mark.then_some(mark))
-        }
+        Crash::Host => host_crash::cut_to_synced(&log, None),
     };
     redis.restart();
     callers.extend(fleet.wave(100..200));
 
     let history = join(callers).await;
-    let rules = rules(&fleet, fsync != "always").await;
+    // Every hand-out is on disk before it leaves when the server syncs each write or the
+    // gateway waits for the sync.
+    let on_disk = fsync == "always" || toml.contains("redis_handout_fsync = true");
+    let rules = rules(&fleet, !on_disk).await;
     let figures = check(&fleet, name, &history, rules).await;
     println!("FIGURES {name}: pool hits in the window {in_window}, bytes a host crash cut {cut}");
     assert!(in_window > 0, "the fault hit hand-outs");
@@ -242,6 +254,7 @@ async fn aof_server_crashes(fsync: &str, toml: &str, crash: Crash, name: &str) -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_with_its_aof_as_shipped_killed_and_restarted_keeps_every_promise() {
     let figures = aof_server_crashes(
+        Path::new("redis-server"),
         "always",
         "redis_handout_fsync = true",
         Crash::Process,
@@ -251,32 +264,37 @@ async fn redis_with_its_aof_as_shipped_killed_and_restarted_keeps_every_promise(
     assert_eq!(figures.twice, 0);
 }
 
-/// The host crashes: every write Redis acknowledged was synced first (`always`), so the files
-/// keep every hand-out and none is made twice.
+/// The host crashes under the shipped settings on a server that speaks `WAITAOF` (Valkey 8, as
+/// the shipped `redis:7-alpine` is 7.2+): `appendfsync always` and `redis_handout_fsync`, so each
+/// hand-out's pipeline carries `WAITAOF` and its reply is read. The server's policy is what
+/// keeps the hand-outs here: `redis_handout_fsync` is the start check that refuses any other
+/// (tests/it/redis_server.rs). Until it refused `everysec` on servers with `WAITAOF`, this
+/// scenario under `everysec` handed 8 tokens out twice: Valkey 8.0 (as Redis 7.4.0-7.4.2,
+/// redis/redis#13793) confirms a write with `WAITAOF` before its sync.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_crash_hands_no_token_twice_with_handout_fsync() {
     let figures = aof_server_crashes(
+        &valkey_server(),
         "always",
         "redis_handout_fsync = true",
-        Crash::Host {
-            lose_since_mark: false,
-        },
+        Crash::Host,
         "host_crash_fsync",
     )
     .await;
-    assert_eq!(figures.twice, 0);
+    assert_eq!(figures.twice, 0, "{figures}");
 }
 
-/// The exposure without it: under `appendfsync everysec` a host crash loses the last second or
-/// two of writes, pool takes included, and those tokens are handed out again.
+/// The exposure without it, on the server the setting now refuses (`everysec`): the files keep
+/// what was synced, up to a second less than Redis acknowledged, and the pool takes the crash
+/// lost are handed out again. Its A/B partner, the same server with the gateway's
+/// `redis_handout_fsync` on, does not start (tests/it/redis_server.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_crash_under_everysec_without_handout_fsync_hands_tokens_out_again() {
     let figures = aof_server_crashes(
+        &valkey_server(),
         "everysec",
         "",
-        Crash::Host {
-            lose_since_mark: true,
-        },
+        Crash::Host,
         "host_crash_everysec",
     )
     .await;

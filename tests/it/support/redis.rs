@@ -16,6 +16,9 @@ pub fn free_port() -> u16 {
 }
 
 pub struct RedisServer {
+    /// The server binary: `redis-server`, or [`valkey_server`] where a test needs what Redis 7.0
+    /// lacks.
+    program: PathBuf,
     child: Option<Child>,
     pub port: u16,
     dir: tempfile::TempDir,
@@ -61,8 +64,14 @@ impl RedisServer {
 
     /// Starts a server with extra arguments and environment (e.g. a preloaded library).
     pub fn start_with_env(extra: &[&str], env: Vec<(String, String)>) -> Self {
+        Self::start_program("redis-server".into(), extra, env)
+    }
+
+    /// Starts `program` (a `redis-server` or a server that speaks its protocol and options).
+    pub fn start_program(program: PathBuf, extra: &[&str], env: Vec<(String, String)>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut server = RedisServer {
+            program,
             child: None,
             port: 0,
             dir,
@@ -75,7 +84,11 @@ impl RedisServer {
                 return server;
             }
         }
-        panic!("redis-server would not start; log:\n{}", server.log());
+        panic!(
+            "{} would not start; log:\n{}",
+            server.program.display(),
+            server.log()
+        );
     }
 
     fn log_path(&self) -> PathBuf {
@@ -87,7 +100,7 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) -> bool {
-        let mut child = Command::new("redis-server")
+        let mut child = Command::new(&self.program)
             .args([
                 "--port",
                 &self.port.to_string(),
@@ -107,7 +120,12 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("redis-server on PATH (scripts/test installs it)");
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{} does not run ({e}); scripts/test installs it",
+                    self.program.display()
+                )
+            });
         let port = self.port;
         let up = wait_until(Some(&mut child), || ping(port));
         if !up {
@@ -182,6 +200,13 @@ impl RedisServer {
             self.log()
         );
     }
+}
+
+/// Valkey 8's server, unpacked under `target/` by scripts/test from Debian's bookworm-backports:
+/// it speaks `WAITAOF` (it reports itself as Redis 7.2.4), which the Debian Redis 7.0 here
+/// lacks.
+pub fn valkey_server() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/valkey/usr/bin/valkey-server")
 }
 
 /// Sends `SIG<name>` to `pid` with kill(1): the crate forbids `unsafe`, so no libc call.

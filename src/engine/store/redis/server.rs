@@ -84,8 +84,8 @@ impl ServerFacts {
                 out.push(ServerProblem {
                     setting: "redis_handout_fsync",
                     problem: why,
-                    fix: "turn on `appendonly yes` with `appendfsync always` (or use Redis 7.2+, \
-                          which confirms with WAITAOF), or set redis_handout_fsync = false"
+                    fix: "turn on `appendonly yes` with `appendfsync always`, or set \
+                          redis_handout_fsync = false"
                         .into(),
                 });
             }
@@ -93,21 +93,31 @@ impl ServerFacts {
         out
     }
 
-    /// How a hand-out's write is confirmed on the master's disk, or why it cannot be.
+    /// How a hand-out's write is confirmed on the master's disk, or why it cannot be. Only
+    /// `appendfsync always` is trusted where `CONFIG GET` can tell: under `everysec`, `WAITAOF`
+    /// answers before the sync on some servers (Redis 7.4.0 to 7.4.2 and Valkey 8.0,
+    /// redis/redis#13793; docs/REDIS.md "Durable hand-outs"), and a host crash then hands the
+    /// confirmed tokens out again. Where `CONFIG` is refused, `WAITAOF` is all there is.
     pub fn local_fsync(&self) -> Result<LocalFsync, String> {
         if !self.aof_enabled {
             return Err("the server writes no append-only file (appendonly no)".into());
         }
-        if self.version_at_least(7, 2) {
-            return Ok(LocalFsync::WaitAof);
-        }
+        let waitaof = self.version_at_least(7, 2);
         match self.appendfsync.as_deref() {
+            Some("always") if waitaof => Ok(LocalFsync::WaitAof),
             Some("always") => Ok(LocalFsync::EveryWrite),
+            Some(other) if waitaof => Err(format!(
+                "Redis {} syncs its append-only file `{other}`, and under it WAITAOF can \
+                 confirm a hand-out before the sync on some versions (redis/redis#13793), so \
+                 an acknowledged hand-out may not be on disk",
+                self.version
+            )),
             Some(other) => Err(format!(
                 "Redis {} has no WAITAOF and syncs its append-only file `{other}`, so an \
                  acknowledged hand-out may not be on disk",
                 self.version
             )),
+            None if waitaof => Ok(LocalFsync::WaitAof),
             None => Err(format!(
                 "Redis {} has no WAITAOF and refuses CONFIG GET, so nothing can confirm that a \
                  hand-out reached its disk",
@@ -330,7 +340,10 @@ mod tests {
             on("7.0.15", "1", Some("always")),
             Ok(LocalFsync::EveryWrite)
         );
+        assert_eq!(on("7.4.1", "1", Some("always")), Ok(LocalFsync::WaitAof));
         assert!(on("7.0.15", "1", Some("everysec")).is_err());
+        // Valkey 8.0 reports 7.2.4; its WAITAOF answers early under `everysec`.
+        assert!(on("7.2.4", "1", Some("everysec")).is_err());
         assert!(on("7.0.15", "1", None).is_err());
         assert!(on("7.4.1", "0", Some("always")).is_err());
         let facts = merge(&[master("redis_version:7.0.15 aof_enabled:0", None)]);
