@@ -5,6 +5,7 @@
 
 mod keyed;
 mod mid_call;
+mod mid_call_windows;
 mod python;
 mod rust;
 
