@@ -34,6 +34,8 @@ pub struct Tuning {
     pub pending_limit: Duration,
     /// How long an empty target stays known after its last use (`target_idle_s`).
     pub target_idle: Duration,
+    /// Local claim batches (`redis_pool_batch`, on by default); the embedded store has none.
+    pub batches: bool,
 }
 
 impl Default for Tuning {
@@ -47,6 +49,7 @@ impl Default for Tuning {
             retention: defaults.retention,
             pending_limit: defaults.pending_ttl,
             target_idle: defaults.target_idle,
+            batches: true,
         }
     }
 }
@@ -57,6 +60,10 @@ pub trait Backend: Sized + 'static {
     /// One gateway instance on this backend. The embedded store is one process: every instance
     /// is the same store. On Redis each is a new connection with its own instance id.
     async fn instance(&self) -> Arc<dyn Store>;
+    /// Scripts the servers have run so far (`INFO commandstats`), where there are servers.
+    async fn scripts_run(&self) -> Option<u64> {
+        None
+    }
 }
 
 pub struct Memory(Arc<MemoryStore>);
@@ -84,6 +91,33 @@ pub type SingleRedis = Redis<RedisServer>;
 pub type ClusterRedis = Redis<RedisCluster>;
 
 impl<T> Redis<T> {
+    /// `EVALSHA` and `EVAL` calls summed over every server.
+    async fn scripts_on_servers(&self) -> u64 {
+        let mut total = 0;
+        for url in self.urls.split(',') {
+            let client = redis::Client::open(url).unwrap();
+            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            total += info
+                .lines()
+                .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+                .filter_map(|l| {
+                    l.split("calls=")
+                        .nth(1)?
+                        .split(',')
+                        .next()?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .sum::<u64>();
+        }
+        total
+    }
+
     /// A new instance and the token that stops its lease renewer and inbox reader (its death).
     pub async fn connect(&self) -> (RedisStore, CancellationToken) {
         self.connect_tuned(self.tuning).await
@@ -100,6 +134,9 @@ impl<T> Redis<T> {
         settings.retention = tuning.retention;
         settings.pending_ttl = tuning.pending_limit;
         settings.target_idle = tuning.target_idle;
+        if !tuning.batches {
+            settings.pool_batch = 0;
+        }
         // The promises are checked on the tests' explicit clock; Redis time itself is checked by
         // the lapse tests and the fault suite.
         settings.explicit_clock = true;
@@ -126,6 +163,10 @@ impl Backend for SingleRedis {
     async fn instance(&self) -> Arc<dyn Store> {
         Arc::new(self.connect().await.0)
     }
+
+    async fn scripts_run(&self) -> Option<u64> {
+        Some(self.scripts_on_servers().await)
+    }
 }
 
 impl Backend for ClusterRedis {
@@ -142,6 +183,10 @@ impl Backend for ClusterRedis {
 
     async fn instance(&self) -> Arc<dyn Store> {
         Arc::new(self.connect().await.0)
+    }
+
+    async fn scripts_run(&self) -> Option<u64> {
+        Some(self.scripts_on_servers().await)
     }
 }
 

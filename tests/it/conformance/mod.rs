@@ -34,6 +34,7 @@ macro_rules! store_promises {
             single_use::callers_in_one_millisecond_are_served_in_arrival_order,
             single_use::exact_demand_starts_only_the_missing_tasks,
             single_use::callers_arriving_at_once_take_the_pool_and_start_the_rest,
+            single_use::a_rush_served_from_held_batches_hands_each_answer_out_once,
             single_use::fresh_only_answers_with_enough_life_are_handed_out,
             single_use::an_answer_expired_on_arrival_is_waste_not_a_handout,
             single_use::a_stale_answer_is_waste_and_restarts_a_task_for_an_uncovered_waiter,

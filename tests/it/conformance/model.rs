@@ -302,9 +302,21 @@ pub async fn run_case(s: &dyn Store, ops: Vec<Op>) -> Result<(), TestCaseError> 
     Ok(())
 }
 
+/// The model names the answer each caller gets (the earliest fresh expiry) and what the pool
+/// holds after every step. A local claim batch changes both for as long as it is held, by design:
+/// answers put meanwhile wait behind the ones in hand, which the pool's count leaves out. So the
+/// model runs with batches off; `single_use::a_rush_served_from_held_batches_...` checks the
+/// promises a batch keeps (each answer once, the rest back in the pool).
+fn model_tuning() -> Tuning {
+    Tuning {
+        batches: false,
+        ..Tuning::default()
+    }
+}
+
 pub fn random_sequences_match_the_model<B: Backend>() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let backend = rt.block_on(B::start(Tuning::default()));
+    let backend = rt.block_on(B::start(model_tuning()));
     let store = rt.block_on(backend.instance());
     let config = ProptestConfig {
         cases: 48,
@@ -318,7 +330,7 @@ pub fn random_sequences_match_the_model<B: Backend>() {
 /// Sequences that once failed (kept here by hand: adding ops changed the generator, so the
 /// saved seeds of the old Redis-only property no longer name them).
 pub async fn saved_sequences_match_the_model<B: Backend>() {
-    let backend = B::start(Tuning::default()).await;
+    let backend = B::start(model_tuning()).await;
     let store = backend.instance().await;
     let saved = [
         // A claim must not expire while its instance lives (the lease outlasts any clock here).

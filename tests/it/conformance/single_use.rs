@@ -407,3 +407,43 @@ pub async fn callers_arriving_at_once_take_the_pool_and_start_the_rest<B: Backen
         (0, 20, 20)
     );
 }
+
+/// A rush bigger than a burst of arrivals (`held.rs`: 64 in one window) on one instance: on
+/// Redis the instance takes pooled answers in batches and serves the callers after the taker
+/// from memory, with no script each (fewer scripts than callers, by the servers' own count).
+/// Every caller gets a pooled answer, each answer goes to one caller, and what a batch did not
+/// hand out is back in the pool once its hold is over (ended by the next arrival after it).
+pub async fn a_rush_served_from_held_batches_hands_each_answer_out_once<B: Backend>() {
+    const POOLED: u64 = 200;
+    const RUSH: u64 = 150;
+    let backend = B::start(Tuning::default()).await;
+    let store = backend.instance().await;
+    let s = &*store;
+    let t = target();
+    for i in 0..POOLED {
+        s.put(&t, answer(format!("r{i}"), NOW, 60_000), NOW)
+            .await
+            .unwrap();
+    }
+    let scripts_before = backend.scripts_run().await;
+    let mut got = Vec::new();
+    for _ in 0..RUSH {
+        got.push(arrive_pooled(s, &t, NOW).await);
+    }
+    if let (Some(before), Some(after)) = (scripts_before, backend.scripts_run().await) {
+        assert!(
+            after - before < RUSH,
+            "{} scripts for {RUSH} callers: no batch was held",
+            after - before
+        );
+    }
+    // After the hold (1 s on the store's clock), the next arrival ends the batch.
+    got.push(arrive_pooled(s, &t, NOW + 2_000).await);
+    got.sort();
+    got.dedup();
+    assert_eq!(got.len() as u64, RUSH + 1, "each answer to one caller");
+    let counts = s.counts(&t, NOW + 2_000, MIN_REMAINING).await.unwrap();
+    assert_eq!(counts.pooled, POOLED - RUSH - 1, "the batches' rest back");
+    let f = figures(s, &t).await;
+    assert_eq!((f.pool_hits, f.expired_unused), (RUSH + 1, 0));
+}

@@ -12,7 +12,7 @@
 //! [`SPAN`]; a target arriving slower than a couple of callers per span is never batched.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -53,11 +53,34 @@ pub const LEASE_SLACK: Duration = Duration::from_secs(2);
 const MAX_TARGETS: usize = 4096;
 const FORGET_AFTER: Duration = Duration::from_secs(10);
 
+/// The clock holds are timed on.
+#[derive(Default)]
+enum HoldClock {
+    /// This process's monotonic clock.
+    #[default]
+    Monotonic,
+    /// A store's explicit clock (tests of the scripts' promises): its milliseconds counted from
+    /// `origin`, so a hold lasts as long in the time such a test moves as Redis keeps it.
+    Explicit { origin: Instant, ms: Arc<AtomicU64> },
+}
+
+impl HoldClock {
+    fn now(&self) -> Instant {
+        match self {
+            HoldClock::Monotonic => Instant::now(),
+            HoldClock::Explicit { origin, ms } => {
+                *origin + Duration::from_millis(ms.load(Ordering::Relaxed))
+            }
+        }
+    }
+}
+
 /// What this instance holds, per target id.
 #[derive(Default)]
 pub struct Held {
     /// The most answers one batch takes; 0 turns batches off.
     max: u32,
+    clock: HoldClock,
     targets: Mutex<HashMap<String, Stock>>,
     /// Set once the instance stops: no new batch is kept.
     stopping: AtomicBool,
@@ -178,6 +201,22 @@ impl Held {
         }
     }
 
+    /// Holds timed on an explicit clock: `ms`, the latest time its callers passed in.
+    pub fn on_explicit_clock(max: u32, ms: Arc<AtomicU64>) -> Self {
+        Held {
+            clock: HoldClock::Explicit {
+                origin: Instant::now(),
+                ms,
+            },
+            ..Held::new(max)
+        }
+    }
+
+    /// Now, on the clock holds are timed on.
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
     /// An arrival for a poolable target, at its first look or a later one. It counts towards
     /// the rate at its first; until its last, it is told to wait for a batch being taken rather
     /// than run its own script.
@@ -189,7 +228,7 @@ impl Held {
         if self.max == 0 {
             return turn;
         }
-        let instant = Instant::now();
+        let instant = self.clock.now();
         let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
         let stock = match targets.get_mut(target_id) {
             Some(stock) => stock,
@@ -243,7 +282,7 @@ impl Held {
         if self.max == 0 {
             return None;
         }
-        let instant = Instant::now();
+        let instant = self.clock.now();
         let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
         let stock = targets.get_mut(target_id)?;
         let answer = stock
@@ -321,7 +360,7 @@ impl Held {
 
     /// Forgets targets with no batch and no callers lately (the renewer calls it each round).
     pub fn forget_idle(&self) {
-        let instant = Instant::now();
+        let instant = self.clock.now();
         let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
         targets.retain(|_, s| s.busy(instant));
     }

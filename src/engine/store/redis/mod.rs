@@ -160,7 +160,7 @@ struct Inner {
     /// Set once `connect` returned: later readings log what is wrong with the servers.
     started: AtomicBool,
     /// The latest caller time, for a store on an explicit clock (`ops.rs`).
-    clock: AtomicU64,
+    clock: Arc<AtomicU64>,
     next_id: AtomicU64,
     /// Reusable targets this instance leads, whose locks the renewer extends.
     leads: takeover::Leads,
@@ -269,12 +269,13 @@ impl RedisStore {
             )),
             false => None,
         };
-        // A hold is timed on this instance's monotonic clock, which an explicit clock (tests of
-        // the scripts' promises) does not move: batches are off there.
-        let held = held::Held::new(match settings.explicit_clock {
-            true => 0,
-            false => settings.pool_batch,
-        });
+        // On an explicit clock (tests of the scripts' promises) holds are timed on it too, as
+        // Redis times their leases on the time the scripts are given.
+        let clock = Arc::new(AtomicU64::new(0));
+        let held = match settings.explicit_clock {
+            true => held::Held::on_explicit_clock(settings.pool_batch, clock.clone()),
+            false => held::Held::new(settings.pool_batch),
+        };
         // Readers of a task another instance runs are woken when its record is finished.
         let finished = Arc::new(Wakeups::new(
             settings.target.pubsub_client().map_err(unavailable)?,
@@ -295,7 +296,7 @@ impl RedisStore {
             durable,
             counters: Counters::default(),
             started: AtomicBool::new(false),
-            clock: AtomicU64::new(0),
+            clock,
             next_id: AtomicU64::new(1),
             leads: takeover::Leads::default(),
             held,

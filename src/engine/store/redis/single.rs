@@ -67,7 +67,7 @@ pub(super) async fn arrive(
         size,
         lease_ms: ms(HOLD + LEASE_SLACK),
     };
-    let until = tokio::time::Instant::now() + HOLD;
+    let until = inner.held.now() + HOLD;
     let arrived = {
         let call = arrive_in_redis(
             inner,
@@ -104,8 +104,10 @@ pub(super) async fn arrive(
         inner.clone().unhold_later(target.id.clone(), back);
     } else if let Some((id, until)) = kept {
         let (inner, target_id) = (inner.clone(), target.id.clone());
+        // Timed from the hold's clock, so on an explicit clock it still ends within a hold.
+        let left = until.saturating_duration_since(inner.held.now());
         tokio::spawn(async move {
-            tokio::time::sleep_until(until).await;
+            tokio::time::sleep(left).await;
             if let Some(back) = inner.held.lapse(&target_id, &id) {
                 inner.unhold(&target_id, back).await;
             }
