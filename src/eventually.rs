@@ -75,3 +75,24 @@ async fn rest() {
     // Joined only to wait; a panic in `sleep` cannot happen.
     let _ = tokio::task::spawn_blocking(|| std::thread::sleep(PAUSE)).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A check that holds after 200 ms of wall time is tried at most once per pause (21 times),
+    /// however fast the machine: without the rest between tries it ran thousands of times.
+    #[tokio::test]
+    async fn a_wait_rests_between_tries() {
+        let tries = AtomicU32::new(0);
+        let started = Instant::now();
+        eventually(Duration::from_secs(10), "200 ms to pass", || {
+            tries.fetch_add(1, Ordering::Relaxed);
+            async { started.elapsed() >= Duration::from_millis(200) }
+        })
+        .await;
+        let tries = tries.into_inner();
+        assert!((2..=21).contains(&tries), "{tries} tries in 200 ms");
+    }
+}
