@@ -244,15 +244,15 @@ async fn callers_refused_for_want_of_threads_count_as_demand() {
     let demand = t["demand_at_peak"].as_f64().unwrap();
     let needed = (demand + 2.0 * demand.sqrt()).ceil() as u64;
     assert_eq!(t["recommended"].as_u64().unwrap(), needed.max(2), "{a}");
-    // The replay turns callers away as this gateway is configured to (2 may wait), and the
-    // recommended plan fewer of them.
+    // The replay holds callers up under the plan as configured (2 threads, 2 may wait) and the
+    // recommended plan fewer of them. It replays the callers that were answered, at random times
+    // within their buckets, so whether it also turns some away depends on how they cluster: a
+    // run under the full suite's load replayed 11 waits and no refusal.
     let r = &a["replay"];
-    let refused_now = r["now"]["refused"].as_u64().unwrap();
-    assert!(refused_now > 0, "{r}");
-    assert!(
-        r["recommended"]["refused"].as_u64().unwrap() < refused_now,
-        "{r}"
-    );
+    let held_up =
+        |plan: &str| r[plan]["waited"].as_u64().unwrap() + r[plan]["refused"].as_u64().unwrap();
+    assert!(held_up("now") > 0, "{r}");
+    assert!(held_up("recommended") < held_up("now"), "{r}");
 }
 
 /// As users run it: the accounts' default polling, which knows nothing of the simulator's
