@@ -38,6 +38,21 @@ fn solve(http: &reqwest::Client, base: &str, key: &str) -> reqwest::RequestBuild
         .json(&body())
 }
 
+/// The call under `key` sent again to `base`: answered with a token the provider finds valid
+/// on its first use.
+async fn answered_once(http: &reqwest::Client, sim: &SimServer, base: &str, key: &str) {
+    let answer: Value = solve(http, base, key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = answer["token"].as_str().expect("the retry answered");
+    let verdict = sim.verify(http, token).await;
+    assert_eq!(verdict["success"], true, "{verdict}");
+}
+
 /// Two gateways as users run them on one Redis, the first behind a proxy the test controls.
 async fn two_gateways(sim: &SimServer, redis: &RedisServer) -> (Instance, Instance, FaultProxy) {
     let victim = Instance::as_users_run_it(sim, Some(&redis.url())).await;
@@ -85,16 +100,7 @@ async fn a_gateway_killed_before_the_providers_task_id_arrives_costs_one_more_ta
         "the first call's connection died"
     );
 
-    let answer: Value = solve(&http, &survivor.base, "window-submit")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let token = answer["token"].as_str().expect("the retry answered");
-    let verdict = sim.verify(&http, token).await;
-    assert_eq!(verdict["success"], true, "{verdict}");
+    answered_once(&http, &sim, &survivor.base, "window-submit").await;
     assert_eq!(
         sim.sim.stats().submits,
         2,
@@ -131,16 +137,7 @@ async fn a_gateway_killed_while_its_answer_is_on_the_wire_is_answered_again_with
         "the answer never reached the caller"
     );
 
-    let answer: Value = solve(&http, &survivor.base, "window-answer")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let token = answer["token"].as_str().expect("the retry answered");
-    let verdict = sim.verify(&http, token).await;
-    assert_eq!(verdict["success"], true, "{verdict}");
+    answered_once(&http, &sim, &survivor.base, "window-answer").await;
     assert_eq!(
         sim.sim.stats().submits,
         1,

@@ -408,6 +408,16 @@ async fn held_by(conn: &mut redis::aio::MultiplexedConnection, consumer: &str) -
     rows.len() as u64
 }
 
+/// Waits until `consumer` holds `n` pending entries.
+async fn holding(conn: &redis::aio::MultiplexedConnection, consumer: &str, n: u64) {
+    let what = format!("{consumer} holding {n} entries");
+    eventually(Duration::from_secs(30), &what, || {
+        let mut c = conn.clone();
+        async move { held_by(&mut c, consumer).await == n }
+    })
+    .await;
+}
+
 /// Three workers as a user runs them, with the lease set once (`--lease-s 3`, also the default):
 /// one is `kill -9`ed while every task it holds is
 /// being solved upstream. Once it is taken for dead (its lease and a beat), the others take its
@@ -492,15 +502,7 @@ async fn queue_a_killed_workers_entries_are_taken_over_within_five_seconds() {
     let conn = raw(&redis.url()).await;
     enqueue_pages(&queue, "takeover", HELD as usize).await;
     let dead = victim.consumer().to_owned();
-    eventually(
-        Duration::from_secs(30),
-        "the victim holding every entry",
-        || {
-            let (mut c, dead) = (conn.clone(), dead.clone());
-            async move { held_by(&mut c, &dead).await == HELD }
-        },
-    )
-    .await;
+    holding(&conn, &dead, HELD).await;
     // The survivor starts with every slot free, so only the lease stands between it and them.
     let mut survivor = worker_as_users_run_it(sim.addr, &redis.url())
         .args(&["--concurrency", "4", "--lease-s", "3"])
@@ -509,15 +511,7 @@ async fn queue_a_killed_workers_entries_are_taken_over_within_five_seconds() {
     let alive = survivor.consumer().to_owned();
     let killed = std::time::Instant::now();
     victim.kill().await;
-    eventually(
-        Duration::from_secs(30),
-        "the survivor holding them all",
-        || {
-            let (mut c, alive) = (conn.clone(), alive.clone());
-            async move { held_by(&mut c, &alive).await == HELD }
-        },
-    )
-    .await;
+    holding(&conn, &alive, HELD).await;
     let moved = killed.elapsed();
     assert!(
         moved <= Duration::from_secs(6),
