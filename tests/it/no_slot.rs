@@ -161,7 +161,15 @@ async fn a_misbehaving_provider_answers_every_caller_with_a_token_or_a_clear_err
         other.is_empty(),
         "{solved} solved, {unsolvable} unsolvable; the rest: {other:?}; provider: {stats:?}"
     );
-    assert_eq!(unsolvable as u64, stats.unsolvable, "{stats:?}");
+    // An unsolvable answer is the provider's verdict on a task, or a caller whose every submit
+    // it refused within the bounded transient retries (3: 0.3^4, about one caller in a hundred
+    // here), told as the clear unsolvable error ("no answer in time (<code>)").
+    let never_accepted = (CALLERS as u64).saturating_sub(stats.submits);
+    assert_eq!(
+        unsolvable as u64,
+        stats.unsolvable + never_accepted,
+        "{stats:?}"
+    );
     assert!(stats.injected_errors >= 20, "{stats:?}");
     nothing_left_in_flight(&gw).await;
 }
