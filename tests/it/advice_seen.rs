@@ -264,7 +264,9 @@ async fn the_replay_of_the_plan_now_serves_the_pool_as_the_gateway_did() {
         (served - replayed).abs() <= tolerance,
         "the gateway served {served:.3}, the replay {replayed:.3} (tolerance {tolerance:.3}): {pool}"
     );
-    // Neither a pool serving nobody nor one serving everybody.
+    // Neither a pool serving nobody nor one serving everybody at the gateway, so the comparison
+    // above is of a pool that emptied. The replay may serve every caller of such a run (a
+    // clean-clone run: the gateway 196 of 213, the replay all), within the tolerance above.
     assert!(served > 0.5 && served < 1.0, "{served}");
-    assert!(replayed > 0.5 && replayed < 1.0, "{replayed}");
+    assert!(replayed > 0.5, "{replayed}");
 }
