@@ -1,19 +1,17 @@
 //! The provider misbehaving (every fault the simulator injects) and the road to it breaking
 //! (the fault proxy between gateway and simulator).
 
-use captcha_gateway::sim::Faults;
+use captcha_gateway::sim::{Faults, SimStats};
 
 use super::*;
 use crate::support::fault_proxy::{FaultProxy, Mode};
 use crate::support::fleet::client;
 use crate::support::redis::RedisServer;
 
+/// Each fault runs on its own simulator, Redis and gateway, all at once: the phases share
+/// nothing, so the test takes as long as its slowest fault rather than the sum of them.
 #[tokio::test]
 async fn every_injected_provider_fault_gets_callers_an_answer_and_frees_every_slot() {
-    let redis = RedisServer::start();
-    let sim = simulator().await;
-    let gw = logged_gateway(&sim, &redis.url(), "compat_task_timeout_s = 5").await;
-    let http = client();
     let off = Faults::default();
     let faults = [
         (
@@ -79,47 +77,77 @@ async fn every_injected_provider_fault_gets_callers_an_answer_and_frees_every_sl
             },
         ),
     ];
-    for (i, (name, fault)) in faults.into_iter().enumerate() {
-        sim.sim.set_faults(fault).expect("valid faults");
-        let sitekey = format!("6Le-fault-{i}");
-        load(&http, &gw.base, &sitekey, 8, name).await;
-        sim.sim.set_faults(off).expect("valid faults");
-        assert_slots_return(&http, &gw.base, name).await;
-        assert_serves_again(&http, &gw.base, &format!("6Le-after-{i}"), name).await;
-    }
-    let stats = sim.sim.stats();
+    let phases = join_all(
+        faults
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, fault))| one_injected_fault(i, name, fault)),
+    )
+    .await;
+    let injected = |f: fn(&SimStats) -> u64| phases.iter().map(|(stats, _)| f(stats)).sum::<u64>();
+    let totals = (
+        injected(|s| s.injected_errors),
+        injected(|s| s.dropped_connections),
+        injected(|s| s.malformed_replies),
+        injected(|s| s.slow_replies),
+    );
     assert!(
-        stats.injected_errors > 0
-            && stats.dropped_connections > 0
-            && stats.malformed_replies > 0
-            && stats.slow_replies > 0,
-        "every fault was injected: {stats:?}"
+        totals.0 > 0 && totals.1 > 0 && totals.2 > 0 && totals.3 > 0,
+        "every fault was injected (errors, drops, malformed, slow): {totals:?}"
     );
     // Each refused submit is counted under its class (docs/API.md "Metrics").
-    let text = http
-        .get(format!("{}/metrics", gw.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
     for result in ["ok", "capacity", "transient"] {
-        let counted: u64 = text
-            .lines()
+        let counted: u64 = phases
+            .iter()
+            .flat_map(|(_, metrics)| metrics.lines())
             .filter(|l| l.starts_with("captcha_gateway_upstream_requests_total{"))
             .filter(|l| {
                 l.contains("endpoint=\"submit\"") && l.contains(&format!("result=\"{result}\""))
             })
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum();
-        assert!(counted > 0, "no submit counted as {result}:\n{text}");
+        assert!(counted > 0, "no submit counted as {result} in any phase");
     }
-    assert_never_panicked(&gw);
 }
 
+/// One fault on a gateway of its own: callers under it get answers, its slots come back once
+/// it stops, and the gateway serves again. Returns what the simulator injected and the
+/// gateway's metrics.
+async fn one_injected_fault(i: usize, name: &str, fault: Faults) -> (SimStats, String) {
+    let redis = RedisServer::start();
+    let sim = simulator().await;
+    let gw = logged_gateway(&sim, &redis.url(), "compat_task_timeout_s = 5").await;
+    let http = client();
+    sim.sim.set_faults(fault).expect("valid faults");
+    load(&http, &gw.base, &format!("6Le-fault-{i}"), 8, name).await;
+    sim.sim.set_faults(Faults::default()).expect("valid faults");
+    assert_slots_return(&http, &gw.base, name).await;
+    assert_serves_again(&http, &gw.base, &format!("6Le-after-{i}"), name).await;
+    let metrics = http
+        .get(format!("{}/metrics", gw.base))
+        .send()
+        .await
+        .expect("the gateway answers /metrics")
+        .text()
+        .await
+        .expect("a body");
+    assert_never_panicked(&gw);
+    (sim.sim.stats(), metrics)
+}
+
+/// Each way of breaking the road on a gateway of its own, all at once (as above).
 #[tokio::test]
 async fn a_broken_road_to_the_provider_gets_callers_an_answer_and_frees_every_slot() {
+    join_all(
+        [Mode::Blackhole, Mode::Reset, Mode::Stall]
+            .into_iter()
+            .enumerate()
+            .map(|(i, mode)| one_broken_road(i, mode)),
+    )
+    .await;
+}
+
+async fn one_broken_road(i: usize, mode: Mode) {
     let redis = RedisServer::start();
     let sim = simulator().await;
     let proxy = FaultProxy::start(sim.addr).await;
@@ -130,18 +158,13 @@ async fn a_broken_road_to_the_provider_gets_callers_an_answer_and_frees_every_sl
     )
     .await;
     let http = client();
-    assert_serves_again(&http, &gw.base, "6Le-road-before", "before any fault").await;
-    for (i, mode) in [Mode::Blackhole, Mode::Reset, Mode::Stall]
-        .into_iter()
-        .enumerate()
-    {
-        let context = format!("provider road {mode:?}");
-        proxy.set(mode);
-        load(&http, &gw.base, &format!("6Le-road-{i}"), 6, &context).await;
-        proxy.set(Mode::Pass);
-        assert_slots_return(&http, &gw.base, &context).await;
-        assert_serves_again(&http, &gw.base, &format!("6Le-road-after-{i}"), &context).await;
-    }
+    let context = format!("provider road {mode:?}");
+    assert_serves_again(&http, &gw.base, &format!("6Le-road-before-{i}"), &context).await;
+    proxy.set(mode);
+    load(&http, &gw.base, &format!("6Le-road-{i}"), 6, &context).await;
+    proxy.set(Mode::Pass);
+    assert_slots_return(&http, &gw.base, &context).await;
+    assert_serves_again(&http, &gw.base, &format!("6Le-road-after-{i}"), &context).await;
     assert_never_panicked(&gw);
 }
 

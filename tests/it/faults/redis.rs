@@ -53,102 +53,108 @@ impl RedisRig {
     }
 }
 
+/// Each way of breaking the road on a rig of its own, all at once: the modes share nothing, so
+/// the test takes as long as the slowest.
 #[tokio::test]
 async fn with_redis_blackholed_reset_or_stalled_the_gateway_degrades_loses_no_caller_and_recovers()
 {
+    join_all(
+        [Mode::Blackhole, Mode::Reset, Mode::Stall]
+            .into_iter()
+            .enumerate()
+            .map(|(i, mode)| redis_road_broken(i, mode)),
+    )
+    .await;
+}
+
+async fn redis_road_broken(i: usize, mode: Mode) {
     let rig = RedisRig::start("redis_lease_s = 3").await;
     let (http, base) = (&rig.http, rig.gw.base.as_str());
-    assert_serves_again(http, base, "6Le-redis-before", "before any fault").await;
-    rig.health_is("healthy", "before any fault").await;
-
-    for (i, mode) in [Mode::Blackhole, Mode::Reset, Mode::Stall]
-        .into_iter()
-        .enumerate()
-    {
-        let context = format!("redis {mode:?}");
-        // Callers already waiting on their tasks when Redis goes away: none may be lost.
-        let sitekey = format!("6Le-redis-{i}");
-        let before = rig.sim.sim.stats().submits;
-        let solved_before = metric(http, base, "captcha_gateway_upstream_tasks_total").await;
-        let waiting: Vec<_> = (0..5)
-            .map(|_| {
-                let (http, base, body) = (http.clone(), base.to_owned(), body(&sitekey, 20.0));
-                tokio::spawn(async move { solve(&http, &base, body).await })
-            })
-            .collect();
-        eventually_showing(
-            SOON,
-            &format!("{context}: the waiters' tasks started"),
-            || async {
-                let submits = rig.sim.sim.stats().submits - before;
-                (submits >= 5, submits)
-            },
-        )
+    let context = format!("redis {mode:?}");
+    assert_serves_again(http, base, &format!("6Le-redis-before-{i}"), &context).await;
+    rig.health_is("healthy", &format!("{context}: before the fault"))
         .await;
-        rig.proxy.set(mode);
-        // A finish that got no reply (blackholed, reset after it was sent, stalled) may have
-        // run: its answer is held until Redis says where it went, never handed out on a guess.
-        // Only a refused connection proves it never ran (the outage tests
-        // in `fleet.rs` kill Redis: there the own waiters get it at once).
-        eventually_showing(
-            SOON,
-            &format!("{context}: the waiters' tasks ended"),
-            || async {
-                let solved = metric(http, base, "captcha_gateway_upstream_tasks_total").await
-                    - solved_before;
-                (solved >= 5.0, solved)
-            },
-        )
-        .await;
+    // Callers already waiting on their tasks when Redis goes away: none may be lost.
+    let sitekey = format!("6Le-redis-{i}");
+    let before = rig.sim.sim.stats().submits;
+    let solved_before = metric(http, base, "captcha_gateway_upstream_tasks_total").await;
+    let waiting: Vec<_> = (0..5)
+        .map(|_| {
+            let (http, base, body) = (http.clone(), base.to_owned(), body(&sitekey, 20.0));
+            tokio::spawn(async move { solve(&http, &base, body).await })
+        })
+        .collect();
+    eventually_showing(
+        SOON,
+        &format!("{context}: the waiters' tasks started"),
+        || async {
+            let submits = rig.sim.sim.stats().submits - before;
+            (submits >= 5, submits)
+        },
+    )
+    .await;
+    rig.proxy.set(mode);
+    // A finish that got no reply (blackholed, reset after it was sent, stalled) may have
+    // run: its answer is held until Redis says where it went, never handed out on a guess.
+    // Only a refused connection proves it never ran (the outage tests
+    // in `fleet.rs` kill Redis: there the own waiters get it at once).
+    eventually_showing(
+        SOON,
+        &format!("{context}: the waiters' tasks ended"),
+        || async {
+            let solved =
+                metric(http, base, "captcha_gateway_upstream_tasks_total").await - solved_before;
+            (solved >= 5.0, solved)
+        },
+    )
+    .await;
 
-        // New callers are served without the pool while Redis is away (promise 7).
-        let fresh = join_all((0..5).map(|_| solve(http, base, body(&sitekey, 20.0))));
-        for (status, v) in within(SOON, &format!("{context}: new callers"), fresh).await {
-            assert_eq!(status, 200, "{context}: solving continues degraded: {v}");
-        }
-        let compat = within(SOON, &context, solve_compat(http, base, &sitekey)).await;
-        assert!(
-            compat.starts_with("OK|"),
-            "{context}: compatible API while degraded: {compat}"
-        );
-        rig.health_is("degraded", &context).await;
-
-        // Passing again, the gateway finds Redis by itself and the pool works again.
-        rig.proxy.set(Mode::Pass);
-        rig.health_is("healthy", &format!("{context}, then pass"))
-            .await;
-        // The held outcomes are known now: each waiter gets its answer, once.
-        for w in waiting {
-            assert_answered(w, &format!("{context}, held until Redis answered")).await;
-        }
-        // On a site of its own, so its pool's figure is its own: the callers above may leave
-        // answers pooled too.
-        let pooled = |timeout_s| {
-            let mut b = body(&format!("6Le-redis-pool-{i}"), timeout_s);
-            b["pageurl"] = format!("https://pool-{i}.example.com/login").into();
-            b
-        };
-        let ready = format!("target=\"recaptcha_v2:pool-{i}.example.com\"");
-        let (status, _) = solve(http, base, pooled(0.01)).await;
-        assert_eq!(status, 504, "{context}: a caller who leaves at once");
-        eventually_showing(
-            SOON,
-            &format!("{context}: the left answer is pooled"),
-            || async {
-                let size =
-                    metric_sum_where(http, base, "captcha_gateway_pool_ready", &[&ready]).await;
-                (size >= 1, size)
-            },
-        )
-        .await;
-        let (status, v) = within(SOON, &context, solve(http, base, pooled(20.0))).await;
-        assert_eq!(
-            (status, v["source"].as_str()),
-            (200, Some("pool")),
-            "{context}: the pool serves again: {v}"
-        );
-        assert_slots_return(http, base, &context).await;
+    // New callers are served without the pool while Redis is away (promise 7).
+    let fresh = join_all((0..5).map(|_| solve(http, base, body(&sitekey, 20.0))));
+    for (status, v) in within(SOON, &format!("{context}: new callers"), fresh).await {
+        assert_eq!(status, 200, "{context}: solving continues degraded: {v}");
     }
+    let compat = within(SOON, &context, solve_compat(http, base, &sitekey)).await;
+    assert!(
+        compat.starts_with("OK|"),
+        "{context}: compatible API while degraded: {compat}"
+    );
+    rig.health_is("degraded", &context).await;
+
+    // Passing again, the gateway finds Redis by itself and the pool works again.
+    rig.proxy.set(Mode::Pass);
+    rig.health_is("healthy", &format!("{context}, then pass"))
+        .await;
+    // The held outcomes are known now: each waiter gets its answer, once.
+    for w in waiting {
+        assert_answered(w, &format!("{context}, held until Redis answered")).await;
+    }
+    // On a site of its own, so its pool's figure is its own: the callers above may leave
+    // answers pooled too.
+    let pooled = |timeout_s| {
+        let mut b = body(&format!("6Le-redis-pool-{i}"), timeout_s);
+        b["pageurl"] = format!("https://pool-{i}.example.com/login").into();
+        b
+    };
+    let ready = format!("target=\"recaptcha_v2:pool-{i}.example.com\"");
+    let (status, _) = solve(http, base, pooled(0.01)).await;
+    assert_eq!(status, 504, "{context}: a caller who leaves at once");
+    eventually_showing(
+        SOON,
+        &format!("{context}: the left answer is pooled"),
+        || async {
+            let size = metric_sum_where(http, base, "captcha_gateway_pool_ready", &[&ready]).await;
+            (size >= 1, size)
+        },
+    )
+    .await;
+    let (status, v) = within(SOON, &context, solve(http, base, pooled(20.0))).await;
+    assert_eq!(
+        (status, v["source"].as_str()),
+        (200, Some("pool")),
+        "{context}: the pool serves again: {v}"
+    );
+    assert_slots_return(http, base, &context).await;
     assert_never_panicked(&rig.gw);
 }
 
