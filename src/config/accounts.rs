@@ -170,6 +170,13 @@ fn spec(
                 "list kind names, e.g. kinds = [\"recaptcha_v2\", \"turnstile\"]",
             )
         })?;
+        if !provider.solves(kind) {
+            return Err(bad(
+                &at("kinds"),
+                format!("{provider} does not solve {kind}"),
+                "leave the kind to an account whose provider solves it (docs/API.md \"Task types\")",
+            ));
+        }
         if !kinds.contains(&kind) {
             kinds.push(kind);
         }
@@ -398,6 +405,11 @@ mod tests {
                 &format!("{MAIN}kinds = [\"funcaptcha\"]\n"),
                 &[("K1", "k")],
                 "accounts.main.kinds",
+            ),
+            (
+                "[[accounts]]\nname = \"ac\"\nprovider = \"anticaptcha\"\nkey_env = \"K1\"\nkinds = [\"text\"]\n",
+                &[("K1", "k")],
+                "accounts.ac.kinds: anticaptcha does not solve text",
             ),
             (
                 &format!("{MAIN}base_url = \"ftp://x\"\n"),

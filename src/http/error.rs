@@ -51,7 +51,13 @@ impl From<SolveError> for ApiError {
                 "no answer before the deadline",
             ),
             SolveError::Failed(f) => {
-                let status = if f.code == crate::wire::inphp::codes::CAPTCHA_UNSOLVABLE {
+                // The task itself cannot be solved (here): the caller's to change, not a
+                // provider failure.
+                let task_level = [
+                    crate::wire::inphp::codes::CAPTCHA_UNSOLVABLE,
+                    crate::wire::taskapi::reply::TASK_NOT_SUPPORTED,
+                ];
+                let status = if task_level.contains(&f.code.as_str()) {
                     StatusCode::UNPROCESSABLE_ENTITY
                 } else {
                     StatusCode::BAD_GATEWAY

@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use crate::model::{Dialect, Kind};
 use crate::wire::inphp::InPhpDialect;
 use crate::wire::taskapi::TaskApiDialect;
 
@@ -54,6 +55,18 @@ impl AccountProvider {
             AccountProvider::AntiCaptcha => Protocol::TaskApi(TaskApiDialect::AntiCaptcha),
             AccountProvider::CapSolver => Protocol::TaskApi(TaskApiDialect::CapSolver),
         }
+    }
+
+    /// Whether it solves `kind` at all (the kind's declaration says which dialects do); the
+    /// simulator solves every kind.
+    pub fn solves(self, kind: Kind) -> bool {
+        let dialect = match self.protocol() {
+            _ if self == AccountProvider::Sim => return true,
+            Protocol::InPhp(InPhpDialect::CaptchaAi) => Dialect::CaptchaAi,
+            Protocol::InPhp(InPhpDialect::TwoCaptcha) => Dialect::TwoCaptcha,
+            Protocol::TaskApi(dialect) => dialect.dialect(),
+        };
+        kind.solved_in(dialect)
     }
 
     /// Whether it sells threads and says how many (`threadsinfo`), so the account's cap can be

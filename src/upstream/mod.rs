@@ -100,8 +100,10 @@ impl Member {
         self.account.name()
     }
 
+    /// Whether tasks of `kind` may go to it: its provider solves the kind, and its settings
+    /// list it (or list none).
     fn takes(&self, kind: Kind) -> bool {
-        self.kinds.is_empty() || self.kinds.contains(&kind)
+        self.provider.solves(kind) && (self.kinds.is_empty() || self.kinds.contains(&kind))
     }
 
     fn balance(&self) -> Option<f64> {

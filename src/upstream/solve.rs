@@ -18,6 +18,7 @@ use crate::engine::{Priority, Solution, SolveFailure, Solver};
 use crate::model::{Kind, SolveRequest, UpstreamRef, now_ms};
 use crate::provider::{self, ErrorClass, ProviderError, Schedule};
 use crate::wire::inphp::codes;
+use crate::wire::taskapi::reply::TASK_NOT_SUPPORTED;
 
 /// Ordinary tries a task may make across accounts: every account once, then once more each (a
 /// second round only after every account failed it, for blips that hit them all). Trials of
@@ -95,6 +96,26 @@ fn worth_another_account(e: &ProviderError) -> bool {
 /// and the spend guard sees that.
 fn is_no_money(e: &ProviderError) -> bool {
     e.class == ErrorClass::Account && e.code == codes::ZERO_BALANCE
+}
+
+impl Upstream {
+    /// No account here takes `kind`: the caller is told which accounts there are and what each
+    /// takes, so the operator sees what to add (account names are no secret; keys never
+    /// appear).
+    fn unsolvable_here(&self, kind: Kind) -> SolveFailure {
+        let accounts: Vec<String> = self
+            .members
+            .iter()
+            .map(|m| format!("{} ({})", m.name(), m.provider))
+            .collect();
+        SolveFailure::new(
+            TASK_NOT_SUPPORTED,
+            format!(
+                "no account here solves {kind}: its provider does not, or its `kinds` leave it out (accounts: {})",
+                accounts.join(", ")
+            ),
+        )
+    }
 }
 
 pub(super) fn no_account() -> SolveFailure {
@@ -257,6 +278,9 @@ impl Solver for Upstream {
             }
         }
         let kind = req.kind();
+        if !self.members.iter().any(|m| m.takes(kind)) {
+            return Err(self.unsolvable_here(kind));
+        }
         let mut tried: Vec<usize> = Vec::new();
         let mut last: Option<ProviderError> = None;
         let mut tries = 0;

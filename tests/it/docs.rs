@@ -316,3 +316,15 @@ fn the_citation_reader_understands_the_forms_in_use() {
         "Reusable answers"
     ));
 }
+
+/// docs/API.md's table of task types is the kinds' declarations as rendered from them: a type
+/// declared, renamed or given to another provider shows there, or this fails with the table.
+#[test]
+fn the_task_types_table_is_the_declarations() {
+    let page = read(Path::new("docs/API.md"));
+    let table = captcha_gateway::model::task_types_table();
+    assert!(
+        page.contains(&table),
+        "docs/API.md \"Task types\" must hold the declarations' table:\n{table}"
+    );
+}

@@ -449,6 +449,44 @@ fn json_account(name: &str, provider: AccountProvider, sim: &SimServer) -> Accou
     }
 }
 
+/// A kind whose declaration says a provider does not solve it never goes to that provider's
+/// accounts (anti-captcha and CapSolver ask no text questions), and with no account left that
+/// solves it the caller is told so, with the accounts there are.
+#[tokio::test]
+async fn a_kind_goes_only_to_accounts_whose_provider_solves_it() {
+    let anti = SimServer::start(LATENCY, 4).await;
+    let any = SimServer::start(LATENCY, 4).await;
+    let mut preferred = json_account("ac", AccountProvider::AntiCaptcha, &anti);
+    preferred.weight = 1000;
+    let gw = TestGateway::with(settings(vec![preferred, account("any", &any, 4)])).await;
+    let question = |i: usize| json!({"kind": "text", "text": format!("2 + {i}?"), "timeout_s": 30});
+    for i in 0..4 {
+        let (status, reply) = solve(&gw.http, &gw.url(""), question(i)).await;
+        assert_eq!(status, 200, "{reply}");
+    }
+    assert_eq!(anti.sim.stats().submits, 0, "anti-captcha was never asked");
+    assert_eq!(any.sim.stats().submits, 4);
+
+    let only_anti = TestGateway::with(settings(vec![json_account(
+        "ac",
+        AccountProvider::AntiCaptcha,
+        &anti,
+    )]))
+    .await;
+    let (status, reply) = solve(&only_anti.http, &only_anti.url(""), question(9)).await;
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (422, Some("ERROR_TASK_NOT_SUPPORTED")),
+        "{reply}"
+    );
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("text") && message.contains("ac (anticaptcha)"),
+        "{message}"
+    );
+    assert_eq!(anti.sim.stats().submits, 0);
+}
+
 #[tokio::test]
 async fn accounts_of_the_json_task_protocol_solve_and_fail_over() {
     let a = SimServer::start(LATENCY, 4).await;

@@ -59,6 +59,12 @@ pub fn parse_submit(p: &Params) -> Result<SolveRequest, Validation> {
                 })?,
             options: image_options(p)?,
         },
+        (Some("textcaptcha"), None) => {
+            return Err(Validation::new(
+                codes::BAD_PARAMETERS,
+                "`textcaptcha` (the question) is missing",
+            ));
+        }
         (None, _) => {
             return Err(Validation::new(codes::BAD_PARAMETERS, "method is missing"));
         }

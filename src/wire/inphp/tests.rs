@@ -4,7 +4,7 @@
 use base64::Engine as _;
 
 use super::{Params, codes, parse_submit};
-use crate::model::{SolveRequest, Validation, limits};
+use crate::model::{Kind, SolveRequest, Validation, limits};
 
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789";
 
@@ -136,4 +136,21 @@ fn numbers_and_lengths_are_range_checked() {
             pairs[..2].to_vec()
         );
     }
+}
+
+/// Every `method` a kind's declaration lists is one the parser reads: without its parameters it
+/// is refused for what is missing, never as an unknown method.
+#[test]
+fn every_declared_method_is_read() {
+    for kind in Kind::ALL {
+        for method in kind.spec().methods {
+            let refused = parse(&[("method", method)]).expect_err("no parameters");
+            assert!(
+                !refused.message.contains("not supported"),
+                "{kind}: method={method}: {refused}"
+            );
+        }
+    }
+    let unknown = parse(&[("method", "no_such_method")]).expect_err("unknown");
+    assert!(unknown.message.contains("not supported"), "{unknown}");
 }

@@ -4,6 +4,8 @@
 
 use url::Url;
 
+use crate::model::{Dialect, Kind, ProxyName};
+
 /// Which provider's dialect of the protocol: the same envelope, different type names, proxy
 /// fields and task id types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,6 +49,15 @@ impl TaskApiDialect {
             .find(|f| f.as_str().eq_ignore_ascii_case(name.trim()))
     }
 
+    /// The dialect as the kinds' declarations name it.
+    pub fn dialect(self) -> Dialect {
+        match self {
+            TaskApiDialect::AntiCaptcha => Dialect::AntiCaptcha,
+            TaskApiDialect::CapSolver => Dialect::CapSolver,
+            TaskApiDialect::TwoCaptchaV2 => Dialect::TwoCaptchaV2,
+        }
+    }
+
     /// Most `getTaskResult` calls the provider answers per task: CapSolver documents 120; the
     /// others document no figure, and the poller's own budget (about 20) is far below it.
     pub fn max_checks_per_task(self) -> Option<u32> {
@@ -82,127 +93,39 @@ pub enum ProxyUse {
     Proxied,
 }
 
-/// Every name accepted downstream (lowercase), with what it means.
-const NAMES: &[(&str, Shape, ProxyUse)] = &[
-    (
-        "recaptchav2taskproxyless",
-        Shape::RecaptchaV2 { enterprise: false },
-        ProxyUse::Proxyless,
-    ),
-    (
-        "nocaptchataskproxyless",
-        Shape::RecaptchaV2 { enterprise: false },
-        ProxyUse::Proxyless,
-    ),
-    (
-        "recaptchav2task",
-        Shape::RecaptchaV2 { enterprise: false },
-        ProxyUse::Proxied,
-    ),
-    (
-        "nocaptchatask",
-        Shape::RecaptchaV2 { enterprise: false },
-        ProxyUse::Proxied,
-    ),
-    (
-        "recaptchav2enterprisetaskproxyless",
-        Shape::RecaptchaV2 { enterprise: true },
-        ProxyUse::Proxyless,
-    ),
-    (
-        "recaptchav2enterprisetask",
-        Shape::RecaptchaV2 { enterprise: true },
-        ProxyUse::Proxied,
-    ),
-    (
-        "recaptchav3taskproxyless",
-        Shape::RecaptchaV3 { enterprise: false },
-        ProxyUse::Proxyless,
-    ),
-    (
-        "recaptchav3task",
-        Shape::RecaptchaV3 { enterprise: false },
-        ProxyUse::Proxied,
-    ),
-    (
-        "recaptchav3enterprisetaskproxyless",
-        Shape::RecaptchaV3 { enterprise: true },
-        ProxyUse::Proxyless,
-    ),
-    (
-        "recaptchav3enterprisetask",
-        Shape::RecaptchaV3 { enterprise: true },
-        ProxyUse::Proxied,
-    ),
-    (
-        "turnstiletaskproxyless",
-        Shape::Turnstile,
-        ProxyUse::Proxyless,
-    ),
-    ("turnstiletask", Shape::Turnstile, ProxyUse::Proxied),
-    (
-        "antiturnstiletaskproxyless",
-        Shape::Turnstile,
-        ProxyUse::Proxyless,
-    ),
-    (
-        "anticloudflaretask",
-        Shape::CloudflareChallenge,
-        ProxyUse::Proxied,
-    ),
-    ("geetesttaskproxyless", Shape::Geetest, ProxyUse::Proxyless),
-    ("geetesttask", Shape::Geetest, ProxyUse::Proxied),
-    ("imagetotexttask", Shape::Image, ProxyUse::Proxyless),
-    ("textcaptchatask", Shape::Text, ProxyUse::Proxyless),
-];
-
-/// What a type name means; `None` for a type the gateway does not solve.
+/// What a type name means; `None` for a type the gateway does not solve. The names are the
+/// kinds' declarations (`model::Kind::spec`).
 pub fn shape_of(type_name: &str) -> Option<(Shape, ProxyUse)> {
-    let lower = type_name.trim().to_ascii_lowercase();
-    NAMES
-        .iter()
-        .find(|(name, _, _)| *name == lower)
-        .map(|(_, shape, proxy)| (*shape, *proxy))
+    let (kind, name) = Kind::by_task_name(type_name)?;
+    let enterprise = name.enterprise == Some(true);
+    let shape = match kind {
+        Kind::RecaptchaV2 => Shape::RecaptchaV2 { enterprise },
+        Kind::RecaptchaV3 => Shape::RecaptchaV3 { enterprise },
+        Kind::Turnstile => Shape::Turnstile,
+        Kind::CloudflareChallenge => Shape::CloudflareChallenge,
+        Kind::GeetestV3 => Shape::Geetest,
+        Kind::Image => Shape::Image,
+        Kind::Text => Shape::Text,
+    };
+    let proxy = match name.proxy {
+        ProxyName::Proxied => ProxyUse::Proxied,
+        ProxyName::Proxyless | ProxyName::Either => ProxyUse::Proxyless,
+    };
+    Some((shape, proxy))
 }
 
 /// The type name `flavor` expects for `shape`, or `None` where it has no such task.
 pub fn name_for(flavor: TaskApiDialect, shape: Shape, proxy: ProxyUse) -> Option<&'static str> {
-    use ProxyUse::{Proxied, Proxyless};
-    use Shape::*;
-    let capsolver = flavor == TaskApiDialect::CapSolver;
-    Some(match (shape, proxy, capsolver) {
-        (RecaptchaV2 { enterprise: false }, Proxyless, false) => "RecaptchaV2TaskProxyless",
-        (RecaptchaV2 { enterprise: false }, Proxied, false) => "RecaptchaV2Task",
-        (RecaptchaV2 { enterprise: true }, Proxyless, false) => {
-            "RecaptchaV2EnterpriseTaskProxyless"
-        }
-        (RecaptchaV2 { enterprise: true }, Proxied, false) => "RecaptchaV2EnterpriseTask",
-        (RecaptchaV2 { enterprise: false }, Proxyless, true) => "ReCaptchaV2TaskProxyLess",
-        (RecaptchaV2 { enterprise: false }, Proxied, true) => "ReCaptchaV2Task",
-        (RecaptchaV2 { enterprise: true }, Proxyless, true) => "ReCaptchaV2EnterpriseTaskProxyLess",
-        (RecaptchaV2 { enterprise: true }, Proxied, true) => "ReCaptchaV2EnterpriseTask",
-        // anti-captcha marks Enterprise v3 with `isEnterprise` on the one v3 type.
-        (RecaptchaV3 { .. }, Proxyless, false) => "RecaptchaV3TaskProxyless",
-        (RecaptchaV3 { .. }, Proxied, false) => "RecaptchaV3Task",
-        (RecaptchaV3 { enterprise: false }, Proxyless, true) => "ReCaptchaV3TaskProxyLess",
-        (RecaptchaV3 { enterprise: false }, Proxied, true) => "ReCaptchaV3Task",
-        (RecaptchaV3 { enterprise: true }, Proxyless, true) => "ReCaptchaV3EnterpriseTaskProxyLess",
-        (RecaptchaV3 { enterprise: true }, Proxied, true) => "ReCaptchaV3EnterpriseTask",
-        (Turnstile, Proxyless, false) => "TurnstileTaskProxyless",
-        (Turnstile, Proxied, false) => "TurnstileTask",
-        (Turnstile, _, true) => "AntiTurnstileTaskProxyLess",
-        // anti-captcha: a `TurnstileTask` with `cloudflareTaskType: "cf_clearance"`.
-        (CloudflareChallenge, _, false) => "TurnstileTask",
-        (CloudflareChallenge, _, true) => "AntiCloudflareTask",
-        (Geetest, Proxyless, false) => "GeeTestTaskProxyless",
-        (Geetest, Proxied, false) => "GeeTestTask",
-        (Geetest, Proxyless, true) => "GeeTestTaskProxyLess",
-        (Geetest, Proxied, true) => return None,
-        (Image, _, _) => "ImageToTextTask",
-        // A 2captcha v2 task; anti-captcha and CapSolver have no text questions.
-        (Text, _, _) if flavor == TaskApiDialect::TwoCaptchaV2 => "TextCaptchaTask",
-        (Text, _, _) => return None,
-    })
+    let (kind, enterprise) = match shape {
+        Shape::RecaptchaV2 { enterprise } => (Kind::RecaptchaV2, enterprise),
+        Shape::RecaptchaV3 { enterprise } => (Kind::RecaptchaV3, enterprise),
+        Shape::Turnstile => (Kind::Turnstile, false),
+        Shape::CloudflareChallenge => (Kind::CloudflareChallenge, false),
+        Shape::Geetest => (Kind::GeetestV3, false),
+        Shape::Image => (Kind::Image, false),
+        Shape::Text => (Kind::Text, false),
+    };
+    kind.task_name(flavor.dialect(), proxy == ProxyUse::Proxied, enterprise)
 }
 
 /// Whether `type_name` is spelled as only CapSolver spells it (`ReCaptchaV2TaskProxyLess`,
@@ -210,12 +133,17 @@ pub fn name_for(flavor: TaskApiDialect, shape: Shape, proxy: ProxyUse) -> Option
 /// every dialect shares (`ImageToTextTask`) say nothing.
 pub fn capsolver_spelling(type_name: &str) -> bool {
     let name = type_name.trim();
-    NAMES.iter().any(|(_, shape, proxy)| {
-        let theirs = |flavor| name_for(flavor, *shape, *proxy) == Some(name);
-        theirs(TaskApiDialect::CapSolver)
-            && !theirs(TaskApiDialect::AntiCaptcha)
-            && !theirs(TaskApiDialect::TwoCaptchaV2)
-    })
+    let spelled_by = |dialect| {
+        Kind::ALL.iter().any(|k| {
+            k.spec()
+                .task_names
+                .iter()
+                .any(|n| n.name == name && n.dialects.contains(dialect))
+        })
+    };
+    spelled_by(Dialect::CapSolver)
+        && !spelled_by(Dialect::AntiCaptcha)
+        && !spelled_by(Dialect::TwoCaptchaV2)
 }
 
 #[cfg(test)]
@@ -249,15 +177,19 @@ mod tests {
         }
         assert_eq!(TaskApiDialect::from_name("captchaai"), None);
         for flavor in TaskApiDialect::ALL {
-            for (_, shape, proxy) in NAMES {
-                let Some(name) = name_for(flavor, *shape, *proxy) else {
+            let declared = Kind::ALL
+                .iter()
+                .flat_map(|k| k.spec().task_names)
+                .filter_map(|n| shape_of(n.name));
+            for (shape, proxy) in declared {
+                let Some(name) = name_for(flavor, shape, proxy) else {
                     continue;
                 };
                 let (back, _) = shape_of(name).expect("an encoded name is a known name");
                 // Enterprise v3 reads back through `isEnterprise`, not the name, for anti-captcha;
                 // a Cloudflare challenge through `cloudflareTaskType`.
-                let same_family = std::mem::discriminant(&back) == std::mem::discriminant(shape)
-                    || (*shape == Shape::CloudflareChallenge && back == Shape::Turnstile);
+                let same_family = std::mem::discriminant(&back) == std::mem::discriminant(&shape)
+                    || (shape == Shape::CloudflareChallenge && back == Shape::Turnstile);
                 assert!(same_family, "{flavor:?} {shape:?} -> {name} -> {back:?}");
             }
         }

@@ -1,0 +1,210 @@
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+mod catalog;
+mod spec;
+pub mod table;
+
+pub use spec::{Dialect, Dialects, ProxyName, Sourced, TaskName, TypeSpec};
+
+/// How an answer of a kind may be handed out (docs/PROTOCOL.md, "Answer lifetimes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reuse {
+    /// One caller only. `poolable` says whether a spare answer may wait in a pool for the next
+    /// caller of the same target (false for GeeTest, whose challenge is fresh per page load).
+    SingleUse { poolable: bool },
+    /// May be shared by every caller of the same target until it expires.
+    Reusable,
+}
+
+/// Declares [`Kind`] from the catalog: one variant per declaration, in this order, which is
+/// the order of [`Kind::ALL`] and of every table indexed by kind.
+macro_rules! declare_kinds {
+    ($($variant:ident => $spec:path,)*) => {
+        /// The CAPTCHA type of a request. Its facts are its declaration in `catalog.rs`; the
+        /// names (`as_str`) are part of the native API and of metric labels, so they never
+        /// change.
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize,
+            serde::Deserialize,
+        )]
+        #[serde(rename_all = "snake_case")]
+        pub enum Kind {
+            $($variant,)*
+        }
+
+        impl Kind {
+            pub const ALL: [Kind; [$(stringify!($variant)),*].len()] = [$(Kind::$variant),*];
+
+            /// Its declaration.
+            pub fn spec(self) -> &'static TypeSpec {
+                match self {
+                    $(Kind::$variant => &$spec,)*
+                }
+            }
+        }
+    };
+}
+
+declare_kinds! {
+    RecaptchaV2 => catalog::RECAPTCHA_V2,
+    RecaptchaV3 => catalog::RECAPTCHA_V3,
+    Turnstile => catalog::TURNSTILE,
+    CloudflareChallenge => catalog::CLOUDFLARE_CHALLENGE,
+    GeetestV3 => catalog::GEETEST_V3,
+    Image => catalog::IMAGE,
+    Text => catalog::TEXT,
+}
+
+impl Kind {
+    /// Its place in [`Kind::ALL`], for tables indexed by kind.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.spec().name
+    }
+
+    pub fn reuse(self) -> Reuse {
+        self.spec().reuse
+    }
+
+    /// How long an answer lives from the moment the provider reported it ready.
+    pub fn default_lifetime(self) -> Duration {
+        self.spec().lifetime.value
+    }
+
+    /// When the first poll for a task of this kind is worth making.
+    pub fn typical_ready(self) -> Duration {
+        self.spec().first_poll.value
+    }
+
+    /// Whether a provider speaking `dialect` solves it.
+    pub fn solved_in(self, dialect: Dialect) -> bool {
+        self.spec().solved_in().contains(dialect)
+    }
+
+    /// The kind a `createTask` type name asks for, and that name's declaration (case is
+    /// ignored). Where two kinds share a name (anti-captcha's `TurnstileTask` also asks for a
+    /// `cf_clearance` cookie), the first declared is meant; the task's fields tell the rest.
+    pub fn by_task_name(type_name: &str) -> Option<(Kind, &'static TaskName)> {
+        let wanted = type_name.trim();
+        Kind::ALL.into_iter().find_map(|kind| {
+            kind.spec()
+                .task_names
+                .iter()
+                .find(|n| n.name.eq_ignore_ascii_case(wanted))
+                .map(|n| (kind, n))
+        })
+    }
+
+    /// The name `dialect` takes for this kind, with or without the caller's proxy and as
+    /// reCAPTCHA Enterprise or not; `None` where it has none.
+    pub fn task_name(
+        self,
+        dialect: Dialect,
+        proxied: bool,
+        enterprise: bool,
+    ) -> Option<&'static str> {
+        let proxy = if proxied {
+            ProxyName::Proxied
+        } else {
+            ProxyName::Proxyless
+        };
+        self.spec()
+            .task_names
+            .iter()
+            .find(|n| {
+                n.dialects.contains(dialect)
+                    && (n.proxy == ProxyName::Either || n.proxy == proxy)
+                    && n.enterprise.is_none_or(|e| e == enterprise)
+            })
+            .map(|n| n.name)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Kind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                let names: Vec<_> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+                format!("unknown kind `{s}`; expected one of {}", names.join(", "))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kinds_name_is_its_declarations_and_its_serde_name() {
+        for kind in Kind::ALL {
+            let serde_name = serde_json::to_value(kind).unwrap();
+            assert_eq!(serde_name, kind.spec().name, "{kind:?}");
+            assert_eq!(kind.as_str().parse::<Kind>(), Ok(kind));
+        }
+    }
+
+    #[test]
+    fn every_declaration_states_its_sources_and_solvers() {
+        for kind in Kind::ALL {
+            let spec = kind.spec();
+            assert!(
+                !spec.lifetime.source.is_empty(),
+                "{kind}: a lifetime source"
+            );
+            assert!(
+                !spec.first_poll.source.is_empty(),
+                "{kind}: a first-poll source"
+            );
+            assert!(!spec.methods.is_empty(), "{kind}: an in.php method");
+            assert!(
+                Dialect::ALL.into_iter().any(|d| kind.solved_in(d)),
+                "{kind}: some provider solves it"
+            );
+        }
+    }
+
+    #[test]
+    fn every_name_a_dialect_takes_reads_back_as_its_kind() {
+        for kind in Kind::ALL {
+            for name in kind.spec().task_names {
+                for dialect in Dialect::ALL {
+                    if !name.dialects.contains(dialect) {
+                        continue;
+                    }
+                    let proxied = name.proxy == ProxyName::Proxied;
+                    let enterprise = name.enterprise == Some(true);
+                    let sent = kind.task_name(dialect, proxied, enterprise);
+                    assert!(sent.is_some(), "{kind} {dialect:?} {}", name.name);
+                }
+                let (back, _) = Kind::by_task_name(&name.name.to_ascii_uppercase())
+                    .expect("a declared name is found");
+                // anti-captcha's `TurnstileTask` is also the Cloudflare challenge's.
+                let shared = kind == Kind::CloudflareChallenge && back == Kind::Turnstile;
+                assert!(back == kind || shared, "{} -> {back}", name.name);
+            }
+        }
+        assert!(Kind::by_task_name("FunCaptchaTaskProxyless").is_none());
+    }
+
+    #[test]
+    fn a_kinds_index_is_its_place_in_all() {
+        for (i, kind) in Kind::ALL.iter().enumerate() {
+            assert_eq!(kind.index(), i, "{kind:?}");
+        }
+    }
+}
