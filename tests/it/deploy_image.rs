@@ -12,9 +12,9 @@ use serde_json::Value;
 
 use crate::deploy::{errors, repo, section, section_with};
 
-/// Where the build stage is laid out and checked: under the test target's own scratch folder,
-/// at a fixed path, so the registry crates checked by one run serve the next (a new path would
-/// also leave a new copy of the workspace's own artifacts behind each time).
+/// Where the build stage is laid out: under the test target's own scratch folder, at a fixed
+/// path, so the context's own crates checked by one run serve the next (a new path would leave
+/// a new copy of their artifacts behind each time).
 fn stage_root() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("docker-build-stage")
 }
@@ -36,16 +36,17 @@ fn lay_out(root: &Path, out: &Path) -> Value {
     section_with(root, "image", &[out])
 }
 
-/// The Dockerfile's `cargo build --release --locked --bin captcha-gateway`, run as `cargo check`
-/// with the same arguments and `--offline`. Check, not build: cargo loads the same manifests,
-/// resolves the same lock file, runs the same build scripts and expands the same include_str!,
-/// so it needs exactly the files a build needs; only code generation and linking are left out,
-/// and they read nothing from the source tree. Measured on the project's shared 2-core VM under
-/// a load of 7-10: from nothing, the check took 2.5 CPU-minutes (6.5 minutes) and 240 MB, a debug
-/// build 4.3 CPU-minutes (9.8 minutes) and 1.8 GB; a release build also optimizes every
-/// dependency, so more still (not run here). Once the dependencies are there, a run takes half a
-/// minute after a source change and under a second without one. Hence the check, in a target
-/// folder of its own that outlives the run.
+/// The Dockerfile's `cargo build --release --locked --bin captcha-gateway`, checked in the
+/// laid-out context with `cargo check --locked --offline` over every workspace member's
+/// library, binaries and benches. Check, not build: cargo loads the same manifests, resolves
+/// the same lock file, runs the same build scripts and expands the same `include_str!`, so it
+/// needs exactly the files a build needs (the targets checked are a superset of the image's
+/// one binary); only code generation and linking are left out, and they read nothing from the
+/// source tree. In the dev profile and the repository's own `target/`, with the features the
+/// test command's `cargo clippy --workspace --all-targets` resolved, so the registry crates
+/// clippy checked serve here: only the context's own crates are checked (about 50 CPU-seconds,
+/// where the release profile in a folder of its own checked every dependency again, 2.5
+/// CPU-minutes on every fresh clone).
 #[test]
 fn docker_build_stage_compiles_offline_from_the_build_context() {
     let base = stage_root();
@@ -59,21 +60,37 @@ fn docker_build_stage_compiles_offline_from_the_build_context() {
         Some(&["cargo".to_owned(), "build".to_owned()][..]),
         "the build stage runs `cargo build ...`: {argv:?}"
     );
+    for wanted in [&["--locked"][..], &["--bin", "captcha-gateway"]] {
+        assert!(
+            argv.windows(wanted.len()).any(|w| w == wanted),
+            "the build stage builds the binary from the lock file ({wanted:?}): {argv:?}"
+        );
+    }
     let workdir = report["workdir"].as_str().expect("a WORKDIR");
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("the target folder holds its tmp folder");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let check = [
+        "check",
+        "--locked",
+        "--offline",
+        "--workspace",
+        "--lib",
+        "--bins",
+        "--benches",
+    ];
     let out = Command::new(cargo)
-        .arg("check")
-        .args(&argv[2..])
-        .arg("--offline")
+        .args(check)
         .current_dir(fs.join(workdir.trim_start_matches('/')))
-        .env("CARGO_TARGET_DIR", base.join("target"))
+        .env("CARGO_TARGET_DIR", target)
         .env_remove("CARGO_BUILD_TARGET_DIR")
         .output()
         .expect("cargo runs");
     assert!(
         out.status.success(),
-        "`{}` in the build stage's {workdir} failed, as `docker build` would:\n{}",
-        argv.join(" "),
+        "`cargo {}` in the build stage's {workdir} failed, as `docker build` would:\n{}",
+        check.join(" "),
         String::from_utf8_lossy(&out.stderr)
     );
 }
