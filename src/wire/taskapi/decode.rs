@@ -187,11 +187,21 @@ impl Fields<'_> {
         }
     }
 
-    /// anti-captcha's `enterprisePayload: {"s": "..."}`, the Enterprise form of `data-s`.
+    /// anti-captcha's `enterprisePayload: {"s": "..."}`, the Enterprise form of `data-s`. Any
+    /// other key is refused by name: it would change the answer, and no protocol upstream
+    /// carries it yet, so passing the rest on would drop it silently.
     fn enterprise_s(&self) -> Result<Option<String>, Validation> {
         match self.0.get("enterprisePayload") {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::Object(payload)) => Fields(payload).string("s"),
+            Some(Value::Object(payload)) => {
+                if let Some(other) = payload.keys().find(|k| k.as_str() != "s") {
+                    let shown: String = other.chars().take(40).collect();
+                    return Err(bad(format!(
+                        "`enterprisePayload.{shown}` is not supported: only `s` is passed on"
+                    )));
+                }
+                Fields(payload).string("s")
+            }
             Some(_) => Err(bad("`enterprisePayload` must be an object".into())),
         }
     }

@@ -242,6 +242,12 @@ fn bad_tasks_get_codes_and_messages_naming_the_field() {
             "proxyAddress",
         ),
         (
+            json!({"type": "RecaptchaV2EnterpriseTaskProxyless", "websiteKey": "k",
+            "websiteURL": PAGE, "enterprisePayload": {"s": "x", "rqdata": "y"}}),
+            codes::BAD_PARAMETERS,
+            "enterprisePayload.rqdata",
+        ),
+        (
             json!({"type": "RecaptchaV2Task", "websiteKey": "k", "websiteURL": PAGE,
             "proxyAddress": "h", "proxyPort": 70000}),
             codes::BAD_PROXY,
