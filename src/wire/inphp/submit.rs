@@ -104,9 +104,38 @@ fn recaptcha(p: &Params) -> Result<TaskParams, Validation> {
     })
 }
 
+/// Image parameters the gateway cannot pass on, with why. Most turn an image into another task
+/// (clicks on a grid, coordinates, a canvas drawing) whose answer is not the image's text:
+/// solving the image as text would hand back a confident wrong answer, so they are refused by
+/// name until those tasks are declared.
+const NOT_PASSED_ON: [(&str, &str); 8] = [
+    (
+        "coordinatescaptcha",
+        "a coordinates task, not an image's text",
+    ),
+    ("recaptcha", "a grid task, not an image's text"),
+    ("canvas", "a canvas task, not an image's text"),
+    ("grid_size", "a grid task, not an image's text"),
+    ("recaptcharows", "a grid task, not an image's text"),
+    ("recaptchacols", "a grid task, not an image's text"),
+    ("img_type", "a grid task, not an image's text"),
+    (
+        "imginstructions",
+        "an instruction image is not passed on; send `textinstructions`",
+    ),
+];
+
 /// Image hints. A number that does not parse is refused (naming the parameter) rather than
 /// dropped, and ranges are checked by `model::limits` before any narrowing.
 fn image_options(p: &Params) -> Result<ImageOptions, Validation> {
+    let flag_off = |v: &str| matches!(v, "0" | "false");
+    let sent = |name: &str| p.get(&[name]).is_some_and(|v| !flag_off(v)) || p.file(name).is_some();
+    if let Some((name, why)) = NOT_PASSED_ON.into_iter().find(|(name, _)| sent(name)) {
+        return Err(Validation::new(
+            codes::BAD_PARAMETERS,
+            format!("`{name}` is not supported: {why}"),
+        ));
+    }
     let num = |names: &[&str]| -> Result<Option<u32>, Validation> {
         match p.get(names) {
             None => Ok(None),

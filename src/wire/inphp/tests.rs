@@ -154,3 +154,29 @@ fn every_declared_method_is_read() {
     let unknown = parse(&[("method", "no_such_method")]).expect_err("unknown");
     assert!(unknown.message.contains("not supported"), "{unknown}");
 }
+
+/// An image parameter that changes what the answer means (coordinates, a grid) and that the
+/// gateway cannot pass on is refused by name, never dropped for a plain text answer.
+#[test]
+fn image_parameters_that_change_the_answer_are_refused_by_name() {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(PNG);
+    for (name, value) in [
+        ("coordinatescaptcha", "1"),
+        ("recaptcha", "1"),
+        ("grid_size", "3x3"),
+        ("recaptcharows", "4"),
+        ("img_type", "recaptcha"),
+    ] {
+        let refused =
+            parse(&[("method", "base64"), ("body", &b64), (name, value)]).expect_err(name);
+        assert_eq!(refused.code, codes::BAD_PARAMETERS, "{name}");
+        assert!(refused.message.contains(name), "{name}: {refused}");
+    }
+    // Sent as off, they ask for nothing.
+    let plain = parse(&[
+        ("method", "base64"),
+        ("body", &b64),
+        ("coordinatescaptcha", "0"),
+    ]);
+    assert!(plain.is_ok(), "{plain:?}");
+}
