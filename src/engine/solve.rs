@@ -45,6 +45,13 @@ pub trait Solver: Send + Sync + 'static {
     ) -> Result<Solution, SolveFailure>;
     async fn report(&self, task: &UpstreamRef, good: bool) -> Result<(), SolveFailure>;
 
+    /// Why no task of `kind` can be solved here at all (no account solves it), asked before a
+    /// task is accepted so its caller hears it at once; `None` where some account may.
+    fn refuses(&self, kind: Kind) -> Option<SolveFailure> {
+        let _ = kind;
+        None
+    }
+
     /// [`solve`](Self::solve) for a task whose provider work another instance may adopt:
     /// `submitted` hears each provider task as soon as it exists, and `resume` (a provider task a
     /// dead instance submitted for the same target) is polled to its end instead of submitting

@@ -113,6 +113,11 @@ impl Engine {
         req: &SolveRequest,
         in_process: Option<Duration>,
     ) -> Result<String, SolveError> {
+        if in_process.is_some() {
+            if let Some(refused) = self.solver.refuses(req.kind()) {
+                return Err(SolveError::Failed(refused));
+            }
+        }
         let target = self.target(req);
         let id = self.fresh_task_id().await?;
         let redo = in_process

@@ -278,8 +278,8 @@ impl Solver for Upstream {
             }
         }
         let kind = req.kind();
-        if !self.members.iter().any(|m| m.takes(kind)) {
-            return Err(self.unsolvable_here(kind));
+        if let Some(refused) = self.refuses(kind) {
+            return Err(refused);
         }
         let mut tried: Vec<usize> = Vec::new();
         let mut last: Option<ProviderError> = None;
@@ -362,6 +362,10 @@ impl Solver for Upstream {
             }
         }
         Err(last.as_ref().map_or_else(no_account, failure))
+    }
+
+    fn refuses(&self, kind: Kind) -> Option<SolveFailure> {
+        (!self.members.iter().any(|m| m.takes(kind))).then(|| self.unsolvable_here(kind))
     }
 
     async fn report(&self, task: &UpstreamRef, good: bool) -> Result<(), SolveFailure> {

@@ -484,6 +484,11 @@ async fn a_kind_goes_only_to_accounts_whose_provider_solves_it() {
         message.contains("text") && message.contains("ac (anticaptcha)"),
         "{message}"
     );
+    // An asynchronous caller hears it when it submits, not at its first poll.
+    let (status, body) = only_anti
+        .get_text(&format!("/in.php?key={KEY}&method=post&textcaptcha=2%2B2"))
+        .await;
+    assert_eq!((status, body.as_str()), (200, "ERROR_TASK_NOT_SUPPORTED"));
     assert_eq!(anti.sim.stats().submits, 0);
 }
 
