@@ -60,8 +60,10 @@ impl AccountProvider {
     /// Whether it solves `kind` at all (the kind's declaration says which dialects do); the
     /// simulator solves every kind.
     pub fn solves(self, kind: Kind) -> bool {
+        if self == AccountProvider::Sim {
+            return true;
+        }
         let dialect = match self.protocol() {
-            _ if self == AccountProvider::Sim => return true,
             Protocol::InPhp(InPhpDialect::CaptchaAi) => Dialect::CaptchaAi,
             Protocol::InPhp(InPhpDialect::TwoCaptcha) => Dialect::TwoCaptcha,
             Protocol::TaskApi(dialect) => dialect.dialect(),

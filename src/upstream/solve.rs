@@ -99,8 +99,8 @@ fn is_no_money(e: &ProviderError) -> bool {
 }
 
 impl Upstream {
-    /// No account here takes `kind`: the caller is told which accounts there are and what each
-    /// takes, so the operator sees what to add (account names are no secret; keys never
+    /// No account here takes `kind`: the caller is told which accounts there are and at which
+    /// provider, so the operator sees what to add (account names are no secret; keys never
     /// appear).
     fn unsolvable_here(&self, kind: Kind) -> SolveFailure {
         let accounts: Vec<String> = self
