@@ -124,17 +124,22 @@ fn assert_compat_answer(answer: &str, context: &str) {
     );
 }
 
-/// Sum of one metric's samples on a gateway's `/metrics`.
-async fn metric(http: &reqwest::Client, base: &str, name: &str) -> f64 {
-    let text = http
-        .get(format!("{base}/metrics"))
+/// A gateway's `/metrics` page.
+async fn metrics_text(http: &reqwest::Client, base: &str) -> String {
+    http.get(format!("{base}/metrics"))
         .send()
         .await
         .expect("the gateway answers /metrics")
         .text()
         .await
-        .expect("a body");
-    text.lines()
+        .expect("a body")
+}
+
+/// Sum of one metric's samples on a gateway's `/metrics`.
+async fn metric(http: &reqwest::Client, base: &str, name: &str) -> f64 {
+    metrics_text(http, base)
+        .await
+        .lines()
         .filter(|l| {
             l.strip_prefix(name)
                 .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))

@@ -123,14 +123,7 @@ async fn one_injected_fault(i: usize, name: &str, fault: Faults) -> (SimStats, S
     sim.sim.set_faults(Faults::default()).expect("valid faults");
     assert_slots_return(&http, &gw.base, name).await;
     assert_serves_again(&http, &gw.base, &format!("6Le-after-{i}"), name).await;
-    let metrics = http
-        .get(format!("{}/metrics", gw.base))
-        .send()
-        .await
-        .expect("the gateway answers /metrics")
-        .text()
-        .await
-        .expect("a body");
+    let metrics = metrics_text(&http, &gw.base).await;
     assert_never_panicked(&gw);
     (sim.sim.stats(), metrics)
 }
