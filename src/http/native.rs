@@ -67,9 +67,11 @@ pub(super) struct HandoutBody<'a> {
 impl<'a> HandoutBody<'a> {
     pub(super) fn of(h: &'a Handout) -> Self {
         let text = h.answer.text.as_str();
-        let token = match h.kind {
-            Kind::GeetestV3 => serde_json::from_str(text).map_or(Token::Text(text), Token::Object),
-            _ => Token::Text(text),
+        // Checked before parsing: a token is the hot path's answer, and is never parsed.
+        let token = if h.kind.spec().answer.is_object() {
+            serde_json::from_str(text).map_or(Token::Text(text), Token::Object)
+        } else {
+            Token::Text(text)
         };
         HandoutBody {
             expires_at: h.answer.expires_at,

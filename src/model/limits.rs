@@ -5,7 +5,7 @@
 //! The bounds are generous for real use (each comment says what real values look like) and small
 //! enough that one request cannot make the gateway hold, hash, forward or label megabytes.
 
-use super::{SolveRequest, TaskParams, Validation};
+use super::{Check, SolveRequest, TaskParams, Validation};
 
 /// Page URLs: real ones are under 2 KB; 8 KB is the most a request line may carry anyway.
 pub const MAX_PAGEURL_LEN: usize = 4096;
@@ -142,6 +142,17 @@ pub fn check_request(req: &SolveRequest) -> Result<(), Validation> {
         TaskParams::Text { text, lang } => {
             check(BAD, "textcaptcha", Some(text), MAX_TEXT_LEN)?;
             check(BAD, "lang", lang.as_deref(), MAX_WORD_LEN)?;
+        }
+        TaskParams::Declared { kind, values } => {
+            for param in kind.spec().declared_params() {
+                let value = values.iter().find(|(n, _)| *n == param.name);
+                let (code, max) = match param.check {
+                    Check::Page => ("ERROR_PAGEURL", MAX_PAGEURL_LEN),
+                    Check::Key => (BAD, MAX_SITEKEY_LEN),
+                    Check::Text | Check::Flag | Check::Object => (BAD, MAX_DATA_LEN),
+                };
+                check(code, param.name, value.map(|(_, v)| v.as_str()), max)?;
+            }
         }
     }
     check(

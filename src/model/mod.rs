@@ -11,8 +11,11 @@ mod request;
 mod target;
 
 pub use answer::{Answer, BySource, Source, UpstreamRef};
-pub use kind::table::markdown as task_types_table;
-pub use kind::{Dialect, Dialects, Kind, ProxyName, Reuse, Sourced, TaskName, TypeSpec};
+pub use kind::table::{markdown as task_types_table, parameters_markdown as task_parameters_table};
+pub use kind::{
+    AnswerShape, Check, Dialect, Dialects, Kind, PAGE, Param, Parameters, ProxyName, Reuse,
+    SITEKEY, Sourced, TaskName, TypeSpec,
+};
 pub use request::{
     ImageOptions, MAX_IMAGE_BYTES, MIN_IMAGE_BYTES, Proxy, ProxyType, RecaptchaVersion,
     SolveRequest, TaskParams, Validation, image_format,

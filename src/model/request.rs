@@ -3,6 +3,7 @@ use std::fmt;
 use bytes::Bytes;
 
 use super::Kind;
+use super::kind::{Check, PAGE};
 
 /// Everything a caller asks for: one task's parameters plus the browser context the answer may be
 /// bound to. Built by the protocol parsers (compatible, native, seed worker API) and consumed by
@@ -68,6 +69,27 @@ pub enum TaskParams {
         text: String,
         lang: Option<String>,
     },
+    /// A type whose parameters are read and written from its declaration
+    /// (`Parameters::Declared`): each value under its declared name, in declaration order,
+    /// absent ones left out. A flag is `1` when on and absent when off; an object is its JSON
+    /// text.
+    Declared {
+        kind: Kind,
+        values: Vec<(&'static str, String)>,
+    },
+}
+
+impl TaskParams {
+    /// A declared parameter's value, by its declared name.
+    pub fn declared(&self, name: &str) -> Option<&str> {
+        match self {
+            TaskParams::Declared { values, .. } => values
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.as_str()),
+            _ => None,
+        }
+    }
 }
 
 /// Hints that change an image answer; part of its coalescing key.
@@ -148,6 +170,9 @@ impl fmt::Debug for SolveRequest {
             | TaskParams::Turnstile { pageurl, .. }
             | TaskParams::CloudflareChallenge { pageurl, .. }
             | TaskParams::Geetest { pageurl, .. } => Some(super::target::host_of(pageurl)),
+            TaskParams::Declared { .. } => {
+                self.params.declared(PAGE.name).map(super::target::host_of)
+            }
             TaskParams::Image { .. } | TaskParams::Text { .. } => None,
         };
         f.debug_struct("SolveRequest")
@@ -221,19 +246,17 @@ impl SolveRequest {
             TaskParams::Geetest { .. } => Kind::GeetestV3,
             TaskParams::Image { .. } => Kind::Image,
             TaskParams::Text { .. } => Kind::Text,
+            TaskParams::Declared { kind, .. } => *kind,
         }
     }
 
     /// Whether the provider answers this request with a `user_agent` the answer is bound to
     /// (the captchaai SDK reads `result` + `user_agent` for these).
     pub fn answer_has_user_agent(&self) -> bool {
-        matches!(
-            &self.params,
-            TaskParams::Recaptcha {
-                enterprise: true,
-                ..
-            } | TaskParams::CloudflareChallenge { .. }
-        )
+        match &self.params {
+            TaskParams::Recaptcha { enterprise, .. } => *enterprise,
+            _ => self.kind().spec().answer_user_agent,
+        }
     }
 
     /// The checks every entry point shares, so each protocol reports the same problems.
@@ -336,6 +359,67 @@ impl SolveRequest {
                     ));
                 }
             }
+            TaskParams::Declared { kind, .. } => self.validate_declared(*kind, page, sitekey)?,
+        }
+        Ok(())
+    }
+}
+
+impl SolveRequest {
+    /// A declared type's checks, from its declaration: every required parameter present, each
+    /// value of its form, and the proxy and user agent it needs.
+    fn validate_declared(
+        &self,
+        kind: Kind,
+        page: fn(&str) -> Result<(), Validation>,
+        sitekey: fn(&str, &'static str) -> Result<(), Validation>,
+    ) -> Result<(), Validation> {
+        const BAD: &str = "ERROR_BAD_PARAMETERS";
+        let spec = kind.spec();
+        for param in spec.declared_params() {
+            let Some(value) = self.params.declared(param.name) else {
+                if param.required {
+                    let code = if param.check == Check::Page {
+                        "ERROR_PAGEURL"
+                    } else {
+                        BAD
+                    };
+                    return Err(Validation::new(
+                        code,
+                        format!("{kind} needs `{}`", param.name),
+                    ));
+                }
+                continue;
+            };
+            let bad = |what: &str| Validation::new(BAD, format!("`{}` must be {what}", param.name));
+            match param.check {
+                Check::Text => {}
+                Check::Page => page(value).map_err(|e| Validation {
+                    message: format!("`{}` must be an absolute http(s) URL", param.name),
+                    ..e
+                })?,
+                Check::Key => {
+                    sitekey(value, BAD).map_err(|_| bad("letters, digits, `-`, `_` or `.`"))?
+                }
+                Check::Flag if value != "1" => return Err(bad("1 or absent")),
+                Check::Flag => {}
+                Check::Object => {
+                    let object: Option<serde_json::Map<String, serde_json::Value>> =
+                        serde_json::from_str(value).ok();
+                    if object.is_none_or(|o| o.values().any(|v| !v.is_string())) {
+                        return Err(bad("an object of strings"));
+                    }
+                }
+            }
+        }
+        if spec.needs_proxy && self.proxy.is_none() {
+            return Err(Validation::new(
+                "ERROR_BAD_PROXY",
+                format!("{kind} needs a proxy and proxytype"),
+            ));
+        }
+        if spec.needs_user_agent && self.user_agent.is_none() {
+            return Err(Validation::new(BAD, format!("{kind} needs `userAgent`")));
         }
         Ok(())
     }

@@ -2,7 +2,7 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
-use super::{Kind, SolveRequest, TaskParams};
+use super::{Kind, PAGE, SolveRequest, TaskParams};
 
 /// How page URLs are normalized into target keys. Seed 000 advises keying on the page without its
 /// query string: tokens are bound to the sitekey and the page's origin, not to `?session=...`.
@@ -107,6 +107,23 @@ impl Target {
                 id.part("text", text);
                 id.part("lang", lang.as_deref().unwrap_or(""));
                 kind.as_str().to_owned()
+            }
+            TaskParams::Declared { values, .. } => {
+                // Every declared parameter changes the answer; the page as every kind keys it.
+                let mut host = None;
+                for (name, value) in values {
+                    if *name == PAGE.name {
+                        let (page, page_host) = normalized(value, policy);
+                        id.part(name, &page);
+                        host = Some(page_host);
+                    } else {
+                        id.part(name, value);
+                    }
+                }
+                match host {
+                    Some(host) => format!("{kind}:{host}"),
+                    None => kind.as_str().to_owned(),
+                }
             }
         };
         // An answer bound to a proxy or UA only works with that proxy and UA.

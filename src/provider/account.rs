@@ -27,7 +27,7 @@ use super::poller::{self, PollSettings, Registration, Settled};
 use super::requests::Endpoint;
 use super::stats::{AccountStats, Counters, bump};
 use super::{PollOutcome, Provider, ThreadsInfo};
-use crate::model::{Kind, Millis, SolveRequest, now_ms};
+use crate::model::{AnswerShape, Kind, Millis, SolveRequest, TaskParams, now_ms};
 use crate::shutdown::Shutdown;
 
 /// The code of the error a solve ends with when its deadline passes.
@@ -316,7 +316,9 @@ impl Account {
         let registration = Registration {
             id: task_id.clone(),
             kind: req.kind(),
-            extras: req.answer_has_user_agent() || req.kind() == Kind::GeetestV3,
+            // A user agent or an object (GeeTest, Lemin) comes only in a single JSON answer.
+            extras: req.answer_has_user_agent()
+                || matches!(req.kind().spec().answer, AnswerShape::Object { .. }),
             reply: tx,
         };
         self.poller
@@ -340,7 +342,12 @@ impl Account {
                 price,
             } => Ok(Solved {
                 task_id,
-                text,
+                text: match req.params {
+                    // A declared kind's answer as its declaration stores it, whichever
+                    // protocol's form it came in.
+                    TaskParams::Declared { kind, .. } => kind.spec().answer.canonical(text),
+                    _ => text,
+                },
                 user_agent,
                 price,
                 solved_at: ready_after,

@@ -97,8 +97,8 @@ impl InPhpProvider {
 
     async fn submit_reply(&self, req: &SolveRequest) -> Result<UpstreamReply, ProviderError> {
         let mut form = submit_params(req);
-        form.push(("key", self.key.clone()));
-        form.push(("json", "1".to_owned()));
+        form.push(("key".into(), self.key.clone()));
+        form.push(("json".into(), "1".to_owned()));
         // POST keeps the key and the (possibly large) image out of URLs.
         let request = self.http.post(self.in_url.clone()).form(&form);
         self.exchange(request).await

@@ -299,7 +299,9 @@ fn outcome_of(reply: &Map<String, Value>) -> PollOutcome {
 }
 
 /// A solution object as the answer text the engine stores, whichever kind it is: the poller does
-/// not know the kind, and the objects are told apart by their fields.
+/// not know the kind, and the objects of the typed kinds are told apart by their fields. Any
+/// other object is kept whole, as its JSON text, for the kind's declaration to read
+/// (`AnswerShape::canonical`, where the task's kind is known).
 fn read_any_solution(solution: &Value) -> Option<(String, Option<String>)> {
     use crate::model::Kind;
     let has = |name: &str| solution.get(name).is_some();
@@ -311,8 +313,15 @@ fn read_any_solution(solution: &Value) -> Option<(String, Option<String>)> {
         Kind::CloudflareChallenge
     } else if has("token") {
         Kind::Turnstile
-    } else {
+    } else if has("text") {
         Kind::Image
+    } else {
+        let whole = solution.as_object().filter(|o| !o.is_empty())?;
+        let user_agent = whole
+            .get("userAgent")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        return Some((solution.to_string(), user_agent));
     };
     crate::wire::taskapi::reply::read_solution(kind, solution)
 }

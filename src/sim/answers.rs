@@ -11,7 +11,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::tokens::TokenMint;
-use crate::model::{Answer, ImageOptions, Kind, Millis, SolveRequest, TaskParams};
+use crate::model::{Answer, AnswerShape, ImageOptions, Kind, Millis, SolveRequest, TaskParams};
 
 /// The user agent bound to Enterprise and Cloudflare answers when the request sent none: a
 /// current desktop Chrome, which is what real providers' solvers run.
@@ -55,6 +55,26 @@ pub(crate) fn build(
         TaskParams::Recaptcha { .. }
         | TaskParams::Turnstile { .. }
         | TaskParams::CloudflareChallenge { .. } => token(),
+        TaskParams::Declared { .. } => match kind.spec().answer {
+            AnswerShape::Token { .. } => token(),
+            // The first key holds the verifiable token; the others are what a real answer
+            // pairs it with (Lemin's `challenge_id`), unique per task.
+            AnswerShape::Object { keys } => {
+                let object: serde_json::Map<String, serde_json::Value> = keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, key)| {
+                        let value = if i == 0 {
+                            token()
+                        } else {
+                            format!("{key}-{nonce:016x}")
+                        };
+                        ((*key).to_owned(), value.into())
+                    })
+                    .collect();
+                serde_json::Value::Object(object).to_string()
+            }
+        },
     };
     let user_agent = req.answer_has_user_agent().then(|| {
         req.user_agent
@@ -76,6 +96,7 @@ pub(crate) fn price(kind: Kind) -> &'static str {
         Kind::RecaptchaV2 | Kind::RecaptchaV3 | Kind::GeetestV3 => "0.00299",
         Kind::Turnstile | Kind::CloudflareChallenge => "0.00145",
         Kind::Image | Kind::Text => "0.0005",
+        _ => "0.00299",
     }
 }
 

@@ -134,6 +134,8 @@ impl LatencyRange {
             Kind::GeetestV3 => ms(2_000, 4_000),
             Kind::Image => ms(500, 1_000),
             Kind::Text => ms(300, 800),
+            // The declared token types: as long as a reCAPTCHA v2.
+            _ => ms(2_000, 5_000),
         }
     }
 }
@@ -317,8 +319,11 @@ mod tests {
             "2s..5s".parse::<KindLatency>(),
             Err(SettingsError::MissingKind(_))
         ));
-        let err = "hcaptcha=1s".parse::<KindLifetime>().unwrap_err();
-        assert!(err.to_string().contains("unknown kind `hcaptcha`"), "{err}");
+        let err = "keycaptcha=1s".parse::<KindLifetime>().unwrap_err();
+        assert!(
+            err.to_string().contains("unknown kind `keycaptcha`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -156,6 +156,8 @@ fn kind_code(kind: Kind) -> Option<&'static str> {
         Kind::CloudflareChallenge => Some("cf"),
         Kind::GeetestV3 => Some("gt3"),
         Kind::Image | Kind::Text => None,
+        // The declared types: their names have no `-`, so they parse back.
+        other => Some(other.as_str()),
     }
 }
 

@@ -108,6 +108,7 @@ impl Fields {
             Kind::GeetestV3 => ("geetest", None),
             Kind::Image => ("base64", None),
             Kind::Text => ("textcaptcha", None),
+            declared => (declared.spec().methods[0], None),
         };
         params.set("method", method);
         if let Some(v) = version {

@@ -322,9 +322,13 @@ fn the_citation_reader_understands_the_forms_in_use() {
 #[test]
 fn the_task_types_table_is_the_declarations() {
     let page = read(Path::new("docs/API.md"));
-    let table = captcha_gateway::model::task_types_table();
-    assert!(
-        page.contains(&table),
-        "docs/API.md \"Task types\" must hold the declarations' table:\n{table}"
-    );
+    for table in [
+        captcha_gateway::model::task_types_table(),
+        captcha_gateway::model::task_parameters_table(),
+    ] {
+        assert!(
+            page.contains(&table),
+            "docs/API.md \"Task types\" must hold the declarations' tables:\n{table}"
+        );
+    }
 }

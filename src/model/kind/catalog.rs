@@ -4,7 +4,10 @@
 //! table.
 
 use super::Reuse;
-use super::spec::{Dialect, Dialects, ProxyName, TaskName, TypeSpec, secs};
+use super::spec::{
+    AnswerShape, Check, Dialect, Dialects, PAGE, Param, Parameters, ProxyName, SITEKEY, TaskName,
+    TypeSpec, secs,
+};
 
 use ProxyName::{Either, Proxied, Proxyless};
 
@@ -16,6 +19,14 @@ const TASK_APIS: Dialects = Dialects::of(&[
     Dialect::CapSolver,
     Dialect::TwoCaptchaV2,
 ]);
+
+/// A token `createTask` solutions carry as `token`.
+const TOKEN: AnswerShape = AnswerShape::Token { fields: &["token"] };
+/// reCAPTCHA's and hCaptcha's token: `gRecaptchaResponse`, and `token` for CapSolver's clients.
+const TOKEN_G: AnswerShape = AnswerShape::Token {
+    fields: &["gRecaptchaResponse", "token"],
+};
+const TEXT_ANSWER: AnswerShape = AnswerShape::Token { fields: &["text"] };
 
 /// The official CaptchaAI SDK's first waits (`captchaai/core/registry.py`): 15 s for reCAPTCHA
 /// v2, the Cloudflare challenge and GeeTest, 10 s for v3 and Turnstile, 1 s for images.
@@ -43,6 +54,12 @@ pub const RECAPTCHA_V2: TypeSpec = TypeSpec {
     reuse: Reuse::SingleUse { poolable: true },
     lifetime: secs(120, RECAPTCHA_LIFETIME),
     first_poll: secs(15, SDK_FIRST_WAIT),
+    params: Parameters::Typed,
+    answer: TOKEN_G,
+    // Enterprise answers carry one too; `SolveRequest::answer_has_user_agent` says which.
+    answer_user_agent: false,
+    needs_proxy: false,
+    needs_user_agent: false,
 };
 
 pub const RECAPTCHA_V3: TypeSpec = TypeSpec {
@@ -61,6 +78,12 @@ pub const RECAPTCHA_V3: TypeSpec = TypeSpec {
     reuse: Reuse::SingleUse { poolable: true },
     lifetime: secs(120, RECAPTCHA_LIFETIME),
     first_poll: secs(10, SDK_FIRST_WAIT),
+    params: Parameters::Typed,
+    answer: TOKEN_G,
+    // Enterprise answers carry one too; `SolveRequest::answer_has_user_agent` says which.
+    answer_user_agent: false,
+    needs_proxy: false,
+    needs_user_agent: false,
 };
 
 pub const TURNSTILE: TypeSpec = TypeSpec {
@@ -78,6 +101,11 @@ pub const TURNSTILE: TypeSpec = TypeSpec {
         "Cloudflare Turnstile docs: a token is valid for 300 seconds, once",
     ),
     first_poll: secs(10, SDK_FIRST_WAIT),
+    params: Parameters::Typed,
+    answer: TOKEN,
+    answer_user_agent: false,
+    needs_proxy: false,
+    needs_user_agent: false,
 };
 
 pub const CLOUDFLARE_CHALLENGE: TypeSpec = TypeSpec {
@@ -96,6 +124,13 @@ pub const CLOUDFLARE_CHALLENGE: TypeSpec = TypeSpec {
         "Cloudflare docs: the clearance lifetime is a site setting, 15-45 min recommended; the short end",
     ),
     first_poll: secs(15, SDK_FIRST_WAIT),
+    params: Parameters::Typed,
+    answer: AnswerShape::Token {
+        fields: &["cf_clearance", "token"],
+    },
+    answer_user_agent: true,
+    needs_proxy: true,
+    needs_user_agent: false,
 };
 
 pub const GEETEST_V3: TypeSpec = TypeSpec {
@@ -114,6 +149,13 @@ pub const GEETEST_V3: TypeSpec = TypeSpec {
         "not documented by GeeTest; the reCAPTCHA figure is the cautious guess",
     ),
     first_poll: secs(15, SDK_FIRST_WAIT),
+    params: Parameters::Typed,
+    answer: AnswerShape::Object {
+        keys: &["challenge", "validate", "seccode"],
+    },
+    answer_user_agent: false,
+    needs_proxy: false,
+    needs_user_agent: false,
 };
 
 pub const IMAGE: TypeSpec = TypeSpec {
@@ -127,6 +169,11 @@ pub const IMAGE: TypeSpec = TypeSpec {
         "the same image has the same text: how long the coalescing cache keeps an answer",
     ),
     first_poll: secs(1, SDK_FIRST_WAIT),
+    params: Parameters::Typed,
+    answer: TEXT_ANSWER,
+    answer_user_agent: false,
+    needs_proxy: false,
+    needs_user_agent: false,
 };
 
 pub const TEXT: TypeSpec = TypeSpec {
@@ -149,4 +196,164 @@ pub const TEXT: TypeSpec = TypeSpec {
         1,
         "an answer to a text question is typed as quickly as an image's",
     ),
+    params: Parameters::Typed,
+    answer: TEXT_ANSWER,
+    answer_user_agent: false,
+    needs_proxy: false,
+    needs_user_agent: false,
+};
+
+/// The declarations below name 2captcha's in.php methods as its own client sends them
+/// (2captcha-python 2.1.2, `twocaptcha/solver.py`), and the createTask types and fields as
+/// anticaptchaofficial 1.0.72, capsolver 1.0.7 and python3-capsolver 1.2.2 send them.
+const TWOCAPTCHA: Dialects = Dialects::of(&[Dialect::TwoCaptcha]);
+const TWOCAPTCHA_V2: Dialects = Dialects::of(&[Dialect::TwoCaptchaV2]);
+/// Where no vendor documents how long an answer lives: the shortest documented token lifetime
+/// (reCAPTCHA's two minutes), so no answer is handed out after it could have died. An
+/// operator who knows better sets `[lifetimes] <name> = <seconds>`.
+const UNDOCUMENTED_LIFETIME: &str = "not documented by the vendor; the shortest documented token lifetime (reCAPTCHA's), the cautious guess";
+/// Token types without a documented first wait: reCAPTCHA v2's.
+const TOKEN_FIRST_WAIT: &str = "no documented first wait; reCAPTCHA v2's, the usual for a token";
+
+pub const HCAPTCHA: TypeSpec = TypeSpec {
+    name: "hcaptcha",
+    methods: &["hcaptcha"],
+    task_names: &[
+        TaskName::new("HCaptchaTaskProxyless", Proxyless, ANTI),
+        TaskName::new("HCaptchaTask", Proxied, ANTI),
+        TaskName::new("HCaptchaTaskProxyLess", Proxyless, CAPSOLVER),
+        TaskName::new("HCaptchaTask", Proxied, CAPSOLVER),
+    ],
+    inphp: TWOCAPTCHA,
+    reuse: Reuse::SingleUse { poolable: true },
+    lifetime: secs(
+        120,
+        "hCaptcha docs: a response token expires after 120 seconds and is verified once",
+    ),
+    first_poll: secs(
+        20,
+        "2captcha's docs: the first result request 20 s after an hCaptcha",
+    ),
+    params: Parameters::Declared(&[
+        SITEKEY,
+        PAGE,
+        Param::optional("invisible", "isInvisible", Check::Flag),
+    ]),
+    answer: TOKEN_G,
+    answer_user_agent: true,
+    needs_proxy: false,
+    needs_user_agent: false,
+};
+
+pub const FUNCAPTCHA: TypeSpec = TypeSpec {
+    name: "funcaptcha",
+    methods: &["funcaptcha"],
+    task_names: &[
+        TaskName::new("FunCaptchaTaskProxyless", Proxyless, ANTI),
+        TaskName::new("FunCaptchaTask", Proxied, ANTI),
+        TaskName::new("FunCaptchaTaskProxyLess", Proxyless, CAPSOLVER),
+    ],
+    inphp: TWOCAPTCHA,
+    reuse: Reuse::SingleUse { poolable: true },
+    lifetime: secs(120, UNDOCUMENTED_LIFETIME),
+    first_poll: secs(15, TOKEN_FIRST_WAIT),
+    params: Parameters::Declared(&[
+        Param::required("publickey", "websitePublicKey", Check::Key).aliases(&["sitekey"]),
+        PAGE,
+        Param::optional("surl", "funcaptchaApiJSSubdomain", Check::Text),
+        Param::optional("data", "data", Check::Object),
+    ]),
+    answer: TOKEN,
+    answer_user_agent: false,
+    needs_proxy: false,
+    needs_user_agent: false,
+};
+
+pub const MTCAPTCHA: TypeSpec = TypeSpec {
+    name: "mtcaptcha",
+    methods: &["mt_captcha"],
+    task_names: &[
+        TaskName::new("MtCaptchaTaskProxyless", Proxyless, TWOCAPTCHA_V2),
+        TaskName::new("MtCaptchaTask", Proxied, TWOCAPTCHA_V2),
+        TaskName::new("MtCaptchaTaskProxyLess", Proxyless, CAPSOLVER),
+        TaskName::new("MtCaptchaTask", Proxied, CAPSOLVER),
+    ],
+    inphp: TWOCAPTCHA,
+    reuse: Reuse::SingleUse { poolable: true },
+    lifetime: secs(120, UNDOCUMENTED_LIFETIME),
+    first_poll: secs(15, TOKEN_FIRST_WAIT),
+    params: Parameters::Declared(&[SITEKEY, PAGE]),
+    answer: TOKEN,
+    answer_user_agent: false,
+    needs_proxy: false,
+    needs_user_agent: false,
+};
+
+pub const FRIENDLY_CAPTCHA: TypeSpec = TypeSpec {
+    name: "friendly_captcha",
+    methods: &["friendly_captcha"],
+    task_names: &[
+        TaskName::new("FriendlyCaptchaTaskProxyless", Proxyless, ANTI),
+        TaskName::new("FriendlyCaptchaTask", Proxied, ANTI),
+    ],
+    inphp: Dialects::INPHP,
+    reuse: Reuse::SingleUse { poolable: true },
+    lifetime: secs(120, UNDOCUMENTED_LIFETIME),
+    first_poll: secs(10, SDK_FIRST_WAIT),
+    params: Parameters::Declared(&[SITEKEY, PAGE]),
+    answer: TOKEN,
+    answer_user_agent: false,
+    needs_proxy: false,
+    needs_user_agent: false,
+};
+
+pub const LEMIN: TypeSpec = TypeSpec {
+    name: "lemin",
+    methods: &["lemin"],
+    task_names: &[
+        TaskName::new("LeminTaskProxyless", Proxyless, TWOCAPTCHA_V2),
+        TaskName::new("LeminTask", Proxied, TWOCAPTCHA_V2),
+    ],
+    // CaptchaAI documents Lemin too, but names the answer's second key `challenge_uuid`.
+    inphp: TWOCAPTCHA,
+    reuse: Reuse::SingleUse { poolable: true },
+    lifetime: secs(120, UNDOCUMENTED_LIFETIME),
+    first_poll: secs(10, SDK_FIRST_WAIT),
+    params: Parameters::Declared(&[
+        Param::required("captcha_id", "captchaId", Check::Key),
+        Param::required("div_id", "divId", Check::Text),
+        PAGE,
+        Param::optional("api_server", "leminApiServerSubdomain", Check::Text)
+            .aliases(&["apiServer"]),
+    ]),
+    answer: AnswerShape::Object {
+        keys: &["answer", "challenge_id"],
+    },
+    answer_user_agent: false,
+    needs_proxy: false,
+    needs_user_agent: false,
+};
+
+pub const DATADOME: TypeSpec = TypeSpec {
+    name: "datadome",
+    methods: &["datadome"],
+    task_names: &[
+        TaskName::new("DataDomeSliderTask", Proxied, TWOCAPTCHA_V2),
+        TaskName::new("DatadomeSliderTask", Proxied, CAPSOLVER),
+    ],
+    inphp: TWOCAPTCHA,
+    // The cookie is bound to the proxy and browser that earned it; one caller's only.
+    reuse: Reuse::SingleUse { poolable: false },
+    lifetime: secs(120, UNDOCUMENTED_LIFETIME),
+    first_poll: secs(15, TOKEN_FIRST_WAIT),
+    params: Parameters::Declared(&[
+        Param::required("captcha_url", "captchaUrl", Check::Page),
+        PAGE,
+    ]),
+    answer: AnswerShape::Token {
+        fields: &["cookie"],
+    },
+    answer_user_agent: false,
+    needs_proxy: true,
+    needs_user_agent: true,
 };

@@ -6,7 +6,10 @@ mod catalog;
 mod spec;
 pub mod table;
 
-pub use spec::{Dialect, Dialects, ProxyName, Sourced, TaskName, TypeSpec};
+pub use spec::{
+    AnswerShape, Check, Dialect, Dialects, PAGE, Param, Parameters, ProxyName, SITEKEY, Sourced,
+    TaskName, TypeSpec,
+};
 
 /// How an answer of a kind may be handed out (docs/PROTOCOL.md, "Answer lifetimes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +58,12 @@ declare_kinds! {
     GeetestV3 => catalog::GEETEST_V3,
     Image => catalog::IMAGE,
     Text => catalog::TEXT,
+    Hcaptcha => catalog::HCAPTCHA,
+    Funcaptcha => catalog::FUNCAPTCHA,
+    Mtcaptcha => catalog::MTCAPTCHA,
+    FriendlyCaptcha => catalog::FRIENDLY_CAPTCHA,
+    Lemin => catalog::LEMIN,
+    Datadome => catalog::DATADOME,
 }
 
 impl Kind {
@@ -79,6 +88,30 @@ impl Kind {
     /// When the first poll for a task of this kind is worth making.
     pub fn typical_ready(self) -> Duration {
         self.spec().first_poll.value
+    }
+
+    /// The declared kind (`Parameters::Declared`) an `in.php` `method` asks for; the typed
+    /// kinds' methods are read by hand (`userrecaptcha` is two kinds, `post` two more).
+    pub fn declared_by_method(method: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|kind| {
+            let spec = kind.spec();
+            matches!(spec.params, Parameters::Declared(_))
+                && spec.methods.iter().any(|m| m.eq_ignore_ascii_case(method))
+        })
+    }
+
+    /// A stored answer as JSON: the object for a kind whose answer is one (GeeTest, Lemin),
+    /// else (or where the text is not an object) the text as a string.
+    pub fn answer_value(self, text: &str) -> serde_json::Value {
+        let object = self
+            .spec()
+            .answer
+            .is_object()
+            .then(|| serde_json::from_str(text).ok());
+        object
+            .flatten()
+            .filter(serde_json::Value::is_object)
+            .unwrap_or_else(|| serde_json::Value::String(text.to_owned()))
     }
 
     /// Whether a provider speaking `dialect` solves it.
@@ -198,7 +231,7 @@ mod tests {
                 assert!(back == kind || shared, "{} -> {back}", name.name);
             }
         }
-        assert!(Kind::by_task_name("FunCaptchaTaskProxyless").is_none());
+        assert!(Kind::by_task_name("KeyCaptchaTaskProxyless").is_none());
     }
 
     #[test]

@@ -149,13 +149,156 @@ pub struct TypeSpec {
     pub lifetime: Sourced<Duration>,
     /// When the first poll for a task is worth making.
     pub first_poll: Sourced<Duration>,
+    pub params: Parameters,
+    pub answer: AnswerShape,
+    /// Whether the answer is bound to a user agent the provider reports with it.
+    pub answer_user_agent: bool,
+    /// Whether a task needs the caller's proxy (the answer is bound to its address).
+    pub needs_proxy: bool,
+    /// Whether a task needs the caller's user agent.
+    pub needs_user_agent: bool,
 }
 
 impl TypeSpec {
+    /// Its parameter declarations; empty for a typed kind.
+    pub fn declared_params(&self) -> &'static [Param] {
+        match self.params {
+            Parameters::Declared(params) => params,
+            Parameters::Typed => &[],
+        }
+    }
+
     /// The dialects that solve it: its `in.php` ones and every dialect one of its names is sent to.
     pub fn solved_in(&self) -> Dialects {
         self.task_names
             .iter()
             .fold(self.inphp, |all, n| all.union(n.dialects))
+    }
+}
+
+/// Where a type's parameters are read and written: by hand for the first seven types, whose
+/// parameters have typed fields (`TaskParams`), or from the declaration for every type since.
+#[derive(Debug, Clone, Copy)]
+pub enum Parameters {
+    /// `TaskParams` has a variant of its own for the type.
+    Typed,
+    /// Read and written by name from these declarations (`TaskParams::Declared`).
+    Declared(&'static [Param]),
+}
+
+/// What a parameter's value must look like before it is passed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Any text.
+    Text,
+    /// An absolute http(s) URL (refused with `ERROR_PAGEURL`).
+    Page,
+    /// A site key: letters, digits, `-`, `_`, `.`.
+    Key,
+    /// A flag: read as `1` or absent.
+    Flag,
+    /// A JSON object of strings: `name[key]=value` fields in `in.php`, the object's JSON text in
+    /// a `createTask` field (FunCaptcha's `data`).
+    Object,
+}
+
+/// One parameter of a declared type, under its name in each protocol.
+#[derive(Debug, Clone, Copy)]
+pub struct Param {
+    /// Its name in `in.php` and the native API; the one the target's identity uses.
+    pub name: &'static str,
+    /// Other `in.php` spellings clients send.
+    pub aliases: &'static [&'static str],
+    /// Its `createTask` field at anti-captcha and 2captcha v2.
+    pub task: &'static str,
+    /// Its `createTask` field at CapSolver, where it differs.
+    pub capsolver: &'static str,
+    pub required: bool,
+    pub check: Check,
+}
+
+impl Param {
+    pub const fn required(name: &'static str, task: &'static str, check: Check) -> Param {
+        Param {
+            name,
+            aliases: &[],
+            task,
+            capsolver: task,
+            required: true,
+            check,
+        }
+    }
+
+    pub const fn optional(name: &'static str, task: &'static str, check: Check) -> Param {
+        Param {
+            required: false,
+            ..Param::required(name, task, check)
+        }
+    }
+
+    pub const fn aliases(self, aliases: &'static [&'static str]) -> Param {
+        Param { aliases, ..self }
+    }
+
+    pub const fn capsolver(self, capsolver: &'static str) -> Param {
+        Param { capsolver, ..self }
+    }
+
+    /// Its `createTask` field in a dialect.
+    pub fn task_field(&self, dialect: Dialect) -> &'static str {
+        match dialect {
+            Dialect::CapSolver => self.capsolver,
+            _ => self.task,
+        }
+    }
+}
+
+/// The page a token is for: `pageurl` in `in.php`, `websiteURL` in `createTask`.
+pub const PAGE: Param = Param::required("pageurl", "websiteURL", Check::Page);
+/// The widget's site key: `sitekey`, `websiteKey`.
+pub const SITEKEY: Param = Param::required("sitekey", "websiteKey", Check::Key);
+
+/// The shape of an answer, which each protocol writes its own way.
+#[derive(Debug, Clone, Copy)]
+pub enum AnswerShape {
+    /// One string: `in.php` returns it as `request`; a `createTask` solution carries it under
+    /// each of `fields` (written to all, so every client finds its own; read from the first
+    /// present).
+    Token { fields: &'static [&'static str] },
+    /// A JSON object with these keys: `in.php` returns it as `request` (its JSON text in a
+    /// plain-text reply); a `createTask` solution is the object itself.
+    Object { keys: &'static [&'static str] },
+}
+
+impl AnswerShape {
+    pub fn is_object(&self) -> bool {
+        matches!(self, AnswerShape::Object { .. })
+    }
+
+    /// An answer as a provider gave it (a token, or a `createTask` solution object this gateway
+    /// could not tell apart without the kind) in the form the engine stores for this shape:
+    /// the token, or the object with this shape's keys.
+    pub fn canonical(&self, text: String) -> String {
+        let Ok(serde_json::Value::Object(map)) = serde_json::from_str(&text) else {
+            return text;
+        };
+        match self {
+            AnswerShape::Token { fields } => fields
+                .iter()
+                .find_map(|f| map.get(*f).and_then(serde_json::Value::as_str))
+                .map(str::to_owned)
+                .unwrap_or(text),
+            AnswerShape::Object { keys } => {
+                let kept: serde_json::Map<_, _> = keys
+                    .iter()
+                    .filter_map(|k| map.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+                    .collect();
+                if kept.is_empty() {
+                    text
+                } else {
+                    serde_json::Value::Object(kept).to_string()
+                }
+            }
+        }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::spec::{Dialect, ProxyName};
+use super::spec::{AnswerShape, Check, Dialect, ProxyName};
 use super::{Kind, Reuse};
 
 fn dialect_name(d: Dialect) -> &'static str {
@@ -75,6 +75,79 @@ pub fn markdown() -> String {
             spec.lifetime.value.as_secs(),
             spec.lifetime.source,
             spec.first_poll.value.as_secs(),
+        );
+    }
+    out
+}
+
+/// One row per declared kind: its parameters under each protocol's name, what the gateway
+/// checks of each, what a task needs besides, and the answer's shape.
+pub fn parameters_markdown() -> String {
+    let mut out = String::from(
+        "| kind | parameters: `in.php` and native name / `createTask` field (CapSolver's) | needs | answer |\n\
+         |---|---|---|---|\n",
+    );
+    for kind in Kind::ALL {
+        let spec = kind.spec();
+        let params = spec.declared_params();
+        if params.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = params
+            .iter()
+            .map(|p| {
+                let capsolver = if p.capsolver == p.task {
+                    String::new()
+                } else {
+                    format!(" (`{}`)", p.capsolver)
+                };
+                let aliases: String = p.aliases.iter().map(|a| format!(" or `{a}`")).collect();
+                let form = match p.check {
+                    Check::Text => "",
+                    Check::Page => ", URL",
+                    Check::Key => ", key",
+                    Check::Flag => ", flag",
+                    Check::Object => ", object: `name[key]` in `in.php`",
+                };
+                let required = if p.required { "required" } else { "optional" };
+                format!(
+                    "`{}`{aliases} / `{}`{capsolver} ({required}{form})",
+                    p.name, p.task
+                )
+            })
+            .collect();
+        let mut needs = Vec::new();
+        if spec.needs_proxy {
+            needs.push("proxy");
+        }
+        if spec.needs_user_agent {
+            needs.push("`userAgent`");
+        }
+        let answer = match spec.answer {
+            AnswerShape::Token { fields } => {
+                let fields: Vec<String> = fields.iter().map(|f| format!("`{f}`")).collect();
+                format!("token; `solution` {}", fields.join(", "))
+            }
+            AnswerShape::Object { keys } => {
+                let keys: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+                format!("object {}", keys.join(", "))
+            }
+        };
+        let with_agent = if spec.answer_user_agent {
+            ", with its user agent"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {answer}{with_agent} |",
+            spec.name,
+            names.join("<br>"),
+            if needs.is_empty() {
+                "-".to_owned()
+            } else {
+                needs.join(", ")
+            },
         );
     }
     out

@@ -104,9 +104,14 @@ fn each_mistake_names_its_setting() {
             "cannot be pooled",
         ),
         (
-            "kind = \"hcaptcha\"\nsize = 5",
+            "kind = \"keycaptcha\"\nsize = 5",
             "pools[0].kind",
             "unknown kind",
+        ),
+        (
+            "kind = \"hcaptcha\"\nsize = 5",
+            "pools[0].kind",
+            "in the file yet",
         ),
         ("kind = \"recaptcha_v2\"", "pools[0].size", "count or"),
         (

@@ -9,16 +9,10 @@ use serde_json::{Value, json};
 
 use crate::model::{Answer, Kind};
 
-/// A solved task. `token` is what `res.php` returns as `request` (an object for GeeTest);
+/// A solved task. `token` is what `res.php` returns as `request` (an object for GeeTest and Lemin);
 /// `user_agent` is added when the answer is bound to one, so it can be used.
 pub fn success(kind: Kind, answer: &Answer, took: Duration, worker: &str) -> String {
-    let token = match kind {
-        Kind::GeetestV3 => serde_json::from_str::<Value>(&answer.text)
-            .ok()
-            .filter(Value::is_object)
-            .unwrap_or_else(|| Value::String(answer.text.clone())),
-        _ => Value::String(answer.text.clone()),
-    };
+    let token = kind.answer_value(&answer.text);
     let mut result = json!({
         "status": "success",
         "token": token,

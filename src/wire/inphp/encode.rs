@@ -7,13 +7,17 @@
 
 use base64::Engine as _;
 
-use crate::model::{ImageOptions, RecaptchaVersion, SolveRequest, TaskParams};
+use std::borrow::Cow;
+
+use crate::model::{Check, ImageOptions, RecaptchaVersion, SolveRequest, TaskParams};
 
 /// The `in.php` parameters for `req`, without `key` and `json`. Flags are sent only when on
 /// (providers read a missing flag as off); optional values only when present.
-pub fn submit_params(req: &SolveRequest) -> Vec<(&'static str, String)> {
-    let mut out: Vec<(&'static str, String)> = Vec::new();
-    let mut put = |name: &'static str, value: &str| out.push((name, value.to_owned()));
+pub fn submit_params(req: &SolveRequest) -> Vec<(Cow<'static, str>, String)> {
+    let mut out: Vec<(Cow<'static, str>, String)> = Vec::new();
+    // Names made from a value (`data[blob]`), added after the rest.
+    let mut keyed: Vec<(Cow<'static, str>, String)> = Vec::new();
+    let mut put = |name: &'static str, value: &str| out.push((name.into(), value.to_owned()));
     match &req.params {
         TaskParams::Recaptcha {
             sitekey,
@@ -97,6 +101,21 @@ pub fn submit_params(req: &SolveRequest) -> Vec<(&'static str, String)> {
             );
             image_options(options, &mut put);
         }
+        TaskParams::Declared { kind, values } => {
+            put("method", kind.spec().methods[0]);
+            for (name, value) in values {
+                match declared_object(*kind, name, value) {
+                    // `data[blob]=...`: how in.php takes an object (FunCaptcha's `data`).
+                    Some(object) => {
+                        for (key, v) in object {
+                            let v = v.as_str().unwrap_or_default().to_owned();
+                            keyed.push((format!("{name}[{key}]").into(), v));
+                        }
+                    }
+                    None => put(name, value),
+                }
+            }
+        }
         TaskParams::Text { text, lang } => {
             // 2captcha-python, the provider's own client, sends text captchas with `method=post`.
             put("method", "post");
@@ -116,7 +135,25 @@ pub fn submit_params(req: &SolveRequest) -> Vec<(&'static str, String)> {
     if let Some(cookies) = &req.cookies {
         put("cookies", cookies);
     }
+    out.append(&mut keyed);
     out
+}
+
+/// A declared parameter's value as the object it is, where its declaration says so
+/// (`validate` checked it is an object of strings).
+fn declared_object(
+    kind: crate::model::Kind,
+    name: &str,
+    value: &str,
+) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let param = kind
+        .spec()
+        .declared_params()
+        .iter()
+        .find(|p| p.name == name)?;
+    (param.check == Check::Object)
+        .then(|| serde_json::from_str(value).ok())
+        .flatten()
 }
 
 fn image_options(o: &ImageOptions, put: &mut impl FnMut(&'static str, &str)) {
@@ -158,7 +195,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::model::{Proxy, ProxyType};
+    use crate::model::{Kind, Param, Proxy, ProxyType};
     use crate::wire::inphp::{Params, parse_submit};
 
     /// Values as clients send them: trimmed, non-empty (the parser treats blank as absent).
@@ -281,7 +318,55 @@ mod tests {
             );
         let text = (word(), proptest::option::of("[a-z]{2}"))
             .prop_map(|(text, lang)| TaskParams::Text { text, lang });
-        prop_oneof![recaptcha, turnstile, challenge, geetest, image, text]
+        prop_oneof![
+            recaptcha,
+            turnstile,
+            challenge,
+            geetest,
+            image,
+            text,
+            declared()
+        ]
+    }
+
+    /// A request of any declared kind, each parameter drawn by its declared form: a new
+    /// declaration is covered without a word here.
+    fn declared() -> impl Strategy<Value = TaskParams> {
+        let kinds: Vec<Kind> = Kind::ALL
+            .into_iter()
+            .filter(|k| !k.spec().declared_params().is_empty())
+            .collect();
+        proptest::sample::select(kinds).prop_flat_map(|kind| {
+            let values: Vec<_> = kind
+                .spec()
+                .declared_params()
+                .iter()
+                .map(declared_value)
+                .collect();
+            values.prop_map(move |values| TaskParams::Declared {
+                kind,
+                values: values.into_iter().flatten().collect(),
+            })
+        })
+    }
+
+    fn declared_value(param: &'static Param) -> BoxedStrategy<Option<(&'static str, String)>> {
+        let value = match param.check {
+            Check::Page => page().boxed(),
+            Check::Key => sitekey().boxed(),
+            Check::Text => word().boxed(),
+            Check::Flag => Just("1".to_owned()).boxed(),
+            Check::Object => proptest::collection::btree_map("[a-z]{1,6}", word(), 1..3)
+                .prop_map(|object| serde_json::to_string(&object).expect("strings serialize"))
+                .boxed(),
+        };
+        if param.required {
+            value.prop_map(move |v| Some((param.name, v))).boxed()
+        } else {
+            proptest::option::of(value)
+                .prop_map(move |v| v.map(|v| (param.name, v)))
+                .boxed()
+        }
     }
 
     fn request() -> impl Strategy<Value = SolveRequest> {
@@ -322,7 +407,7 @@ mod tests {
         #[test]
         fn parse_submit_inverts_the_encoder(req in request()) {
             let pairs = submit_params(&req);
-            let parsed = parse_submit(&Params::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))));
+            let parsed = parse_submit(&Params::from_pairs(pairs.iter().map(|(k, v)| (k.as_ref(), v.as_str()))));
             prop_assert_eq!(parsed, Ok(req));
         }
     }

@@ -119,6 +119,22 @@ impl Params {
         )
     }
 
+    /// The `name[key]=value` parameters (how `in.php` carries an object, such as FunCaptcha's
+    /// `data[blob]`), as `(key, value)` sorted by key; blank values left out.
+    pub fn keyed(&self, name: &str) -> Vec<(&str, &str)> {
+        let mut out: Vec<(&str, &str)> = self
+            .values
+            .iter()
+            .filter_map(|(k, v)| {
+                let key = k.strip_prefix(name)?.strip_prefix('[')?.strip_suffix(']')?;
+                let v = v.trim();
+                (!key.is_empty() && !v.is_empty()).then_some((key, v))
+            })
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     pub fn file(&self, name: &str) -> Option<&Bytes> {
         self.files.get(name)
     }

@@ -86,16 +86,10 @@ impl Reply {
     /// documents there (reCAPTCHA, for its Enterprise variants, which the stored answer does not
     /// tell apart, and Cloudflare Challenge; the captchaai SDK reads it, item 10); the user agent
     /// an answer is bound to as `user_agent` (CaptchaAI's name) and `useragent` (2captcha's); the
-    /// caller's provider cannot be told from its request, so both. GeeTest's `request` is an
-    /// object in JSON mode; `price` for `get2`. Nothing else (item 17).
+    /// caller's provider cannot be told from its request, so both. The `request` of a kind whose
+    /// answer is an object (GeeTest, Lemin) is that object in JSON mode; `price` for `get2`. Nothing else (item 17).
     pub fn answer(mode: Mode, kind: Kind, answer: &Answer, price: Option<&str>) -> Reply {
-        let request = match kind {
-            Kind::GeetestV3 => serde_json::from_str::<Value>(&answer.text)
-                .ok()
-                .filter(Value::is_object)
-                .unwrap_or_else(|| Value::String(answer.text.clone())),
-            _ => Value::String(answer.text.clone()),
-        };
+        let request = kind.answer_value(&answer.text);
         let mut extra = serde_json::Map::new();
         if matches!(
             kind,

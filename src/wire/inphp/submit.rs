@@ -3,7 +3,8 @@ use bytes::Bytes;
 
 use super::{Params, codes};
 use crate::model::{
-    ImageOptions, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams, Validation, limits,
+    Check, ImageOptions, Kind, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams,
+    Validation, limits,
 };
 
 /// Turns `in.php` parameters into a request, accepting every alias clients send
@@ -11,7 +12,55 @@ use crate::model::{
 pub fn parse_submit(p: &Params) -> Result<SolveRequest, Validation> {
     let method = p.get(&["method"]).map(str::to_ascii_lowercase);
     let text = p.get(&["textcaptcha"]);
-    let params = match (method.as_deref(), text) {
+    let params = match method.as_deref().and_then(Kind::declared_by_method) {
+        Some(kind) => declared_params(kind, p)?,
+        None => typed_params(method.as_deref(), text, p)?,
+    };
+    let mut req = SolveRequest::new(params);
+    req.proxy = proxy(p)?;
+    req.user_agent = opt(p, &["userAgent", "useragent", "user_agent"]);
+    req.cookies = opt(p, &["cookies"]);
+    req.validate()?;
+    Ok(req)
+}
+
+/// A declared type's parameters, each under its declared name or an alias; an object
+/// parameter as its JSON text (the native API's form) or as `name[key]=value` fields.
+fn declared_params(kind: Kind, p: &Params) -> Result<TaskParams, Validation> {
+    let mut values = Vec::new();
+    for param in kind.spec().declared_params() {
+        let names: Vec<&str> = std::iter::once(param.name)
+            .chain(param.aliases.iter().copied())
+            .collect();
+        let value = match param.check {
+            Check::Flag => p.flag(&names).then(|| "1".to_owned()),
+            Check::Object => opt(p, &names).or_else(|| keyed_object(p, param.name)),
+            Check::Text | Check::Page | Check::Key => opt(p, &names),
+        };
+        if let Some(value) = value {
+            values.push((param.name, value));
+        }
+    }
+    Ok(TaskParams::Declared { kind, values })
+}
+
+/// `name[key]=value` fields as the JSON text of one object, keys in order.
+fn keyed_object(p: &Params, name: &str) -> Option<String> {
+    let object: serde_json::Map<String, serde_json::Value> = p
+        .keyed(name)
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), value.into()))
+        .collect();
+    (!object.is_empty()).then(|| serde_json::Value::Object(object).to_string())
+}
+
+/// The parameters of the seven typed kinds, whose methods are read by hand.
+fn typed_params(
+    method: Option<&str>,
+    text: Option<&str>,
+    p: &Params,
+) -> Result<TaskParams, Validation> {
+    let params = match (method, text) {
         // A text captcha comes with `method=post` (2captcha-python) or no method (unicaps, npm).
         (None | Some("post" | "textcaptcha"), Some(text)) if p.file("file").is_none() => {
             TaskParams::Text {
@@ -75,12 +124,7 @@ pub fn parse_submit(p: &Params) -> Result<SolveRequest, Validation> {
             ));
         }
     };
-    let mut req = SolveRequest::new(params);
-    req.proxy = proxy(p)?;
-    req.user_agent = opt(p, &["userAgent", "useragent", "user_agent"]);
-    req.cookies = opt(p, &["cookies"]);
-    req.validate()?;
-    Ok(req)
+    Ok(params)
 }
 
 fn recaptcha(p: &Params) -> Result<TaskParams, Validation> {

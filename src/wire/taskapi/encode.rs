@@ -5,7 +5,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use super::names::{ProxyUse, Shape, TaskApiDialect, name_for};
-use crate::model::{Proxy, RecaptchaVersion, SolveRequest, TaskParams};
+use crate::model::{Check, Proxy, RecaptchaVersion, SolveRequest, TaskParams};
 
 /// A request the flavor has no task type for (text questions at anti-captcha or CapSolver,
 /// GeeTest with the caller's proxy at CapSolver).
@@ -156,6 +156,20 @@ pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, 
                 put("languagePool", text(lang));
             }
             Shape::Text
+        }
+        TaskParams::Declared { kind, values } => {
+            for param in kind.spec().declared_params() {
+                let Some((_, value)) = values.iter().find(|(n, _)| *n == param.name) else {
+                    continue;
+                };
+                let value = match param.check {
+                    Check::Flag => Value::Bool(true),
+                    // An object travels as its JSON text (FunCaptcha's `data`).
+                    Check::Text | Check::Page | Check::Key | Check::Object => text(value),
+                };
+                put(param.task_field(flavor.dialect()), value);
+            }
+            Shape::Declared(*kind)
         }
     };
     let proxy_use = match (&req.proxy, shape) {

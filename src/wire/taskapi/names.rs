@@ -83,6 +83,8 @@ pub enum Shape {
     Geetest,
     Image,
     Text,
+    /// A type read and written from its declaration (`model::Parameters::Declared`).
+    Declared(Kind),
 }
 
 /// Whether the type carries the caller's proxy (`...Task`) or the provider's own
@@ -106,6 +108,7 @@ pub fn shape_of(type_name: &str) -> Option<(Shape, ProxyUse)> {
         Kind::GeetestV3 => Shape::Geetest,
         Kind::Image => Shape::Image,
         Kind::Text => Shape::Text,
+        declared => Shape::Declared(declared),
     };
     let proxy = match name.proxy {
         ProxyName::Proxied => ProxyUse::Proxied,
@@ -124,6 +127,7 @@ pub fn name_for(flavor: TaskApiDialect, shape: Shape, proxy: ProxyUse) -> Option
         Shape::Geetest => (Kind::GeetestV3, false),
         Shape::Image => (Kind::Image, false),
         Shape::Text => (Kind::Text, false),
+        Shape::Declared(kind) => (kind, false),
     };
     kind.task_name(flavor.dialect(), proxy == ProxyUse::Proxied, enterprise)
 }
@@ -163,7 +167,11 @@ mod tests {
             shape_of("NoCaptchaTask"),
             Some((Shape::RecaptchaV2 { enterprise: false }, ProxyUse::Proxied))
         );
-        assert_eq!(shape_of("FunCaptchaTaskProxyless"), None);
+        assert_eq!(
+            shape_of("FunCaptchaTaskProxyless"),
+            Some((Shape::Declared(Kind::Funcaptcha), ProxyUse::Proxyless))
+        );
+        assert_eq!(shape_of("KeyCaptchaTaskProxyless"), None);
         assert!(capsolver_spelling("ReCaptchaV2TaskProxyLess"));
         assert!(capsolver_spelling("AntiTurnstileTaskProxyLess"));
         assert!(!capsolver_spelling("RecaptchaV2TaskProxyless"));

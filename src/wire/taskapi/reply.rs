@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::model::{Answer, Kind};
+use crate::model::{Answer, AnswerShape, Kind};
 use crate::wire::inphp::codes;
 
 /// No `task` object or no `type` in it.
@@ -73,6 +73,18 @@ pub fn solution(kind: Kind, answer: &Answer) -> Value {
         Kind::CloudflareChallenge => json!({"cf_clearance": text, "token": text}),
         Kind::GeetestV3 => geetest_object(&answer.text),
         Kind::Image | Kind::Text => json!({"text": text}),
+        declared => match declared.spec().answer {
+            AnswerShape::Token { fields } => Value::Object(
+                fields
+                    .iter()
+                    .map(|f| ((*f).to_owned(), text.clone()))
+                    .collect(),
+            ),
+            AnswerShape::Object { .. } => match serde_json::from_str(&answer.text) {
+                Ok(object @ Value::Object(_)) => object,
+                _ => json!({"text": text}),
+            },
+        },
     };
     if let (Some(ua), Value::Object(map)) = (&answer.user_agent, &mut out) {
         map.insert("userAgent".into(), Value::String(ua.clone()));
@@ -138,6 +150,16 @@ pub fn read_solution(kind: Kind, solution: &Value) -> Option<(String, Option<Str
             .to_string()
         }
         Kind::Image | Kind::Text => field("text")?,
+        declared => match declared.spec().answer {
+            AnswerShape::Token { fields } => fields.iter().find_map(|f| field(f))?,
+            AnswerShape::Object { keys } => {
+                let object: Map<String, Value> = keys
+                    .iter()
+                    .map(|k| Some(((*k).to_owned(), solution.get(*k)?.clone())))
+                    .collect::<Option<_>>()?;
+                Value::Object(object).to_string()
+            }
+        },
     };
     Some((text, field("userAgent")))
 }
@@ -162,18 +184,29 @@ mod tests {
             "geetest_seccode": "s", "challenge": "c", "validate": "v", "seccode": "s"})
         .to_string();
         for kind in Kind::ALL {
-            let text = if kind == Kind::GeetestV3 {
-                geetest.as_str()
-            } else {
-                "tok-1"
+            let text = match kind.spec().answer {
+                _ if kind == Kind::GeetestV3 => geetest.clone(),
+                AnswerShape::Object { keys } => Value::Object(
+                    keys.iter()
+                        .map(|k| ((*k).to_owned(), Value::from(format!("v-{k}"))))
+                        .collect(),
+                )
+                .to_string(),
+                AnswerShape::Token { .. } => "tok-1".to_owned(),
             };
-            let a = answer(text, Some("UA/1"));
+            let a = answer(&text, Some("UA/1"));
             let (back, ua) = read_solution(kind, &solution(kind, &a)).expect("reads");
             assert_eq!(ua.as_deref(), Some("UA/1"), "{kind}");
             if kind == Kind::GeetestV3 {
                 let v: Value = serde_json::from_str(&back).unwrap();
                 assert_eq!(v["validate"], "v");
                 assert_eq!(v["geetest_seccode"], "s");
+            } else if kind.spec().answer.is_object() {
+                let (back, sent): (Value, Value) = (
+                    serde_json::from_str(&back).unwrap(),
+                    serde_json::from_str(&text).unwrap(),
+                );
+                assert_eq!(back, sent, "{kind}");
             } else {
                 assert_eq!(back, "tok-1", "{kind}");
             }

@@ -210,9 +210,9 @@ fn bad_tasks_get_codes_and_messages_naming_the_field() {
         (json!({"websiteURL": PAGE}), TASK_ABSENT, "type"),
         (json!({"type": 7}), TASK_NOT_SUPPORTED, "`7`"),
         (
-            json!({"type": "FunCaptchaTask"}),
+            json!({"type": "KeyCaptchaTask"}),
             TASK_NOT_SUPPORTED,
-            "FunCaptchaTask",
+            "KeyCaptchaTask",
         ),
         (
             json!({"type": "RecaptchaV2TaskProxyless", "websiteURL": PAGE}),
