@@ -386,7 +386,10 @@ impl SolveRequest {
                     };
                     return Err(Validation::new(
                         code,
-                        format!("{kind} needs `{}`", param.name),
+                        format!(
+                            "{kind} needs `{}` (`{}` in createTask)",
+                            param.name, param.task
+                        ),
                     ));
                 }
                 continue;

@@ -14,12 +14,12 @@ use crate::support::eventually::eventually;
 use crate::support::fleet::SimServer;
 use crate::support::{KEY, TestGateway, fast_settings, metric_sum, solve, verify_at};
 
-const LATENCY: LatencyRange = LatencyRange {
+pub(crate) const LATENCY: LatencyRange = LatencyRange {
     min: Duration::from_millis(50),
     max: Duration::from_millis(150),
 };
 
-fn account(name: &str, sim: &SimServer, threads: u32) -> AccountSpec {
+pub(crate) fn account(name: &str, sim: &SimServer, threads: u32) -> AccountSpec {
     AccountSpec {
         name: name.into(),
         provider: AccountProvider::Sim,
@@ -32,7 +32,7 @@ fn account(name: &str, sim: &SimServer, threads: u32) -> AccountSpec {
 }
 
 /// A gateway routing over `accounts`, with breakers quick enough for a test.
-fn settings(accounts: Vec<AccountSpec>) -> Settings {
+pub(crate) fn settings(accounts: Vec<AccountSpec>) -> Settings {
     let mut s = fast_settings();
     s.accounts = accounts;
     s.upstream.breaker.open_for = Duration::from_millis(100);
@@ -439,7 +439,7 @@ async fn an_account_only_gets_the_kinds_it_takes() {
 }
 
 /// An account of the JSON task protocol, at a simulator (which speaks it too).
-fn json_account(name: &str, provider: AccountProvider, sim: &SimServer) -> AccountSpec {
+pub(crate) fn json_account(name: &str, provider: AccountProvider, sim: &SimServer) -> AccountSpec {
     AccountSpec {
         provider,
         key: Some(captcha_gateway::secret::Secret(

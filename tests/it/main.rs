@@ -51,6 +51,7 @@ mod shutdown;
 mod shutdown_handback;
 mod slow_clients;
 mod strict_dialects;
+mod task_types;
 mod taskapi;
 mod tenants;
 mod tls;

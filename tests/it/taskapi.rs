@@ -43,7 +43,7 @@ async fn the_anticaptcha_client_solves_every_kind_it_has() {
     let gw = TestGateway::start().await;
     let out = run_client(&gw, "anticaptcha").await;
     let results = out["results"].as_array().unwrap();
-    assert_eq!(results.len(), 10, "{out}");
+    assert_eq!(results.len(), 13, "{out}");
     for r in results {
         assert!(
             r["task_id"].is_u64(),
@@ -73,7 +73,7 @@ async fn the_capsolver_client_solves_every_kind_it_has() {
     let gw = TestGateway::start().await;
     let out = run_client(&gw, "capsolver").await;
     let results = out["results"].as_array().unwrap();
-    assert_eq!(results.len(), 8, "{out}");
+    assert_eq!(results.len(), 11, "{out}");
     let cf = case(results, "cloudflare_challenge");
     assert!(
         cf["user_agent"].is_string(),

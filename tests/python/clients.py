@@ -121,6 +121,22 @@ def run_twocaptcha(base, key):
     add("image", "image", first)
     add("image_again", "image", again)
     add("text", "text", solver.text("If tomorrow is Saturday, what day is today?", lang="en"))
+    # The declared kinds, each with the parameters 2captcha-python documents for it.
+    add("hcaptcha", "hcaptcha", solver.hcaptcha(sitekey="10000000-ffff-ffff-ffff-000000000001",
+                                                url=PAGE, invisible=1))
+    add("funcaptcha", "funcaptcha",
+        solver.funcaptcha(sitekey="69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC", url=PAGE,
+                          surl="https://client-api.arkoselabs.com", **{"data[blob]": "b10b"}))
+    add("mtcaptcha", "mtcaptcha", solver.mtcaptcha(sitekey="MTPublic-KzqLY1cKH", url=PAGE))
+    add("friendly_captcha", "friendly_captcha",
+        solver.friendly_captcha(sitekey="FCMGEMUD2KTDSQ5H", url=PAGE))
+    add("lemin", "lemin", solver.lemin(captcha_id="CROPPED_3dfdd5c_d1872b526b794d83ba3b365eb15a200b",
+                                       div_id="lemin-cropped-captcha", url=PAGE,
+                                       apiServer="api.leminnow.com"))
+    add("datadome", "datadome",
+        solver.datadome(captcha_url="https://geo.captcha-delivery.com/captcha/?initialCid=x",
+                        pageurl=PAGE, userAgent="Mozilla/5.0 (test)",
+                        proxy={"type": "HTTP", "uri": "user:pw@127.0.0.1:3128"}))
     extras = {
         "balance": solver.balance(),
         "report_bad": solver.report(first["captchaId"], False),

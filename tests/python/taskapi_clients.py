@@ -46,6 +46,9 @@ class ToGateway(HTTPAdapter):
 
 def run_anticaptcha(base, key):
     from anticaptchaofficial import antinetworking
+    from anticaptchaofficial.friendlycaptchaproxyless import friendlyCaptchaProxyless
+    from anticaptchaofficial.funcaptchaproxyless import funcaptchaProxyless
+    from anticaptchaofficial.hcaptchaproxyless import hCaptchaProxyless
     from anticaptchaofficial.geetestproxyless import geetestProxyless
     from anticaptchaofficial.imagecaptcha import imagecaptcha
     from anticaptchaofficial.recaptchav2enterpriseproxyless import recaptchaV2EnterpriseProxyless
@@ -117,6 +120,16 @@ def run_anticaptcha(base, key):
         image.set_numeric(1)
         image.set_minLength(4)
         cases.append(run("image", "image", image, None, **{"body": PNG}))
+        # The declared kinds, with the setters the library has for each.
+        hcaptcha = page(hCaptchaProxyless(), "10000000-ffff-ffff-ffff-000000000001")
+        hcaptcha.set_is_invisible(1)
+        cases.append(run("hcaptcha", "hcaptcha", hcaptcha))
+        funcaptcha = page(funcaptchaProxyless(), "69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC")
+        funcaptcha.set_js_api_domain("client-api.arkoselabs.com")
+        funcaptcha.set_data_blob('{"blob":"b10b"}')
+        cases.append(run("funcaptcha", "funcaptcha", funcaptcha))
+        cases.append(run("friendly_captcha", "friendly_captcha",
+                         page(friendlyCaptchaProxyless(), "FCMGEMUD2KTDSQ5H")))
         # A case that failed raises here, with its message.
         v2 = [case.result() for case in cases][0]
     extras = {
@@ -154,6 +167,17 @@ def run_capsolver(base, key):
           "gt": "022397c99c9f646f6477822485f30404", "challenge": "d9b3f1e5a7c2"}),
         ("image", "image",
          {"type": "ImageToTextTask", "body": base64.b64encode(PNG).decode(), "numeric": 1}),
+        ("funcaptcha", "funcaptcha",
+         {"type": "FunCaptchaTaskProxyLess", "websiteURL": PAGE,
+          "websitePublicKey": "69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC",
+          "funcaptchaApiJSSubdomain": "client-api.arkoselabs.com", "data": '{"blob":"b10b"}'}),
+        ("mtcaptcha", "mtcaptcha",
+         {"type": "MtCaptchaTaskProxyLess", "websiteURL": PAGE,
+          "websiteKey": "MTPublic-KzqLY1cKH"}),
+        ("datadome", "datadome",
+         {"type": "DatadomeSliderTask", "websiteURL": PAGE,
+          "captchaUrl": "https://geo.captcha-delivery.com/captcha/?initialCid=x",
+          "userAgent": "Mozilla/5.0 (capsolver test)", "proxy": proxy}),
     ]
     answer_of = {
         "recaptcha_v2": lambda s: s["gRecaptchaResponse"],
@@ -162,6 +186,9 @@ def run_capsolver(base, key):
         "cloudflare_challenge": lambda s: s["token"],
         "geetest_v3": lambda s: s,
         "image": lambda s: s["text"],
+        "funcaptcha": lambda s: s["token"],
+        "mtcaptcha": lambda s: s["token"],
+        "datadome": lambda s: s["cookie"],
     }
 
     def solve(case, kind, task):

@@ -119,6 +119,13 @@ impl Params {
         )
     }
 
+    /// Every parameter and file name with its value (a file's is empty), in no order.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &str)> {
+        let values = self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let files = self.files.keys().map(|k| (k.as_str(), "<file>"));
+        values.chain(files)
+    }
+
     /// The `name[key]=value` parameters (how `in.php` carries an object, such as FunCaptcha's
     /// `data[blob]`), as `(key, value)` sorted by key; blank values left out.
     pub fn keyed(&self, name: &str) -> Vec<(&str, &str)> {

@@ -24,11 +24,60 @@ pub fn parse_submit(p: &Params) -> Result<SolveRequest, Validation> {
     Ok(req)
 }
 
+/// Parameters every method may carry besides its own: the call's (`key`, `json`, the clients'
+/// `soft_id` and `header_acao`, `pingback`), the proxy and browser, and the native API's own
+/// fields.
+const COMMON: [&str; 15] = [
+    "key",
+    "method",
+    "json",
+    "soft_id",
+    "header_acao",
+    "pingback",
+    "proxy",
+    "proxytype",
+    "userAgent",
+    "useragent",
+    "user_agent",
+    "cookies",
+    "kind",
+    "timeout_s",
+    "callback_url",
+];
+
 /// A declared type's parameters, each under its declared name or an alias; an object
-/// parameter as its JSON text (the native API's form) or as `name[key]=value` fields.
+/// parameter as its JSON text (the native API's form) or as `name[key]=value` fields. A
+/// parameter the declaration does not name is refused by name unless it is blank or `0`, so
+/// nothing a caller sends is dropped unseen.
 fn declared_params(kind: Kind, p: &Params) -> Result<TaskParams, Validation> {
+    let params = kind.spec().declared_params();
+    let known = |name: &str| {
+        COMMON.contains(&name)
+            || params.iter().any(|param| {
+                param.name == name
+                    || param.aliases.contains(&name)
+                    || (param.check == Check::Object
+                        && name
+                            .strip_prefix(param.name)
+                            .is_some_and(|rest| rest.starts_with('[')))
+            })
+    };
+    let unknown = p
+        .entries()
+        .filter(|(name, value)| !known(name) && !matches!(value.trim(), "" | "0"))
+        .map(|(name, _)| name)
+        .min();
+    if let Some(name) = unknown {
+        return Err(Validation::new(
+            codes::BAD_PARAMETERS,
+            format!(
+                "`{}` is not supported for {kind}: this gateway does not pass it on",
+                truncate(name, 40)
+            ),
+        ));
+    }
     let mut values = Vec::new();
-    for param in kind.spec().declared_params() {
+    for param in params {
         let names: Vec<&str> = std::iter::once(param.name)
             .chain(param.aliases.iter().copied())
             .collect();

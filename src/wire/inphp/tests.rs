@@ -180,3 +180,39 @@ fn image_parameters_that_change_the_answer_are_refused_by_name() {
     ]);
     assert!(plain.is_ok(), "{plain:?}");
 }
+
+/// A declared kind's parameters are read by their declared names and aliases, an object from
+/// its `name[key]` fields; a parameter its declaration does not name is refused by name
+/// unless blank or `0` (how clients leave one unset).
+#[test]
+fn a_declared_kinds_parameters_are_read_and_the_rest_refused_by_name() {
+    use crate::model::TaskParams;
+    let page = ("pageurl", "https://example.com/a");
+    let funcaptcha = |extra: &[(&str, &str)]| {
+        let mut pairs = vec![("method", "funcaptcha"), ("sitekey", "PK-1"), page];
+        pairs.extend_from_slice(extra);
+        parse(&pairs)
+    };
+    let req = funcaptcha(&[("data[blob]", "b1"), ("data[x]", "2"), ("soft_id", "4580")])
+        .expect("parses");
+    assert_eq!(req.kind(), Kind::Funcaptcha);
+    assert_eq!(req.params.declared("publickey"), Some("PK-1"), "the alias");
+    assert_eq!(req.params.declared("data"), Some(r#"{"blob":"b1","x":"2"}"#));
+    assert!(matches!(req.params, TaskParams::Declared { .. }));
+    for (name, value) in [("invisible", "1"), ("rqdata", "r"), ("datax", "y")] {
+        let refused = funcaptcha(&[(name, value)]).expect_err(name);
+        assert_eq!(refused.code, codes::BAD_PARAMETERS, "{name}");
+        assert!(refused.message.contains(name), "{name}: {refused}");
+    }
+    assert!(funcaptcha(&[("invisible", "0"), ("rqdata", "")]).is_ok());
+    let missing = parse(&[("method", "lemin"), page, ("div_id", "d")]).expect_err("no id");
+    assert!(missing.message.contains("captcha_id"), "{missing}");
+    let no_proxy = parse(&[
+        ("method", "datadome"),
+        ("captcha_url", "https://geo.captcha-delivery.com/c"),
+        page,
+        ("userAgent", "UA"),
+    ])
+    .expect_err("no proxy");
+    assert_eq!(no_proxy.code, codes::BAD_PROXY, "{no_proxy}");
+}

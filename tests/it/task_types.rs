@@ -1,0 +1,212 @@
+//! The kinds whose parameters are declared (docs/API.md, "Task types"), across protocols: a
+//! caller of one protocol is solved by an account of the other, an object answer arrives whole,
+//! a kind goes only where a provider solves it, and a field the declaration does not name is
+//! refused by name rather than dropped.
+
+use captcha_gateway::config::AccountProvider;
+use serde_json::{Value, json};
+
+use crate::failover::{LATENCY, account, json_account, settings};
+use crate::support::fleet::SimServer;
+use crate::support::{KEY, TestGateway, solve};
+
+const PAGE: &str = "https://shop.example.com/login";
+
+/// A JSON-protocol call to the gateway: every answer is HTTP 200 and JSON.
+async fn call(gw: &TestGateway, path: &str, body: Value) -> Value {
+    let res = gw.http.post(gw.url(path)).json(&body).send().await.unwrap();
+    assert_eq!(res.status(), 200, "every answer is HTTP 200");
+    res.json().await.expect("every answer is JSON")
+}
+
+/// `createTask`, then `getTaskResult` once the task has ended: its solution.
+async fn solve_task(gw: &TestGateway, task: Value) -> Value {
+    let created = call(gw, "/createTask", json!({"clientKey": KEY, "task": task})).await;
+    assert_eq!(created["errorId"], 0, "{created}");
+    gw.wait_task(&created["taskId"].to_string()).await;
+    let v = call(
+        gw,
+        "/getTaskResult",
+        json!({"clientKey": KEY, "taskId": created["taskId"]}),
+    )
+    .await;
+    assert_eq!(
+        (v["errorId"].as_u64(), v["status"].as_str()),
+        (Some(0), Some("ready")),
+        "{v}"
+    );
+    v["solution"].clone()
+}
+
+/// An `in.php` submit (plain text, as 2captcha-python reads it), then `res.php` once the task
+/// has ended: the answer after `OK|`.
+async fn solve_inphp(gw: &TestGateway, form: &[(&str, &str)]) -> String {
+    let mut form = form.to_vec();
+    form.push(("key", KEY));
+    let (_, body) = gw.post_form("/in.php", &form).await;
+    let id = body
+        .strip_prefix("OK|")
+        .unwrap_or_else(|| panic!("submit: {body}"))
+        .to_owned();
+    gw.wait_task(&id).await;
+    let (_, body) = gw
+        .get_text(&format!("/res.php?key={KEY}&action=get&id={id}"))
+        .await;
+    body.strip_prefix("OK|")
+        .unwrap_or_else(|| panic!("res.php: {body}"))
+        .to_owned()
+}
+
+async fn assert_verifies(sim: &SimServer, gw: &TestGateway, token: &str) {
+    let verdict = sim.verify(&gw.http, token).await;
+    assert_eq!(verdict["success"], true, "{token}: {verdict}");
+}
+
+/// An `in.php` FunCaptcha caller (2captcha-python's parameters, `data[blob]` included) and a
+/// native MTCaptcha caller are solved by a CapSolver account; a kind CapSolver does not solve
+/// is refused at the submit, naming the account, and never reaches it.
+#[tokio::test]
+async fn an_inphp_caller_is_solved_by_a_createtask_account() {
+    let capsolver = SimServer::start(LATENCY, 4).await;
+    let gw = TestGateway::with(settings(vec![json_account(
+        "cs",
+        AccountProvider::CapSolver,
+        &capsolver,
+    )]))
+    .await;
+    let token = solve_inphp(
+        &gw,
+        &[
+            ("method", "funcaptcha"),
+            ("publickey", "69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC"),
+            ("pageurl", PAGE),
+            ("surl", "https://client-api.arkoselabs.com"),
+            ("data[blob]", "b10b"),
+        ],
+    )
+    .await;
+    assert_verifies(&capsolver, &gw, &token).await;
+
+    let (status, reply) = solve(
+        &gw.http,
+        &gw.url(""),
+        json!({"kind": "mtcaptcha", "sitekey": "MTPublic-KzqLY1cKH", "pageurl": PAGE}),
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_verifies(&capsolver, &gw, reply["token"].as_str().unwrap()).await;
+    assert_eq!(capsolver.sim.stats().submits, 2);
+
+    let form = [
+        ("method", "friendly_captcha"),
+        ("sitekey", "FCMGEMUD2KTDSQ5H"),
+        ("pageurl", PAGE),
+        ("key", KEY),
+    ];
+    let (_, body) = gw.post_form("/in.php", &form).await;
+    assert_eq!(body, "ERROR_TASK_NOT_SUPPORTED");
+    assert_eq!(
+        capsolver.sim.stats().submits,
+        2,
+        "CapSolver was never asked"
+    );
+}
+
+/// A `createTask` Lemin caller (2captcha v2's names) is solved by an `in.php` account, and its
+/// object answer arrives whole as the solution; DataDome's cookie comes back as `cookie`.
+#[tokio::test]
+async fn a_createtask_caller_is_solved_by_an_inphp_account_with_the_answer_whole() {
+    let sim = SimServer::start(LATENCY, 4).await;
+    let gw = TestGateway::with(settings(vec![account("inphp", &sim, 4)])).await;
+    let lemin = solve_task(
+        &gw,
+        json!({"type": "LeminTaskProxyless", "websiteURL": PAGE,
+            "captchaId": "CROPPED_3dfdd5c_d1872b526b794d83ba3b365eb15a200b",
+            "divId": "lemin-cropped-captcha", "leminApiServerSubdomain": "api.leminnow.com"}),
+    )
+    .await;
+    assert!(lemin["challenge_id"].is_string(), "{lemin}");
+    assert_verifies(&sim, &gw, lemin["answer"].as_str().unwrap()).await;
+
+    let datadome = solve_task(
+        &gw,
+        json!({"type": "DataDomeSliderTask", "websiteURL": PAGE,
+            "captchaUrl": "https://geo.captcha-delivery.com/captcha/?initialCid=x",
+            "userAgent": "Mozilla/5.0 (test)", "proxyType": "http",
+            "proxyAddress": "127.0.0.1", "proxyPort": 3128}),
+    )
+    .await;
+    assert_verifies(&sim, &gw, datadome["cookie"].as_str().unwrap()).await;
+    assert_eq!(sim.sim.stats().submits, 2);
+}
+
+/// What a declared kind cannot carry is refused by name, before any provider is asked: a
+/// field its declaration does not name, the caller's proxy on a proxyless type, a missing
+/// required parameter or proxy.
+#[tokio::test]
+async fn what_a_declared_kind_cannot_carry_is_refused_by_name() {
+    let gw = TestGateway::start().await;
+    let funcaptcha = json!({"type": "FunCaptchaTaskProxyless", "websiteURL": PAGE,
+        "websitePublicKey": "69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC"});
+    let with = |field: &str, value: Value| {
+        let mut task = funcaptcha.clone();
+        task[field] = value;
+        task
+    };
+    let cases = [
+        (
+            with("captchaExtra", json!("x")),
+            "ERROR_BAD_PARAMETERS",
+            "captchaExtra",
+        ),
+        (
+            with("proxyAddress", json!("1.2.3.4")),
+            "ERROR_BAD_PARAMETERS",
+            "proxyAddress",
+        ),
+        (
+            with("data", json!("not an object")),
+            "ERROR_BAD_PARAMETERS",
+            "data",
+        ),
+        (
+            with("websitePublicKey", Value::Null),
+            "ERROR_BAD_PARAMETERS",
+            "publickey",
+        ),
+        (
+            json!({"type": "DatadomeSliderTask", "websiteURL": PAGE,
+                "captchaUrl": "https://geo.captcha-delivery.com/c", "userAgent": "UA",
+                "proxy": ""}),
+            "ERROR_BAD_PROXY",
+            "",
+        ),
+    ];
+    for (task, code, named) in cases {
+        let v = call(&gw, "/createTask", json!({"clientKey": KEY, "task": task})).await;
+        assert_eq!(
+            (v["errorId"].as_u64(), v["errorCode"].as_str()),
+            (Some(1), Some(code)),
+            "{task}: {v}"
+        );
+        let description = v["errorDescription"].as_str().unwrap_or_default();
+        assert!(description.contains(named), "{task}: {description}");
+    }
+    // Empty values are how clients leave a field unset (anticaptchaofficial sends
+    // `"enterprisePayload": null` and `"isInvisible": 0` for hCaptcha).
+    let token = solve_task(
+        &gw,
+        json!({"type": "HCaptchaTaskProxyless", "websiteURL": PAGE,
+            "websiteKey": "10000000-ffff-ffff-ffff-000000000001", "isInvisible": 0,
+            "enterprisePayload": null, "userAgent": ""}),
+    )
+    .await;
+    gw.verify(token["gRecaptchaResponse"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        gw.stat("submits").await,
+        1,
+        "only the good task reached the provider"
+    );
+}
