@@ -81,7 +81,7 @@ async fn v1_errors_are_4xx_with_a_code_and_message() {
         ),
         ("{oops", Some(KEY), 400, "bad_json"),
         (r#"[1,2]"#, Some(KEY), 400, "bad_json"),
-        (r#"{"kind":"hcaptcha"}"#, Some(KEY), 400, "bad_kind"),
+        (r#"{"kind":"keycaptcha"}"#, Some(KEY), 400, "bad_kind"),
         (r#"{"sitekey":"k"}"#, Some(KEY), 400, "bad_kind"),
         (
             r#"{"kind":"recaptcha_v2","pageurl":"https://e.com"}"#,

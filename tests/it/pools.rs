@@ -343,7 +343,7 @@ async fn bad_imports_are_400_with_a_code() {
             json!({"kind": "recaptcha_v2", "pageurl": "https://e.com/", "tokens": token}),
             "ERROR_GOOGLEKEY",
         ),
-        (json!({"kind": "hcaptcha", "tokens": token}), "bad_kind"),
+        (json!({"kind": "keycaptcha", "tokens": token}), "bad_kind"),
     ];
     for (body, code) in cases {
         let (status, reply) = gw.import(&body).await;

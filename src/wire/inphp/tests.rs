@@ -193,11 +193,14 @@ fn a_declared_kinds_parameters_are_read_and_the_rest_refused_by_name() {
         pairs.extend_from_slice(extra);
         parse(&pairs)
     };
-    let req = funcaptcha(&[("data[blob]", "b1"), ("data[x]", "2"), ("soft_id", "4580")])
-        .expect("parses");
+    let req =
+        funcaptcha(&[("data[blob]", "b1"), ("data[x]", "2"), ("soft_id", "4580")]).expect("parses");
     assert_eq!(req.kind(), Kind::Funcaptcha);
     assert_eq!(req.params.declared("publickey"), Some("PK-1"), "the alias");
-    assert_eq!(req.params.declared("data"), Some(r#"{"blob":"b1","x":"2"}"#));
+    assert_eq!(
+        req.params.declared("data"),
+        Some(r#"{"blob":"b1","x":"2"}"#)
+    );
     assert!(matches!(req.params, TaskParams::Declared { .. }));
     for (name, value) in [("invisible", "1"), ("rqdata", "r"), ("datax", "y")] {
         let refused = funcaptcha(&[(name, value)]).expect_err(name);
