@@ -402,7 +402,7 @@ mod tests {
                 "accounts.main.weight",
             ),
             (
-                &format!("{MAIN}kinds = [\"funcaptcha\"]\n"),
+                &format!("{MAIN}kinds = [\"keycaptcha\"]\n"),
                 &[("K1", "k")],
                 "accounts.main.kinds",
             ),

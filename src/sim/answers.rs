@@ -58,16 +58,18 @@ pub(crate) fn build(
         TaskParams::Declared { .. } => match kind.spec().answer {
             AnswerShape::Token { .. } => token(),
             // The first key holds the verifiable token; the others are what a real answer
-            // pairs it with (Lemin's `challenge_id`), unique per task.
+            // pairs it with (Lemin's `challenge_id`), unique per task unless sent.
             AnswerShape::Object { keys } => {
                 let object: serde_json::Map<String, serde_json::Value> = keys
                     .iter()
                     .enumerate()
                     .map(|(i, key)| {
-                        let value = if i == 0 {
-                            token()
-                        } else {
-                            format!("{key}-{nonce:016x}")
+                        // The first key is the token; one the request sent (GeeTest v4's
+                        // `captcha_id`) comes back as sent, as a real answer's does.
+                        let value = match req.params.declared(key) {
+                            _ if i == 0 => token(),
+                            Some(sent) => sent.to_owned(),
+                            None => format!("{key}-{nonce:016x}"),
                         };
                         ((*key).to_owned(), value.into())
                     })

@@ -471,3 +471,35 @@ async fn schemathesis_finds_no_server_error_and_no_answer_outside_the_document()
         .unwrap_or_else(|| panic!("no case count in schemathesis' summary:\n{stdout}"));
     assert!(generated >= 200, "only {generated} cases ran:\n{stdout}");
 }
+
+/// The document's kinds are the declarations', and each declared kind's body lists its
+/// declared parameters, the required ones required.
+#[test]
+fn the_documents_kinds_and_declared_parameters_are_the_declarations() {
+    let doc = document();
+    let schemas = &doc["components"]["schemas"];
+    let listed: Vec<&str> = schemas["Kind"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let declared: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+    assert_eq!(listed, declared);
+    for kind in Kind::ALL {
+        let body = &schemas[format!("SolveBody_{kind}")];
+        assert!(body.is_object(), "SolveBody_{kind} is documented");
+        for param in kind.spec().declared_params() {
+            assert!(
+                body["properties"][param.name].is_object(),
+                "{kind}: `{}` is documented",
+                param.name
+            );
+            let required = body["required"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(param.name));
+            assert_eq!(required, param.required, "{kind}: `{}`", param.name);
+        }
+    }
+}

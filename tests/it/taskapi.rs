@@ -27,6 +27,7 @@ fn credential(r: &Value) -> Option<String> {
             );
             a["validate"].as_str().map(str::to_owned)
         }
+        "geetest_v4" => crate::clients::geetest_v4_credential(&r["answer"]),
         _ => r["answer"].as_str().map(str::to_owned),
     }
 }
@@ -43,7 +44,7 @@ async fn the_anticaptcha_client_solves_every_kind_it_has() {
     let gw = TestGateway::start().await;
     let out = run_client(&gw, "anticaptcha").await;
     let results = out["results"].as_array().unwrap();
-    assert_eq!(results.len(), 13, "{out}");
+    assert_eq!(results.len(), 14, "{out}");
     for r in results {
         assert!(
             r["task_id"].is_u64(),
@@ -73,7 +74,7 @@ async fn the_capsolver_client_solves_every_kind_it_has() {
     let gw = TestGateway::start().await;
     let out = run_client(&gw, "capsolver").await;
     let results = out["results"].as_array().unwrap();
-    assert_eq!(results.len(), 11, "{out}");
+    assert_eq!(results.len(), 12, "{out}");
     let cf = case(results, "cloudflare_challenge");
     assert!(
         cf["user_agent"].is_string(),
@@ -194,7 +195,7 @@ async fn bad_keys_bodies_and_numbers_are_answered_in_the_protocol() {
     let cases = [
         (json!(null), "ERROR_TASK_ABSENT"),
         (
-            json!({"type": "FunCaptchaTaskProxyless"}),
+            json!({"type": "KeyCaptchaTaskProxyless"}),
             "ERROR_TASK_NOT_SUPPORTED",
         ),
         (

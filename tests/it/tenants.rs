@@ -385,7 +385,7 @@ fn bad_tenant_and_tls_settings_exit_2_naming_the_setting_never_the_key() {
         ),
         (tenant("a", "keys = [\"short\"]"), "tenants[0] (a).keys[0]"),
         (
-            tenant("a", &format!("{alpha_key}\nkinds = [\"hcaptcha\"]")),
+            tenant("a", &format!("{alpha_key}\nkinds = [\"keycaptcha\"]")),
             "tenants[0] (a).kinds",
         ),
         (

@@ -1,6 +1,6 @@
 """Drive real client libraries against a running gateway and print what they received.
 
-Usage: clients.py captchaai|twocaptcha GATEWAY_URL KEY
+Usage: clients.py captchaai|twocaptcha|twocaptcha_declared GATEWAY_URL KEY
        clients.py twocaptcha_server HOST:PORT KEY   (over https; set REQUESTS_CA_BUNDLE)
 
 Prints one JSON object: {"results": [{"case", "kind", "answer", "user_agent"}...], "extras": {...}}.
@@ -15,6 +15,7 @@ import dataclasses
 import json
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
@@ -121,27 +122,46 @@ def run_twocaptcha(base, key):
     add("image", "image", first)
     add("image_again", "image", again)
     add("text", "text", solver.text("If tomorrow is Saturday, what day is today?", lang="en"))
-    # The declared kinds, each with the parameters 2captcha-python documents for it.
-    add("hcaptcha", "hcaptcha", solver.hcaptcha(sitekey="10000000-ffff-ffff-ffff-000000000001",
-                                                url=PAGE, invisible=1))
-    add("funcaptcha", "funcaptcha",
-        solver.funcaptcha(sitekey="69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC", url=PAGE,
-                          surl="https://client-api.arkoselabs.com", **{"data[blob]": "b10b"}))
-    add("mtcaptcha", "mtcaptcha", solver.mtcaptcha(sitekey="MTPublic-KzqLY1cKH", url=PAGE))
-    add("friendly_captcha", "friendly_captcha",
-        solver.friendly_captcha(sitekey="FCMGEMUD2KTDSQ5H", url=PAGE))
-    add("lemin", "lemin", solver.lemin(captcha_id="CROPPED_3dfdd5c_d1872b526b794d83ba3b365eb15a200b",
-                                       div_id="lemin-cropped-captcha", url=PAGE,
-                                       apiServer="api.leminnow.com"))
-    add("datadome", "datadome",
-        solver.datadome(captcha_url="https://geo.captcha-delivery.com/captcha/?initialCid=x",
-                        pageurl=PAGE, userAgent="Mozilla/5.0 (test)",
-                        proxy={"type": "HTTP", "uri": "user:pw@127.0.0.1:3128"}))
     extras = {
         "balance": solver.balance(),
         "report_bad": solver.report(first["captchaId"], False),
     }
     return results, extras
+
+
+def run_twocaptcha_declared(base, key):
+    """2captcha-python's methods for the declared kinds, each with the parameters the library
+    documents for it; every case on a thread of its own, as a fleet's workers call it."""
+    from twocaptcha import TwoCaptcha
+
+    solver = TwoCaptcha(key, pollingInterval=1)
+    solver.api_client = HttpApiClient(base)
+    cases = []
+
+    def add(case, kind, call, *args, **kwargs):
+        cases.append((case, kind, pool.submit(call, *args, **kwargs)))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        add("hcaptcha", "hcaptcha", solver.hcaptcha,
+            sitekey="10000000-ffff-ffff-ffff-000000000001", url=PAGE, invisible=1)
+        add("funcaptcha", "funcaptcha", solver.funcaptcha,
+            sitekey="69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC", url=PAGE,
+            surl="https://client-api.arkoselabs.com", **{"data[blob]": "b10b"})
+        add("mtcaptcha", "mtcaptcha", solver.mtcaptcha, sitekey="MTPublic-KzqLY1cKH", url=PAGE)
+        add("friendly_captcha", "friendly_captcha", solver.friendly_captcha,
+            sitekey="FCMGEMUD2KTDSQ5H", url=PAGE)
+        add("lemin", "lemin", solver.lemin,
+            captcha_id="CROPPED_3dfdd5c_d1872b526b794d83ba3b365eb15a200b",
+            div_id="lemin-cropped-captcha", url=PAGE, apiServer="api.leminnow.com")
+        add("geetest_v4", "geetest_v4", solver.geetest_v4,
+            captcha_id="e392e1d7fd421dc63325744d5a2b9c73", url=PAGE)
+        add("datadome", "datadome", solver.datadome,
+            captcha_url="https://geo.captcha-delivery.com/captcha/?initialCid=x", pageurl=PAGE,
+            userAgent="Mozilla/5.0 (test)", proxy={"type": "HTTP", "uri": "user:pw@127.0.0.1:3128"})
+    # A case that failed raises here, with its message.
+    results = [{"case": case, "kind": kind, "answer": f.result()["code"], "user_agent": None,
+                "task_id": f.result()["captchaId"]} for case, kind, f in cases]
+    return results, {}
 
 
 def run_twocaptcha_server(server, key):
@@ -160,6 +180,7 @@ def run_twocaptcha_server(server, key):
 def main():
     client, base, key = sys.argv[1], sys.argv[2].rstrip("/"), sys.argv[3]
     run = {"captchaai": run_captchaai, "twocaptcha": run_twocaptcha,
+           "twocaptcha_declared": run_twocaptcha_declared,
            "twocaptcha_server": run_twocaptcha_server}[client]
     results, extras = run(base, key)
     print(json.dumps({"results": results, "extras": extras}, default=str))

@@ -128,6 +128,11 @@ def run_anticaptcha(base, key):
         funcaptcha.set_js_api_domain("client-api.arkoselabs.com")
         funcaptcha.set_data_blob('{"blob":"b10b"}')
         cases.append(run("funcaptcha", "funcaptcha", funcaptcha))
+        geetest_v4 = geetestProxyless()
+        geetest_v4.set_website_url(PAGE)
+        geetest_v4.set_version(4)
+        geetest_v4.set_gt_key("e392e1d7fd421dc63325744d5a2b9c73")
+        cases.append(run("geetest_v4", "geetest_v4", geetest_v4))
         cases.append(run("friendly_captcha", "friendly_captcha",
                          page(friendlyCaptchaProxyless(), "FCMGEMUD2KTDSQ5H")))
         # A case that failed raises here, with its message.
@@ -171,6 +176,9 @@ def run_capsolver(base, key):
          {"type": "FunCaptchaTaskProxyLess", "websiteURL": PAGE,
           "websitePublicKey": "69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC",
           "funcaptchaApiJSSubdomain": "client-api.arkoselabs.com", "data": '{"blob":"b10b"}'}),
+        ("geetest_v4", "geetest_v4",
+         {"type": "GeeTestTaskProxyLess", "websiteURL": PAGE,
+          "captchaId": "e392e1d7fd421dc63325744d5a2b9c73"}),
         ("mtcaptcha", "mtcaptcha",
          {"type": "MtCaptchaTaskProxyLess", "websiteURL": PAGE,
           "websiteKey": "MTPublic-KzqLY1cKH"}),
@@ -188,6 +196,7 @@ def run_capsolver(base, key):
         "image": lambda s: s["text"],
         "funcaptcha": lambda s: s["token"],
         "mtcaptcha": lambda s: s["token"],
+        "geetest_v4": lambda s: s,
         "datadome": lambda s: s["cookie"],
     }
 

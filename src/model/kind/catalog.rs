@@ -60,6 +60,7 @@ pub const RECAPTCHA_V2: TypeSpec = TypeSpec {
     answer_user_agent: false,
     needs_proxy: false,
     needs_user_agent: false,
+    task_version: None,
 };
 
 pub const RECAPTCHA_V3: TypeSpec = TypeSpec {
@@ -84,6 +85,7 @@ pub const RECAPTCHA_V3: TypeSpec = TypeSpec {
     answer_user_agent: false,
     needs_proxy: false,
     needs_user_agent: false,
+    task_version: None,
 };
 
 pub const TURNSTILE: TypeSpec = TypeSpec {
@@ -106,6 +108,7 @@ pub const TURNSTILE: TypeSpec = TypeSpec {
     answer_user_agent: false,
     needs_proxy: false,
     needs_user_agent: false,
+    task_version: None,
 };
 
 pub const CLOUDFLARE_CHALLENGE: TypeSpec = TypeSpec {
@@ -131,6 +134,7 @@ pub const CLOUDFLARE_CHALLENGE: TypeSpec = TypeSpec {
     answer_user_agent: true,
     needs_proxy: true,
     needs_user_agent: false,
+    task_version: None,
 };
 
 pub const GEETEST_V3: TypeSpec = TypeSpec {
@@ -156,6 +160,7 @@ pub const GEETEST_V3: TypeSpec = TypeSpec {
     answer_user_agent: false,
     needs_proxy: false,
     needs_user_agent: false,
+    task_version: None,
 };
 
 pub const IMAGE: TypeSpec = TypeSpec {
@@ -174,6 +179,7 @@ pub const IMAGE: TypeSpec = TypeSpec {
     answer_user_agent: false,
     needs_proxy: false,
     needs_user_agent: false,
+    task_version: None,
 };
 
 pub const TEXT: TypeSpec = TypeSpec {
@@ -201,6 +207,7 @@ pub const TEXT: TypeSpec = TypeSpec {
     answer_user_agent: false,
     needs_proxy: false,
     needs_user_agent: false,
+    task_version: None,
 };
 
 /// The declarations below name 2captcha's in.php methods as its own client sends them
@@ -243,6 +250,7 @@ pub const HCAPTCHA: TypeSpec = TypeSpec {
     answer_user_agent: true,
     needs_proxy: false,
     needs_user_agent: false,
+    task_version: None,
 };
 
 pub const FUNCAPTCHA: TypeSpec = TypeSpec {
@@ -267,6 +275,7 @@ pub const FUNCAPTCHA: TypeSpec = TypeSpec {
     answer_user_agent: false,
     needs_proxy: false,
     needs_user_agent: false,
+    task_version: None,
 };
 
 pub const MTCAPTCHA: TypeSpec = TypeSpec {
@@ -287,6 +296,7 @@ pub const MTCAPTCHA: TypeSpec = TypeSpec {
     answer_user_agent: false,
     needs_proxy: false,
     needs_user_agent: false,
+    task_version: None,
 };
 
 pub const FRIENDLY_CAPTCHA: TypeSpec = TypeSpec {
@@ -305,6 +315,7 @@ pub const FRIENDLY_CAPTCHA: TypeSpec = TypeSpec {
     answer_user_agent: false,
     needs_proxy: false,
     needs_user_agent: false,
+    task_version: None,
 };
 
 pub const LEMIN: TypeSpec = TypeSpec {
@@ -332,6 +343,7 @@ pub const LEMIN: TypeSpec = TypeSpec {
     answer_user_agent: false,
     needs_proxy: false,
     needs_user_agent: false,
+    task_version: None,
 };
 
 pub const DATADOME: TypeSpec = TypeSpec {
@@ -356,4 +368,41 @@ pub const DATADOME: TypeSpec = TypeSpec {
     answer_user_agent: false,
     needs_proxy: true,
     needs_user_agent: true,
+    task_version: None,
+};
+
+pub const GEETEST_V4: TypeSpec = TypeSpec {
+    name: "geetest_v4",
+    methods: &["geetest_v4"],
+    // anti-captcha's and 2captcha v2's names are v3's, with `version: 4` (`task_version`);
+    // CapSolver's is v3's too, with `captchaId` in place of `gt` and `challenge`.
+    task_names: &[
+        TaskName::new("GeeTestTaskProxyless", Proxyless, ANTI),
+        TaskName::new("GeeTestTask", Proxied, ANTI),
+        TaskName::new("GeeTestTaskProxyLess", Proxyless, CAPSOLVER),
+    ],
+    inphp: TWOCAPTCHA,
+    // No challenge per page load: the site's `captcha_id` is fixed, so spare answers may wait.
+    reuse: Reuse::SingleUse { poolable: true },
+    lifetime: secs(120, UNDOCUMENTED_LIFETIME),
+    first_poll: secs(15, SDK_FIRST_WAIT),
+    params: Parameters::Declared(&[
+        Param::required("captcha_id", "gt", Check::Key).capsolver("captchaId"),
+        PAGE,
+        Param::optional("api_server", "geetestApiServerSubdomain", Check::Text)
+            .aliases(&["apiServer"]),
+    ]),
+    answer: AnswerShape::Object {
+        keys: &[
+            "pass_token",
+            "captcha_id",
+            "lot_number",
+            "gen_time",
+            "captcha_output",
+        ],
+    },
+    answer_user_agent: false,
+    needs_proxy: false,
+    needs_user_agent: false,
+    task_version: Some(4),
 };

@@ -64,6 +64,7 @@ declare_kinds! {
     FriendlyCaptcha => catalog::FRIENDLY_CAPTCHA,
     Lemin => catalog::LEMIN,
     Datadome => catalog::DATADOME,
+    GeetestV4 => catalog::GEETEST_V4,
 }
 
 impl Kind {
@@ -226,8 +227,10 @@ mod tests {
                 }
                 let (back, _) = Kind::by_task_name(&name.name.to_ascii_uppercase())
                     .expect("a declared name is found");
-                // anti-captcha's `TurnstileTask` is also the Cloudflare challenge's.
-                let shared = kind == Kind::CloudflareChallenge && back == Kind::Turnstile;
+                // anti-captcha's `TurnstileTask` is also the Cloudflare challenge's, and GeeTest
+                // v4 shares v3's names (its `task_version` tells them apart).
+                let shared = (kind == Kind::CloudflareChallenge && back == Kind::Turnstile)
+                    || (kind.spec().task_version.is_some() && back == Kind::GeetestV3);
                 assert!(back == kind || shared, "{} -> {back}", name.name);
             }
         }

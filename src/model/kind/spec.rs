@@ -157,6 +157,10 @@ pub struct TypeSpec {
     pub needs_proxy: bool,
     /// Whether a task needs the caller's user agent.
     pub needs_user_agent: bool,
+    /// The `version` a `createTask` of this kind carries where its names are another kind's
+    /// too (GeeTest v4 shares v3's `GeeTestTask...` at anti-captcha and 2captcha v2, told apart
+    /// by `version: 4`); CapSolver tells them apart by the fields instead.
+    pub task_version: Option<u8>,
 }
 
 impl TypeSpec {

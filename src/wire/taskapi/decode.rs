@@ -11,8 +11,7 @@ use serde_json::{Map, Value};
 use super::names::{ProxyUse, Shape, shape_of};
 use super::reply::{TASK_ABSENT, TASK_NOT_SUPPORTED};
 use crate::model::{
-    Check, ImageOptions, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams, Validation,
-    limits,
+    ImageOptions, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams, Validation, limits,
 };
 use crate::wire::inphp::codes;
 
@@ -35,6 +34,12 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
     if shape == Shape::Turnstile && t.string("cloudflareTaskType")?.is_some() {
         // anti-captcha asks for a `cf_clearance` cookie through the Turnstile type.
         shape = Shape::CloudflareChallenge;
+    }
+    if shape == Shape::Geetest
+        && (t.whole("version", 4)? == Some(4) || t.string("captchaId")?.is_some())
+    {
+        // GeeTest v4 shares v3's names: `version: 4`, or CapSolver's `captchaId`.
+        shape = Shape::Declared(crate::model::Kind::GeetestV4);
     }
     let params = match shape {
         Shape::RecaptchaV2 { enterprise } | Shape::RecaptchaV3 { enterprise } => {
@@ -81,7 +86,7 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
                 if version != 3 {
                     return Err(Validation::new(
                         TASK_NOT_SUPPORTED,
-                        "only GeeTest version 3 is supported",
+                        "only GeeTest versions 3 and 4 are supported",
                     ));
                 }
             }
@@ -100,7 +105,7 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
             text: t.required("comment", codes::BAD_PARAMETERS)?,
             lang: t.string("languagePool")?,
         },
-        Shape::Declared(kind) => declared(kind, &t, proxy_use)?,
+        Shape::Declared(kind) => declared::params(kind, &t, proxy_use)?,
     };
     let mut req = SolveRequest::new(params);
     if proxy_use == ProxyUse::Proxied {
@@ -110,74 +115,6 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
     req.cookies = t.string("cookies")?;
     req.validate()?;
     Ok(req)
-}
-
-/// Fields every task type may carry besides its own: the proxy's (read only for a type that
-/// takes the caller's proxy) and the browser's.
-const PROXY_FIELDS: [&str; 6] = [
-    "proxyType",
-    "proxyAddress",
-    "proxyPort",
-    "proxyLogin",
-    "proxyPassword",
-    "proxy",
-];
-const BROWSER_FIELDS: [&str; 2] = ["userAgent", "cookies"];
-
-/// A declared type's fields, each by its name in any dialect (anti-captcha's and 2captcha's,
-/// or CapSolver's). A field the declaration does not name is refused by name, unless it is
-/// empty (`null`, `""`, `false`, `0`, `{}`: how clients leave a field unset), so nothing a
-/// caller sends is dropped unseen.
-fn declared(
-    kind: crate::model::Kind,
-    t: &Fields<'_>,
-    proxy_use: ProxyUse,
-) -> Result<TaskParams, Validation> {
-    let params = kind.spec().declared_params();
-    let mut values = Vec::new();
-    for param in params {
-        let field = if t.0.contains_key(param.task) {
-            param.task
-        } else {
-            param.capsolver
-        };
-        let value = match param.check {
-            Check::Flag => t.flag(field)?.then(|| "1".to_owned()),
-            Check::Object => match t.0.get(field) {
-                Some(Value::Object(map)) if map.is_empty() => None,
-                Some(Value::Object(map)) => Some(Value::Object(map.clone()).to_string()),
-                _ => t.string(field)?,
-            },
-            Check::Text | Check::Page | Check::Key => t.string(field)?,
-        };
-        if let Some(value) = value {
-            values.push((param.name, value));
-        }
-    }
-    let known = |name: &str| {
-        name == "type"
-            || BROWSER_FIELDS.contains(&name)
-            || (proxy_use == ProxyUse::Proxied && PROXY_FIELDS.contains(&name))
-            || params.iter().any(|p| p.task == name || p.capsolver == name)
-    };
-    let empty = |v: &Value| match v {
-        Value::Null | Value::Bool(false) => true,
-        Value::String(s) => s.trim().is_empty(),
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::Object(o) => o.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Bool(true) => false,
-    };
-    if let Some((name, _)) = t.0.iter().find(|(name, v)| !known(name) && !empty(v)) {
-        let shown: String = name.chars().take(40).collect();
-        let why = if PROXY_FIELDS.contains(&name.as_str()) {
-            "a proxyless type does not carry the caller's proxy; send the type without `Proxyless`"
-        } else {
-            "this gateway does not pass it on"
-        };
-        return Err(bad(format!("`{shown}` is not supported for {kind}: {why}")));
-    }
-    Ok(TaskParams::Declared { kind, values })
 }
 
 /// A `taskId` as sent: a whole number (anti-captcha, 2captcha) or a string (CapSolver). Only
@@ -394,5 +331,6 @@ fn build_proxy(
     Some(Proxy { kind, address })
 }
 
+mod declared;
 #[cfg(test)]
 mod tests;

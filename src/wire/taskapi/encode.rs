@@ -169,6 +169,11 @@ pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, 
                 };
                 put(param.task_field(flavor.dialect()), value);
             }
+            if let Some(version) = kind.spec().task_version {
+                if flavor != TaskApiDialect::CapSolver {
+                    put("version", Value::from(version));
+                }
+            }
             Shape::Declared(*kind)
         }
     };

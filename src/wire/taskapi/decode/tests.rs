@@ -286,10 +286,11 @@ fn bad_tasks_get_codes_and_messages_naming_the_field() {
             "body",
         ),
         (
+            // Version 4 is GeeTest v4, which has no challenge: refused by name, not dropped.
             json!({"type": "GeeTestTaskProxyless", "websiteURL": PAGE, "gt": "g",
             "challenge": "c", "version": 4}),
-            TASK_NOT_SUPPORTED,
-            "version 3",
+            codes::BAD_PARAMETERS,
+            "`challenge` is not supported for geetest_v4",
         ),
         (
             json!({"type": "TurnstileTaskProxyless", "websiteURL": PAGE,
