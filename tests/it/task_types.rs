@@ -62,9 +62,9 @@ async fn assert_verifies(sim: &SimServer, gw: &TestGateway, token: &str) {
     assert_eq!(verdict["success"], true, "{token}: {verdict}");
 }
 
-/// An `in.php` FunCaptcha caller (2captcha-python's parameters, `data[blob]` included) and a
-/// native MTCaptcha caller are solved by a CapSolver account; a kind CapSolver does not solve
-/// is refused at the submit, naming the account, and never reaches it.
+/// An `in.php` FunCaptcha caller (2captcha-python's parameters, `data[blob]` included) and
+/// native MTCaptcha and DataDome callers are solved by a CapSolver account; a kind CapSolver
+/// does not solve is refused at the submit and never reaches it.
 #[tokio::test]
 async fn an_inphp_caller_is_solved_by_a_createtask_account() {
     let capsolver = SimServer::start(LATENCY, 4).await;
@@ -95,7 +95,18 @@ async fn an_inphp_caller_is_solved_by_a_createtask_account() {
     .await;
     assert_eq!(status, 200, "{reply}");
     assert_verifies(&capsolver, &gw, reply["token"].as_str().unwrap()).await;
-    assert_eq!(capsolver.sim.stats().submits, 2);
+    // CapSolver's DataDome solution is `{"cookie": ...}`: the caller gets the cookie itself.
+    let (status, reply) = solve(
+        &gw.http,
+        &gw.url(""),
+        json!({"kind": "datadome", "pageurl": PAGE,
+            "captcha_url": "https://geo.captcha-delivery.com/captcha/?initialCid=x",
+            "user_agent": "Mozilla/5.0 (test)", "proxy": "u:p@127.0.0.1:3128", "proxytype": "HTTP"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_verifies(&capsolver, &gw, reply["token"].as_str().unwrap()).await;
+    assert_eq!(capsolver.sim.stats().submits, 3);
 
     let form = [
         ("method", "friendly_captcha"),
@@ -107,7 +118,7 @@ async fn an_inphp_caller_is_solved_by_a_createtask_account() {
     assert_eq!(body, "ERROR_TASK_NOT_SUPPORTED");
     assert_eq!(
         capsolver.sim.stats().submits,
-        2,
+        3,
         "CapSolver was never asked"
     );
 }
