@@ -134,6 +134,38 @@ impl Kind {
         })
     }
 
+    /// The declared kind that shares `first`'s `createTask` name `type_name` and that this task
+    /// asks for: one whose `task_version` is the task's `version`, or one of whose own fields
+    /// (under a name `first` does not use) the task carries. GeeTest v4 is told from v3 so.
+    /// `has` says whether the task carries a field, `version` its `version`.
+    pub fn sharing_task_name(
+        first: Kind,
+        type_name: &str,
+        version: Option<u32>,
+        has: impl Fn(&str) -> bool,
+    ) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|kind| {
+            let spec = kind.spec();
+            let shares = *kind != first
+                && spec
+                    .task_names
+                    .iter()
+                    .any(|n| n.name.eq_ignore_ascii_case(type_name.trim()));
+            let versioned = spec
+                .task_version
+                .is_some_and(|v| version == Some(u32::from(v)));
+            let own_field = spec.declared_params().iter().any(|p| {
+                let used_by_first = first
+                    .spec()
+                    .declared_params()
+                    .iter()
+                    .any(|q| q.task == p.capsolver || q.capsolver == p.capsolver);
+                p.capsolver != p.task && !used_by_first && has(p.capsolver)
+            });
+            shares && (versioned || own_field)
+        })
+    }
+
     /// The name `dialect` takes for this kind, with or without the caller's proxy and as
     /// reCAPTCHA Enterprise or not; `None` where it has none.
     pub fn task_name(
@@ -235,6 +267,48 @@ mod tests {
             }
         }
         assert!(Kind::by_task_name("KeyCaptchaTaskProxyless").is_none());
+    }
+
+    /// Adding a declared kind is its declaration (`catalog.rs`) and its line in
+    /// `declare_kinds!`: no product code outside this folder names one (tests may).
+    #[test]
+    fn a_declared_kind_is_named_only_in_its_declaration() {
+        let declared: Vec<String> = Kind::ALL
+            .into_iter()
+            .filter(|k| !k.spec().declared_params().is_empty())
+            .map(|k| format!("Kind::{k:?}"))
+            .collect();
+        assert!(!declared.is_empty());
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut dirs = vec![src.clone()];
+        let mut read = 0;
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if path.is_dir() {
+                    if path != src.join("model/kind") && name != "tests" {
+                        dirs.push(path);
+                    }
+                    continue;
+                }
+                if !name.ends_with(".rs") || name == "tests.rs" {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                // The product part of the file: its unit tests may name any kind.
+                let product = text.split("#[cfg(test)]").next().unwrap_or_default();
+                for variant in &declared {
+                    assert!(
+                        !product.contains(variant.as_str()),
+                        "{} names {variant}: a declared kind's facts belong in its declaration",
+                        path.display()
+                    );
+                }
+                read += 1;
+            }
+        }
+        assert!(read > 100, "the source tree was read ({read} files)");
     }
 
     #[test]

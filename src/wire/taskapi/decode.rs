@@ -11,7 +11,8 @@ use serde_json::{Map, Value};
 use super::names::{ProxyUse, Shape, shape_of};
 use super::reply::{TASK_ABSENT, TASK_NOT_SUPPORTED};
 use crate::model::{
-    ImageOptions, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams, Validation, limits,
+    ImageOptions, Kind, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams, Validation,
+    limits,
 };
 use crate::wire::inphp::codes;
 
@@ -35,11 +36,12 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
         // anti-captcha asks for a `cf_clearance` cookie through the Turnstile type.
         shape = Shape::CloudflareChallenge;
     }
-    if shape == Shape::Geetest
-        && (t.whole("version", 4)? == Some(4) || t.string("captchaId")?.is_some())
-    {
-        // GeeTest v4 shares v3's names: `version: 4`, or CapSolver's `captchaId`.
-        shape = Shape::Declared(crate::model::Kind::GeetestV4);
+    // A name two kinds share (GeeTest v3's and v4's): the task says which it is. A `version`
+    // that is no number is left to the kind's own reading to refuse.
+    let version = t.whole("version", u32::from(u8::MAX)).ok().flatten();
+    let has = |name: &str| t.0.get(name).is_some_and(|v| !v.is_null());
+    if let Some(kind) = Kind::sharing_task_name(shape.kind(), &type_name, version, has) {
+        shape = Shape::Declared(kind);
     }
     let params = match shape {
         Shape::RecaptchaV2 { enterprise } | Shape::RecaptchaV3 { enterprise } => {

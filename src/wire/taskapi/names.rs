@@ -87,6 +87,22 @@ pub enum Shape {
     Declared(Kind),
 }
 
+impl Shape {
+    /// The kind a shape is of.
+    pub fn kind(self) -> Kind {
+        match self {
+            Shape::RecaptchaV2 { .. } => Kind::RecaptchaV2,
+            Shape::RecaptchaV3 { .. } => Kind::RecaptchaV3,
+            Shape::Turnstile => Kind::Turnstile,
+            Shape::CloudflareChallenge => Kind::CloudflareChallenge,
+            Shape::Geetest => Kind::GeetestV3,
+            Shape::Image => Kind::Image,
+            Shape::Text => Kind::Text,
+            Shape::Declared(kind) => kind,
+        }
+    }
+}
+
 /// Whether the type carries the caller's proxy (`...Task`) or the provider's own
 /// (`...TaskProxyless`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,17 +135,13 @@ pub fn shape_of(type_name: &str) -> Option<(Shape, ProxyUse)> {
 
 /// The type name `flavor` expects for `shape`, or `None` where it has no such task.
 pub fn name_for(flavor: TaskApiDialect, shape: Shape, proxy: ProxyUse) -> Option<&'static str> {
-    let (kind, enterprise) = match shape {
-        Shape::RecaptchaV2 { enterprise } => (Kind::RecaptchaV2, enterprise),
-        Shape::RecaptchaV3 { enterprise } => (Kind::RecaptchaV3, enterprise),
-        Shape::Turnstile => (Kind::Turnstile, false),
-        Shape::CloudflareChallenge => (Kind::CloudflareChallenge, false),
-        Shape::Geetest => (Kind::GeetestV3, false),
-        Shape::Image => (Kind::Image, false),
-        Shape::Text => (Kind::Text, false),
-        Shape::Declared(kind) => (kind, false),
+    let enterprise = match shape {
+        Shape::RecaptchaV2 { enterprise } | Shape::RecaptchaV3 { enterprise } => enterprise,
+        _ => false,
     };
-    kind.task_name(flavor.dialect(), proxy == ProxyUse::Proxied, enterprise)
+    shape
+        .kind()
+        .task_name(flavor.dialect(), proxy == ProxyUse::Proxied, enterprise)
 }
 
 /// Whether `type_name` is spelled as only CapSolver spells it (`ReCaptchaV2TaskProxyLess`,
