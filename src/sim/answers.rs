@@ -58,14 +58,13 @@ pub(crate) fn build(
         TaskParams::Declared { .. } => match kind.spec().answer {
             AnswerShape::Token { .. } => token(),
             // The first key holds the verifiable token; the others are what a real answer
-            // pairs it with (Lemin's `challenge_id`), unique per task unless sent.
+            // pairs it with (Lemin's `challenge_id`): as the request sent it (GeeTest v4's
+            // `captcha_id`), else unique per task.
             AnswerShape::Object { keys } => {
                 let object: serde_json::Map<String, serde_json::Value> = keys
                     .iter()
                     .enumerate()
                     .map(|(i, key)| {
-                        // The first key is the token; one the request sent (GeeTest v4's
-                        // `captcha_id`) comes back as sent, as a real answer's does.
                         let value = match req.params.declared(key) {
                             _ if i == 0 => token(),
                             Some(sent) => sent.to_owned(),
