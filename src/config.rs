@@ -197,6 +197,8 @@ struct FileConfig {
     ops_on_api_port: Option<bool>,
     /// What threads and solves cost, per provider (docs/CONFIGURATION.md "Prices").
     prices: Option<toml::Table>,
+    /// Whether a task of a type no declaration names is forwarded as sent (default true).
+    passthrough: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -354,7 +356,10 @@ pub fn load_serve(
         connections: file.connections.settings()?,
         callbacks,
         accounts,
-        upstream: crate::upstream::UpstreamSettings::default(),
+        upstream: crate::upstream::UpstreamSettings {
+            passthrough: file.passthrough.unwrap_or(true),
+            ..crate::upstream::UpstreamSettings::default()
+        },
         enqueue_to,
         redis_lease_given: file.redis_lease_s.is_some(),
         queue: file.queue.clone(),

@@ -45,10 +45,11 @@ pub trait Solver: Send + Sync + 'static {
     ) -> Result<Solution, SolveFailure>;
     async fn report(&self, task: &UpstreamRef, good: bool) -> Result<(), SolveFailure>;
 
-    /// Why no task of `kind` can be solved here at all (no account solves it), asked before a
-    /// task is accepted so its caller hears it at once; `None` where some account may.
-    fn refuses(&self, kind: Kind) -> Option<SolveFailure> {
-        let _ = kind;
+    /// Why `req` cannot be solved here at all (no account solves its kind, or it would pass
+    /// through with pass-through off), asked before a task is accepted so its caller hears it
+    /// at once; `None` where some account may.
+    fn refuses(&self, req: &SolveRequest) -> Option<SolveFailure> {
+        let _ = req;
         None
     }
 

@@ -114,7 +114,7 @@ impl Engine {
         in_process: Option<Duration>,
     ) -> Result<String, SolveError> {
         if in_process.is_some() {
-            if let Some(refused) = self.solver.refuses(req.kind()) {
+            if let Some(refused) = self.solver.refuses(req) {
                 return Err(SolveError::Failed(refused));
             }
         }

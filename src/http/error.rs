@@ -51,11 +51,13 @@ impl From<SolveError> for ApiError {
                 "no answer before the deadline",
             ),
             SolveError::Failed(f) => {
-                // The task itself cannot be solved (here): the caller's to change, not a
-                // provider failure.
+                // The task itself cannot be solved (here), or a provider refused its
+                // parameters (a pass-through type it does not have): the caller's to change,
+                // not a provider failure.
                 let task_level = [
                     crate::wire::inphp::codes::CAPTCHA_UNSOLVABLE,
                     crate::wire::taskapi::reply::TASK_NOT_SUPPORTED,
+                    crate::wire::inphp::codes::BAD_PARAMETERS,
                 ];
                 let status = if task_level.contains(&f.code.as_str()) {
                     StatusCode::UNPROCESSABLE_ENTITY

@@ -13,7 +13,6 @@ use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::input::LimitedBody;
-use super::native::parse_native;
 use super::native_key::{NativeTenant, tenant};
 use super::{AppState, BearerKey};
 use crate::engine::SolveError;
@@ -69,7 +68,7 @@ pub(super) fn parse_import(
     body: &[u8],
     max_timeout: std::time::Duration,
 ) -> Result<(NativeRequest, Vec<Result<ImportToken, String>>), ApiError> {
-    let value: Value = serde_json::from_slice(body)
+    let mut value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request("bad_json", format!("the body is not JSON: {e}")))?;
     // Checked before the target parameters, so an image import hears "not poolable", not
     // "the image body is missing".
@@ -92,7 +91,12 @@ pub(super) fn parse_import(
         }
     };
     let offered: Vec<_> = tokens.iter().map(parse_token).collect();
-    let native = parse_native(body, max_timeout)?;
+    // The rest of the body is the target, read as the native API reads a request.
+    if let Some(object) = value.as_object_mut() {
+        object.remove("tokens");
+    }
+    let native = crate::wire::native::parse_native_value(value, max_timeout)
+        .map_err(|v| ApiError::bad_request(v.code, v.message))?;
     Ok((native, offered))
 }
 

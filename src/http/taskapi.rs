@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use super::AppState;
-use crate::engine::{ReportOutcome, TaskRecord, TaskState};
+use crate::engine::{ReportOutcome, SolveError, TaskRecord, TaskState};
 use crate::tenants::Refusal;
 use crate::wire::inphp::{Mode, Reply, codes};
 use crate::wire::taskapi::caller::{self, Finished, Hints};
@@ -142,6 +142,9 @@ async fn create(state: AppState, body: Map<String, Value>, dialect: TaskApiDiale
         .await
     {
         Ok(id) => Answer::ok(caller::created(dialect, &id)),
+        // Why no account here takes the task (the accounts there are, a pass-through type's
+        // plain name), as `in.php` cannot say.
+        Err(SolveError::Failed(f)) => Answer::error(&f.code, Some(&f.message)),
         Err(e) => Answer::error(e.code(), None),
     }
 }

@@ -5,6 +5,7 @@
 //! The bounds are generous for real use (each comment says what real values look like) and small
 //! enough that one request cannot make the gateway hold, hash, forward or label megabytes.
 
+use super::kind::{PassProtocol, Passthrough};
 use super::{Check, SolveRequest, TaskParams, Validation};
 
 /// Page URLs: real ones are under 2 KB; 8 KB is the most a request line may carry anyway.
@@ -143,6 +144,7 @@ pub fn check_request(req: &SolveRequest) -> Result<(), Validation> {
             check(BAD, "textcaptcha", Some(text), MAX_TEXT_LEN)?;
             check(BAD, "lang", lang.as_deref(), MAX_WORD_LEN)?;
         }
+        TaskParams::Passthrough(pass) => check_passthrough(pass)?,
         TaskParams::Declared { kind, values } => {
             for param in kind.spec().declared_params() {
                 let value = values.iter().find(|(n, _)| *n == param.name);
@@ -168,5 +170,57 @@ pub fn check_request(req: &SolveRequest) -> Result<(), Validation> {
         req.proxy.as_ref().map(|p| p.address.as_str()),
         MAX_PROXY_LEN,
     )?;
+    Ok(())
+}
+
+/// A pass-through task: a well-formed type name, and a bounded number of bounded fields.
+fn check_passthrough(pass: &Passthrough) -> Result<(), Validation> {
+    use super::kind::passthrough::{MAX_FIELDS, MAX_NAME_LEN, MAX_VALUE_LEN};
+    const BAD: &str = "ERROR_BAD_PARAMETERS";
+    let what = match pass.protocol() {
+        PassProtocol::InPhp => "method",
+        PassProtocol::TaskApi => "type",
+    };
+    if !Passthrough::well_named(pass.name()) {
+        return Err(Validation::new(
+            BAD,
+            format!(
+                "`{what}` must be a letter, then letters, digits, `_`, `-` or `.`, at most {MAX_NAME_LEN} in all"
+            ),
+        ));
+    }
+    let fields: Vec<(&str, usize)> = match pass {
+        Passthrough::InPhp { fields, files } => fields
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.len()))
+            .chain(files.iter().map(|(n, f)| (n.as_str(), f.len())))
+            .collect(),
+        Passthrough::TaskApi { task } => task
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str(),
+                    v.as_str().map_or_else(|| v.to_string().len(), str::len),
+                )
+            })
+            .collect(),
+    };
+    if fields.len() > MAX_FIELDS {
+        return Err(Validation::new(
+            BAD,
+            format!("a task of a type passed through carries at most {MAX_FIELDS} fields"),
+        ));
+    }
+    for (name, len) in fields {
+        if name.len() > MAX_NAME_LEN || len > MAX_VALUE_LEN {
+            let shown: String = name.chars().take(MAX_NAME_LEN).collect();
+            return Err(Validation::new(
+                BAD,
+                format!(
+                    "`{shown}` is too long: a field's name holds at most {MAX_NAME_LEN} bytes, its value {MAX_VALUE_LEN}"
+                ),
+            ));
+        }
+    }
     Ok(())
 }

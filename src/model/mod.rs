@@ -5,7 +5,7 @@
 //! Pure data and pure functions only: no I/O, no clock reads (time is passed in).
 
 mod answer;
-mod kind;
+pub(crate) mod kind;
 pub mod limits;
 mod request;
 mod target;
@@ -13,8 +13,9 @@ mod target;
 pub use answer::{Answer, BySource, Source, UpstreamRef};
 pub use kind::table::{markdown as task_types_table, parameters_markdown as task_parameters_table};
 pub use kind::{
-    AnswerShape, Check, Dialect, Dialects, Kind, PAGE, Param, Parameters, ProxyName, Reuse,
-    SITEKEY, Sourced, TaskName, TypeSpec,
+    AnswerShape, Check, Dialect, Dialects, Kind, PAGE, Param, Parameters, PassProtocol,
+    Passthrough, ProxyName, Reuse, SITEKEY, Sourced, TaskName, TypeSpec, UNLISTED,
+    passthrough_documented,
 };
 pub use request::{
     ImageOptions, MAX_IMAGE_BYTES, MIN_IMAGE_BYTES, Proxy, ProxyType, RecaptchaVersion,

@@ -3,7 +3,7 @@ use std::fmt;
 use bytes::Bytes;
 
 use super::Kind;
-use super::kind::{Check, PAGE};
+use super::kind::{Check, PAGE, Passthrough};
 
 /// Everything a caller asks for: one task's parameters plus the browser context the answer may be
 /// bound to. Built by the protocol parsers (compatible, native, seed worker API) and consumed by
@@ -77,9 +77,28 @@ pub enum TaskParams {
         kind: Kind,
         values: Vec<(&'static str, String)>,
     },
+    /// A type the gateway does not declare, kept as sent and forwarded to an account of the
+    /// protocol it came in (kind `other`).
+    Passthrough(Passthrough),
 }
 
 impl TaskParams {
+    pub fn kind(&self) -> Kind {
+        match self {
+            TaskParams::Recaptcha { version, .. } => match version {
+                RecaptchaVersion::V2 => Kind::RecaptchaV2,
+                RecaptchaVersion::V3 => Kind::RecaptchaV3,
+            },
+            TaskParams::Turnstile { .. } => Kind::Turnstile,
+            TaskParams::CloudflareChallenge { .. } => Kind::CloudflareChallenge,
+            TaskParams::Geetest { .. } => Kind::GeetestV3,
+            TaskParams::Image { .. } => Kind::Image,
+            TaskParams::Text { .. } => Kind::Text,
+            TaskParams::Declared { kind, .. } => *kind,
+            TaskParams::Passthrough(_) => Kind::Other,
+        }
+    }
+
     /// A declared parameter's value, by its declared name.
     pub fn declared(&self, name: &str) -> Option<&str> {
         match self {
@@ -173,11 +192,18 @@ impl fmt::Debug for SolveRequest {
             TaskParams::Declared { .. } => {
                 self.params.declared(PAGE.name).map(super::target::host_of)
             }
-            TaskParams::Image { .. } | TaskParams::Text { .. } => None,
+            TaskParams::Image { .. } | TaskParams::Text { .. } | TaskParams::Passthrough(_) => None,
+        };
+        // A pass-through task's fields are never shown (they may hold a proxy's password):
+        // its type's label only.
+        let passthrough = match &self.params {
+            TaskParams::Passthrough(p) => Some((p.protocol().as_str(), p.label())),
+            _ => None,
         };
         f.debug_struct("SolveRequest")
             .field("kind", &self.kind())
             .field("page_host", &page)
+            .field("passthrough", &passthrough)
             .field("proxy", &self.proxy)
             .field("user_agent", &self.user_agent)
             .field("cookies", &self.cookies.as_ref().map(|_| "<set>"))
@@ -236,18 +262,7 @@ impl SolveRequest {
     }
 
     pub fn kind(&self) -> Kind {
-        match &self.params {
-            TaskParams::Recaptcha { version, .. } => match version {
-                RecaptchaVersion::V2 => Kind::RecaptchaV2,
-                RecaptchaVersion::V3 => Kind::RecaptchaV3,
-            },
-            TaskParams::Turnstile { .. } => Kind::Turnstile,
-            TaskParams::CloudflareChallenge { .. } => Kind::CloudflareChallenge,
-            TaskParams::Geetest { .. } => Kind::GeetestV3,
-            TaskParams::Image { .. } => Kind::Image,
-            TaskParams::Text { .. } => Kind::Text,
-            TaskParams::Declared { kind, .. } => *kind,
-        }
+        self.params.kind()
     }
 
     /// Whether the provider answers this request with a `user_agent` the answer is bound to
@@ -360,6 +375,8 @@ impl SolveRequest {
                 }
             }
             TaskParams::Declared { kind, .. } => self.validate_declared(*kind, page, sitekey)?,
+            // Its fields are the provider's to judge; `limits` bounds them.
+            TaskParams::Passthrough(_) => {}
         }
         Ok(())
     }

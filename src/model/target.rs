@@ -2,7 +2,7 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
-use super::{Kind, PAGE, SolveRequest, TaskParams};
+use super::{Kind, PAGE, Passthrough, SolveRequest, TaskParams};
 
 /// How page URLs are normalized into target keys. Seed 000 advises keying on the page without its
 /// query string: tokens are bound to the sitekey and the page's origin, not to `?session=...`.
@@ -107,6 +107,25 @@ impl Target {
                 id.part("text", text);
                 id.part("lang", lang.as_deref().unwrap_or(""));
                 kind.as_str().to_owned()
+            }
+            TaskParams::Passthrough(pass) => {
+                // Nothing is known of its fields, so all of them are the identity; the label
+                // holds only the type's bounded name.
+                id.part("protocol", pass.protocol().as_str());
+                match pass {
+                    Passthrough::InPhp { fields, files } => {
+                        for (name, value) in fields {
+                            id.part(name, value);
+                        }
+                        for (name, file) in files {
+                            id.part(name, &hex::encode(Sha256::digest(file)));
+                        }
+                    }
+                    Passthrough::TaskApi { task } => {
+                        id.part("task", &serde_json::to_string(task).unwrap_or_default());
+                    }
+                }
+                format!("{kind}:{}", pass.label())
             }
             TaskParams::Declared { values, .. } => {
                 // Every declared parameter changes the answer; the page as every kind keys it.

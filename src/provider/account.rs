@@ -27,7 +27,7 @@ use super::poller::{self, PollSettings, Registration, Settled};
 use super::requests::Endpoint;
 use super::stats::{AccountStats, Counters, bump};
 use super::{PollOutcome, Provider, ThreadsInfo};
-use crate::model::{AnswerShape, Kind, Millis, SolveRequest, TaskParams, now_ms};
+use crate::model::{Kind, Millis, SolveRequest, TaskParams, now_ms};
 use crate::shutdown::Shutdown;
 
 /// The code of the error a solve ends with when its deadline passes.
@@ -317,8 +317,7 @@ impl Account {
             id: task_id.clone(),
             kind: req.kind(),
             // A user agent or an object (GeeTest, Lemin) comes only in a single JSON answer.
-            extras: req.answer_has_user_agent()
-                || matches!(req.kind().spec().answer, AnswerShape::Object { .. }),
+            extras: req.answer_has_user_agent() || req.kind().spec().answer.is_object(),
             reply: tx,
         };
         self.poller

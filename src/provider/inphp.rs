@@ -17,10 +17,10 @@ use super::error::{ErrorClass, ProviderError};
 use super::exchange::{self, CONNECT_TIMEOUT, REQUEST_TIMEOUT};
 use super::parse::{BAD_RESPONSE, UpstreamReply, batch_reply, parse_reply};
 use super::{PollOutcome, Provider, ThreadsInfo};
-use crate::model::SolveRequest;
+use crate::model::{Passthrough, SolveRequest, TaskParams};
 use crate::wire::inphp::InPhpDialect;
 use crate::wire::inphp::codes;
-use crate::wire::inphp::submit_params;
+use crate::wire::inphp::{submit_files, submit_params};
 
 /// Replies are small; a batch of 100 reCAPTCHA tokens is ~250 kB. Anything past this is not a
 /// reply we can use, and reading it all would let a broken upstream exhaust memory.
@@ -100,7 +100,22 @@ impl InPhpProvider {
         form.push(("key".into(), self.key.clone()));
         form.push(("json".into(), "1".to_owned()));
         // POST keeps the key and the (possibly large) image out of URLs.
-        let request = self.http.post(self.in_url.clone()).form(&form);
+        let request = self.http.post(self.in_url.clone());
+        let files = submit_files(req);
+        let request = if files.is_empty() {
+            request.form(&form)
+        } else {
+            // A pass-through task's uploads go on as the caller sent them: multipart.
+            let mut multipart = reqwest::multipart::Form::new();
+            for (name, value) in form {
+                multipart = multipart.text(name, value);
+            }
+            for (name, data) in files {
+                let part = reqwest::multipart::Part::bytes(data.to_vec()).file_name(name.clone());
+                multipart = multipart.part(name.clone(), part);
+            }
+            request.multipart(multipart)
+        };
         self.exchange(request).await
     }
 
@@ -198,6 +213,17 @@ impl Provider for InPhpProvider {
     }
 
     async fn submit(&self, req: &SolveRequest) -> Result<String, ProviderError> {
+        if matches!(
+            req.params,
+            TaskParams::Passthrough(Passthrough::TaskApi { .. })
+        ) {
+            // Routing sends a `createTask` pass-through task only to `createTask` accounts.
+            return Err(ProviderError::new(
+                ErrorClass::Permanent,
+                "ERROR_TASK_NOT_SUPPORTED",
+                "a createTask task passed through has no in.php form",
+            ));
+        }
         match self.submit_reply(req).await? {
             UpstreamReply::Ok { request, .. } if is_task_id(&request) => Ok(request),
             UpstreamReply::Error(e) => Err(e),

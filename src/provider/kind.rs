@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::Deserialize;
 
-use crate::model::{Dialect, Kind};
+use crate::model::{Dialect, Kind, PassProtocol, SolveRequest, TaskParams};
 use crate::wire::inphp::InPhpDialect;
 use crate::wire::taskapi::TaskApiDialect;
 
@@ -60,7 +60,8 @@ impl AccountProvider {
     /// Whether it solves `kind` at all (the kind's declaration says which dialects do); the
     /// simulator solves every kind.
     pub fn solves(self, kind: Kind) -> bool {
-        if self == AccountProvider::Sim {
+        // Every provider takes some pass-through task: those of its protocol.
+        if self == AccountProvider::Sim || kind == Kind::Other {
             return true;
         }
         let dialect = match self.protocol() {
@@ -69,6 +70,21 @@ impl AccountProvider {
             Protocol::TaskApi(dialect) => dialect.dialect(),
         };
         kind.solved_in(dialect)
+    }
+
+    /// Whether it may be sent `req`: it solves the kind, and a pass-through task (kind `other`)
+    /// goes only to a provider that speaks the protocol it came in.
+    pub fn solves_request(self, req: &SolveRequest) -> bool {
+        match &req.params {
+            TaskParams::Passthrough(pass) => {
+                matches!(
+                    (self.protocol(), pass.protocol()),
+                    (Protocol::InPhp(_), PassProtocol::InPhp)
+                        | (Protocol::TaskApi(_), PassProtocol::TaskApi)
+                )
+            }
+            _ => self.solves(req.kind()),
+        }
     }
 
     /// Whether it sells threads and says how many (`threadsinfo`), so the account's cap can be

@@ -28,7 +28,7 @@ use super::error::{ErrorClass, ProviderError};
 use super::exchange;
 use super::parse::{BAD_RESPONSE, snippet};
 use super::{PollOutcome, Provider, ThreadsInfo};
-use crate::model::SolveRequest;
+use crate::model::{SolveRequest, TaskParams};
 use crate::wire::inphp::InPhpDialect;
 use crate::wire::inphp::codes;
 use crate::wire::taskapi::TaskApiDialect;
@@ -196,10 +196,11 @@ impl TaskApiProvider {
                 ),
             )));
         }
+        let (upstream_id, whole) = split_whole(id);
         let mut body = Map::new();
-        body.insert("taskId".into(), task_id_json(self.flavor, id));
+        body.insert("taskId".into(), task_id_json(self.flavor, upstream_id));
         let outcome = match self.call("getTaskResult", body).await {
-            Ok(reply) => outcome_of(&reply),
+            Ok(reply) => outcome_of(&reply, whole),
             // About this task (unsolvable, unknown id, bad parameters): it ends.
             Err(e) if e.class == ErrorClass::Permanent => PollOutcome::Failed(e),
             Err(e) => return Err(e),
@@ -213,6 +214,19 @@ impl TaskApiProvider {
             self.checks.forget(id);
         }
         Ok(outcome)
+    }
+}
+
+/// What a pass-through task's id starts with here: its answer is the whole solution, as the
+/// provider gave it, which a `getTaskResult` reply alone does not tell. Carried in the id, so
+/// an instance that adopts the task reads it the same way.
+const WHOLE: &str = "whole-";
+
+/// The provider's id, and whether the answer is the whole solution.
+fn split_whole(id: &str) -> (&str, bool) {
+    match id.strip_prefix(WHOLE) {
+        Some(upstream_id) => (upstream_id, true),
+        None => (id, false),
     }
 }
 
@@ -275,9 +289,20 @@ fn read_reply(status: u16, body: &str) -> Result<Map<String, Value>, ProviderErr
 }
 
 /// What a `getTaskResult` (or a synchronous `createTask`) reply says about its task.
-fn outcome_of(reply: &Map<String, Value>) -> PollOutcome {
+/// `whole`: the answer is the solution object itself (a pass-through task's).
+fn outcome_of(reply: &Map<String, Value>, whole: bool) -> PollOutcome {
+    let read = |solution: &Value| {
+        if whole {
+            let user_agent = solution.get("userAgent").and_then(Value::as_str);
+            solution
+                .is_object()
+                .then(|| (solution.to_string(), user_agent.map(str::to_owned)))
+        } else {
+            read_any_solution(solution)
+        }
+    };
     match reply.get("status").and_then(Value::as_str) {
-        Some("ready") => match reply.get("solution").and_then(read_any_solution) {
+        Some("ready") => match reply.get("solution").and_then(read) {
             Some((text, user_agent)) => PollOutcome::Ready {
                 text,
                 user_agent,
@@ -343,12 +368,17 @@ impl Provider for TaskApiProvider {
         let mut body = Map::new();
         body.insert("task".into(), task);
         let reply = self.call("createTask", body).await?;
+        let whole = matches!(req.params, TaskParams::Passthrough(_));
+        let marked = |id: String| if whole { format!("{WHOLE}{id}") } else { id };
         let ready_now = reply.get("status").and_then(Value::as_str) == Some("ready");
         if ready_now && reply.get("taskId").is_none_or(Value::is_null) {
             // Answered at once without an id: the answer is ours already, and retrying the
             // submit would pay for it twice. A local id carries it to the first check.
-            let id = format!("local-{}", self.local_ids.fetch_add(1, Ordering::Relaxed));
-            self.keep_early(&id, outcome_of(&reply));
+            let id = marked(format!(
+                "local-{}",
+                self.local_ids.fetch_add(1, Ordering::Relaxed)
+            ));
+            self.keep_early(&id, outcome_of(&reply, whole));
             return Ok(id);
         }
         let id = match reply.get("taskId") {
@@ -364,8 +394,9 @@ impl Provider for TaskApiProvider {
                 "createTask answer has no task id",
             )
         })?;
+        let id = marked(id);
         if ready_now {
-            self.keep_early(&id, outcome_of(&reply));
+            self.keep_early(&id, outcome_of(&reply, whole));
         }
         Ok(id)
     }
@@ -408,7 +439,10 @@ impl Provider for TaskApiProvider {
             }
         };
         let mut body = Map::new();
-        body.insert("taskId".into(), task_id_json(self.flavor, task_id));
+        body.insert(
+            "taskId".into(),
+            task_id_json(self.flavor, split_whole(task_id).0),
+        );
         self.call(method, body).await.map(|_| ())
     }
 

@@ -11,7 +11,9 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::tokens::TokenMint;
-use crate::model::{Answer, AnswerShape, ImageOptions, Kind, Millis, SolveRequest, TaskParams};
+use crate::model::{
+    Answer, AnswerShape, ImageOptions, Kind, Millis, Passthrough, SolveRequest, TaskParams,
+};
 
 /// The user agent bound to Enterprise and Cloudflare answers when the request sent none: a
 /// current desktop Chrome, which is what real providers' solvers run.
@@ -23,6 +25,16 @@ pub const DEFAULT_USER_AGENT: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) 
 const IMAGE_ANSWER_LEN: usize = 6;
 /// Longest image answer we produce, whatever `min_len` asks: one SHA-256 gives 32 characters.
 const MAX_ANSWER_LEN: usize = 20;
+
+/// Whether the simulator solves `req`: every declared kind, and of the types passed through
+/// those the providers document (`model::kind::passthrough`); another name is refused as a
+/// real provider refuses a type it does not have.
+pub(crate) fn solves(req: &SolveRequest) -> bool {
+    match &req.params {
+        TaskParams::Passthrough(pass) => pass.label() != crate::model::UNLISTED,
+        _ => true,
+    }
+}
 
 /// The answer to `req`, ready at `ready_at` and valid for `lifetime` from then.
 pub(crate) fn build(
@@ -55,8 +67,13 @@ pub(crate) fn build(
         TaskParams::Recaptcha { .. }
         | TaskParams::Turnstile { .. }
         | TaskParams::CloudflareChallenge { .. } => token(),
+        // A token, as text in `in.php` and as a `createTask` solution's `token`.
+        TaskParams::Passthrough(Passthrough::InPhp { .. }) => token(),
+        TaskParams::Passthrough(Passthrough::TaskApi { .. }) => {
+            json!({ "token": token() }).to_string()
+        }
         TaskParams::Declared { .. } => match kind.spec().answer {
-            AnswerShape::Token { .. } => token(),
+            AnswerShape::Token { .. } | AnswerShape::AsGiven => token(),
             // The first key holds the verifiable token; the others are what a real answer
             // pairs it with (Lemin's `challenge_id`): as the request sent it (GeeTest v4's
             // `captcha_id`), else unique per task.

@@ -119,6 +119,9 @@ async fn submit(sim: &Simulator, req: Request) -> Response {
         Ok(r) => r,
         Err(invalid) => return Reply::error(mode, invalid.code).into_response(),
     };
+    if !super::answers::solves(&request) {
+        return Reply::error(mode, codes::BAD_PARAMETERS).into_response();
+    }
     match sim.submit(&request) {
         Submit::Accepted(id) => Reply::ok(mode, id.to_string()).into_response(),
         Submit::NoCapacity => Reply::error(mode, &sim.settings.capacity_code).into_response(),

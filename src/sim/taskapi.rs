@@ -24,7 +24,7 @@ use super::tasks::{Poll, Report};
 use super::{Simulator, Submit, answers};
 use crate::wire::inphp::codes;
 use crate::wire::taskapi::caller::{self, Finished, Hints};
-use crate::wire::taskapi::reply::{BAD_REQUEST, NO_SUCH_CAPCHA_ID, error_body};
+use crate::wire::taskapi::reply::{BAD_REQUEST, NO_SUCH_CAPCHA_ID, TASK_NOT_SUPPORTED, error_body};
 use crate::wire::taskapi::{TaskApiDialect, decode_task, task_id_from};
 
 pub(super) fn routes() -> Router<Arc<Simulator>> {
@@ -120,6 +120,9 @@ fn create(sim: &Simulator, body: &Map<String, Value>, dialect: TaskApiDialect) -
             return Json(error_body(invalid.code, Some(&invalid.message))).into_response();
         }
     };
+    if !answers::solves(&request) {
+        return error(TASK_NOT_SUPPORTED);
+    }
     match sim.submit(&request) {
         Submit::Accepted(id) => ok(caller::created(dialect, &id.to_string())),
         Submit::NoCapacity | Submit::Fault(SubmitFault::Capacity) => {

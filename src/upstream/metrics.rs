@@ -151,6 +151,22 @@ impl Collector for Accounts {
         )?;
         counters(
             e,
+            "passthrough_tasks",
+            "Tasks of types this gateway does not declare, forwarded as sent (kind `other`), by protocol and type: a documented name, else `unlisted`",
+            self.0
+                .passed
+                .rows()
+                .into_iter()
+                .map(|(protocol, label, n)| {
+                    let labels: [Label; 2] = [
+                        ("protocol", protocol.to_owned()),
+                        ("type", label.to_owned()),
+                    ];
+                    (labels, n)
+                }),
+        )?;
+        counters(
+            e,
             "upstream_tasks_adopted",
             "Provider tasks another instance submitted (it died or stopped) that this one polled instead of submitting again",
             members

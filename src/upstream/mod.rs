@@ -15,10 +15,13 @@
 //! - `solve`: one task across accounts (the [`Solver`](crate::engine::Solver) implementation).
 //! - `spend`: the balance check that pauses and resumes accounts.
 //! - `reports`: `reportgood`/`reportbad` counts per account and kind.
+//! - `passthrough`: pass-through tasks (kind `other`) as messages name them, and their counts
+//!   by protocol and type.
 //! - `metrics`: every per-account family on `/metrics`, in one place.
 
 mod breaker;
 mod metrics;
+mod passthrough;
 mod reports;
 mod routing;
 mod solve;
@@ -31,7 +34,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::engine::SolveFailure;
-use crate::model::{Kind, now_ms};
+use crate::model::{Kind, SolveRequest, now_ms};
 use crate::provider::AccountProvider;
 use crate::provider::{Account, Priority};
 use crate::telemetry::histogram::{Buckets, KindHistograms};
@@ -48,6 +51,9 @@ pub struct UpstreamSettings {
     /// How often each account's balance is read: money runs out over hours, and a minute is
     /// well inside every provider's request limits.
     pub balance_every: Duration,
+    /// Whether a task of a type no declaration names is forwarded as sent to an account of the
+    /// protocol it came in (kind `other`); off, its caller hears the type is not supported.
+    pub passthrough: bool,
 }
 
 impl Default for UpstreamSettings {
@@ -55,6 +61,8 @@ impl Default for UpstreamSettings {
         Self {
             breaker: BreakerSettings::default(),
             balance_every: Duration::from_secs(60),
+            // A fleet's every task goes through the gateway, so the thread budget holds.
+            passthrough: true,
         }
     }
 }
@@ -100,10 +108,11 @@ impl Member {
         self.account.name()
     }
 
-    /// Whether tasks of `kind` may go to it: its provider solves the kind, and its settings
-    /// list it (or list none).
-    fn takes(&self, kind: Kind) -> bool {
-        self.provider.solves(kind) && (self.kinds.is_empty() || self.kinds.contains(&kind))
+    /// Whether `req` may go to it: its provider solves the kind (a pass-through task: speaks
+    /// the protocol it came in), and its settings list the kind (or list none).
+    fn takes(&self, req: &SolveRequest) -> bool {
+        let kind = req.kind();
+        self.provider.solves_request(req) && (self.kinds.is_empty() || self.kinds.contains(&kind))
     }
 
     fn balance(&self) -> Option<f64> {
@@ -163,6 +172,10 @@ pub struct AccountFigures {
 /// `[[accounts]]`).
 pub struct Upstream {
     members: Vec<Arc<Member>>,
+    /// Whether a type no declaration names is forwarded as sent (`passthrough`, on by default).
+    passthrough: bool,
+    /// Pass-through tasks sent to a provider, by protocol and type label.
+    passed: passthrough::PassedThrough,
     /// Signalled when an account may have become usable (a task finished, a pause lifted).
     changed: Notify,
     /// Upstream submit to answer ready, by kind: `/metrics` and the status page read the same.
@@ -176,10 +189,18 @@ impl Upstream {
     pub fn new(members: Vec<Member>) -> Self {
         Self {
             members: members.into_iter().map(Arc::new).collect(),
+            passthrough: true,
+            passed: passthrough::PassedThrough::default(),
             changed: Notify::new(),
             solve_seconds: KindHistograms::default(),
             thread_refusals: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// With pass-through on or off (`passthrough` in the config file).
+    pub fn with_passthrough(mut self, on: bool) -> Self {
+        self.passthrough = on;
+        self
     }
 
     pub fn members(&self) -> &[Arc<Member>] {
@@ -312,7 +333,8 @@ impl Upstream {
 
     /// The account for the next try of a task of `kind`, and how its breaker admitted it: one
     /// not yet `tried` for this task, or one that did and is now half-open (its trial).
-    fn choose(&self, kind: Kind, tried: &[usize]) -> Option<(usize, Admit)> {
+    fn choose(&self, req: &SolveRequest, tried: &[usize]) -> Option<(usize, Admit)> {
+        let kind = req.kind();
         // A lost race for a half-open trial just means choosing again.
         for _ in 0..=self.members.len() {
             let now = now_ms();
@@ -320,7 +342,7 @@ impl Upstream {
                 .members
                 .iter()
                 .enumerate()
-                .filter(|(_, m)| m.takes(kind) && !m.paused())
+                .filter(|(_, m)| m.takes(req) && !m.paused())
                 .filter_map(|(i, m)| {
                     let admit = lock(&m.breaker).peek(now);
                     // An account that failed this task may take it again only as a trial.

@@ -13,9 +13,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::{Instant, sleep_until};
 
+use super::passthrough::described;
 use super::{Admit, Member, Upstream, Verdict, lock};
 use crate::engine::{Priority, Solution, SolveFailure, Solver};
-use crate::model::{Kind, SolveRequest, UpstreamRef, now_ms};
+use crate::model::{Kind, SolveRequest, TaskParams, UpstreamRef, now_ms};
 use crate::provider::{self, ErrorClass, ProviderError, Schedule};
 use crate::wire::inphp::codes;
 use crate::wire::taskapi::reply::TASK_NOT_SUPPORTED;
@@ -92,6 +93,15 @@ fn worth_another_account(e: &ProviderError) -> bool {
     !ended_unanswered(e) && matches!(e.class, ErrorClass::Account | ErrorClass::Transient)
 }
 
+/// Whether `e` is a provider refusing a pass-through task's type, which another account of the
+/// same protocol may solve: the gateway cannot know which providers have a type it does not
+/// declare, so each account of the protocol is asked in turn.
+fn type_refused(req: &SolveRequest, e: &ProviderError) -> bool {
+    matches!(req.params, TaskParams::Passthrough(_))
+        && e.class == ErrorClass::Permanent
+        && [TASK_NOT_SUPPORTED, codes::BAD_PARAMETERS].contains(&e.code.as_str())
+}
+
 /// A zero balance pauses the account instead of opening its breaker: only money brings it back,
 /// and the spend guard sees that.
 fn is_no_money(e: &ProviderError) -> bool {
@@ -102,16 +112,27 @@ impl Upstream {
     /// No account here takes `kind`: the caller is told which accounts there are and at which
     /// provider, so the operator sees what to add (account names are no secret; keys never
     /// appear).
-    fn unsolvable_here(&self, kind: Kind) -> SolveFailure {
+    fn unsolvable_here(&self, req: &SolveRequest) -> SolveFailure {
         let accounts: Vec<String> = self
             .members
             .iter()
             .map(|m| format!("{} ({})", m.name(), m.provider))
             .collect();
+        let what = match &req.params {
+            TaskParams::Passthrough(pass) => format!(
+                "{}: none speaks {}, or its `kinds` leave out `other`",
+                described(pass),
+                pass.protocol().as_str()
+            ),
+            _ => format!(
+                "{}: its provider does not, or its `kinds` leave it out",
+                req.kind()
+            ),
+        };
         SolveFailure::new(
             TASK_NOT_SUPPORTED,
             format!(
-                "no account here solves {kind}: its provider does not, or its `kinds` leave it out (accounts: {})",
+                "no account here solves {what} (accounts: {})",
                 accounts.join(", ")
             ),
         )
@@ -160,7 +181,12 @@ impl Upstream {
     /// `tried` count only through their breaker (a trial), never straight away.
     /// False, at once, when none will: a key refused for longer than the caller can wait, or
     /// an account without money, fails the task now rather than at its deadline.
-    async fn wait_for_account(&self, kind: Kind, tried: &[usize], deadline: Instant) -> bool {
+    async fn wait_for_account(
+        &self,
+        req: &SolveRequest,
+        tried: &[usize],
+        deadline: Instant,
+    ) -> bool {
         let changed = self.changed.notified();
         let now_ms = now_ms();
         let now = Instant::now();
@@ -169,7 +195,7 @@ impl Upstream {
             .members
             .iter()
             .enumerate()
-            .filter(|(_, m)| m.takes(kind) && !m.paused())
+            .filter(|(_, m)| m.takes(req) && !m.paused())
             .filter_map(|(i, m)| {
                 let breaker = lock(&m.breaker);
                 let closed = breaker.state(now_ms) == super::BreakerState::Closed;
@@ -223,7 +249,7 @@ impl Upstream {
         let member = self
             .members
             .iter()
-            .find(|m| m.name() == task.account && m.takes(kind) && !m.paused())?;
+            .find(|m| m.name() == task.account && m.takes(req) && !m.paused())?;
         let resumed = member
             .account
             .resume(req, &task.task_id, deadline, priority)
@@ -278,16 +304,19 @@ impl Solver for Upstream {
             }
         }
         let kind = req.kind();
-        if let Some(refused) = self.refuses(kind) {
+        if let Some(refused) = self.refuses(req) {
             return Err(refused);
+        }
+        if let TaskParams::Passthrough(pass) = &req.params {
+            self.passed.count(pass);
         }
         let mut tried: Vec<usize> = Vec::new();
         let mut last: Option<ProviderError> = None;
         let mut tries = 0;
         let mut second_round = true;
         while tries < max_tries(self.members.len()) {
-            let Some((index, admit)) = self.choose(kind, &tried) else {
-                if self.wait_for_account(kind, &tried, schedule.start_by).await {
+            let Some((index, admit)) = self.choose(req, &tried) else {
+                if self.wait_for_account(req, &tried, schedule.start_by).await {
                     continue;
                 }
                 // Every account that may take it failed it once: one more round after a pause.
@@ -353,7 +382,10 @@ impl Solver for Upstream {
             }
             match result {
                 Ok(solved) => return Ok(self.solution(member, kind, solved)),
-                Err(e) if worth_another_account(&e) && Instant::now() < deadline => {
+                Err(e)
+                    if (worth_another_account(&e) || type_refused(req, &e))
+                        && Instant::now() < deadline =>
+                {
                     tracing::debug!(account = member.name(), error = %e, "trying the task at another account");
                     tried.push(index);
                     last = Some(e);
@@ -364,8 +396,19 @@ impl Solver for Upstream {
         Err(last.as_ref().map_or_else(no_account, failure))
     }
 
-    fn refuses(&self, kind: Kind) -> Option<SolveFailure> {
-        (!self.members.iter().any(|m| m.takes(kind))).then(|| self.unsolvable_here(kind))
+    fn refuses(&self, req: &SolveRequest) -> Option<SolveFailure> {
+        if let TaskParams::Passthrough(pass) = &req.params {
+            if !self.passthrough {
+                return Some(SolveFailure::new(
+                    TASK_NOT_SUPPORTED,
+                    format!(
+                        "{} is a type this gateway does not declare, and pass-through is off (`passthrough = false`)",
+                        described(pass)
+                    ),
+                ));
+            }
+        }
+        (!self.members.iter().any(|m| m.takes(req))).then(|| self.unsolvable_here(req))
     }
 
     async fn report(&self, task: &UpstreamRef, good: bool) -> Result<(), SolveFailure> {

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::inphp::{Params, parse_submit, submit_params};
-use crate::model::{Kind, SolveRequest, Validation};
+use super::inphp::{Params, parse_passthrough, parse_submit, submit_params};
+use crate::model::{Kind, Passthrough, SolveRequest, TaskParams, Validation};
 
 /// A parsed native body.
 #[derive(Debug, Clone)]
@@ -59,6 +59,10 @@ struct Fields {
     kind: Option<Value>,
     timeout: Option<Value>,
     callback_url: Option<Value>,
+    /// A `createTask` task passed through (kind `other`), as sent.
+    task: Option<Value>,
+    /// An `in.php` task passed through with uploads: each file's base64 by its field's name.
+    files: Option<Value>,
     params: Params,
 }
 
@@ -68,6 +72,8 @@ impl Fields {
             "kind" => Some(&mut self.kind),
             "timeout_s" => Some(&mut self.timeout),
             "callback_url" => Some(&mut self.callback_url),
+            "task" => Some(&mut self.task),
+            "files" => Some(&mut self.files),
             _ => None,
         };
         if let Some(own) = own {
@@ -100,6 +106,15 @@ impl Fields {
             }
         };
         let mut params = self.params;
+        if kind == Kind::Other {
+            params.remove("files");
+            add_files(&mut params, self.files)?;
+            return Ok(NativeRequest {
+                req: passthrough(self.task, &params)?,
+                timeout,
+                callback_url,
+            });
+        }
         let (method, version) = match kind {
             Kind::RecaptchaV2 => ("userrecaptcha", Some("v2")),
             Kind::RecaptchaV3 => ("userrecaptcha", Some("v3")),
@@ -126,6 +141,56 @@ impl Fields {
             callback_url,
         })
     }
+}
+
+/// `files` of a pass-through `in.php` task: an object of base64 strings, each added as an upload.
+fn add_files(params: &mut Params, files: Option<Value>) -> Result<(), Validation> {
+    use base64::Engine as _;
+    let bad = || {
+        Validation::new(
+            "bad_kind",
+            "`files` must be an object of base64 strings, one per uploaded field",
+        )
+    };
+    match files {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Object(files)) => {
+            for (name, data) in files {
+                let data = data
+                    .as_str()
+                    .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+                    .ok_or_else(bad)?;
+                params.insert_file(&name, data.into());
+            }
+            Ok(())
+        }
+        Some(_) => Err(bad()),
+    }
+}
+
+/// A pass-through task (kind `other`) in its native form: `task`, a `createTask` task object, or
+/// else the `in.php` parameters beside `kind`, `method` among them.
+fn passthrough(task: Option<Value>, params: &Params) -> Result<SolveRequest, Validation> {
+    let req = match task {
+        None | Some(Value::Null) if params.get(&["method"]).is_none() => {
+            return Err(Validation::new(
+                "bad_kind",
+                "kind `other` needs `method` (an in.php method) or `task` (a createTask task)",
+            ));
+        }
+        None | Some(Value::Null) => return parse_passthrough(params),
+        Some(Value::Object(task)) if task.get("type").is_some_and(Value::is_string) => {
+            SolveRequest::new(TaskParams::Passthrough(Passthrough::TaskApi { task }))
+        }
+        Some(_) => {
+            return Err(Validation::new(
+                "bad_kind",
+                "`task` must be a createTask task object with a `type`",
+            ));
+        }
+    };
+    req.validate()?;
+    Ok(req)
 }
 
 impl<'de> serde::Deserialize<'de> for Fields {
@@ -207,9 +272,26 @@ pub fn out_of_range(field: &str, max: Duration, allow_zero: bool) -> String {
 pub fn native_body(req: &SolveRequest) -> serde_json::Value {
     let mut body = serde_json::Map::new();
     body.insert("kind".into(), serde_json::json!(req.kind()));
+    if let TaskParams::Passthrough(Passthrough::TaskApi { task }) = &req.params {
+        body.insert("task".into(), Value::Object(task.clone()));
+        return Value::Object(body);
+    }
+    let files = super::inphp::submit_files(req);
+    if !files.is_empty() {
+        use base64::Engine as _;
+        let files: serde_json::Map<String, Value> = files
+            .iter()
+            .map(|(name, data)| {
+                let text = base64::engine::general_purpose::STANDARD.encode(data);
+                (name.clone(), Value::String(text))
+            })
+            .collect();
+        body.insert("files".into(), Value::Object(files));
+    }
     for (name, value) in submit_params(req) {
-        // The kind says it; the native parser derives `method` from it.
-        if name != "method" {
+        // The kind says it; the native parser derives `method` from it (but for a pass-through
+        // task, whose method is its own).
+        if name != "method" || req.kind() == Kind::Other {
             body.insert(name.into(), serde_json::Value::String(value));
         }
     }

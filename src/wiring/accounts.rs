@@ -110,7 +110,7 @@ pub(super) async fn build(settings: &Settings, shutdown: &Shutdown) -> Result<Bu
             settings.upstream.breaker.clone(),
         ));
     }
-    let upstream = Arc::new(Upstream::new(members));
+    let upstream = Arc::new(Upstream::new(members).with_passthrough(settings.upstream.passthrough));
     spawn_spend_guard(
         upstream.clone(),
         settings.upstream.balance_every,

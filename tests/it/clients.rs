@@ -169,6 +169,57 @@ async fn the_2captcha_python_client_solves_every_kind_and_reports() {
     assert_all_verify(&gw, results, credential).await;
 }
 
+/// 2captcha-python's methods for the first seven kinds with every parameter the library
+/// documents for each: every one is understood or forwarded (the calls succeed and verify),
+/// except GeeTest's `offline` and `new_captcha`, which are refused rather than dropped.
+#[tokio::test]
+async fn the_2captcha_python_clients_full_parameter_sets_are_understood_or_refused() {
+    let gw = TestGateway::start().await;
+    let out = run_client(&gw, "twocaptcha_full").await;
+    let results = out["results"].as_array().unwrap();
+    assert_eq!(results.len(), 7, "{out}");
+    let (refused, solved): (Vec<Value>, Vec<Value>) = results
+        .iter()
+        .cloned()
+        .partition(|r| r["refused"].is_string());
+    let refused: Vec<(&str, &str)> = refused
+        .iter()
+        .map(|r| (r["case"].as_str().unwrap(), r["refused"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        refused,
+        vec![("geetest_offline", "ERROR_BAD_PARAMETERS")],
+        "{out}"
+    );
+    assert_eq!(solved.len(), 6, "{out}");
+    assert_all_verify(&gw, &solved, credential).await;
+}
+
+/// 2captcha-python's methods for types the gateway does not declare (docs/API.md,
+/// "Pass-through"), files uploaded as the library uploads them: each passes through to the
+/// provider as its own task, and every answer is the provider's and verifies.
+#[tokio::test]
+async fn the_2captcha_python_client_passes_undeclared_types_through() {
+    let gw = TestGateway::start().await;
+    let out = run_client(&gw, "twocaptcha_passthrough").await;
+    let results = out["results"].as_array().unwrap();
+    let cases: HashSet<&str> = results.iter().filter_map(|r| r["case"].as_str()).collect();
+    assert_eq!(cases.len(), 13, "{out}");
+    assert_eq!(
+        gw.stat("submits").await,
+        13,
+        "each call was one provider task"
+    );
+    assert_all_verify(&gw, results, credential).await;
+    let metrics = gw.get_text("/metrics").await.1;
+    for (name, n) in [("keycaptcha", 1), ("post", 4), ("rotatecaptcha", 1)] {
+        let line = format!(
+            "captcha_gateway_passthrough_tasks_total{{protocol=\"in.php\",type=\"{name}\"}} {n}"
+        );
+        assert!(metrics.contains(&line), "{line}\n{metrics}");
+    }
+}
+
 /// 2captcha-python's methods for the declared kinds (docs/API.md, "Task types"), each with the
 /// parameters the library documents for it: every answer verifies, object answers whole.
 #[tokio::test]

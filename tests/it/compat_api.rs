@@ -64,7 +64,7 @@ async fn missing_and_bad_parameters_get_their_codes() {
     let k = format!("key={KEY}");
     let cases = [
         (k.clone(), "ERROR_BAD_PARAMETERS"),
-        (format!("{k}&method=nonsense"), "ERROR_BAD_PARAMETERS"),
+        (format!("{k}&method=non%20sense"), "ERROR_BAD_PARAMETERS"),
         (
             format!("{k}&method=userrecaptcha&pageurl=https://example.com"),
             "ERROR_GOOGLEKEY",

@@ -39,6 +39,7 @@ mod nginx;
 mod no_slot;
 mod observability;
 mod ops;
+mod passthrough;
 mod pools;
 mod promises;
 mod queue;

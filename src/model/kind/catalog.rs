@@ -406,3 +406,29 @@ pub const GEETEST_V4: TypeSpec = TypeSpec {
     needs_user_agent: false,
     task_version: Some(4),
 };
+
+/// Every type the gateway has no declaration for, forwarded as sent (`model::kind::passthrough`).
+/// It names no method or task type of its own: whatever the caller's protocol names and the
+/// gateway does not declare is this kind, sent only to accounts of that protocol.
+pub const OTHER: TypeSpec = TypeSpec {
+    name: "other",
+    methods: &[],
+    task_names: &[],
+    inphp: Dialects::INPHP,
+    // Nothing is known of its answer: one caller, never kept for another.
+    reuse: Reuse::SingleUse { poolable: false },
+    lifetime: secs(
+        60,
+        "unknown type: the cautious figure, half the shortest declared token's",
+    ),
+    first_poll: secs(
+        5,
+        "unknown type: between an image's first wait and a token's",
+    ),
+    params: Parameters::Passthrough,
+    answer: AnswerShape::AsGiven,
+    answer_user_agent: false,
+    needs_proxy: false,
+    needs_user_agent: false,
+    task_version: None,
+};

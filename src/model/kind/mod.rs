@@ -3,9 +3,11 @@ use std::str::FromStr;
 use std::time::Duration;
 
 mod catalog;
+pub(crate) mod passthrough;
 mod spec;
 pub mod table;
 
+pub use passthrough::{PassProtocol, Passthrough, UNLISTED, documented as passthrough_documented};
 pub use spec::{
     AnswerShape, Check, Dialect, Dialects, PAGE, Param, Parameters, ProxyName, SITEKEY, Sourced,
     TaskName, TypeSpec,
@@ -65,6 +67,7 @@ declare_kinds! {
     Lemin => catalog::LEMIN,
     Datadome => catalog::DATADOME,
     GeetestV4 => catalog::GEETEST_V4,
+    Other => catalog::OTHER,
 }
 
 impl Kind {
@@ -236,7 +239,11 @@ mod tests {
                 !spec.first_poll.source.is_empty(),
                 "{kind}: a first-poll source"
             );
-            assert!(!spec.methods.is_empty(), "{kind}: an in.php method");
+            let passthrough = matches!(spec.params, Parameters::Passthrough);
+            assert!(
+                !spec.methods.is_empty() || passthrough,
+                "{kind}: an in.php method"
+            );
             assert!(
                 Dialect::ALL.into_iter().any(|d| kind.solved_in(d)),
                 "{kind}: some provider solves it"

@@ -168,7 +168,7 @@ impl TypeSpec {
     pub fn declared_params(&self) -> &'static [Param] {
         match self.params {
             Parameters::Declared(params) => params,
-            Parameters::Typed => &[],
+            Parameters::Typed | Parameters::Passthrough => &[],
         }
     }
 
@@ -188,6 +188,8 @@ pub enum Parameters {
     Typed,
     /// Read and written by name from these declarations (`TaskParams::Declared`).
     Declared(&'static [Param]),
+    /// Not read at all: kept as the caller sent them and forwarded so (`TaskParams::Passthrough`).
+    Passthrough,
 }
 
 /// What a parameter's value must look like before it is passed on.
@@ -272,11 +274,14 @@ pub enum AnswerShape {
     /// A JSON object with these keys: `in.php` returns it as `request` (its JSON text in a
     /// plain-text reply); a `createTask` solution is the object itself.
     Object { keys: &'static [&'static str] },
+    /// Whatever the provider gave, kept whole: text stays text, and a `createTask` solution or
+    /// an `in.php` object stays that object (a pass-through type's answer).
+    AsGiven,
 }
 
 impl AnswerShape {
     pub fn is_object(&self) -> bool {
-        matches!(self, AnswerShape::Object { .. })
+        matches!(self, AnswerShape::Object { .. } | AnswerShape::AsGiven)
     }
 
     /// An answer as a provider gave it (a token, or a `createTask` solution object this gateway
@@ -287,6 +292,7 @@ impl AnswerShape {
             return text;
         };
         match self {
+            AnswerShape::AsGiven => text,
             AnswerShape::Token { fields } => fields
                 .iter()
                 .find_map(|f| map.get(*f).and_then(serde_json::Value::as_str))

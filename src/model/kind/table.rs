@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::spec::{AnswerShape, Check, Dialect, ProxyName};
+use super::spec::{AnswerShape, Check, Dialect, Parameters, ProxyName};
 use super::{Kind, Reuse};
 
 fn dialect_name(d: Dialect) -> &'static str {
@@ -59,11 +59,18 @@ pub fn markdown() -> String {
                 format!("`{}` ({by}{proxy}{enterprise})", n.name)
             })
             .collect();
-        let solvers: Vec<&str> = Dialect::ALL
+        let mut solvers: Vec<&str> = Dialect::ALL
             .into_iter()
             .filter(|d| kind.solved_in(*d))
             .map(dialect_name)
             .collect();
+        let (mut methods, mut names) = (methods, names);
+        if matches!(spec.params, Parameters::Passthrough) {
+            // Whatever the caller's protocol names and no declaration does.
+            methods = vec!["any other".to_owned()];
+            names = vec!["any other".to_owned()];
+            solvers = vec!["an account of the caller's protocol, as sent"];
+        }
         let _ = writeln!(
             out,
             "| `{}` | {} | {} | {} | {} | {} s ({}) | {} s |",
@@ -132,6 +139,7 @@ pub fn parameters_markdown() -> String {
                 let keys: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
                 format!("object {}", keys.join(", "))
             }
+            AnswerShape::AsGiven => "as the provider gave it".to_owned(),
         };
         let with_agent = if spec.answer_user_agent {
             ", with its user agent"

@@ -164,7 +164,9 @@ fn credential(kind: Kind, text: &str) -> Option<String> {
                     let v: Value = serde_json::from_str(&stored).unwrap();
                     v[keys[0]].as_str().map(str::to_owned)
                 }
-                crate::model::AnswerShape::Token { .. } => Some(stored),
+                crate::model::AnswerShape::Token { .. } | crate::model::AnswerShape::AsGiven => {
+                    Some(stored)
+                }
             }
         }
         _ => Some(text.to_owned()),
@@ -394,15 +396,26 @@ fn replies_are_read_leniently() {
     // CapSolver answers images at once; `idle` is not done.
     let sync = json!({"errorId": 0, "status": "ready", "solution": {"text": "abc"}});
     assert!(
-        matches!(outcome_of(sync.as_object().unwrap()), PollOutcome::Ready { ref text, .. } if text == "abc")
+        matches!(outcome_of(sync.as_object().unwrap(), false), PollOutcome::Ready { ref text, .. } if text == "abc")
     );
     let idle = json!({"errorId": 0, "status": "idle"});
-    assert_eq!(outcome_of(idle.as_object().unwrap()), PollOutcome::NotReady);
+    assert_eq!(
+        outcome_of(idle.as_object().unwrap(), false),
+        PollOutcome::NotReady
+    );
     let empty = json!({"errorId": 0, "status": "ready", "solution": {}});
     assert!(matches!(
-        outcome_of(empty.as_object().unwrap()),
+        outcome_of(empty.as_object().unwrap(), false),
         PollOutcome::Failed(_)
     ));
+    // A pass-through task's answer is the solution whole, whatever keys it has.
+    let whole = json!({"errorId": 0, "status": "ready", "solution": {"token": "t", "x": [1]}});
+    assert!(matches!(
+        outcome_of(whole.as_object().unwrap(), true),
+        PollOutcome::Ready { ref text, .. } if text == r#"{"token":"t","x":[1]}"#
+    ));
+    assert_eq!(split_whole("whole-42"), ("42", true));
+    assert_eq!(split_whole("42"), ("42", false));
 }
 
 #[test]

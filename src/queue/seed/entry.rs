@@ -127,7 +127,8 @@ mod tests {
     fn an_entry_in_pieces_the_parser_refuses_gets_its_code() {
         let cases = [
             (
-                r#"{"id":"a","method":"nosuch","params":{}}"#,
+                // A method no declaration names passes through, but not one that is no name.
+                r#"{"id":"a","method":"no such","params":{}}"#,
                 codes::BAD_PARAMETERS,
             ),
             (

@@ -9,7 +9,16 @@ use base64::Engine as _;
 
 use std::borrow::Cow;
 
-use crate::model::{Check, ImageOptions, RecaptchaVersion, SolveRequest, TaskParams};
+use crate::model::{Check, ImageOptions, Passthrough, RecaptchaVersion, SolveRequest, TaskParams};
+
+/// The files `req` uploads beside [`submit_params`]: a pass-through task's, as the caller sent
+/// them; none for any other.
+pub fn submit_files(req: &SolveRequest) -> &[(String, bytes::Bytes)] {
+    match &req.params {
+        TaskParams::Passthrough(Passthrough::InPhp { files, .. }) => files,
+        _ => &[],
+    }
+}
 
 /// The `in.php` parameters for `req`, without `key` and `json`. Flags are sent only when on
 /// (providers read a missing flag as off); optional values only when present.
@@ -19,6 +28,15 @@ pub fn submit_params(req: &SolveRequest) -> Vec<(Cow<'static, str>, String)> {
     let mut keyed: Vec<(Cow<'static, str>, String)> = Vec::new();
     let mut put = |name: &'static str, value: &str| out.push((name.into(), value.to_owned()));
     match &req.params {
+        // As the caller sent it (its proxy and browser among its fields); a `createTask` one
+        // never reaches an `in.php` account, and has no `in.php` form.
+        TaskParams::Passthrough(Passthrough::InPhp { fields, .. }) => {
+            return fields
+                .iter()
+                .map(|(name, value)| (Cow::Owned(name.clone()), value.clone()))
+                .collect();
+        }
+        TaskParams::Passthrough(Passthrough::TaskApi { .. }) => return out,
         TaskParams::Recaptcha {
             sitekey,
             pageurl,

@@ -19,7 +19,7 @@ mod submit;
 mod tests;
 
 pub use dialect::InPhpDialect;
-pub use encode::submit_params;
+pub use encode::{submit_files, submit_params};
 pub use params::{Params, declared_over};
 pub use reply::{Mode, Reply};
-pub use submit::parse_submit;
+pub use submit::{parse_passthrough, parse_submit};

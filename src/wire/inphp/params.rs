@@ -142,6 +142,11 @@ impl Params {
         out
     }
 
+    /// Every uploaded file with its field's name, in no order.
+    pub fn files(&self) -> impl Iterator<Item = (&str, &Bytes)> {
+        self.files.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
     pub fn file(&self, name: &str) -> Option<&Bytes> {
         self.files.get(name)
     }

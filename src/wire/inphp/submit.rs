@@ -3,15 +3,23 @@ use bytes::Bytes;
 
 use super::{Params, codes};
 use crate::model::{
-    Check, ImageOptions, Kind, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams,
-    Validation, limits,
+    Check, ImageOptions, Kind, Passthrough, Proxy, ProxyType, RecaptchaVersion, SolveRequest,
+    TaskParams, Validation, limits,
 };
 
 /// Turns `in.php` parameters into a request, accepting every alias clients send
-/// (docs/PROTOCOL.md items 7-8) and ignoring parameters it does not know.
+/// (docs/PROTOCOL.md items 7-8). A method the gateway does not declare, or an image task with a
+/// flag that makes it another task (coordinates, a grid), is kept as sent: a pass-through
+/// task (kind `other`), forwarded whole to an `in.php` account.
 pub fn parse_submit(p: &Params) -> Result<SolveRequest, Validation> {
     let method = p.get(&["method"]).map(str::to_ascii_lowercase);
     let text = p.get(&["textcaptcha"]);
+    if method
+        .as_deref()
+        .is_some_and(|m| passes_through(m, text, p))
+    {
+        return parse_passthrough(p);
+    }
     let params = match method.as_deref().and_then(Kind::declared_by_method) {
         Some(kind) => declared_params(kind, p)?,
         None => typed_params(method.as_deref(), text, p)?,
@@ -45,6 +53,55 @@ const COMMON: [&str; 15] = [
     "callback_url",
 ];
 
+/// Whether a task with `method` is passed through: a method no declaration names, or an image
+/// task (not a text question) carrying a flag that makes it another task.
+fn passes_through(method: &str, text: Option<&str>, p: &Params) -> bool {
+    let declared = Kind::ALL
+        .into_iter()
+        .any(|kind| kind.spec().methods.contains(&method));
+    let image = matches!(method, "post" | "base64") && (text.is_none() || p.file("file").is_some());
+    !declared || (image && another_task(p))
+}
+
+/// The call's own parameters, which a pass-through task does not forward: the key and reply
+/// form are the account's, the callback and deadline the gateway's.
+const OWN: [&str; 8] = [
+    "key",
+    "json",
+    "soft_id",
+    "header_acao",
+    "pingback",
+    "kind",
+    "timeout_s",
+    "callback_url",
+];
+
+/// A pass-through task from `in.php` parameters (the native API's `other` in its `in.php` form).
+pub fn parse_passthrough(p: &Params) -> Result<SolveRequest, Validation> {
+    let req = SolveRequest::new(passthrough(p)?);
+    req.validate()?;
+    Ok(req)
+}
+
+/// Every parameter and file the caller sent but the call's own, each sorted by name.
+fn passthrough(p: &Params) -> Result<TaskParams, Validation> {
+    let mut fields: Vec<(String, String)> = p
+        .entries()
+        .filter(|(name, _)| !OWN.contains(name) && p.file(name).is_none())
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect();
+    fields.sort_unstable();
+    let mut files: Vec<(String, Bytes)> = p
+        .files()
+        .map(|(name, data)| (name.to_owned(), data.clone()))
+        .collect();
+    files.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    Ok(TaskParams::Passthrough(Passthrough::InPhp {
+        fields,
+        files,
+    }))
+}
+
 /// A declared type's parameters, each under its declared name or an alias; an object
 /// parameter as its JSON text (the native API's form) or as `name[key]=value` fields. A
 /// parameter the declaration does not name is refused by name unless it is blank or `0`, so
@@ -62,20 +119,7 @@ fn declared_params(kind: Kind, p: &Params) -> Result<TaskParams, Validation> {
                             .is_some_and(|rest| rest.starts_with('[')))
             })
     };
-    let unknown = p
-        .entries()
-        .filter(|(name, value)| !known(name) && !matches!(value.trim(), "" | "0"))
-        .map(|(name, _)| name)
-        .min();
-    if let Some(name) = unknown {
-        return Err(Validation::new(
-            codes::BAD_PARAMETERS,
-            format!(
-                "`{}` is not supported for {kind}: this gateway does not pass it on",
-                truncate(name, 40)
-            ),
-        ));
-    }
+    refuse_unknown(kind, p, known)?;
     let mut values = Vec::new();
     for param in params {
         let names: Vec<&str> = std::iter::once(param.name)
@@ -91,6 +135,74 @@ fn declared_params(kind: Kind, p: &Params) -> Result<TaskParams, Validation> {
         }
     }
     Ok(TaskParams::Declared { kind, values })
+}
+
+/// Refuses, by name, a parameter that is not `known` unless it is blank or `0` (how clients
+/// leave one unset), so nothing a caller sends is dropped unseen.
+fn refuse_unknown(kind: Kind, p: &Params, known: impl Fn(&str) -> bool) -> Result<(), Validation> {
+    let unknown = p
+        .entries()
+        .filter(|(name, value)| !known(name) && !matches!(value.trim(), "" | "0"))
+        .map(|(name, _)| name)
+        .min();
+    match unknown {
+        None => Ok(()),
+        Some(name) => Err(Validation::new(
+            codes::BAD_PARAMETERS,
+            format!(
+                "`{}` is not supported for {kind}: this gateway does not pass it on",
+                truncate(name, 40)
+            ),
+        )),
+    }
+}
+
+/// The parameters a typed kind's method reads besides [`COMMON`].
+fn typed_known(params: &TaskParams) -> &'static [&'static str] {
+    match params {
+        TaskParams::Recaptcha { .. } => &[
+            "googlekey",
+            "sitekey",
+            "pageurl",
+            "version",
+            "enterprise",
+            "invisible",
+            "action",
+            "min_score",
+            "data-s",
+            "domain",
+        ],
+        TaskParams::Turnstile { .. } => &[
+            "sitekey",
+            "googlekey",
+            "pageurl",
+            "action",
+            "data",
+            "pagedata",
+        ],
+        TaskParams::CloudflareChallenge { .. } => &["pageurl", "sitekey"],
+        TaskParams::Geetest { .. } => &["gt", "challenge", "pageurl", "api_server", "apiServer"],
+        TaskParams::Image { .. } => &[
+            "body",
+            "file",
+            "phrase",
+            "regsense",
+            "caseSensitive",
+            "numeric",
+            "calc",
+            "min_len",
+            "max_len",
+            "minLen",
+            "maxLen",
+            "language",
+            "lang",
+            "textinstructions",
+            "instructions",
+        ],
+        // `text`: the native API's name for the question.
+        TaskParams::Text { .. } => &["textcaptcha", "text", "lang"],
+        TaskParams::Declared { .. } | TaskParams::Passthrough(_) => &[],
+    }
 }
 
 /// `name[key]=value` fields as the JSON text of one object, keys in order.
@@ -173,6 +285,10 @@ fn typed_params(
             ));
         }
     };
+    let known = typed_known(&params);
+    refuse_unknown(params.kind(), p, |name| {
+        COMMON.contains(&name) || known.contains(&name)
+    })?;
     Ok(params)
 }
 
@@ -197,38 +313,30 @@ fn recaptcha(p: &Params) -> Result<TaskParams, Validation> {
     })
 }
 
-/// Image parameters the gateway cannot pass on, with why. Most turn an image into another task
-/// (clicks on a grid, coordinates, a canvas drawing) whose answer is not the image's text:
-/// solving the image as text would hand back a confident wrong answer, so they are refused by
-/// name until those tasks are declared.
-const NOT_PASSED_ON: [(&str, &str); 8] = [
-    (
-        "coordinatescaptcha",
-        "a coordinates task, not an image's text",
-    ),
-    ("recaptcha", "a grid task, not an image's text"),
-    ("canvas", "a canvas task, not an image's text"),
-    ("grid_size", "a grid task, not an image's text"),
-    ("recaptcharows", "a grid task, not an image's text"),
-    ("recaptchacols", "a grid task, not an image's text"),
-    ("img_type", "a grid task, not an image's text"),
-    (
-        "imginstructions",
-        "an instruction image is not passed on; send `textinstructions`",
-    ),
+/// Image parameters that make an image task another task (clicks on a grid, coordinates, a
+/// canvas drawing, an instruction image) whose answer is not the image's text: solving the image
+/// as text would hand back a confident wrong answer, so such a task is passed through whole.
+const ANOTHER_TASK: [&str; 8] = [
+    "coordinatescaptcha",
+    "recaptcha",
+    "canvas",
+    "grid_size",
+    "recaptcharows",
+    "recaptchacols",
+    "img_type",
+    "imginstructions",
 ];
+
+/// Whether the caller sent one of [`ANOTHER_TASK`] (a flag of `0` or `false` is not sent).
+fn another_task(p: &Params) -> bool {
+    let flag_off = |v: &str| matches!(v, "0" | "false");
+    let sent = |name: &str| p.get(&[name]).is_some_and(|v| !flag_off(v)) || p.file(name).is_some();
+    ANOTHER_TASK.into_iter().any(sent)
+}
 
 /// Image hints. A number that does not parse is refused (naming the parameter) rather than
 /// dropped, and ranges are checked by `model::limits` before any narrowing.
 fn image_options(p: &Params) -> Result<ImageOptions, Validation> {
-    let flag_off = |v: &str| matches!(v, "0" | "false");
-    let sent = |name: &str| p.get(&[name]).is_some_and(|v| !flag_off(v)) || p.file(name).is_some();
-    if let Some((name, why)) = NOT_PASSED_ON.into_iter().find(|(name, _)| sent(name)) {
-        return Err(Validation::new(
-            codes::BAD_PARAMETERS,
-            format!("`{name}` is not supported: {why}"),
-        ));
-    }
     let num = |names: &[&str]| -> Result<Option<u32>, Validation> {
         match p.get(names) {
             None => Ok(None),
@@ -435,7 +543,7 @@ mod tests {
                 codes::ZERO_CAPTCHA_FILESIZE,
             ),
             (&[("method", "post")], codes::ZERO_CAPTCHA_FILESIZE),
-            (&[("method", "nonsense")], codes::BAD_PARAMETERS),
+            (&[("method", "non sense")], codes::BAD_PARAMETERS),
             (&[("key", "x")], codes::BAD_PARAMETERS),
         ];
         for (pairs, code) in cases {

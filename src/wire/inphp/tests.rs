@@ -3,7 +3,7 @@
 
 use base64::Engine as _;
 
-use super::{Params, codes, parse_submit};
+use super::{Params, codes, parse_submit, submit_params};
 use crate::model::{Kind, SolveRequest, Validation, limits};
 
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789";
@@ -151,14 +151,15 @@ fn every_declared_method_is_read() {
             );
         }
     }
-    let unknown = parse(&[("method", "no_such_method")]).expect_err("unknown");
-    assert!(unknown.message.contains("not supported"), "{unknown}");
+    // A method no declaration names passes through (kind `other`).
+    let unknown = parse(&[("method", "no_such_method")]).expect("passes through");
+    assert_eq!(unknown.kind(), Kind::Other);
 }
 
-/// An image parameter that changes what the answer means (coordinates, a grid) and that the
-/// gateway cannot pass on is refused by name, never dropped for a plain text answer.
+/// An image parameter that changes what the answer means (coordinates, a grid) makes the task
+/// another one: it passes through whole, never solved as the image's text.
 #[test]
-fn image_parameters_that_change_the_answer_are_refused_by_name() {
+fn image_parameters_that_change_the_answer_pass_the_task_through_whole() {
     let b64 = base64::engine::general_purpose::STANDARD.encode(PNG);
     for (name, value) in [
         ("coordinatescaptcha", "1"),
@@ -167,10 +168,30 @@ fn image_parameters_that_change_the_answer_are_refused_by_name() {
         ("recaptcharows", "4"),
         ("img_type", "recaptcha"),
     ] {
-        let refused =
-            parse(&[("method", "base64"), ("body", &b64), (name, value)]).expect_err(name);
-        assert_eq!(refused.code, codes::BAD_PARAMETERS, "{name}");
-        assert!(refused.message.contains(name), "{name}: {refused}");
+        let req = parse(&[
+            ("method", "base64"),
+            ("body", &b64),
+            (name, value),
+            ("textinstructions", "the cats"),
+        ])
+        .expect(name);
+        assert_eq!(req.kind(), Kind::Other, "{name}");
+        let sent: Vec<(String, String)> = submit_params(&req)
+            .into_iter()
+            .map(|(n, v)| (n.into_owned(), v))
+            .collect();
+        for want in [
+            ("method", "base64"),
+            ("body", b64.as_str()),
+            (name, value),
+            ("textinstructions", "the cats"),
+        ] {
+            assert!(
+                sent.contains(&(want.0.to_owned(), want.1.to_owned())),
+                "{name}: {want:?} in {sent:?}"
+            );
+        }
+        assert!(!sent.iter().any(|(n, _)| n == "key" || n == "json"));
     }
     // Sent as off, they ask for nothing.
     let plain = parse(&[
@@ -178,7 +199,42 @@ fn image_parameters_that_change_the_answer_are_refused_by_name() {
         ("body", &b64),
         ("coordinatescaptcha", "0"),
     ]);
-    assert!(plain.is_ok(), "{plain:?}");
+    assert_eq!(plain.expect("an image").kind(), Kind::Image);
+    // Uploaded files go on as uploads, under their fields' names; the call's own key does not.
+    let mut upload = Params::from_pairs([
+        ("method", "post"),
+        ("coordinatescaptcha", "1"),
+        ("key", "caller-key"),
+    ]);
+    upload.insert_file("file", bytes::Bytes::from_static(PNG));
+    upload.insert_file("imginstructions", bytes::Bytes::from_static(b"hint"));
+    let req = parse_submit(&upload).expect("passes through");
+    let sent = submit_params(&req);
+    assert!(sent.iter().any(|(n, v)| n == "method" && v == "post"));
+    assert!(!sent.iter().any(|(n, _)| n == "key" || n == "file"));
+    let files: Vec<(&str, &[u8])> = super::submit_files(&req)
+        .iter()
+        .map(|(n, f)| (n.as_str(), f.as_ref()))
+        .collect();
+    assert_eq!(
+        files,
+        vec![("file", PNG), ("imginstructions", &b"hint"[..])]
+    );
+    // The native form (how a queued or adopted task is stored) means the same task.
+    let body = serde_json::to_vec(&crate::wire::native::native_body(&req)).unwrap();
+    let back = crate::wire::native::parse_native(&body, std::time::Duration::from_secs(60));
+    assert_eq!(back.expect("parses back").req, req);
+}
+
+/// A `createTask` pass-through task's native form means the same task.
+#[test]
+fn a_createtask_pass_through_task_survives_its_native_form() {
+    let task = serde_json::json!({"type": "CapyTaskProxyless", "websiteKey": "PUZZLE_x",
+        "websiteURL": "https://example.com/", "extra": {"n": [1, 2]}});
+    let req = crate::wire::taskapi::decode_task(Some(&task)).expect("passes through");
+    let body = serde_json::to_vec(&crate::wire::native::native_body(&req)).unwrap();
+    let back = crate::wire::native::parse_native(&body, std::time::Duration::from_secs(60));
+    assert_eq!(back.expect("parses back").req, req);
 }
 
 /// A declared kind's parameters are read by their declared names and aliases, an object from
@@ -218,4 +274,54 @@ fn a_declared_kinds_parameters_are_read_and_the_rest_refused_by_name() {
     ])
     .expect_err("no proxy");
     assert_eq!(no_proxy.code, codes::BAD_PROXY, "{no_proxy}");
+}
+
+/// A typed kind's parameter that its method does not read is refused by name, never dropped;
+/// left blank or `0` (how clients leave one unset) it asks for nothing.
+#[test]
+fn a_typed_kinds_unread_parameter_is_refused_by_name() {
+    let recaptcha = |extra: &[(&str, &str)]| {
+        let mut pairs = vec![
+            ("method", "userrecaptcha"),
+            ("googlekey", "6Le-key"),
+            ("pageurl", "https://example.com/a"),
+            ("soft_id", "4580"),
+            ("header_acao", "1"),
+        ];
+        pairs.extend_from_slice(extra);
+        parse(&pairs)
+    };
+    for name in ["websiteSToken", "cookie_typo", "rqdata"] {
+        let refused = recaptcha(&[(name, "x")]).expect_err(name);
+        assert_eq!(refused.code, codes::BAD_PARAMETERS, "{name}");
+        assert!(
+            refused.message.contains(name) && refused.message.contains("recaptcha_v2"),
+            "{name}: {refused}"
+        );
+    }
+    assert!(recaptcha(&[("rqdata", ""), ("websiteSToken", "0")]).is_ok());
+    // Every parameter the method reads is one it does not refuse.
+    let all = recaptcha(&[
+        ("invisible", "1"),
+        ("action", "login"),
+        ("data-s", "s"),
+        ("domain", "recaptcha.net"),
+        ("enterprise", "1"),
+        ("userAgent", "UA"),
+        ("cookies", "a=b"),
+        ("proxy", "u:p@10.0.0.1:8080"),
+        ("proxytype", "HTTP"),
+    ]);
+    assert!(all.is_ok(), "{all:?}");
+    let geetest = parse(&[
+        ("method", "geetest"),
+        ("gt", "g"),
+        ("challenge", "c"),
+        ("pageurl", "https://example.com/a"),
+        ("geetestGetLib", "{}x"),
+    ])
+    .expect_err("unread");
+    assert!(geetest.message.contains("geetestGetLib"), "{geetest}");
+    let text = parse(&[("textcaptcha", "2+2?"), ("lang", "en"), ("phrase", "1")]);
+    assert!(text.expect_err("unread").message.contains("phrase"));
 }

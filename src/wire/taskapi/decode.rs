@@ -4,6 +4,8 @@
 //! wrong type is refused with a message naming the field. Lengths are checked by
 //! `SolveRequest::validate`, as for every other protocol.
 
+use std::cell::RefCell;
+
 use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -11,8 +13,8 @@ use serde_json::{Map, Value};
 use super::names::{ProxyUse, Shape, shape_of};
 use super::reply::{TASK_ABSENT, TASK_NOT_SUPPORTED};
 use crate::model::{
-    ImageOptions, Kind, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams, Validation,
-    limits,
+    ImageOptions, Kind, Passthrough, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams,
+    Validation, limits,
 };
 use crate::wire::inphp::codes;
 
@@ -21,24 +23,36 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
     let Some(Value::Object(task)) = task else {
         return Err(Validation::new(TASK_ABSENT, "`task` must be an object"));
     };
-    let t = Fields(task);
+    let t = Fields::new(task);
     let type_name = t
         .string("type")?
         .ok_or_else(|| Validation::new(TASK_ABSENT, "`task.type` is missing"))?;
-    let (mut shape, proxy_use) = shape_of(&type_name).ok_or_else(|| {
-        let shown: String = type_name.chars().take(60).collect();
-        Validation::new(
-            TASK_NOT_SUPPORTED,
-            format!("task type `{shown}` is not supported"),
-        )
-    })?;
+    // A type no declaration names is kept as sent: a pass-through task (kind `other`),
+    // forwarded whole to a `createTask` account.
+    let Some((mut shape, proxy_use)) = shape_of(&type_name) else {
+        if !Passthrough::well_named(&type_name) {
+            let shown: String = type_name.chars().take(60).collect();
+            return Err(Validation::new(
+                TASK_NOT_SUPPORTED,
+                format!("task type `{shown}` is not supported"),
+            ));
+        }
+        let req = SolveRequest::new(TaskParams::Passthrough(Passthrough::TaskApi {
+            task: task.clone(),
+        }));
+        req.validate()?;
+        return Ok(req);
+    };
     if shape == Shape::Turnstile && t.string("cloudflareTaskType")?.is_some() {
         // anti-captcha asks for a `cf_clearance` cookie through the Turnstile type.
         shape = Shape::CloudflareChallenge;
     }
     // A name two kinds share (GeeTest v3's and v4's): the task says which it is. A `version`
     // that is no number is left to the kind's own reading to refuse.
-    let version = t.whole("version", u32::from(u8::MAX)).ok().flatten();
+    let version =
+        t.0.get("version")
+            .and_then(|v| v.as_u64().or_else(|| v.as_str()?.trim().parse().ok()))
+            .and_then(|v| u32::try_from(v).ok());
     let has = |name: &str| t.0.get(name).is_some_and(|v| !v.is_null());
     if let Some(kind) = Kind::sharing_task_name(shape.kind(), &type_name, version, has) {
         shape = Shape::Declared(kind);
@@ -61,7 +75,8 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
                 sitekey: t.required("websiteKey", codes::GOOGLEKEY)?,
                 pageurl: t.required("websiteURL", codes::PAGEURL)?,
                 version,
-                enterprise: enterprise || t.flag("isEnterprise")?,
+                // Read whatever the name says, so a redundant `isEnterprise` is understood.
+                enterprise: t.flag("isEnterprise")? || enterprise,
                 invisible: t.flag("isInvisible")?,
                 action: t.string("pageAction")?,
                 min_score,
@@ -107,7 +122,7 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
             text: t.required("comment", codes::BAD_PARAMETERS)?,
             lang: t.string("languagePool")?,
         },
-        Shape::Declared(kind) => declared::params(kind, &t, proxy_use)?,
+        Shape::Declared(kind) => declared::params(kind, &t)?,
     };
     let mut req = SolveRequest::new(params);
     if proxy_use == ProxyUse::Proxied {
@@ -115,6 +130,10 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
     }
     req.user_agent = t.string("userAgent")?;
     req.cookies = t.string("cookies")?;
+    // Every field of the task was read above, or is the type's name.
+    t.refuse_unread(req.kind(), |name| {
+        name == "type" || (name == "version" && req.kind().spec().task_version.is_some())
+    })?;
     req.validate()?;
     Ok(req)
 }
@@ -131,13 +150,43 @@ pub fn task_id_from(value: Option<&Value>) -> Option<String> {
     plain.then_some(id)
 }
 
-/// Typed reads of one task object.
-struct Fields<'a>(&'a Map<String, Value>);
+/// Typed reads of one task object, each field's name noted as it is read, so the fields no
+/// reading understood can be told (`refuse_unread`).
+struct Fields<'a>(&'a Map<String, Value>, RefCell<Vec<&'static str>>);
 
-impl Fields<'_> {
+impl<'a> Fields<'a> {
+    fn new(map: &'a Map<String, Value>) -> Self {
+        Fields(map, RefCell::new(Vec::new()))
+    }
+
+    fn get(&self, name: &'static str) -> Option<&'a Value> {
+        self.1.borrow_mut().push(name);
+        self.0.get(name)
+    }
+
+    /// Refuses, by name, the first field that is neither read nor `known` nor empty (`null`,
+    /// `""`, `false`, `0`, `{}`, `[]`: how clients leave a field unset), so nothing a caller
+    /// sends is dropped unseen. A proxy field on a type without the caller's proxy is told so.
+    fn refuse_unread(&self, kind: Kind, known: impl Fn(&str) -> bool) -> Result<(), Validation> {
+        let read = self.1.borrow();
+        let unread = self.0.iter().find(|(name, value)| {
+            !read.contains(&name.as_str()) && !known(name) && !is_empty(value)
+        });
+        let Some((name, _)) = unread else {
+            return Ok(());
+        };
+        let shown: String = name.chars().take(40).collect();
+        let why = if PROXY_FIELDS.contains(&name.as_str()) {
+            "a proxyless type does not carry the caller's proxy; send the type without `Proxyless`"
+        } else {
+            "this gateway does not pass it on"
+        };
+        Err(bad(format!("`{shown}` is not supported for {kind}: {why}")))
+    }
+
     /// A text value; `null`, `false` and `""` read as absent, numbers as their digits.
-    fn string(&self, name: &str) -> Result<Option<String>, Validation> {
-        match self.0.get(name) {
+    fn string(&self, name: &'static str) -> Result<Option<String>, Validation> {
+        match self.get(name) {
             None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(None),
             Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
@@ -146,14 +195,14 @@ impl Fields<'_> {
         }
     }
 
-    fn required(&self, name: &str, code: &'static str) -> Result<String, Validation> {
+    fn required(&self, name: &'static str, code: &'static str) -> Result<String, Validation> {
         self.string(name)?
             .ok_or_else(|| Validation::new(code, format!("`{name}` is missing")))
     }
 
     /// `true`/`false`, `1`/`0` or their strings.
-    fn flag(&self, name: &str) -> Result<bool, Validation> {
-        match self.0.get(name) {
+    fn flag(&self, name: &'static str) -> Result<bool, Validation> {
+        match self.get(name) {
             None | Some(Value::Null) => Ok(false),
             Some(Value::Bool(b)) => Ok(*b),
             Some(Value::Number(n)) if n.as_u64() == Some(0) => Ok(false),
@@ -169,9 +218,9 @@ impl Fields<'_> {
 
     /// A whole number from 0 to `max` (also as a digit string); `0`, `false` and `null` read as
     /// absent, which is how clients say "no limit".
-    fn whole(&self, name: &str, max: u32) -> Result<Option<u32>, Validation> {
+    fn whole(&self, name: &'static str, max: u32) -> Result<Option<u32>, Validation> {
         let out_of_range = || bad(format!("`{name}` must be a whole number from 0 to {max}"));
-        let n = match self.0.get(name) {
+        let n = match self.get(name) {
             None | Some(Value::Null) | Some(Value::Bool(false)) => return Ok(None),
             Some(Value::Number(n)) => n.as_u64().ok_or_else(out_of_range)?,
             Some(Value::String(s)) if s.trim().is_empty() => return Ok(None),
@@ -186,8 +235,8 @@ impl Fields<'_> {
     }
 
     /// A decimal number kept as its text (`minScore`), so targets compare exactly as sent.
-    fn number_text(&self, name: &str) -> Result<Option<String>, Validation> {
-        match self.0.get(name) {
+    fn number_text(&self, name: &'static str) -> Result<Option<String>, Validation> {
+        match self.get(name) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Number(n)) => Ok(Some(n.to_string())),
             Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
@@ -200,7 +249,7 @@ impl Fields<'_> {
     /// other key is refused by name: it would change the answer, and no protocol upstream
     /// carries it yet, so passing the rest on would drop it silently.
     fn enterprise_s(&self) -> Result<Option<String>, Validation> {
-        match self.0.get("enterprisePayload") {
+        match self.get("enterprisePayload") {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Object(payload)) => {
                 if let Some(other) = payload.keys().find(|k| k.as_str() != "s") {
@@ -209,10 +258,33 @@ impl Fields<'_> {
                         "`enterprisePayload.{shown}` is not supported: only `s` is passed on"
                     )));
                 }
-                Fields(payload).string("s")
+                Fields::new(payload).string("s")
             }
             Some(_) => Err(bad("`enterprisePayload` must be an object".into())),
         }
+    }
+}
+
+/// Fields every task type may carry besides its own: the proxy's (read only for a type that
+/// takes the caller's proxy).
+const PROXY_FIELDS: [&str; 6] = [
+    "proxyType",
+    "proxyAddress",
+    "proxyPort",
+    "proxyLogin",
+    "proxyPassword",
+    "proxy",
+];
+
+/// How clients leave a field unset.
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null | Value::Bool(false) => true,
+        Value::String(s) => s.trim().is_empty(),
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::Object(o) => o.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Bool(true) => false,
     }
 }
 

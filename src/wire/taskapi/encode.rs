@@ -5,7 +5,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use super::names::{ProxyUse, Shape, TaskApiDialect, name_for};
-use crate::model::{Check, Proxy, RecaptchaVersion, SolveRequest, TaskParams};
+use crate::model::{Check, Passthrough, Proxy, RecaptchaVersion, SolveRequest, TaskParams};
 
 /// A request the flavor has no task type for (text questions at anti-captcha or CapSolver,
 /// GeeTest with the caller's proxy at CapSolver).
@@ -24,6 +24,16 @@ pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, 
     };
     let text = |s: &String| Value::String(s.clone());
     let shape = match &req.params {
+        // As the caller sent it; an `in.php` one never reaches a `createTask` account.
+        TaskParams::Passthrough(Passthrough::TaskApi { task }) => {
+            return Ok(Value::Object(task.clone()));
+        }
+        TaskParams::Passthrough(Passthrough::InPhp { .. }) => {
+            return Err(Unsupported {
+                flavor: flavor.as_str(),
+                kind: req.kind().as_str(),
+            });
+        }
         TaskParams::Recaptcha {
             sitekey,
             pageurl,

@@ -80,10 +80,12 @@ pub fn solution(kind: Kind, answer: &Answer) -> Value {
                     .map(|f| ((*f).to_owned(), text.clone()))
                     .collect(),
             ),
-            AnswerShape::Object { .. } => match serde_json::from_str(&answer.text) {
-                Ok(object @ Value::Object(_)) => object,
-                _ => json!({"text": text}),
-            },
+            AnswerShape::Object { .. } | AnswerShape::AsGiven => {
+                match serde_json::from_str(&answer.text) {
+                    Ok(object @ Value::Object(_)) => object,
+                    _ => json!({"text": text}),
+                }
+            }
         },
     };
     if let (Some(ua), Value::Object(map)) = (&answer.user_agent, &mut out) {
@@ -152,6 +154,8 @@ pub fn read_solution(kind: Kind, solution: &Value) -> Option<(String, Option<Str
         Kind::Image | Kind::Text => field("text")?,
         declared => match declared.spec().answer {
             AnswerShape::Token { fields } => fields.iter().find_map(|f| field(f))?,
+            // Whole, as the provider gave it.
+            AnswerShape::AsGiven => solution.to_string(),
             AnswerShape::Object { keys } => {
                 let object: Map<String, Value> = keys
                     .iter()
@@ -193,6 +197,7 @@ mod tests {
                 )
                 .to_string(),
                 AnswerShape::Token { .. } => "tok-1".to_owned(),
+                AnswerShape::AsGiven => json!({"cell": [1, 2], "token": "t"}).to_string(),
             };
             let a = answer(&text, Some("UA/1"));
             let (back, ua) = read_solution(kind, &solution(kind, &a)).expect("reads");
@@ -206,7 +211,14 @@ mod tests {
                     serde_json::from_str(&back).unwrap(),
                     serde_json::from_str(&text).unwrap(),
                 );
-                assert_eq!(back, sent, "{kind}");
+                if matches!(kind.spec().answer, AnswerShape::AsGiven) {
+                    // Whole, with the user agent the solution carried.
+                    let mut with_agent = sent.clone();
+                    with_agent["userAgent"] = Value::from("UA/1");
+                    assert_eq!(back, with_agent, "{kind}");
+                } else {
+                    assert_eq!(back, sent, "{kind}");
+                }
             } else {
                 assert_eq!(back, "tok-1", "{kind}");
             }

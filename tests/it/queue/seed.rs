@@ -325,7 +325,7 @@ async fn bad_entries_get_an_error_result_or_are_dropped_without_blocking_the_que
         b"not json".to_vec(),
         b"\xff\xfe\x00garbage".to_vec(),
         br#"{"method":"userrecaptcha","params":{}}"#.to_vec(),
-        br#"{"id":"m1","method":"nosuch","params":{}}"#.to_vec(),
+        br#"{"id":"m1","method":"no such","params":{}}"#.to_vec(),
         br#"{"id":"p1","method":"userrecaptcha","params":{"googlekey":"k"}}"#.to_vec(),
         br#"{"id":"p2","method":"userrecaptcha","params":"googlekey=k"}"#.to_vec(),
     ];

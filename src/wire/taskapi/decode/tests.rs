@@ -210,9 +210,9 @@ fn bad_tasks_get_codes_and_messages_naming_the_field() {
         (json!({"websiteURL": PAGE}), TASK_ABSENT, "type"),
         (json!({"type": 7}), TASK_NOT_SUPPORTED, "`7`"),
         (
-            json!({"type": "KeyCaptchaTask"}),
+            json!({"type": "Key Captcha"}),
             TASK_NOT_SUPPORTED,
-            "KeyCaptchaTask",
+            "Key Captcha",
         ),
         (
             json!({"type": "RecaptchaV2TaskProxyless", "websiteURL": PAGE}),
@@ -307,6 +307,24 @@ fn bad_tasks_get_codes_and_messages_naming_the_field() {
     assert!(decode_task(None).is_err());
 }
 
+/// A type no declaration names is kept whole, to be forwarded as sent (kind `other`).
+#[test]
+fn an_undeclared_type_passes_through_whole() {
+    let task = json!({"type": "KeyCaptchaTaskProxyless", "s_s_c_user_id": 15,
+        "s_s_c_session_id": "s", "websiteURL": PAGE, "nested": {"a": [1, 2]}});
+    let req = decode(task.clone()).expect("passes through");
+    assert_eq!(req.kind(), Kind::Other);
+    let TaskParams::Passthrough(crate::model::Passthrough::TaskApi { task: kept }) = &req.params
+    else {
+        panic!("{:?}", req.params);
+    };
+    assert_eq!(&Value::Object(kept.clone()), &task);
+    let back = encode_task(TaskApiDialect::AntiCaptcha, &req).unwrap();
+    assert_eq!(back, task, "sent on exactly as it came");
+    let huge = json!({"type": "CapyTask", "x": "y".repeat(2_000_000)});
+    assert_eq!(decode(huge).unwrap_err().code, codes::BAD_PARAMETERS);
+}
+
 #[test]
 fn task_ids_are_digits_whichever_way_they_come() {
     assert_eq!(task_id_from(Some(&json!(123))).as_deref(), Some("123"));
@@ -361,4 +379,34 @@ proptest! {
             Err(v) => prop_assert!(v.code.starts_with("ERROR_")),
         }
     }
+}
+
+/// A typed kind's field that its reading does not understand is refused by name, never
+/// dropped; left empty it asks for nothing. A proxy field on a proxyless type is told so.
+#[test]
+fn a_typed_kinds_unread_field_is_refused_by_name() {
+    let recaptcha = |extra: Value| {
+        let mut task = json!({"type": "RecaptchaV2TaskProxyless", "websiteURL": PAGE,
+            "websiteKey": "6Le-a"});
+        for (k, v) in extra.as_object().unwrap() {
+            task[k] = v.clone();
+        }
+        decode(task)
+    };
+    let refused = recaptcha(json!({"websiteSToken": "tok"})).expect_err("unread");
+    assert_eq!(refused.code, codes::BAD_PARAMETERS);
+    assert!(refused.message.contains("websiteSToken"), "{refused}");
+    // anticaptchaofficial sends its unset fields empty.
+    assert!(recaptcha(json!({"websiteSToken": "", "recaptchaDataSValue": null})).is_ok());
+    let proxied = recaptcha(json!({"proxyAddress": "10.0.0.1"})).expect_err("proxyless");
+    assert!(proxied.message.contains("proxyless"), "{proxied}");
+    let geetest = decode(
+        json!({"type": "GeeTestTaskProxyless", "websiteURL": PAGE, "gt": "g",
+        "challenge": "c", "geetestGetLib": "{\"path\":\"/x.js\"}", "initParameters": null}),
+    )
+    .expect_err("unread");
+    assert!(geetest.message.contains("geetestGetLib"), "{geetest}");
+    let image = decode(json!({"type": "ImageToTextTask", "body": png_b64(), "websiteURL": PAGE}))
+        .expect_err("unread");
+    assert!(image.message.contains("websiteURL"), "{image}");
 }
