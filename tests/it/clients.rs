@@ -169,15 +169,16 @@ async fn the_2captcha_python_client_solves_every_kind_and_reports() {
     assert_all_verify(&gw, results, credential).await;
 }
 
-/// 2captcha-python's methods for the first seven kinds with every parameter the library
-/// documents for each: every one is understood or forwarded (the calls succeed and verify),
-/// except GeeTest's `offline` and `new_captcha`, which are refused rather than dropped.
+/// 2captcha-python's methods for every kind it has, with every parameter the library documents
+/// for each: every one is understood or forwarded (the calls succeed and verify), except
+/// GeeTest's `offline` and `new_captcha` and hCaptcha's `domain`, which are refused rather than
+/// dropped.
 #[tokio::test]
 async fn the_2captcha_python_clients_full_parameter_sets_are_understood_or_refused() {
     let gw = TestGateway::start().await;
     let out = run_client(&gw, "twocaptcha_full").await;
     let results = out["results"].as_array().unwrap();
-    assert_eq!(results.len(), 7, "{out}");
+    assert_eq!(results.len(), 15, "{out}");
     let (refused, solved): (Vec<Value>, Vec<Value>) = results
         .iter()
         .cloned()
@@ -188,10 +189,13 @@ async fn the_2captcha_python_clients_full_parameter_sets_are_understood_or_refus
         .collect();
     assert_eq!(
         refused,
-        vec![("geetest_offline", "ERROR_BAD_PARAMETERS")],
+        vec![
+            ("geetest_offline", "ERROR_BAD_PARAMETERS"),
+            ("hcaptcha_domain", "ERROR_BAD_PARAMETERS")
+        ],
         "{out}"
     );
-    assert_eq!(solved.len(), 6, "{out}");
+    assert_eq!(solved.len(), 13, "{out}");
     assert_all_verify(&gw, &solved, credential).await;
 }
 

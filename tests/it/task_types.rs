@@ -62,9 +62,10 @@ async fn assert_verifies(sim: &SimServer, gw: &TestGateway, token: &str) {
     assert_eq!(verdict["success"], true, "{token}: {verdict}");
 }
 
-/// An `in.php` FunCaptcha caller (2captcha-python's parameters, `data[blob]` included) and
-/// native MTCaptcha and DataDome callers are solved by a CapSolver account; a kind CapSolver
-/// does not solve is refused at the submit and never reaches it.
+/// An `in.php` FunCaptcha caller (2captcha-python's parameters, `data[blob]` included), native
+/// MTCaptcha and DataDome callers and an `in.php` hCaptcha caller with its `rqdata` are solved
+/// by a CapSolver account; a kind CapSolver does not solve is refused at the submit and never
+/// reaches it.
 #[tokio::test]
 async fn an_inphp_caller_is_solved_by_a_createtask_account() {
     let capsolver = SimServer::start(LATENCY, 4).await;
@@ -106,7 +107,20 @@ async fn an_inphp_caller_is_solved_by_a_createtask_account() {
     .await;
     assert_eq!(status, 200, "{reply}");
     assert_verifies(&capsolver, &gw, reply["token"].as_str().unwrap()).await;
-    assert_eq!(capsolver.sim.stats().submits, 3);
+    // hCaptcha's `data` (its rqdata) travels in `enterprisePayload`, which the account's strict
+    // decoder would refuse in any other place.
+    let token = solve_inphp(
+        &gw,
+        &[
+            ("method", "hcaptcha"),
+            ("sitekey", "10000000-ffff-ffff-ffff-000000000001"),
+            ("pageurl", PAGE),
+            ("data", "rqdata-value"),
+        ],
+    )
+    .await;
+    assert_verifies(&capsolver, &gw, &token).await;
+    assert_eq!(capsolver.sim.stats().submits, 4);
 
     let form = [
         ("method", "friendly_captcha"),
@@ -118,7 +132,7 @@ async fn an_inphp_caller_is_solved_by_a_createtask_account() {
     assert_eq!(body, "ERROR_TASK_NOT_SUPPORTED");
     assert_eq!(
         capsolver.sim.stats().submits,
-        3,
+        4,
         "CapSolver was never asked"
     );
 }

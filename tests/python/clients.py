@@ -215,10 +215,10 @@ def run_twocaptcha_passthrough(base, key):
 
 
 def run_twocaptcha_full(base, key):
-    """2captcha-python's methods for the first seven kinds, each with every parameter the library
+    """2captcha-python's methods for every kind it has, each with every parameter the library
     documents for it (but `callback`, which needs a registered host: tests/it/callbacks.rs), so
-    the gateway must understand or forward each one. GeeTest's `offline` and `new_captcha` are
-    ones it refuses by name; their cases record the refusal."""
+    the gateway must understand or forward each one. GeeTest's `offline` and `new_captcha` and
+    hCaptcha's `domain` are ones it refuses by name; their cases record the refusal."""
     from twocaptcha import TwoCaptcha
     from twocaptcha.api import ApiException
 
@@ -252,6 +252,27 @@ def run_twocaptcha_full(base, key):
         add("image", "image", solver.normal, image.name, phrase=1, numeric=4, minLen=2, maxLen=8,
             caseSensitive=1, calc=0, lang="en", hintText="type the letters", softId=4580)
         add("text", "text", solver.text, "What is two plus two?", lang="en", softId=4580)
+        # The declared kinds, each with every parameter the library documents for it.
+        add("hcaptcha", "hcaptcha", solver.hcaptcha, sitekey="10000000-ffff-ffff-ffff-full",
+            url=PAGE, invisible=1, data="rqdata-full", softId=4580, proxy=proxy)
+        add("hcaptcha_domain", "refused", solver.hcaptcha,
+            sitekey="10000000-ffff-ffff-ffff-full", url=PAGE, domain="js.hcaptcha.com")
+        add("funcaptcha", "funcaptcha", solver.funcaptcha,
+            sitekey="69A21A01-CC7B-B9C6-0F9A-E7FA0667full", url=PAGE,
+            surl="https://client-api.arkoselabs.com", **{"data[blob]": "b10b-full"},
+            softId=4580, proxy=proxy)
+        add("mtcaptcha", "mtcaptcha", solver.mtcaptcha, sitekey="MTPublic-full", url=PAGE,
+            softId=4580, proxy=proxy)
+        add("friendly_captcha", "friendly_captcha", solver.friendly_captcha,
+            sitekey="FCMGEMUDfull", url=PAGE, softId=4580, proxy=proxy)
+        add("lemin", "lemin", solver.lemin,
+            captcha_id="CROPPED_3dfdd5c_full", div_id="lemin-cropped-captcha", url=PAGE,
+            api_server="api.leminnow.com", softId=4580, proxy=proxy)
+        add("geetest_v4", "geetest_v4", solver.geetest_v4,
+            captcha_id="e392e1d7fd421dc63325744d5a2b9c73", url=PAGE, softId=4580, proxy=proxy)
+        add("datadome", "datadome", solver.datadome,
+            captcha_url="https://geo.captcha-delivery.com/captcha/?initialCid=full",
+            pageurl=PAGE, userAgent="Mozilla/5.0 (full)", proxy=proxy, softId=4580)
     results = []
     for case, kind, f in cases:
         try:

@@ -245,6 +245,8 @@ pub const HCAPTCHA: TypeSpec = TypeSpec {
         SITEKEY,
         PAGE,
         Param::optional("invisible", "isInvisible", Check::Flag),
+        // The site's `rqdata` (2captcha's `data`), inside `createTask`'s `enterprisePayload`.
+        Param::optional("data", "enterprisePayload.rqdata", Check::Text),
     ]),
     answer: TOKEN_G,
     answer_user_agent: true,

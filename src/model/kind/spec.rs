@@ -215,7 +215,8 @@ pub struct Param {
     pub name: &'static str,
     /// Other `in.php` spellings clients send.
     pub aliases: &'static [&'static str],
-    /// Its `createTask` field at anti-captcha and 2captcha v2.
+    /// Its `createTask` field at anti-captcha and 2captcha v2; `outer.inner` for a text carried
+    /// inside an object field (hCaptcha's `data` is `enterprisePayload.rqdata`).
     pub task: &'static str,
     /// Its `createTask` field at CapSolver, where it differs.
     pub capsolver: &'static str,
@@ -255,6 +256,15 @@ impl Param {
         match dialect {
             Dialect::CapSolver => self.capsolver,
             _ => self.task,
+        }
+    }
+
+    /// A `createTask` field as the task's own field and, for one carried inside an object
+    /// field, its key there.
+    pub fn split_field(field: &'static str) -> (&'static str, Option<&'static str>) {
+        match field.split_once('.') {
+            Some((outer, inner)) => (outer, Some(inner)),
+            None => (field, None),
         }
     }
 }

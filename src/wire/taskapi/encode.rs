@@ -5,7 +5,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use super::names::{ProxyUse, Shape, TaskApiDialect, name_for};
-use crate::model::{Check, Passthrough, Proxy, RecaptchaVersion, SolveRequest, TaskParams};
+use crate::model::{Check, Param, Passthrough, Proxy, RecaptchaVersion, SolveRequest, TaskParams};
 
 /// A request the flavor has no task type for (text questions at anti-captcha or CapSolver,
 /// GeeTest with the caller's proxy at CapSolver).
@@ -168,6 +168,8 @@ pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, 
             Shape::Text
         }
         TaskParams::Declared { kind, values } => {
+            // Object fields that carry declared values inside them (`enterprisePayload`).
+            let mut objects: Map<String, Value> = Map::new();
             for param in kind.spec().declared_params() {
                 let Some((_, value)) = values.iter().find(|(n, _)| *n == param.name) else {
                     continue;
@@ -177,7 +179,19 @@ pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, 
                     // An object travels as its JSON text (FunCaptcha's `data`).
                     Check::Text | Check::Page | Check::Key | Check::Object => text(value),
                 };
-                put(param.task_field(flavor.dialect()), value);
+                match Param::split_field(param.task_field(flavor.dialect())) {
+                    (outer, Some(inner)) => {
+                        if let Value::Object(object) =
+                            objects.entry(outer).or_insert_with(|| json!({}))
+                        {
+                            object.insert(inner.to_owned(), value);
+                        }
+                    }
+                    (field, None) => put(field, value),
+                }
+            }
+            for (outer, object) in objects {
+                put(&outer, object);
             }
             if let Some(version) = kind.spec().task_version {
                 if flavor != TaskApiDialect::CapSolver {

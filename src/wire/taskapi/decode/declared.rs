@@ -1,35 +1,71 @@
 //! The `createTask` fields of a declared kind (`model::Parameters::Declared`), read from its
 //! declaration.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use super::Fields;
-use crate::model::{Check, Kind, TaskParams, Validation};
+use super::{Fields, bad, is_empty};
+use crate::model::{Check, Kind, Param, TaskParams, Validation};
 
 /// A declared type's fields, each by its name in any dialect (anti-captcha's and 2captcha's,
 /// or CapSolver's). A field the declaration does not name is left unread, for `decode_task` to
-/// refuse by name.
+/// refuse by name; so is a key of an object field that no declaration carries inside it.
 pub(super) fn params(kind: Kind, t: &Fields<'_>) -> Result<TaskParams, Validation> {
     let params = kind.spec().declared_params();
     let mut values = Vec::new();
     for param in params {
-        let field = if t.0.contains_key(param.task) {
+        let field = if t.0.contains_key(Param::split_field(param.task).0) {
             param.task
         } else {
             param.capsolver
         };
-        let value = match param.check {
-            Check::Flag => t.flag(field)?.then(|| "1".to_owned()),
-            Check::Object => match t.get(field) {
+        let value = match (Param::split_field(field), param.check) {
+            ((outer, Some(inner)), _) => member(kind, t, outer, inner)?,
+            (_, Check::Flag) => t.flag(field)?.then(|| "1".to_owned()),
+            (_, Check::Object) => match t.get(field) {
                 Some(Value::Object(map)) if map.is_empty() => None,
                 Some(Value::Object(map)) => Some(Value::Object(map.clone()).to_string()),
                 _ => t.string(field)?,
             },
-            Check::Text | Check::Page | Check::Key => t.string(field)?,
+            (_, Check::Text | Check::Page | Check::Key) => t.string(field)?,
         };
         if let Some(value) = value {
             values.push((param.name, value));
         }
     }
     Ok(TaskParams::Declared { kind, values })
+}
+
+/// The text under `inner` in the object field `outer`. Any other key set there that no
+/// declaration of the kind carries is refused by name (`enterprisePayload.sentry`).
+fn member(
+    kind: Kind,
+    t: &Fields<'_>,
+    outer: &'static str,
+    inner: &str,
+) -> Result<Option<String>, Validation> {
+    let map: &Map<String, Value> = match t.get(outer) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(map)) => map,
+        Some(_) => return Err(bad(format!("`{outer}` must be an object"))),
+    };
+    let carried = |key: &str| {
+        kind.spec().declared_params().iter().any(|p| {
+            [p.task, p.capsolver]
+                .into_iter()
+                .any(|f| Param::split_field(f) == (outer, Some(key)))
+        })
+    };
+    if let Some((key, _)) = map.iter().find(|(k, v)| !carried(k) && !is_empty(v)) {
+        let shown: String = key.chars().take(40).collect();
+        return Err(bad(format!(
+            "`{outer}.{shown}` is not supported for {kind}: this gateway does not pass it on"
+        )));
+    }
+    match map.get(inner) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(_) => Err(bad(format!("`{outer}.{inner}` must be a string"))),
+    }
 }

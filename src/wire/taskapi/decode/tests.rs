@@ -2,7 +2,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
-use crate::model::Kind;
+use crate::model::{Check, Kind};
 use crate::wire::taskapi::encode_task;
 use crate::wire::taskapi::names::TaskApiDialect;
 
@@ -105,12 +105,55 @@ fn samples() -> Vec<SolveRequest> {
     out
 }
 
+/// Every declared kind with each of its parameters set, as its declaration has them.
+fn declared_samples() -> Vec<SolveRequest> {
+    Kind::ALL
+        .into_iter()
+        .filter(|kind| !kind.spec().declared_params().is_empty())
+        .map(|kind| {
+            let spec = kind.spec();
+            let values = spec
+                .declared_params()
+                .iter()
+                .map(|p| {
+                    let value = match p.check {
+                        Check::Page => PAGE.to_owned(),
+                        Check::Key => format!("{}-key", p.name),
+                        Check::Flag => "1".to_owned(),
+                        Check::Object => r#"{"blob":"b10b"}"#.to_owned(),
+                        Check::Text => format!("{} value", p.name),
+                    };
+                    (p.name, value)
+                })
+                .collect();
+            let mut req = SolveRequest::new(TaskParams::Declared { kind, values });
+            if spec.needs_proxy {
+                req.proxy = Some(Proxy {
+                    kind: ProxyType::Http,
+                    address: "u:p@10.0.0.2:3128".into(),
+                });
+            }
+            if spec.needs_user_agent {
+                req.user_agent = Some("UA/3".into());
+            }
+            req
+        })
+        .collect()
+}
+
 #[test]
 fn every_encoded_task_decodes_to_the_same_request() {
     for flavor in TaskApiDialect::ALL {
-        for req in samples() {
+        for req in samples().into_iter().chain(declared_samples()) {
             let task = match encode_task(flavor, &req) {
                 Ok(t) => t,
+                Err(_) if !req.kind().spec().declared_params().is_empty() => {
+                    assert!(
+                        !req.kind().solved_in(flavor.dialect()),
+                        "{flavor:?} {req:?}"
+                    );
+                    continue;
+                }
                 Err(_) => {
                     // Only text questions lack a type outside 2captcha v2.
                     assert_eq!(req.kind(), Kind::Text, "{flavor:?}");
@@ -246,6 +289,19 @@ fn bad_tasks_get_codes_and_messages_naming_the_field() {
             "websiteURL": PAGE, "enterprisePayload": {"s": "x", "rqdata": "y"}}),
             codes::BAD_PARAMETERS,
             "enterprisePayload.rqdata",
+        ),
+        (
+            // hCaptcha's `rqdata` is passed on; no other member of its `enterprisePayload` is.
+            json!({"type": "HCaptchaTaskProxyless", "websiteKey": "k", "websiteURL": PAGE,
+            "enterprisePayload": {"rqdata": "r", "sentry": true}}),
+            codes::BAD_PARAMETERS,
+            "`enterprisePayload.sentry` is not supported for hcaptcha",
+        ),
+        (
+            json!({"type": "HCaptchaTaskProxyless", "websiteKey": "k", "websiteURL": PAGE,
+            "enterprisePayload": "r"}),
+            codes::BAD_PARAMETERS,
+            "`enterprisePayload` must be an object",
         ),
         (
             json!({"type": "RecaptchaV2Task", "websiteKey": "k", "websiteURL": PAGE,
