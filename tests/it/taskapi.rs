@@ -7,8 +7,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use captcha_gateway::config::AccountProvider;
+
 use crate::clients::{assert_all_verify, run_script};
+use crate::failover::{LATENCY, json_account, settings};
 use crate::support::eventually::eventually;
+use crate::support::fleet::SimServer;
 use crate::support::{KEY, TestGateway, fast_settings};
 
 async fn run_client(gw: &TestGateway, client: &str) -> Value {
@@ -44,7 +48,7 @@ async fn the_anticaptcha_client_solves_every_kind_it_has() {
     let gw = TestGateway::start().await;
     let out = run_client(&gw, "anticaptcha").await;
     let results = out["results"].as_array().unwrap();
-    assert_eq!(results.len(), 14, "{out}");
+    assert_eq!(results.len(), 15, "{out}");
     for r in results {
         assert!(
             r["task_id"].is_u64(),
@@ -67,6 +71,44 @@ async fn the_anticaptcha_client_solves_every_kind_it_has() {
         "the report reached the upstream task"
     );
     assert_all_verify(&gw, results, credential).await;
+}
+
+/// anticaptchaofficial's modules for types the gateway does not declare (AWS WAF, Prosopo,
+/// Altcha; docs/API.md "Pass-through"), every setter used: each passes through to an anti-captcha
+/// account as the library wrote it, and its token comes back as the provider gave it.
+#[tokio::test]
+async fn the_anticaptcha_client_passes_undeclared_types_through() {
+    let anti = SimServer::start(LATENCY, 4).await;
+    let gw = TestGateway::with(settings(vec![json_account(
+        "ac",
+        AccountProvider::AntiCaptcha,
+        &anti,
+    )]))
+    .await;
+    let out = run_client(&gw, "anticaptcha_passthrough").await;
+    let results = out["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3, "{out}");
+    assert_eq!(
+        anti.sim.stats().submits,
+        3,
+        "each call was one provider task"
+    );
+    for r in results {
+        let token = r["answer"].as_str().unwrap_or_else(|| panic!("{r}"));
+        let verdict = anti.verify(&gw.http, token).await;
+        assert_eq!(verdict["success"], true, "{r}: {verdict}");
+    }
+    let metrics = gw.get_text("/metrics").await.1;
+    for name in [
+        "AmazonTaskProxyless",
+        "ProsopoTaskProxyless",
+        "AltchaTaskProxyless",
+    ] {
+        let line = format!(
+            "captcha_gateway_passthrough_tasks_total{{protocol=\"createTask\",type=\"{name}\"}} 1"
+        );
+        assert!(metrics.contains(&line), "{line}\n{metrics}");
+    }
 }
 
 #[tokio::test]

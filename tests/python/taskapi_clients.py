@@ -1,7 +1,7 @@
 """Drive the real anti-captcha and CapSolver client libraries against a running gateway's JSON
 task protocol (/createTask, /getTaskResult, /getBalance) and print what they received.
 
-Usage: taskapi_clients.py anticaptcha|capsolver GATEWAY_URL KEY
+Usage: taskapi_clients.py anticaptcha|anticaptcha_passthrough|capsolver GATEWAY_URL KEY
 
 Prints one JSON object: {"results": [{"case", "kind", "answer", "user_agent", "task_id"}...],
 "extras": {...}}. The calling Rust test (tests/it/taskapi.rs) verifies every token through the
@@ -44,11 +44,40 @@ class ToGateway(HTTPAdapter):
         return super().send(request, **kwargs)
 
 
+def anti_solve(results, key, case, kind, solver, *args, **kwargs):
+    """One anticaptchaofficial solve, as its users call it; its outcome appended to `results`."""
+    solver.set_key(key)
+    answer = solver.solve_and_return_solution(*args, **kwargs)
+    if answer == 0:
+        raise SystemExit(f"{case}: {solver.err_string}")
+    ua = solver.get_user_agent() or None
+    results.append({"case": case, "kind": kind, "answer": answer, "user_agent": ua,
+                    "task_id": solver.task_id})
+    return solver
+
+
+def page(solver, sitekey):
+    solver.set_website_url(PAGE)
+    solver.set_website_key(sitekey)
+    return solver
+
+
+def proxied(solver):
+    solver.set_proxy_type("http")
+    solver.set_proxy_address("127.0.0.1")
+    solver.set_proxy_port(3128)
+    solver.set_proxy_login("user")
+    solver.set_proxy_password("secret")
+    solver.set_user_agent("Mozilla/5.0 (anticaptcha test)")
+    return solver
+
+
 def run_anticaptcha(base, key):
     from anticaptchaofficial import antinetworking
     from anticaptchaofficial.friendlycaptchaproxyless import friendlyCaptchaProxyless
     from anticaptchaofficial.funcaptchaproxyless import funcaptchaProxyless
     from anticaptchaofficial.hcaptchaproxyless import hCaptchaProxyless
+    from anticaptchaofficial.hcaptchaproxyon import hCaptchaProxyon
     from anticaptchaofficial.geetestproxyless import geetestProxyless
     from anticaptchaofficial.imagecaptcha import imagecaptcha
     from anticaptchaofficial.recaptchav2enterpriseproxyless import recaptchaV2EnterpriseProxyless
@@ -63,28 +92,7 @@ def run_anticaptcha(base, key):
     results = []
 
     def solve(case, kind, solver, *args, **kwargs):
-        solver.set_key(key)
-        answer = solver.solve_and_return_solution(*args, **kwargs)
-        if answer == 0:
-            raise SystemExit(f"{case}: {solver.err_string}")
-        ua = solver.get_user_agent() or None
-        results.append({"case": case, "kind": kind, "answer": answer, "user_agent": ua,
-                        "task_id": solver.task_id})
-        return solver
-
-    def page(solver, sitekey):
-        solver.set_website_url(PAGE)
-        solver.set_website_key(sitekey)
-        return solver
-
-    def proxied(solver):
-        solver.set_proxy_type("http")
-        solver.set_proxy_address("127.0.0.1")
-        solver.set_proxy_port(3128)
-        solver.set_proxy_login("user")
-        solver.set_proxy_password("secret")
-        solver.set_user_agent("Mozilla/5.0 (anticaptcha test)")
-        return solver
+        return anti_solve(results, key, case, kind, solver, *args, **kwargs)
 
     # Each case on a thread of its own, as a fleet's workers use the library: its solvers keep
     # their state per instance, and the cases take as long as the slowest instead of their sum.
@@ -123,7 +131,10 @@ def run_anticaptcha(base, key):
         # The declared kinds, with the setters the library has for each.
         hcaptcha = page(hCaptchaProxyless(), "10000000-ffff-ffff-ffff-000000000001")
         hcaptcha.set_is_invisible(1)
+        hcaptcha.set_enterprise_payload({"rqdata": "rq-anti"})
         cases.append(run("hcaptcha", "hcaptcha", hcaptcha))
+        cases.append(run("hcaptcha_proxy", "hcaptcha",
+                         proxied(page(hCaptchaProxyon(), "10000000-ffff-ffff-ffff-00000000000p"))))
         funcaptcha = page(funcaptchaProxyless(), "69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC")
         funcaptcha.set_js_api_domain("client-api.arkoselabs.com")
         funcaptcha.set_data_blob('{"blob":"b10b"}')
@@ -211,9 +222,40 @@ def run_capsolver(base, key):
     return results, {"balance": capsolver.balance()}
 
 
+def run_anticaptcha_passthrough(base, key):
+    """anticaptchaofficial's modules for task types the gateway does not declare, each with
+    every setter the library has for it: they pass through to a `createTask` account as sent."""
+    from anticaptchaofficial import antinetworking
+    from anticaptchaofficial.altchaproxyless import altchaProxyless
+    from anticaptchaofficial.amazonproxyless import amazonProxyless
+    from anticaptchaofficial.prosopoproxyless import prosopoProxyless
+
+    antinetworking.session.mount(ANTI_CAPTCHA, ToGateway(base))
+    results = []
+    amazon = page(amazonProxyless(), "AQIDAHjcYu/GjX+QlghicBgQ/7bFaQZ+m5FKCMDnO+vTp")
+    amazon.set_iv("CgAHbCe2GgAAAAAj")
+    amazon.set_context("9BUgmlm48F92WUoqv97a49ZuEJJ50TCk9MVr3C7WMtQ0X6flVbufM4n8")
+    amazon.set_captcha_script("https://k.token.awswaf.com/k/captcha.js")
+    amazon.set_challenge_script("https://k.token.awswaf.com/k/challenge.js")
+    altcha = altchaProxyless()
+    altcha.set_website_url(PAGE)
+    altcha.set_challenge_url("https://example.com/altcha/challenge")
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        cases = [
+            pool.submit(anti_solve, results, key, "amazon", "other", amazon),
+            pool.submit(anti_solve, results, key, "prosopo", "other",
+                        page(prosopoProxyless(), "5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm")),
+            pool.submit(anti_solve, results, key, "altcha", "other", altcha),
+        ]
+        # A case that failed raises here, with its message.
+        [case.result() for case in cases]
+    return results, {}
+
+
 def main():
     client, base, key = sys.argv[1], sys.argv[2].rstrip("/"), sys.argv[3]
-    run = {"anticaptcha": run_anticaptcha, "capsolver": run_capsolver}[client]
+    run = {"anticaptcha": run_anticaptcha, "capsolver": run_capsolver,
+           "anticaptcha_passthrough": run_anticaptcha_passthrough}[client]
     results, extras = run(base, key)
     print(json.dumps({"results": results, "extras": extras}, default=str))
 
