@@ -123,8 +123,12 @@ async fn an_inphp_caller_is_solved_by_a_createtask_account() {
     assert_eq!(capsolver.sim.stats().submits, 4);
 
     let form = [
-        ("method", "friendly_captcha"),
-        ("sitekey", "FCMGEMUD2KTDSQ5H"),
+        ("method", "lemin"),
+        (
+            "captcha_id",
+            "CROPPED_3dfdd5c_d1872b526b794d83ba3b365eb15a200b",
+        ),
+        ("div_id", "lemin-cropped-captcha"),
         ("pageurl", PAGE),
         ("key", KEY),
     ];

@@ -305,7 +305,12 @@ pub const FRIENDLY_CAPTCHA: TypeSpec = TypeSpec {
     name: "friendly_captcha",
     methods: &["friendly_captcha"],
     task_names: &[
-        TaskName::new("FriendlyCaptchaTaskProxyless", Proxyless, ANTI),
+        // CapSolver documents the proxyless name as anti-captcha spells it.
+        TaskName::new(
+            "FriendlyCaptchaTaskProxyless",
+            Proxyless,
+            ANTI.union(CAPSOLVER),
+        ),
         TaskName::new("FriendlyCaptchaTask", Proxied, ANTI),
     ],
     inphp: Dialects::INPHP,
