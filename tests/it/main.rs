@@ -37,6 +37,7 @@ mod metrics_series;
 mod native_api;
 mod nginx;
 mod no_slot;
+mod node_clients;
 mod observability;
 mod ops;
 mod passthrough;
