@@ -199,6 +199,26 @@ async fn the_2captcha_python_clients_full_parameter_sets_are_understood_or_refus
     assert_all_verify(&gw, &solved, credential).await;
 }
 
+/// unicaps (its 2captcha service, polling with `res.php?action=get2`): every kind it has a
+/// method for, with the parameters it takes, and KeyCaptcha passed through; every answer
+/// verifies, GeeTest's as the library's own solution objects.
+#[tokio::test]
+async fn the_unicaps_client_solves_every_kind_it_has() {
+    let gw = TestGateway::start().await;
+    let out = run_client(&gw, "unicaps").await;
+    let results = out["results"].as_array().unwrap();
+    assert_eq!(results.len(), 9, "{out}");
+    fn unicaps_credential(r: &Value) -> Option<String> {
+        match r["kind"].as_str()? {
+            "image" | "text" => None,
+            "geetest_v3" => r["answer"]["validate"].as_str().map(str::to_owned),
+            "geetest_v4" => geetest_v4_credential(&r["answer"]),
+            _ => r["answer"].as_str().map(str::to_owned),
+        }
+    }
+    assert_all_verify(&gw, results, unicaps_credential).await;
+}
+
 /// 2captcha-python's methods for types the gateway does not declare (docs/API.md,
 /// "Pass-through"), files uploaded as the library uploads them: each passes through to the
 /// provider as its own task, and every answer is the provider's and verifies.
