@@ -112,7 +112,7 @@ async fn the_official_captchaai_client_solves_every_kind() {
     let gw = TestGateway::start().await;
     let out = run_client(&gw, "captchaai").await;
     let results = out["results"].as_array().unwrap();
-    assert_eq!(results.len(), 8, "{out}");
+    assert_eq!(results.len(), 10, "{out}");
     for r in results {
         let case = r["case"].as_str().unwrap();
         let bound = matches!(case, "recaptcha_v2_enterprise" | "cloudflare_challenge");

@@ -116,7 +116,7 @@ async fn the_capsolver_client_solves_every_kind_it_has() {
     let gw = TestGateway::start().await;
     let out = run_client(&gw, "capsolver").await;
     let results = out["results"].as_array().unwrap();
-    assert_eq!(results.len(), 12, "{out}");
+    assert_eq!(results.len(), 13, "{out}");
     let cf = case(results, "cloudflare_challenge");
     assert!(
         cf["user_agent"].is_string(),

@@ -197,6 +197,9 @@ def run_capsolver(base, key):
          {"type": "DatadomeSliderTask", "websiteURL": PAGE,
           "captchaUrl": "https://geo.captcha-delivery.com/captcha/?initialCid=x",
           "userAgent": "Mozilla/5.0 (capsolver test)", "proxy": proxy}),
+        ("friendly_captcha", "friendly_captcha",
+         {"type": "FriendlyCaptchaTaskProxyless", "websiteURL": PAGE,
+          "websiteKey": "FCMGEMUD2KTDSQ5H"}),
     ]
     answer_of = {
         "recaptcha_v2": lambda s: s["gRecaptchaResponse"],
@@ -209,6 +212,7 @@ def run_capsolver(base, key):
         "mtcaptcha": lambda s: s["token"],
         "geetest_v4": lambda s: s,
         "datadome": lambda s: s["cookie"],
+        "friendly_captcha": lambda s: s["token"],
     }
 
     def solve(case, kind, task):
