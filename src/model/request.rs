@@ -109,6 +109,19 @@ impl TaskParams {
             _ => None,
         }
     }
+
+    /// A parameter it sets that `createTask` has no field for (hCaptcha's `domain`): such a
+    /// task goes only to `in.php` accounts.
+    pub fn inphp_only(&self) -> Option<&'static str> {
+        let TaskParams::Declared { kind, values } = self else {
+            return None;
+        };
+        kind.spec()
+            .declared_params()
+            .iter()
+            .find(|p| !p.in_task_api() && values.iter().any(|(n, _)| *n == p.name))
+            .map(|p| p.name)
+    }
 }
 
 /// Hints that change an image answer; part of its coalescing key.

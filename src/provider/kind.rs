@@ -83,6 +83,10 @@ impl AccountProvider {
                         | (Protocol::TaskApi(_), PassProtocol::TaskApi)
                 )
             }
+            // A parameter `createTask` has no field for keeps the task to `in.php` accounts.
+            params if params.inphp_only().is_some() => {
+                matches!(self.protocol(), Protocol::InPhp(_)) && self.solves(req.kind())
+            }
             _ => self.solves(req.kind()),
         }
     }

@@ -124,10 +124,16 @@ impl Upstream {
                 described(pass),
                 pass.protocol().as_str()
             ),
-            _ => format!(
-                "{}: its provider does not, or its `kinds` leave it out",
-                req.kind()
-            ),
+            params => match params.inphp_only() {
+                Some(name) => format!(
+                    "{} with `{name}`, a parameter only in.php accounts take: none here speaks in.php, or its `kinds` leave the kind out",
+                    req.kind()
+                ),
+                None => format!(
+                    "{}: its provider does not, or its `kinds` leave it out",
+                    req.kind()
+                ),
+            },
         };
         SolveFailure::new(
             TASK_NOT_SUPPORTED,

@@ -171,8 +171,7 @@ async fn the_2captcha_python_client_solves_every_kind_and_reports() {
 
 /// 2captcha-python's methods for every kind it has, with every parameter the library documents
 /// for each: every one is understood or forwarded (the calls succeed and verify), except
-/// GeeTest's `offline` and `new_captcha` and hCaptcha's `domain`, which are refused rather than
-/// dropped.
+/// GeeTest's `offline` and `new_captcha`, which are refused rather than dropped.
 #[tokio::test]
 async fn the_2captcha_python_clients_full_parameter_sets_are_understood_or_refused() {
     let gw = TestGateway::start().await;
@@ -189,13 +188,10 @@ async fn the_2captcha_python_clients_full_parameter_sets_are_understood_or_refus
         .collect();
     assert_eq!(
         refused,
-        vec![
-            ("geetest_offline", "ERROR_BAD_PARAMETERS"),
-            ("hcaptcha_domain", "ERROR_BAD_PARAMETERS")
-        ],
+        vec![("geetest_offline", "ERROR_BAD_PARAMETERS")],
         "{out}"
     );
-    assert_eq!(solved.len(), 13, "{out}");
+    assert_eq!(solved.len(), 14, "{out}");
     assert_all_verify(&gw, &solved, credential).await;
 }
 

@@ -141,6 +141,61 @@ async fn an_inphp_caller_is_solved_by_a_createtask_account() {
     );
 }
 
+/// hCaptcha's `domain`, which `createTask` has no field for, keeps a task to `in.php` accounts: a
+/// preferred CapSolver account is passed over for it (and takes the same task without it), and
+/// with no `in.php` account the caller is told, naming the parameter.
+#[tokio::test]
+async fn a_parameter_only_inphp_carries_keeps_the_task_to_inphp_accounts() {
+    let capsolver = SimServer::start(LATENCY, 4).await;
+    let inphp = SimServer::start(LATENCY, 4).await;
+    let mut preferred = json_account("cs", AccountProvider::CapSolver, &capsolver);
+    preferred.weight = 1000;
+    let gw = TestGateway::with(settings(vec![preferred, account("inphp", &inphp, 4)])).await;
+    let form = |domain: Option<&'static str>| {
+        let mut form = vec![
+            ("method", "hcaptcha"),
+            ("sitekey", "10000000-ffff-ffff-ffff-000000000001"),
+            ("pageurl", PAGE),
+        ];
+        form.extend(domain.map(|d| ("domain", d)));
+        form
+    };
+    let token = solve_inphp(&gw, &form(Some("js.hcaptcha.com"))).await;
+    assert_verifies(&inphp, &gw, &token).await;
+    assert_eq!(
+        (capsolver.sim.stats().submits, inphp.sim.stats().submits),
+        (0, 1)
+    );
+    let token = solve_inphp(&gw, &form(None)).await;
+    assert_verifies(&capsolver, &gw, &token).await;
+    assert_eq!(
+        capsolver.sim.stats().submits,
+        1,
+        "without it, the preferred account"
+    );
+
+    let only_capsolver = TestGateway::with(settings(vec![json_account(
+        "cs",
+        AccountProvider::CapSolver,
+        &capsolver,
+    )]))
+    .await;
+    let (status, reply) = solve(
+        &only_capsolver.http,
+        &only_capsolver.url(""),
+        json!({"kind": "hcaptcha", "sitekey": "10000000-ffff-ffff-ffff-000000000001",
+            "pageurl": PAGE, "domain": "js.hcaptcha.com"}),
+    )
+    .await;
+    assert_eq!(status, 422, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("`domain`") && message.contains("cs (capsolver)"),
+        "{reply}"
+    );
+    assert_eq!(capsolver.sim.stats().submits, 1, "CapSolver was not asked");
+}
+
 /// A `createTask` Lemin caller (2captcha v2's names) is solved by an `in.php` account, and its
 /// object answer arrives whole as the solution; DataDome's cookie comes back as `cookie`.
 #[tokio::test]

@@ -225,8 +225,8 @@ def run_twocaptcha_passthrough(base, key):
 def run_twocaptcha_full(base, key):
     """2captcha-python's methods for every kind it has, each with every parameter the library
     documents for it (but `callback`, which needs a registered host: tests/it/callbacks.rs), so
-    the gateway must understand or forward each one. GeeTest's `offline` and `new_captcha` and
-    hCaptcha's `domain` are ones it refuses by name; their cases record the refusal."""
+    the gateway must understand or forward each one. GeeTest's `offline` and `new_captcha` are
+    ones it refuses by name; their case records the refusal."""
     from twocaptcha import TwoCaptcha
     from twocaptcha.api import ApiException
 
@@ -263,7 +263,7 @@ def run_twocaptcha_full(base, key):
         # The declared kinds, each with every parameter the library documents for it.
         add("hcaptcha", "hcaptcha", solver.hcaptcha, sitekey="10000000-ffff-ffff-ffff-full",
             url=PAGE, invisible=1, data="rqdata-full", softId=4580, proxy=proxy)
-        add("hcaptcha_domain", "refused", solver.hcaptcha,
+        add("hcaptcha_domain", "hcaptcha", solver.hcaptcha,
             sitekey="10000000-ffff-ffff-ffff-full", url=PAGE, domain="js.hcaptcha.com")
         add("funcaptcha", "funcaptcha", solver.funcaptcha,
             sitekey="69A21A01-CC7B-B9C6-0F9A-E7FA0667full", url=PAGE,

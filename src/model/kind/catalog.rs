@@ -247,6 +247,8 @@ pub const HCAPTCHA: TypeSpec = TypeSpec {
         Param::optional("invisible", "isInvisible", Check::Flag),
         // The site's `rqdata` (2captcha's `data`), inside `createTask`'s `enterprisePayload`.
         Param::optional("data", "enterprisePayload.rqdata", Check::Text),
+        // `hcaptcha.com` or `js.hcaptcha.com`: 2captcha's alone; `createTask` has no field for it.
+        Param::inphp_only("domain", Check::Text),
     ]),
     answer: TOKEN_G,
     answer_user_agent: true,

@@ -216,7 +216,8 @@ pub struct Param {
     /// Other `in.php` spellings clients send.
     pub aliases: &'static [&'static str],
     /// Its `createTask` field at anti-captcha and 2captcha v2; `outer.inner` for a text carried
-    /// inside an object field (hCaptcha's `data` is `enterprisePayload.rqdata`).
+    /// inside an object field (hCaptcha's `data` is `enterprisePayload.rqdata`); empty for one
+    /// `createTask` has no field for, which only `in.php` accounts are sent (hCaptcha's `domain`).
     pub task: &'static str,
     /// Its `createTask` field at CapSolver, where it differs.
     pub capsolver: &'static str,
@@ -241,6 +242,16 @@ impl Param {
             required: false,
             ..Param::required(name, task, check)
         }
+    }
+
+    /// One `createTask` has no field for: a task that sets it goes only to `in.php` accounts.
+    pub const fn inphp_only(name: &'static str, check: Check) -> Param {
+        Param::optional(name, "", check)
+    }
+
+    /// Whether `createTask` carries it.
+    pub fn in_task_api(&self) -> bool {
+        !self.task.is_empty()
     }
 
     pub const fn aliases(self, aliases: &'static [&'static str]) -> Param {

@@ -117,9 +117,14 @@ pub fn parameters_markdown() -> String {
                     Check::Object => ", object: `name[key]` in `in.php`",
                 };
                 let required = if p.required { "required" } else { "optional" };
+                let task = if p.in_task_api() {
+                    format!("`{}`", p.task)
+                } else {
+                    "none: `in.php` accounts only".to_owned()
+                };
                 format!(
-                    "`{}`{aliases} / `{}`{capsolver} ({required}{form})",
-                    p.name, p.task
+                    "`{}`{aliases} / {task}{capsolver} ({required}{form})",
+                    p.name
                 )
             })
             .collect();

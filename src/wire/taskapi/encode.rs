@@ -174,6 +174,13 @@ pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, 
                 let Some((_, value)) = values.iter().find(|(n, _)| *n == param.name) else {
                     continue;
                 };
+                // Routing sends such a task to `in.php` accounts only; never drop it here.
+                if !param.in_task_api() {
+                    return Err(Unsupported {
+                        flavor: flavor.as_str(),
+                        kind: req.kind().as_str(),
+                    });
+                }
                 let value = match param.check {
                     Check::Flag => Value::Bool(true),
                     // An object travels as its JSON text (FunCaptcha's `data`).

@@ -12,7 +12,7 @@ use crate::model::{Check, Kind, Param, TaskParams, Validation};
 pub(super) fn params(kind: Kind, t: &Fields<'_>) -> Result<TaskParams, Validation> {
     let params = kind.spec().declared_params();
     let mut values = Vec::new();
-    for param in params {
+    for param in params.iter().filter(|p| p.in_task_api()) {
         let field = if t.0.contains_key(Param::split_field(param.task).0) {
             param.task
         } else {
