@@ -17,6 +17,7 @@ mod compat_api;
 mod conformance;
 mod contract;
 mod dashboard;
+mod declared_kinds;
 mod deploy;
 mod deploy_image;
 mod deploy_keda;

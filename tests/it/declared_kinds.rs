@@ -1,0 +1,209 @@
+//! Every declared kind, solved end to end from its declaration alone: the requests are built
+//! from `model::Kind`'s declarations (its names, parameters, needs and answer shape), never from
+//! a list in this file, so a kind added to `src/model/kind/catalog.rs` is solved here through
+//! `in.php` and `createTask` callers and by every kind of account that solves it, with no
+//! change to this test (docs/API.md, "Task types").
+
+use captcha_gateway::config::AccountProvider;
+use captcha_gateway::model::{AnswerShape, Check, Kind, Param, ProxyName, TypeSpec};
+use serde_json::{Map, Value, json};
+
+use crate::failover::{LATENCY, account, json_account, settings};
+use crate::support::fleet::SimServer;
+use crate::support::{KEY, TestGateway};
+
+const UA: &str = "Mozilla/5.0 (declared kinds)";
+
+/// A value its declaration accepts, made distinct by `tag` so no two cases share a target.
+fn value(param: &Param, tag: &str) -> Value {
+    match param.check {
+        Check::Page => json!(format!("https://shop.example.com/{tag}/{}", param.name)),
+        Check::Key | Check::Text => json!(format!("{}-{tag}", param.name)),
+        Check::Flag => json!("1"),
+        Check::Object => json!({ "blob": format!("b-{tag}") }),
+    }
+}
+
+/// The `in.php` form: every declared parameter by its name (an object as `name[key]=`), the
+/// caller's proxy and browser where the kind needs them. For a `createTask` account, without the
+/// parameters `createTask` has no field for (they keep a task to `in.php` accounts).
+fn inphp_form(spec: &TypeSpec, tag: &str, to_task_api: bool) -> Vec<(String, String)> {
+    let mut form = vec![
+        ("key".to_owned(), KEY.to_owned()),
+        ("method".to_owned(), spec.methods[0].to_owned()),
+    ];
+    let params = spec.declared_params().iter();
+    for param in params.filter(|p| p.in_task_api() || !to_task_api) {
+        match value(param, tag) {
+            Value::Object(object) => form.extend(
+                object
+                    .into_iter()
+                    .map(|(k, v)| (format!("{}[{k}]", param.name), v.as_str().unwrap().into())),
+            ),
+            v => form.push((param.name.to_owned(), v.as_str().unwrap().to_owned())),
+        }
+    }
+    if spec.needs_proxy {
+        form.push(("proxy".into(), "user:pw@127.0.0.1:3128".into()));
+        form.push(("proxytype".into(), "HTTP".into()));
+    }
+    if spec.needs_user_agent {
+        form.push(("userAgent".into(), UA.into()));
+    }
+    form
+}
+
+/// The `createTask` task: one of its names as some dialect sends it, every parameter that has a
+/// `createTask` field under it (one inside an object field as `outer.inner`), `version` where
+/// its names are another kind's too, and the caller's proxy and browser where it needs them.
+fn task(spec: &TypeSpec, tag: &str) -> Value {
+    let name = spec
+        .task_names
+        .iter()
+        .filter(|n| n.dialects != captcha_gateway::model::Dialects::NONE)
+        .find(|n| match n.proxy {
+            ProxyName::Either => true,
+            ProxyName::Proxied => spec.needs_proxy,
+            ProxyName::Proxyless => !spec.needs_proxy,
+        })
+        .expect("a createTask name");
+    let mut task = Map::new();
+    task.insert("type".into(), json!(name.name));
+    for param in spec.declared_params().iter().filter(|p| p.in_task_api()) {
+        let v = match value(param, tag) {
+            Value::Object(object) => json!(Value::Object(object).to_string()),
+            Value::String(s) if param.check == Check::Flag => json!(s == "1"),
+            v => v,
+        };
+        match Param::split_field(param.task) {
+            (outer, Some(inner)) => {
+                task.insert(outer.into(), json!({ inner: v }));
+            }
+            (field, None) => {
+                task.insert(field.into(), v);
+            }
+        }
+    }
+    if let Some(version) = spec.task_version {
+        task.insert("version".into(), json!(version));
+    }
+    if spec.needs_proxy {
+        for (k, v) in [
+            ("proxyType", json!("http")),
+            ("proxyAddress", json!("127.0.0.1")),
+            ("proxyPort", json!(3128)),
+            ("proxyLogin", json!("user")),
+            ("proxyPassword", json!("pw")),
+        ] {
+            task.insert(k.into(), v);
+        }
+    }
+    if spec.needs_user_agent {
+        task.insert("userAgent".into(), json!(UA));
+    }
+    Value::Object(task)
+}
+
+/// The single-use credential in an answer of `spec`'s shape: the token, or an object's first key.
+fn credential(spec: &TypeSpec, answer: &Value) -> String {
+    let found = match spec.answer {
+        AnswerShape::Token { fields } => answer
+            .as_str()
+            .or_else(|| answer[fields[0]].as_str())
+            .map(str::to_owned),
+        AnswerShape::Object { keys } => {
+            let object = match answer.as_str() {
+                Some(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+                None => answer.clone(),
+            };
+            for key in keys {
+                assert!(
+                    !object[*key].is_null(),
+                    "{} answer lacks `{key}`: {object}",
+                    spec.name
+                );
+            }
+            object[keys[0]].as_str().map(str::to_owned)
+        }
+        AnswerShape::AsGiven => None,
+    };
+    found.unwrap_or_else(|| panic!("{}: no credential in {answer}", spec.name))
+}
+
+async fn solve_inphp(gw: &TestGateway, form: &[(String, String)]) -> Value {
+    let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let (_, body) = gw.post_form("/in.php", &form).await;
+    let id = body
+        .strip_prefix("OK|")
+        .unwrap_or_else(|| panic!("submit {form:?}: {body}"))
+        .to_owned();
+    gw.wait_task(&id).await;
+    let (_, body) = gw
+        .get_text(&format!("/res.php?key={KEY}&action=get&id={id}"))
+        .await;
+    json!(
+        body.strip_prefix("OK|")
+            .unwrap_or_else(|| panic!("res.php for {form:?}: {body}"))
+    )
+}
+
+async fn solve_task(gw: &TestGateway, task: Value) -> Value {
+    let call = |path: &'static str, body: Value| async move {
+        let res = gw.http.post(gw.url(path)).json(&body).send().await.unwrap();
+        res.json::<Value>().await.unwrap()
+    };
+    let created = call(
+        "/createTask",
+        json!({"clientKey": KEY, "task": task.clone()}),
+    )
+    .await;
+    assert_eq!(created["errorId"], 0, "{task}: {created}");
+    gw.wait_task(&created["taskId"].to_string()).await;
+    let result = call(
+        "/getTaskResult",
+        json!({"clientKey": KEY, "taskId": created["taskId"]}),
+    )
+    .await;
+    assert_eq!(result["status"], "ready", "{task}: {result}");
+    result["solution"].clone()
+}
+
+#[tokio::test]
+async fn every_declared_kind_is_solved_end_to_end_from_its_declaration_alone() {
+    let providers = [
+        AccountProvider::Sim,
+        AccountProvider::AntiCaptcha,
+        AccountProvider::CapSolver,
+    ];
+    let declared: Vec<Kind> = Kind::ALL
+        .into_iter()
+        .filter(|k| !k.spec().declared_params().is_empty())
+        .collect();
+    assert!(declared.len() >= 7, "{declared:?}");
+    let mut solved = 0;
+    for provider in providers {
+        let sim = SimServer::start(LATENCY, 8).await;
+        let spec = match provider {
+            AccountProvider::Sim => account("acct", &sim, 8),
+            other => json_account("acct", other, &sim),
+        };
+        let gw = TestGateway::with(settings(vec![spec])).await;
+        for kind in declared.iter().filter(|k| provider.solves(**k)) {
+            let spec = kind.spec();
+            let tag = format!("{provider:?}-{}", spec.name).to_ascii_lowercase();
+            let to_task_api = provider != AccountProvider::Sim;
+            let form = inphp_form(spec, &format!("i-{tag}"), to_task_api);
+            let by_inphp = solve_inphp(&gw, &form).await;
+            let by_task = solve_task(&gw, task(spec, &format!("t-{tag}"))).await;
+            for answer in [by_inphp, by_task] {
+                let token = credential(spec, &answer);
+                let verdict = sim.verify(&gw.http, &token).await;
+                assert_eq!(verdict["success"], true, "{tag}: {answer}: {verdict}");
+                solved += 1;
+            }
+        }
+    }
+    // Every declared kind through the simulator's account, both protocols, and more through the
+    // `createTask` accounts.
+    assert!(solved > 2 * declared.len(), "{solved}");
+}
