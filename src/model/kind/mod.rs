@@ -214,6 +214,45 @@ impl FromStr for Kind {
     }
 }
 
+/// A request of a declared kind, built from its declaration alone: every parameter `createTask`
+/// carries set to a value its check accepts, and the caller's proxy and browser where the kind
+/// needs them. The encoders' and providers' tests run it for every declared kind.
+#[cfg(test)]
+pub(crate) fn declared_sample(kind: Kind) -> Option<crate::model::SolveRequest> {
+    use crate::model::{Proxy, ProxyType, SolveRequest, TaskParams};
+    let params = kind.spec().declared_params();
+    if params.is_empty() {
+        return None;
+    }
+    let values = params
+        .iter()
+        // One `createTask` has no field for keeps a task from `createTask` accounts.
+        .filter(|p| p.in_task_api())
+        .map(|p| {
+            let value = match p.check {
+                Check::Page => "https://example.com/login".to_owned(),
+                Check::Key => format!("key-{}", p.name),
+                Check::Text => format!("text-{}", p.name),
+                Check::Flag => "1".to_owned(),
+                Check::Object => r#"{"blob":"b10b"}"#.to_owned(),
+            };
+            (p.name, value)
+        })
+        .collect();
+    let mut req = SolveRequest::new(TaskParams::Declared { kind, values });
+    if kind.spec().needs_proxy {
+        req.proxy = Some(Proxy {
+            kind: ProxyType::Http,
+            address: "u:secret@127.0.0.1:3128".into(),
+        });
+    }
+    if kind.spec().needs_user_agent {
+        req.user_agent = Some("Mozilla/5.0 (test)".into());
+    }
+    req.validate().expect("a sample is valid");
+    Some(req)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

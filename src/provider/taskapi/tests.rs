@@ -109,42 +109,12 @@ fn requests() -> Vec<SolveRequest> {
         }),
     ]
     .into_iter()
-    .chain(Kind::ALL.into_iter().filter_map(declared_sample))
+    .chain(
+        Kind::ALL
+            .into_iter()
+            .filter_map(crate::model::kind::declared_sample),
+    )
     .collect()
-}
-
-/// A request of a declared kind with every parameter set, from its declaration alone.
-fn declared_sample(kind: Kind) -> Option<SolveRequest> {
-    use crate::model::Check;
-    let params = kind.spec().declared_params();
-    if params.is_empty() {
-        return None;
-    }
-    let values = params
-        .iter()
-        .map(|p| {
-            let value = match p.check {
-                Check::Page => PAGE.to_owned(),
-                Check::Key => format!("key-{}", p.name),
-                Check::Text => format!("text-{}", p.name),
-                Check::Flag => "1".to_owned(),
-                Check::Object => r#"{"blob":"b10b"}"#.to_owned(),
-            };
-            (p.name, value)
-        })
-        .collect();
-    let mut req = SolveRequest::new(TaskParams::Declared { kind, values });
-    if kind.spec().needs_proxy {
-        req.proxy = Some(crate::model::Proxy {
-            kind: crate::model::ProxyType::Http,
-            address: "u:secret@127.0.0.1:3128".into(),
-        });
-    }
-    if kind.spec().needs_user_agent {
-        req.user_agent = Some("Mozilla/5.0 (test)".into());
-    }
-    req.validate().expect("a sample is valid");
-    Some(req)
 }
 
 /// The single-use credential in an answer, as a site would check it.

@@ -2,7 +2,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
-use crate::model::{Check, Kind};
+use crate::model::Kind;
 use crate::wire::taskapi::encode_task;
 use crate::wire::taskapi::names::TaskApiDialect;
 
@@ -105,48 +105,14 @@ fn samples() -> Vec<SolveRequest> {
     out
 }
 
-/// Every declared kind with each of its parameters set, as its declaration has them.
-fn declared_samples() -> Vec<SolveRequest> {
-    Kind::ALL
-        .into_iter()
-        .filter(|kind| !kind.spec().declared_params().is_empty())
-        .map(|kind| {
-            let spec = kind.spec();
-            let values = spec
-                .declared_params()
-                .iter()
-                // One `createTask` has no field for never reaches a `createTask` account.
-                .filter(|p| p.in_task_api())
-                .map(|p| {
-                    let value = match p.check {
-                        Check::Page => PAGE.to_owned(),
-                        Check::Key => format!("{}-key", p.name),
-                        Check::Flag => "1".to_owned(),
-                        Check::Object => r#"{"blob":"b10b"}"#.to_owned(),
-                        Check::Text => format!("{} value", p.name),
-                    };
-                    (p.name, value)
-                })
-                .collect();
-            let mut req = SolveRequest::new(TaskParams::Declared { kind, values });
-            if spec.needs_proxy {
-                req.proxy = Some(Proxy {
-                    kind: ProxyType::Http,
-                    address: "u:p@10.0.0.2:3128".into(),
-                });
-            }
-            if spec.needs_user_agent {
-                req.user_agent = Some("UA/3".into());
-            }
-            req
-        })
-        .collect()
-}
-
 #[test]
 fn every_encoded_task_decodes_to_the_same_request() {
     for flavor in TaskApiDialect::ALL {
-        for req in samples().into_iter().chain(declared_samples()) {
+        for req in samples().into_iter().chain(
+            Kind::ALL
+                .into_iter()
+                .filter_map(crate::model::kind::declared_sample),
+        ) {
             let task = match encode_task(flavor, &req) {
                 Ok(t) => t,
                 Err(_) if !req.kind().spec().declared_params().is_empty() => {
