@@ -29,14 +29,25 @@ pub(crate) async fn run_script(gw: &TestGateway, script: &str, client: &str) -> 
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/python")
         .join(script);
-    let out = tokio::process::Command::new(python())
-        .arg(script)
+    let mut command = tokio::process::Command::new(python());
+    command.arg(script);
+    run_client_script(command, gw, client).await
+}
+
+/// Runs a client script (`command`, its interpreter and path) for `client`'s cases against the
+/// gateway, as `SCRIPT CLIENT GATEWAY_URL KEY`, and reads the JSON it prints.
+pub(crate) async fn run_client_script(
+    mut command: tokio::process::Command,
+    gw: &TestGateway,
+    client: &str,
+) -> Value {
+    let out = command
         .arg(client)
         .arg(gw.url(""))
         .arg(KEY)
         .output()
         .await
-        .expect("python runs");
+        .expect("the script's interpreter runs");
     assert!(
         out.status.success(),
         "{client} failed:\n{}\n{}",

@@ -9,8 +9,9 @@ use captcha_gateway::model::{AnswerShape, Check, Kind, Param, ProxyName, TypeSpe
 use serde_json::{Map, Value, json};
 
 use crate::failover::{LATENCY, account, json_account, settings};
+use crate::support::TestGateway;
 use crate::support::fleet::SimServer;
-use crate::support::{KEY, TestGateway};
+use crate::task_types::{solve_inphp, solve_task};
 
 const UA: &str = "Mozilla/5.0 (declared kinds)";
 
@@ -28,10 +29,7 @@ fn value(param: &Param, tag: &str) -> Value {
 /// caller's proxy and browser where the kind needs them. For a `createTask` account, without the
 /// parameters `createTask` has no field for (they keep a task to `in.php` accounts).
 fn inphp_form(spec: &TypeSpec, tag: &str, to_task_api: bool) -> Vec<(String, String)> {
-    let mut form = vec![
-        ("key".to_owned(), KEY.to_owned()),
-        ("method".to_owned(), spec.methods[0].to_owned()),
-    ];
+    let mut form = vec![("method".to_owned(), spec.methods[0].to_owned())];
     let params = spec.declared_params().iter();
     for param in params.filter(|p| p.in_task_api() || !to_task_api) {
         match value(param, tag) {
@@ -130,44 +128,6 @@ fn credential(spec: &TypeSpec, answer: &Value) -> String {
     found.unwrap_or_else(|| panic!("{}: no credential in {answer}", spec.name))
 }
 
-async fn solve_inphp(gw: &TestGateway, form: &[(String, String)]) -> Value {
-    let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let (_, body) = gw.post_form("/in.php", &form).await;
-    let id = body
-        .strip_prefix("OK|")
-        .unwrap_or_else(|| panic!("submit {form:?}: {body}"))
-        .to_owned();
-    gw.wait_task(&id).await;
-    let (_, body) = gw
-        .get_text(&format!("/res.php?key={KEY}&action=get&id={id}"))
-        .await;
-    json!(
-        body.strip_prefix("OK|")
-            .unwrap_or_else(|| panic!("res.php for {form:?}: {body}"))
-    )
-}
-
-async fn solve_task(gw: &TestGateway, task: Value) -> Value {
-    let call = |path: &'static str, body: Value| async move {
-        let res = gw.http.post(gw.url(path)).json(&body).send().await.unwrap();
-        res.json::<Value>().await.unwrap()
-    };
-    let created = call(
-        "/createTask",
-        json!({"clientKey": KEY, "task": task.clone()}),
-    )
-    .await;
-    assert_eq!(created["errorId"], 0, "{task}: {created}");
-    gw.wait_task(&created["taskId"].to_string()).await;
-    let result = call(
-        "/getTaskResult",
-        json!({"clientKey": KEY, "taskId": created["taskId"]}),
-    )
-    .await;
-    assert_eq!(result["status"], "ready", "{task}: {result}");
-    result["solution"].clone()
-}
-
 #[tokio::test]
 async fn every_declared_kind_is_solved_end_to_end_from_its_declaration_alone() {
     let providers = [
@@ -193,7 +153,9 @@ async fn every_declared_kind_is_solved_end_to_end_from_its_declaration_alone() {
             let tag = format!("{provider:?}-{}", spec.name).to_ascii_lowercase();
             let to_task_api = provider != AccountProvider::Sim;
             let form = inphp_form(spec, &format!("i-{tag}"), to_task_api);
-            let by_inphp = solve_inphp(&gw, &form).await;
+            let form: Vec<(&str, &str)> =
+                form.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let by_inphp = json!(solve_inphp(&gw, &form).await);
             let by_task = solve_task(&gw, task(spec, &format!("t-{tag}"))).await;
             for answer in [by_inphp, by_task] {
                 let token = credential(spec, &answer);

@@ -5,13 +5,11 @@
 
 use std::path::PathBuf;
 
-use captcha_gateway::config::AccountProvider;
 use serde_json::Value;
 
-use crate::clients::{assert_all_verify, geetest_v4_credential};
-use crate::failover::{LATENCY, json_account, settings};
-use crate::support::fleet::SimServer;
-use crate::support::{KEY, TestGateway};
+use crate::clients::{assert_all_verify, geetest_v4_credential, run_client_script};
+use crate::support::TestGateway;
+use crate::taskapi::{anticaptcha_gateway, assert_passed_through};
 
 fn node_modules() -> PathBuf {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/node/node_modules");
@@ -25,22 +23,9 @@ fn node_modules() -> PathBuf {
 
 async fn run_node(gw: &TestGateway, mode: &str) -> Vec<Value> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node/clients.js");
-    let out = tokio::process::Command::new("node")
-        .arg(script)
-        .arg(mode)
-        .arg(gw.url(""))
-        .arg(KEY)
-        .env("NODE_PATH", node_modules())
-        .output()
-        .await
-        .expect("node runs");
-    assert!(
-        out.status.success(),
-        "{mode} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out: Value = serde_json::from_slice(&out.stdout).expect("the script prints JSON");
+    let mut command = tokio::process::Command::new("node");
+    command.arg(script).env("NODE_PATH", node_modules());
+    let out = run_client_script(command, gw, mode).await;
     out["results"].as_array().expect("results").clone()
 }
 
@@ -124,23 +109,8 @@ async fn the_anticaptcha_npm_client_solves_every_kind_it_has() {
 /// anti-captcha account as the library wrote them.
 #[tokio::test]
 async fn the_anticaptcha_npm_client_passes_undeclared_types_through() {
-    let anti = SimServer::start(LATENCY, 4).await;
-    let gw = TestGateway::with(settings(vec![json_account(
-        "ac",
-        AccountProvider::AntiCaptcha,
-        &anti,
-    )]))
-    .await;
+    let (anti, gw) = anticaptcha_gateway().await;
     let results = run_node(&gw, "anticaptcha_passthrough").await;
     assert_eq!(results.len(), 2, "{results:?}");
-    assert_eq!(
-        anti.sim.stats().submits,
-        2,
-        "each call was one provider task"
-    );
-    for r in &results {
-        let token = r["answer"].as_str().unwrap_or_else(|| panic!("{r}"));
-        let verdict = anti.verify(&gw.http, token).await;
-        assert_eq!(verdict["success"], true, "{r}: {verdict}");
-    }
+    assert_passed_through(&anti, &gw, &results).await;
 }

@@ -20,7 +20,7 @@ async fn call(gw: &TestGateway, path: &str, body: Value) -> Value {
 }
 
 /// `createTask`, then `getTaskResult` once the task has ended: its solution.
-async fn solve_task(gw: &TestGateway, task: Value) -> Value {
+pub(crate) async fn solve_task(gw: &TestGateway, task: Value) -> Value {
     let created = call(gw, "/createTask", json!({"clientKey": KEY, "task": task})).await;
     assert_eq!(created["errorId"], 0, "{created}");
     gw.wait_task(&created["taskId"].to_string()).await;
@@ -40,7 +40,7 @@ async fn solve_task(gw: &TestGateway, task: Value) -> Value {
 
 /// An `in.php` submit (plain text, as 2captcha-python reads it), then `res.php` once the task
 /// has ended: the answer after `OK|`.
-async fn solve_inphp(gw: &TestGateway, form: &[(&str, &str)]) -> String {
+pub(crate) async fn solve_inphp(gw: &TestGateway, form: &[(&str, &str)]) -> String {
     let mut form = form.to_vec();
     form.push(("key", KEY));
     let (_, body) = gw.post_form("/in.php", &form).await;

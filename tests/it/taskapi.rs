@@ -78,26 +78,11 @@ async fn the_anticaptcha_client_solves_every_kind_it_has() {
 /// account as the library wrote it, and its token comes back as the provider gave it.
 #[tokio::test]
 async fn the_anticaptcha_client_passes_undeclared_types_through() {
-    let anti = SimServer::start(LATENCY, 4).await;
-    let gw = TestGateway::with(settings(vec![json_account(
-        "ac",
-        AccountProvider::AntiCaptcha,
-        &anti,
-    )]))
-    .await;
+    let (anti, gw) = anticaptcha_gateway().await;
     let out = run_client(&gw, "anticaptcha_passthrough").await;
     let results = out["results"].as_array().unwrap();
     assert_eq!(results.len(), 3, "{out}");
-    assert_eq!(
-        anti.sim.stats().submits,
-        3,
-        "each call was one provider task"
-    );
-    for r in results {
-        let token = r["answer"].as_str().unwrap_or_else(|| panic!("{r}"));
-        let verdict = anti.verify(&gw.http, token).await;
-        assert_eq!(verdict["success"], true, "{r}: {verdict}");
-    }
+    assert_passed_through(&anti, &gw, results).await;
     let metrics = gw.get_text("/metrics").await.1;
     for name in [
         "AmazonTaskProxyless",
@@ -108,6 +93,32 @@ async fn the_anticaptcha_client_passes_undeclared_types_through() {
             "captcha_gateway_passthrough_tasks_total{{protocol=\"createTask\",type=\"{name}\"}} 1"
         );
         assert!(metrics.contains(&line), "{line}\n{metrics}");
+    }
+}
+
+/// A gateway whose one account is anti-captcha's dialect, on a simulator of its own.
+pub(crate) async fn anticaptcha_gateway() -> (SimServer, TestGateway) {
+    let anti = SimServer::start(LATENCY, 4).await;
+    let gw = TestGateway::with(settings(vec![json_account(
+        "ac",
+        AccountProvider::AntiCaptcha,
+        &anti,
+    )]))
+    .await;
+    (anti, gw)
+}
+
+/// Each result was one task at `anti`, and its token, the provider's as given, verifies there.
+pub(crate) async fn assert_passed_through(anti: &SimServer, gw: &TestGateway, results: &[Value]) {
+    assert_eq!(
+        anti.sim.stats().submits,
+        results.len() as u64,
+        "each call was one provider task"
+    );
+    for r in results {
+        let token = r["answer"].as_str().unwrap_or_else(|| panic!("{r}"));
+        let verdict = anti.verify(&gw.http, token).await;
+        assert_eq!(verdict["success"], true, "{r}: {verdict}");
     }
 }
 
