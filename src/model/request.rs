@@ -3,7 +3,7 @@ use std::fmt;
 use bytes::Bytes;
 
 use super::Kind;
-use super::kind::{Check, PAGE, Passthrough};
+use super::kind::{Check, Dialects, PAGE, Param, Passthrough};
 
 /// Everything a caller asks for: one task's parameters plus the browser context the answer may be
 /// bound to. Built by the protocol parsers (compatible, native, seed worker API) and consumed by
@@ -110,17 +110,16 @@ impl TaskParams {
         }
     }
 
-    /// A parameter it sets that `createTask` has no field for (hCaptcha's `domain`): such a
-    /// task goes only to `in.php` accounts.
-    pub fn inphp_only(&self) -> Option<&'static str> {
+    /// A parameter it sets that only some providers take (hCaptcha's `domain`): such a task goes
+    /// only to their accounts.
+    pub fn restricted(&self) -> Option<&'static Param> {
         let TaskParams::Declared { kind, values } = self else {
             return None;
         };
         kind.spec()
             .declared_params()
             .iter()
-            .find(|p| !p.in_task_api() && values.iter().any(|(n, _)| *n == p.name))
-            .map(|p| p.name)
+            .find(|p| p.only != Dialects::ALL && values.iter().any(|(n, _)| *n == p.name))
     }
 }
 

@@ -57,6 +57,15 @@ impl AccountProvider {
         }
     }
 
+    /// The dialect its declarations are read in (the simulator's is CaptchaAI's).
+    pub fn dialect(self) -> Dialect {
+        match self.protocol() {
+            Protocol::InPhp(InPhpDialect::CaptchaAi) => Dialect::CaptchaAi,
+            Protocol::InPhp(InPhpDialect::TwoCaptcha) => Dialect::TwoCaptcha,
+            Protocol::TaskApi(dialect) => dialect.dialect(),
+        }
+    }
+
     /// Whether it solves `kind` at all (the kind's declaration says which dialects do); the
     /// simulator solves every kind.
     pub fn solves(self, kind: Kind) -> bool {
@@ -64,12 +73,7 @@ impl AccountProvider {
         if self == AccountProvider::Sim || kind == Kind::Other {
             return true;
         }
-        let dialect = match self.protocol() {
-            Protocol::InPhp(InPhpDialect::CaptchaAi) => Dialect::CaptchaAi,
-            Protocol::InPhp(InPhpDialect::TwoCaptcha) => Dialect::TwoCaptcha,
-            Protocol::TaskApi(dialect) => dialect.dialect(),
-        };
-        kind.solved_in(dialect)
+        kind.solved_in(self.dialect())
     }
 
     /// Whether it may be sent `req`: it solves the kind, and a pass-through task (kind `other`)
@@ -83,11 +87,17 @@ impl AccountProvider {
                         | (Protocol::TaskApi(_), PassProtocol::TaskApi)
                 )
             }
-            // A parameter `createTask` has no field for keeps the task to `in.php` accounts.
-            params if params.inphp_only().is_some() => {
-                matches!(self.protocol(), Protocol::InPhp(_)) && self.solves(req.kind())
+            // A parameter only some providers take keeps the task to their accounts (the
+            // simulator takes every one).
+            params => {
+                let taken = match params.restricted() {
+                    Some(param) => {
+                        self == AccountProvider::Sim || param.only.contains(self.dialect())
+                    }
+                    None => true,
+                };
+                taken && self.solves(req.kind())
             }
-            _ => self.solves(req.kind()),
         }
     }
 

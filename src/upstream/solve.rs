@@ -124,10 +124,12 @@ impl Upstream {
                 described(pass),
                 pass.protocol().as_str()
             ),
-            params => match params.inphp_only() {
-                Some(name) => format!(
-                    "{} with `{name}`, a parameter only in.php accounts take: none here speaks in.php, or its `kinds` leave the kind out",
-                    req.kind()
+            params => match params.restricted() {
+                Some(param) => format!(
+                    "{} with `{}`, a parameter only {} accounts take: none here is one, or its `kinds` leave the kind out",
+                    req.kind(),
+                    param.name,
+                    param.only.names().join(" or ")
                 ),
                 None => format!(
                     "{}: its provider does not, or its `kinds` leave it out",

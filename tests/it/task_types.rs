@@ -141,9 +141,46 @@ async fn an_inphp_caller_is_solved_by_a_createtask_account() {
     );
 }
 
-/// hCaptcha's `domain`, which `createTask` has no field for, keeps a task to `in.php` accounts: a
-/// preferred CapSolver account is passed over for it (and takes the same task without it), and
-/// with no `in.php` account the caller is told, naming the parameter.
+/// A parameter only some providers take keeps its task to their accounts. CaptchaAI's Friendly
+/// Captcha `version`: a preferred 2captcha account is passed over for it (and takes the same
+/// task without it).
+#[tokio::test]
+async fn a_parameter_only_captchaai_takes_keeps_the_task_to_captchaai_accounts() {
+    let twocaptcha = SimServer::start(LATENCY, 4).await;
+    let captchaai = SimServer::start(LATENCY, 4).await;
+    let mut preferred = json_account("tc", AccountProvider::TwoCaptcha, &twocaptcha);
+    preferred.weight = 1000;
+    let gw = TestGateway::with(settings(vec![preferred, account("ai", &captchaai, 4)])).await;
+    let form = |version: Option<&'static str>| {
+        let mut form = vec![
+            ("method", "friendly_captcha"),
+            ("sitekey", "FCMGEMUD2KTDSQ5H"),
+            ("pageurl", PAGE),
+        ];
+        form.extend(version.map(|v| ("version", v)));
+        form
+    };
+    let token = solve_inphp(&gw, &form(Some("v2"))).await;
+    assert_verifies(&captchaai, &gw, &token).await;
+    assert_eq!(
+        (
+            twocaptcha.sim.stats().submits,
+            captchaai.sim.stats().submits
+        ),
+        (0, 1)
+    );
+    let token = solve_inphp(&gw, &form(None)).await;
+    assert_verifies(&twocaptcha, &gw, &token).await;
+    assert_eq!(
+        twocaptcha.sim.stats().submits,
+        1,
+        "without it, the preferred account"
+    );
+}
+
+/// hCaptcha's `domain` (2captcha's alone; `createTask` has no field for it) keeps a task to
+/// `in.php` accounts: a preferred CapSolver account is passed over for it (and takes the same
+/// task without it), and with no account that takes it the caller is told, naming the parameter.
 #[tokio::test]
 async fn a_parameter_only_inphp_carries_keeps_the_task_to_inphp_accounts() {
     let capsolver = SimServer::start(LATENCY, 4).await;

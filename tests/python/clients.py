@@ -61,7 +61,7 @@ def run_captchaai(base, key):
         solver.geetest(gt="022397c99c9f646f6477822485f30404", challenge="a3f1c9e0b7d2", url=PAGE))
     add("image", "image", solver.normal(PNG, numeric=1, min_len=4))
     add("friendly_captcha", "friendly_captcha",
-        solver.friendly_captcha(sitekey="FCMGEMUDcaptchaai", url=PAGE))
+        solver.friendly_captcha(sitekey="FCMGEMUDcaptchaai", url=PAGE, version="v2"))
     # A type the gateway does not declare passes through to the in.php account as sent. (The
     # SDK's grid and BLS pass through too, but read their answer as a JSON list of cells, which
     # the simulator's pass-through answer, a verifiable token, is not.)

@@ -214,6 +214,7 @@ pub const TEXT: TypeSpec = TypeSpec {
 /// (2captcha-python 2.1.2, `twocaptcha/solver.py`), and the createTask types and fields as
 /// anticaptchaofficial 1.0.72, capsolver 1.0.7 and python3-capsolver 1.2.2 send them.
 const TWOCAPTCHA: Dialects = Dialects::of(&[Dialect::TwoCaptcha]);
+const CAPTCHAAI: Dialects = Dialects::of(&[Dialect::CaptchaAi]);
 const TWOCAPTCHA_V2: Dialects = Dialects::of(&[Dialect::TwoCaptchaV2]);
 /// Where no vendor documents how long an answer lives: the shortest documented token lifetime
 /// (reCAPTCHA's two minutes), so no answer is handed out after it could have died. An
@@ -248,7 +249,7 @@ pub const HCAPTCHA: TypeSpec = TypeSpec {
         // The site's `rqdata` (2captcha's `data`), inside `createTask`'s `enterprisePayload`.
         Param::optional("data", "enterprisePayload.rqdata", Check::Text),
         // `hcaptcha.com` or `js.hcaptcha.com`: 2captcha's alone; `createTask` has no field for it.
-        Param::inphp_only("domain", Check::Text),
+        Param::only_in("domain", Check::Text, TWOCAPTCHA),
     ]),
     answer: TOKEN_G,
     answer_user_agent: true,
@@ -319,7 +320,12 @@ pub const FRIENDLY_CAPTCHA: TypeSpec = TypeSpec {
     reuse: Reuse::SingleUse { poolable: true },
     lifetime: secs(120, UNDOCUMENTED_LIFETIME),
     first_poll: secs(10, SDK_FIRST_WAIT),
-    params: Parameters::Declared(&[SITEKEY, PAGE]),
+    params: Parameters::Declared(&[
+        SITEKEY,
+        PAGE,
+        // `v1` or `v2`: CaptchaAI's alone (its SDK's `version`).
+        Param::only_in("version", Check::Text, CAPTCHAAI),
+    ]),
     answer: TOKEN,
     answer_user_agent: false,
     needs_proxy: false,

@@ -32,6 +32,17 @@ impl Dialect {
     const fn bit(self) -> u8 {
         1 << self as u8
     }
+
+    /// The provider's name as the docs and messages give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::CaptchaAi => "CaptchaAI",
+            Dialect::TwoCaptcha => "2captcha",
+            Dialect::AntiCaptcha => "anti-captcha",
+            Dialect::CapSolver => "CapSolver",
+            Dialect::TwoCaptchaV2 => "2captcha v2",
+        }
+    }
 }
 
 /// A set of dialects, written in a declaration as `Dialects::of(&[...])`.
@@ -63,6 +74,15 @@ impl Dialects {
 
     pub fn contains(self, dialect: Dialect) -> bool {
         self.0 & dialect.bit() != 0
+    }
+
+    /// Its dialects' names, in `Dialect::ALL`'s order.
+    pub fn names(self) -> Vec<&'static str> {
+        Dialect::ALL
+            .into_iter()
+            .filter(|d| self.contains(*d))
+            .map(Dialect::name)
+            .collect()
     }
 }
 
@@ -217,12 +237,15 @@ pub struct Param {
     pub aliases: &'static [&'static str],
     /// Its `createTask` field at anti-captcha and 2captcha v2; `outer.inner` for a text carried
     /// inside an object field (hCaptcha's `data` is `enterprisePayload.rqdata`); empty for one
-    /// `createTask` has no field for, which only `in.php` accounts are sent (hCaptcha's `domain`).
+    /// `createTask` has no field for.
     pub task: &'static str,
     /// Its `createTask` field at CapSolver, where it differs.
     pub capsolver: &'static str,
     pub required: bool,
     pub check: Check,
+    /// The dialects that take it: all, but for a parameter only some providers document (a task
+    /// that sets it goes only to their accounts; hCaptcha's `domain` is 2captcha's alone).
+    pub only: Dialects,
 }
 
 impl Param {
@@ -234,6 +257,7 @@ impl Param {
             capsolver: task,
             required: true,
             check,
+            only: Dialects::ALL,
         }
     }
 
@@ -244,9 +268,13 @@ impl Param {
         }
     }
 
-    /// One `createTask` has no field for: a task that sets it goes only to `in.php` accounts.
-    pub const fn inphp_only(name: &'static str, check: Check) -> Param {
-        Param::optional(name, "", check)
+    /// An optional `in.php` parameter only `dialects` document: a task that sets it goes only to
+    /// their accounts.
+    pub const fn only_in(name: &'static str, check: Check, dialects: Dialects) -> Param {
+        Param {
+            only: dialects,
+            ..Param::optional(name, "", check)
+        }
     }
 
     /// Whether `createTask` carries it.

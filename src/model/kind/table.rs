@@ -6,16 +6,6 @@ use std::fmt::Write as _;
 use super::spec::{AnswerShape, Check, Dialect, Parameters, ProxyName};
 use super::{Kind, Reuse};
 
-fn dialect_name(d: Dialect) -> &'static str {
-    match d {
-        Dialect::CaptchaAi => "CaptchaAI",
-        Dialect::TwoCaptcha => "2captcha",
-        Dialect::AntiCaptcha => "anti-captcha",
-        Dialect::CapSolver => "CapSolver",
-        Dialect::TwoCaptchaV2 => "2captcha v2",
-    }
-}
-
 fn reuse_name(r: Reuse) -> &'static str {
     match r {
         Reuse::SingleUse { poolable: true } => "single-use, pooled",
@@ -40,7 +30,7 @@ pub fn markdown() -> String {
                 let by: Vec<&str> = Dialect::ALL
                     .into_iter()
                     .filter(|d| n.dialects.contains(*d))
-                    .map(dialect_name)
+                    .map(Dialect::name)
                     .collect();
                 let by = if by.is_empty() {
                     "read only".to_owned()
@@ -62,7 +52,7 @@ pub fn markdown() -> String {
         let mut solvers: Vec<&str> = Dialect::ALL
             .into_iter()
             .filter(|d| kind.solved_in(*d))
-            .map(dialect_name)
+            .map(Dialect::name)
             .collect();
         let (mut methods, mut names) = (methods, names);
         if matches!(spec.params, Parameters::Passthrough) {
@@ -120,7 +110,7 @@ pub fn parameters_markdown() -> String {
                 let task = if p.in_task_api() {
                     format!("`{}`", p.task)
                 } else {
-                    "none: `in.php` accounts only".to_owned()
+                    format!("none: {} accounts only", p.only.names().join(", "))
                 };
                 format!(
                     "`{}`{aliases} / {task}{capsolver} ({required}{form})",
