@@ -77,7 +77,7 @@ pub(crate) fn build(
             // The first key holds the verifiable token; the others are what a real answer
             // pairs it with (Lemin's `challenge_id`): as the request sent it (GeeTest v4's
             // `captcha_id`), else unique per task.
-            AnswerShape::Object { keys } => {
+            AnswerShape::Object { keys, .. } => {
                 let object: serde_json::Map<String, serde_json::Value> = keys
                     .iter()
                     .enumerate()

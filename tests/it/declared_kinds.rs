@@ -109,7 +109,7 @@ fn credential(spec: &TypeSpec, answer: &Value) -> String {
             .as_str()
             .or_else(|| answer[fields[0]].as_str())
             .map(str::to_owned),
-        AnswerShape::Object { keys } => {
+        AnswerShape::Object { keys, .. } => {
             let object = match answer.as_str() {
                 Some(text) => serde_json::from_str(text).unwrap_or(Value::Null),
                 None => answer.clone(),

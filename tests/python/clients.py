@@ -62,6 +62,9 @@ def run_captchaai(base, key):
     add("image", "image", solver.normal(PNG, numeric=1, min_len=4))
     add("friendly_captcha", "friendly_captcha",
         solver.friendly_captcha(sitekey="FCMGEMUDcaptchaai", url=PAGE, version="v2"))
+    add("lemin", "lemin",
+        solver.lemin(captcha_id="CROPPED_3dfdd5c_captchaai", div_id="lemin-cropped-captcha",
+                     url=PAGE, api_server="api.leminnow.com"))
     # A type the gateway does not declare passes through to the in.php account as sent. (The
     # SDK's grid and BLS pass through too, but read their answer as a JSON list of cells, which
     # the simulator's pass-through answer, a verifiable token, is not.)

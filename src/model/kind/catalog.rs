@@ -156,6 +156,7 @@ pub const GEETEST_V3: TypeSpec = TypeSpec {
     params: Parameters::Typed,
     answer: AnswerShape::Object {
         keys: &["challenge", "validate", "seccode"],
+        also: &[],
     },
     answer_user_agent: false,
     needs_proxy: false,
@@ -340,8 +341,7 @@ pub const LEMIN: TypeSpec = TypeSpec {
         TaskName::new("LeminTaskProxyless", Proxyless, TWOCAPTCHA_V2),
         TaskName::new("LeminTask", Proxied, TWOCAPTCHA_V2),
     ],
-    // CaptchaAI documents Lemin too, but names the answer's second key `challenge_uuid`.
-    inphp: TWOCAPTCHA,
+    inphp: Dialects::INPHP,
     reuse: Reuse::SingleUse { poolable: true },
     lifetime: secs(120, UNDOCUMENTED_LIFETIME),
     first_poll: secs(10, SDK_FIRST_WAIT),
@@ -352,8 +352,10 @@ pub const LEMIN: TypeSpec = TypeSpec {
         Param::optional("api_server", "leminApiServerSubdomain", Check::Text)
             .aliases(&["apiServer"]),
     ]),
+    // CaptchaAI (and its SDK) name the second key `challenge_uuid`.
     answer: AnswerShape::Object {
         keys: &["answer", "challenge_id"],
+        also: &[("challenge_uuid", "challenge_id")],
     },
     answer_user_agent: false,
     needs_proxy: false,
@@ -415,6 +417,7 @@ pub const GEETEST_V4: TypeSpec = TypeSpec {
             "gen_time",
             "captcha_output",
         ],
+        also: &[],
     },
     answer_user_agent: false,
     needs_proxy: false,

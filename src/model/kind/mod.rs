@@ -317,6 +317,26 @@ mod tests {
 
     /// Adding a declared kind is its declaration (`catalog.rs`) and its line in
     /// `declare_kinds!`: no product code outside this folder names one (tests may).
+    /// A key some providers spell another way is read under either spelling and written under
+    /// both (CaptchaAI's Lemin `challenge_uuid`, 2captcha's `challenge_id`).
+    #[test]
+    fn an_object_answer_carries_each_key_under_every_spelling() {
+        let lemin = Kind::Lemin.spec().answer;
+        for given in [
+            r#"{"answer":"a","challenge_uuid":"c"}"#,
+            r#"{"answer":"a","challenge_id":"c","extra":1}"#,
+        ] {
+            let stored: serde_json::Value =
+                serde_json::from_str(&lemin.canonical(given.to_owned())).unwrap();
+            assert_eq!(
+                stored,
+                serde_json::json!({"answer": "a", "challenge_id": "c", "challenge_uuid": "c"}),
+                "{given}"
+            );
+        }
+        assert_eq!(lemin.canonical("plain".into()), "plain");
+    }
+
     #[test]
     fn a_declared_kind_is_named_only_in_its_declaration() {
         let declared: Vec<String> = Kind::ALL

@@ -321,8 +321,13 @@ pub enum AnswerShape {
     /// present).
     Token { fields: &'static [&'static str] },
     /// A JSON object with these keys: `in.php` returns it as `request` (its JSON text in a
-    /// plain-text reply); a `createTask` solution is the object itself.
-    Object { keys: &'static [&'static str] },
+    /// plain-text reply); a `createTask` solution is the object itself. `also` names a key
+    /// some providers spell another way, as `(their spelling, key)`: written beside the key in
+    /// every answer, so every client finds its own, and read in its place.
+    Object {
+        keys: &'static [&'static str],
+        also: &'static [(&'static str, &'static str)],
+    },
     /// Whatever the provider gave, kept whole: text stays text, and a `createTask` solution or
     /// an `in.php` object stays that object (a pass-through type's answer).
     AsGiven,
@@ -347,16 +352,27 @@ impl AnswerShape {
                 .find_map(|f| map.get(*f).and_then(serde_json::Value::as_str))
                 .map(str::to_owned)
                 .unwrap_or(text),
-            AnswerShape::Object { keys } => {
-                let kept: serde_json::Map<_, _> = keys
+            AnswerShape::Object { keys, also } => {
+                let read = |k: &str| {
+                    map.get(k).or_else(|| {
+                        also.iter()
+                            .find(|(_, key)| *key == k)
+                            .and_then(|(spelling, _)| map.get(*spelling))
+                    })
+                };
+                let mut kept: serde_json::Map<_, _> = keys
                     .iter()
-                    .filter_map(|k| map.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+                    .filter_map(|k| read(k).map(|v| ((*k).to_owned(), v.clone())))
                     .collect();
                 if kept.is_empty() {
-                    text
-                } else {
-                    serde_json::Value::Object(kept).to_string()
+                    return text;
                 }
+                for (spelling, key) in *also {
+                    if let Some(v) = kept.get(*key).cloned() {
+                        kept.insert((*spelling).to_owned(), v);
+                    }
+                }
+                serde_json::Value::Object(kept).to_string()
             }
         }
     }

@@ -130,8 +130,14 @@ pub fn parameters_markdown() -> String {
                 let fields: Vec<String> = fields.iter().map(|f| format!("`{f}`")).collect();
                 format!("token; `solution` {}", fields.join(", "))
             }
-            AnswerShape::Object { keys } => {
-                let keys: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+            AnswerShape::Object { keys, also } => {
+                let keys: Vec<String> = keys
+                    .iter()
+                    .map(|k| match also.iter().find(|(_, key)| key == k) {
+                        Some((spelling, _)) => format!("`{k}` (also as `{spelling}`)"),
+                        None => format!("`{k}`"),
+                    })
+                    .collect();
                 format!("object {}", keys.join(", "))
             }
             AnswerShape::AsGiven => "as the provider gave it".to_owned(),

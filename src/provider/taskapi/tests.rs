@@ -130,7 +130,7 @@ fn credential(kind: Kind, text: &str) -> Option<String> {
         declared if !declared.spec().declared_params().is_empty() => {
             let stored = declared.spec().answer.canonical(text.to_owned());
             match declared.spec().answer {
-                crate::model::AnswerShape::Object { keys } => {
+                crate::model::AnswerShape::Object { keys, .. } => {
                     let v: Value = serde_json::from_str(&stored).unwrap();
                     v[keys[0]].as_str().map(str::to_owned)
                 }

@@ -156,7 +156,7 @@ pub fn read_solution(kind: Kind, solution: &Value) -> Option<(String, Option<Str
             AnswerShape::Token { fields } => fields.iter().find_map(|f| field(f))?,
             // Whole, as the provider gave it.
             AnswerShape::AsGiven => solution.to_string(),
-            AnswerShape::Object { keys } => {
+            AnswerShape::Object { keys, .. } => {
                 let object: Map<String, Value> = keys
                     .iter()
                     .map(|k| Some(((*k).to_owned(), solution.get(*k)?.clone())))
@@ -190,7 +190,7 @@ mod tests {
         for kind in Kind::ALL {
             let text = match kind.spec().answer {
                 _ if kind == Kind::GeetestV3 => geetest.clone(),
-                AnswerShape::Object { keys } => Value::Object(
+                AnswerShape::Object { keys, .. } => Value::Object(
                     keys.iter()
                         .map(|k| ((*k).to_owned(), Value::from(format!("v-{k}"))))
                         .collect(),
