@@ -337,7 +337,7 @@ def run_unicaps(base, key):
             site_key="10000000-ffff-ffff-ffff-0000unicaps", page_url=PAGE, is_invisible=True)
         add("funcaptcha", "funcaptcha", solver.solve_funcaptcha,
             public_key="69A21A01-CC7B-B9C6-0F9A-E7FA0unicaps", page_url=PAGE,
-            service_url="https://client-api.arkoselabs.com", blob="b10b-unicaps")
+            service_url="https://client-api.arkoselabs.com", blob="b10b-unicaps", no_js=True)
         add("geetest", "geetest_v3", solver.solve_geetest, page_url=PAGE,
             gt_key="022397c99c9f646f6477822485f30404", challenge="c0ffee00unicaps",
             api_server="api.geetest.com")

@@ -276,6 +276,8 @@ pub const FUNCAPTCHA: TypeSpec = TypeSpec {
         PAGE,
         Param::optional("surl", "funcaptchaApiJSSubdomain", Check::Text),
         Param::optional("data", "data", Check::Object),
+        // Solve with JavaScript off in the worker's browser: 2captcha's alone.
+        Param::only_in("nojs", Check::Flag, TWOCAPTCHA),
     ]),
     answer: TOKEN,
     answer_user_agent: false,
