@@ -141,41 +141,50 @@ async fn an_inphp_caller_is_solved_by_a_createtask_account() {
     );
 }
 
-/// A parameter only some providers take keeps its task to their accounts. CaptchaAI's Friendly
-/// Captcha `version`: a preferred 2captcha account is passed over for it (and takes the same
-/// task without it).
-#[tokio::test]
-async fn a_parameter_only_captchaai_takes_keeps_the_task_to_captchaai_accounts() {
-    let twocaptcha = SimServer::start(LATENCY, 4).await;
-    let captchaai = SimServer::start(LATENCY, 4).await;
-    let mut preferred = json_account("tc", AccountProvider::TwoCaptcha, &twocaptcha);
+/// A gateway with a `provider` account preferred 1000 to 1 over a simulator account, and the
+/// check that a task (`form`) with `param` set goes past the preferred account to the
+/// simulator's while the same task without it goes to the preferred one. Returns the preferred
+/// account's simulator.
+async fn passed_over_for(
+    provider: AccountProvider,
+    form: &[(&str, &str)],
+    param: (&str, &str),
+) -> SimServer {
+    let preferred_sim = SimServer::start(LATENCY, 4).await;
+    let other = SimServer::start(LATENCY, 4).await;
+    let mut preferred = json_account("pref", provider, &preferred_sim);
     preferred.weight = 1000;
-    let gw = TestGateway::with(settings(vec![preferred, account("ai", &captchaai, 4)])).await;
-    let form = |version: Option<&'static str>| {
-        let mut form = vec![
-            ("method", "friendly_captcha"),
-            ("sitekey", "FCMGEMUD2KTDSQ5H"),
-            ("pageurl", PAGE),
-        ];
-        form.extend(version.map(|v| ("version", v)));
-        form
-    };
-    let token = solve_inphp(&gw, &form(Some("v2"))).await;
-    assert_verifies(&captchaai, &gw, &token).await;
+    let gw = TestGateway::with(settings(vec![preferred, account("sim", &other, 4)])).await;
+    let mut with = form.to_vec();
+    with.push(param);
+    let token = solve_inphp(&gw, &with).await;
+    assert_verifies(&other, &gw, &token).await;
     assert_eq!(
-        (
-            twocaptcha.sim.stats().submits,
-            captchaai.sim.stats().submits
-        ),
-        (0, 1)
+        (preferred_sim.sim.stats().submits, other.sim.stats().submits),
+        (0, 1),
+        "with `{}`, past the preferred account",
+        param.0
     );
-    let token = solve_inphp(&gw, &form(None)).await;
-    assert_verifies(&twocaptcha, &gw, &token).await;
+    let token = solve_inphp(&gw, form).await;
+    assert_verifies(&preferred_sim, &gw, &token).await;
     assert_eq!(
-        twocaptcha.sim.stats().submits,
+        preferred_sim.sim.stats().submits,
         1,
         "without it, the preferred account"
     );
+    preferred_sim
+}
+
+/// A parameter only some providers take keeps its task to their accounts: CaptchaAI's Friendly
+/// Captcha `version` passes a preferred 2captcha account by.
+#[tokio::test]
+async fn a_parameter_only_captchaai_takes_keeps_the_task_to_captchaai_accounts() {
+    let form = [
+        ("method", "friendly_captcha"),
+        ("sitekey", "FCMGEMUD2KTDSQ5H"),
+        ("pageurl", PAGE),
+    ];
+    passed_over_for(AccountProvider::TwoCaptcha, &form, ("version", "v2")).await;
 }
 
 /// hCaptcha's `domain` (2captcha's alone; `createTask` has no field for it) keeps a task to
@@ -183,33 +192,17 @@ async fn a_parameter_only_captchaai_takes_keeps_the_task_to_captchaai_accounts()
 /// task without it), and with no account that takes it the caller is told, naming the parameter.
 #[tokio::test]
 async fn a_parameter_only_inphp_carries_keeps_the_task_to_inphp_accounts() {
-    let capsolver = SimServer::start(LATENCY, 4).await;
-    let inphp = SimServer::start(LATENCY, 4).await;
-    let mut preferred = json_account("cs", AccountProvider::CapSolver, &capsolver);
-    preferred.weight = 1000;
-    let gw = TestGateway::with(settings(vec![preferred, account("inphp", &inphp, 4)])).await;
-    let form = |domain: Option<&'static str>| {
-        let mut form = vec![
-            ("method", "hcaptcha"),
-            ("sitekey", "10000000-ffff-ffff-ffff-000000000001"),
-            ("pageurl", PAGE),
-        ];
-        form.extend(domain.map(|d| ("domain", d)));
-        form
-    };
-    let token = solve_inphp(&gw, &form(Some("js.hcaptcha.com"))).await;
-    assert_verifies(&inphp, &gw, &token).await;
-    assert_eq!(
-        (capsolver.sim.stats().submits, inphp.sim.stats().submits),
-        (0, 1)
-    );
-    let token = solve_inphp(&gw, &form(None)).await;
-    assert_verifies(&capsolver, &gw, &token).await;
-    assert_eq!(
-        capsolver.sim.stats().submits,
-        1,
-        "without it, the preferred account"
-    );
+    let form = [
+        ("method", "hcaptcha"),
+        ("sitekey", "10000000-ffff-ffff-ffff-000000000001"),
+        ("pageurl", PAGE),
+    ];
+    let capsolver = passed_over_for(
+        AccountProvider::CapSolver,
+        &form,
+        ("domain", "js.hcaptcha.com"),
+    )
+    .await;
 
     let only_capsolver = TestGateway::with(settings(vec![json_account(
         "cs",
