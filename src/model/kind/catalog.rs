@@ -250,7 +250,7 @@ pub const HCAPTCHA: TypeSpec = TypeSpec {
         // The site's `rqdata` (2captcha's `data`), inside `createTask`'s `enterprisePayload`.
         Param::optional("data", "enterprisePayload.rqdata", Check::Text),
         // `hcaptcha.com` or `js.hcaptcha.com`: 2captcha's alone; `createTask` has no field for it.
-        Param::only_in("domain", Check::Text, TWOCAPTCHA),
+        Param::only_in("domain", Check::Key, TWOCAPTCHA),
     ]),
     answer: TOKEN_G,
     answer_user_agent: true,
@@ -327,7 +327,7 @@ pub const FRIENDLY_CAPTCHA: TypeSpec = TypeSpec {
         SITEKEY,
         PAGE,
         // `v1` or `v2`: CaptchaAI's alone (its SDK's `version`).
-        Param::only_in("version", Check::Text, CAPTCHAAI),
+        Param::only_in("version", Check::Key, CAPTCHAAI),
     ]),
     answer: TOKEN,
     answer_user_agent: false,

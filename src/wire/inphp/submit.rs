@@ -126,7 +126,7 @@ fn declared_params(kind: Kind, p: &Params) -> Result<TaskParams, Validation> {
             .chain(param.aliases.iter().copied())
             .collect();
         let value = match param.check {
-            Check::Flag => p.flag(&names).then(|| "1".to_owned()),
+            Check::Flag => declared_flag(p, &names, param.name)?,
             Check::Object => opt(p, &names).or_else(|| keyed_object(p, param.name)),
             Check::Text | Check::Page | Check::Key => opt(p, &names),
         };
@@ -135,6 +135,25 @@ fn declared_params(kind: Kind, p: &Params) -> Result<TaskParams, Validation> {
         }
     }
     Ok(TaskParams::Declared { kind, values })
+}
+
+/// A declared flag: `1` when on, `None` when off or absent; any other value is refused by
+/// name rather than read as off.
+fn declared_flag(p: &Params, names: &[&str], name: &str) -> Result<Option<String>, Validation> {
+    if p.flag(names) {
+        return Ok(Some("1".to_owned()));
+    }
+    match p
+        .get(names)
+        .map(|v| v.trim().to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("" | "0" | "false" | "no" | "off") => Ok(None),
+        Some(_) => Err(Validation::new(
+            codes::BAD_PARAMETERS,
+            format!("`{name}` must be 1 or 0"),
+        )),
+    }
 }
 
 /// Refuses, by name, a parameter that is not `known` unless it is blank or `0` (how clients

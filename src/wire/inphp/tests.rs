@@ -276,6 +276,42 @@ fn a_declared_kinds_parameters_are_read_and_the_rest_refused_by_name() {
     assert_eq!(no_proxy.code, codes::BAD_PROXY, "{no_proxy}");
 }
 
+/// A declared flag with a value that is neither on nor off, and a provider's own parameter that
+/// is not a plain name (hCaptcha's `domain`), are refused by name, not read as off or passed on.
+#[test]
+fn a_declared_flag_or_name_that_cannot_be_is_refused_by_name() {
+    let page = ("pageurl", "https://example.com/a");
+    let funcaptcha = |nojs: &str| {
+        parse(&[
+            ("method", "funcaptcha"),
+            ("publickey", "PK-1"),
+            page,
+            ("nojs", nojs),
+        ])
+    };
+    let refused = funcaptcha("abc").expect_err("abc");
+    assert_eq!(refused.code, codes::BAD_PARAMETERS, "{refused}");
+    assert!(refused.message.contains("`nojs`"), "{refused}");
+    assert_eq!(funcaptcha("0").unwrap().params.declared("nojs"), None);
+    assert_eq!(
+        funcaptcha("true").unwrap().params.declared("nojs"),
+        Some("1")
+    );
+    for domain in ["a\r\nb", "js.hcaptcha.com/../x", "\u{0}"] {
+        let refused = parse(&[
+            ("method", "hcaptcha"),
+            ("sitekey", "k"),
+            page,
+            ("domain", domain),
+        ])
+        .expect_err(domain);
+        assert!(
+            refused.message.contains("`domain`"),
+            "{domain:?}: {refused}"
+        );
+    }
+}
+
 /// A typed kind's parameter that its method does not read is refused by name, never dropped;
 /// left blank or `0` (how clients leave one unset) it asks for nothing.
 #[test]
