@@ -3,19 +3,26 @@
 -- restarted empty): a waiter comes back at its original place unless it was
 -- served, left, or has mail waiting; a claim comes back unless its task finished. Pooled answers
 -- then go to restored waiters first. Safe to run twice.
+-- A waiter its instance still renews that was served or left here (its mail passed on after its
+-- deadline while the instance could not take it, or a failover lost the reply of its take) will
+-- never get anything: it is reported ended, and its instance lets its caller go.
 -- KEYS, ARGV[1..6]: the target prelude's.
 -- ARGV[7] label   ARGV[8] number of waiters that follow
 -- ARGV[9..] pairs of waiter id and its arrival (ms), then claim ids
--- Returns: {waiters restored, claims restored, woken...}.
+-- Returns: {waiters restored, claims restored, n, ended waiters 1..n, woken...}.
 if redis.call('HSETNX', stats, 'label', ARGV[7]) == 1 then touch() end
 local nw = tonumber(ARGV[8])
-local back_w, back_c = 0, 0
+local back_w, back_c, ended = 0, 0, {}
 local last = 8 + 2 * nw
 for i = 9, last, 2 do
   local w = ARGV[i]
   if redis.call('ZSCORE', waiters, w) then
     redis.call('ZADD', wlease, now + lease, w)
-  elseif redis.call('HEXISTS', mbox, w) == 0 and not redis.call('ZSCORE', gone, w) then
+  elseif redis.call('HEXISTS', mbox, w) == 1 then
+    -- Its instance takes the mail (the renewer looks for mail whose announcement was lost).
+  elseif redis.call('ZSCORE', gone, w) then
+    table.insert(ended, w)
+  else
     redis.call('ZADD', waiters, tonumber(ARGV[i + 1]), w)
     redis.call('ZADD', wlease, now + lease, w)
     back_w = back_w + 1
@@ -34,4 +41,4 @@ for i = last + 1, #ARGV do
 end
 local woken = reap()
 settle(woken)
-return extend({back_w, back_c}, woken)
+return extend(extend({back_w, back_c, #ended}, ended), woken)

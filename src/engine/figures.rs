@@ -322,7 +322,7 @@ impl Collector for StoreUp {
         counters(
             &mut encoder,
             "store_callers_released",
-            "Waiting callers solved alone because their answer could not be handed out durably",
+            "Waiting callers solved alone because their answer could not be handed out durably, or Redis had passed their mail on",
             [(none.clone(), r.callers_released)],
         )?;
         counters(

@@ -463,6 +463,81 @@ async fn a_finish_its_master_lost_covers_the_waiting_caller_again_at_once() {
     );
 }
 
+/// A past fault: a waiter whose mail Redis passed on while its instance could not take it (cut
+/// off past the mail's deadline here; a failover that lost the reply of its take leaves the same
+/// state) is served in Redis and never restored, so its caller waited out its deadline (two
+/// callers of a loaded fleet did across a lagging replica's failover). Renewal now reports such a
+/// waiter ended, and its instance lets the caller go to be solved alone; the answer it missed is
+/// pooled once, for the next caller.
+#[tokio::test]
+async fn a_waiter_whose_mail_passed_on_while_its_instance_was_cut_off_is_let_go() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(([127, 0, 0, 1], redis.port).into()).await;
+    let cut_off = store_with(format!("redis://127.0.0.1:{}/", proxy.port()), |s| {
+        // Its waiter's lease outlives the cut by far: the mail reaches it, not the pool.
+        s.lease = Duration::from_secs(6);
+        s.target.response_timeout = Duration::from_millis(500);
+    })
+    .await;
+    let other = store_with(redis.url(), |s| s.mail_ttl = Duration::from_secs(1)).await;
+    let t = target("passed-on");
+    let first = waiter(&*other);
+    let Arrival::Start(_rx, claim) = other
+        .arrive(&t, &first, now_ms(), MIN_REMAINING)
+        .await
+        .unwrap()
+    else {
+        panic!("the first caller starts a task");
+    };
+    other
+        .abandon(&t, &first, None, true, now_ms())
+        .await
+        .unwrap();
+    let w = waiter(&*cut_off);
+    let Ok(Arrival::Wait(rx)) = cut_off.arrive(&t, &w, now_ms(), MIN_REMAINING).await else {
+        panic!("the cut-off instance's caller waits for the task in flight");
+    };
+
+    proxy.set(Mode::Blackhole);
+    let token = answer();
+    other
+        .finish(
+            &t,
+            &claim,
+            TaskOutcome::Answer(token.clone()),
+            true,
+            now_ms(),
+        )
+        .await
+        .unwrap();
+    eventually(
+        SOON,
+        "the mail passed on to the pool at its deadline",
+        || async {
+            other
+                .counts(&t, now_ms(), MIN_REMAINING)
+                .await
+                .is_ok_and(|c| c.pooled == 1)
+        },
+    )
+    .await;
+    proxy.set(Mode::Pass);
+
+    let waited = tokio::time::timeout(SOON, rx)
+        .await
+        .expect("the caller is let go, not left waiting for mail that went elsewhere");
+    assert!(waited.is_err(), "its wait is closed: it is solved alone");
+    assert_eq!(cut_off.server_report().unwrap().callers_released, 1);
+    let Arrival::Pooled(got) = other
+        .arrive(&t, &waiter(&*other), now_ms(), MIN_REMAINING)
+        .await
+        .unwrap()
+    else {
+        panic!("the next caller gets the answer from the pool");
+    };
+    assert_eq!(got.text, token.text);
+}
+
 /// A finish Redis refuses for a state a failover passes through (here `READONLY`: its server was
 /// turned into a replica, as a master demoted mid-failover is) certainly did not run, so it is
 /// sent again until the server takes writes, instead of its answer being dropped while a caller

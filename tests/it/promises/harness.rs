@@ -254,6 +254,10 @@ impl Fleet {
             if let Some(gw) = gw {
                 let log = gw.log();
                 let all: Vec<&str> = log.lines().collect();
+                let lines = match crate::support::gateway::log_filter() {
+                    Some(_) => all.len(),
+                    None => lines,
+                };
                 let tail = all[all.len().saturating_sub(lines)..].join("\n");
                 out.push_str(&format!(
                     "--- gateway {i} log (last {lines} lines):\n{tail}\n"

@@ -328,8 +328,14 @@ async fn renewal_restores_what_a_lapse_removed_and_nothing_that_ended() {
         (1, 2),
         "i:2, c1 and c2 come back"
     );
+    assert_eq!(int(&reply[2]), 2);
     assert_eq!(
-        strings(&reply[2..]),
+        strings(&reply[3..5]),
+        ["i:1", "i:3"],
+        "i:1 was served and i:3 left: reported ended, for their instance to let go"
+    );
+    assert_eq!(
+        strings(&reply[5..]),
         ["i:2"],
         "the pooled answer goes to the restored waiter"
     );

@@ -195,7 +195,8 @@ pub struct ServerReport {
     /// Operations a script refused because their record may have expired, since start.
     pub operations_expired: u64,
     /// Waiting callers let go to be solved alone because their answer could not be handed
-    /// out durably, since start.
+    /// out durably, or because renewal found their mail passed on or taken by a lost reply,
+    /// since start.
     pub callers_released: u64,
     /// Waiters and claims renewal put back after Redis forgot them, since start.
     pub leases_restored: u64,

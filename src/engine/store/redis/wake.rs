@@ -1,6 +1,7 @@
 //! Waking waiters: telling instances that mail arrived, taking this instance's mail, the inbox
 //! reader and the lease renewer (see `fanout.rs` for the local registry they serve).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -141,9 +142,34 @@ impl Inner {
 
 impl Inner {
     /// Lets this instance's `waiter` go: its caller finds its wait closed and is solved alone.
-    fn release(&self, waiter: &str) {
-        if self.local.take_waiter(waiter).is_some() {
+    /// True when it was still waiting here.
+    fn release(&self, waiter: &str) -> bool {
+        let waiting = self.local.take_waiter(waiter).is_some();
+        if waiting {
             self.counters.released.fetch_add(1, Ordering::Relaxed);
+        }
+        waiting
+    }
+
+    /// Waiters of `target_id` that renewal found served or let go in Redis (their mail passed on
+    /// after its deadline while this instance could not take it, or a failover lost the reply of
+    /// their take): nothing will ever reach them, so the second beat that finds one lets its
+    /// caller go to be solved alone instead of waiting out its deadline. Noted in `ended_now`.
+    fn let_go_ended(
+        &self,
+        target_id: &str,
+        ended: Vec<String>,
+        ended_before: &HashSet<String>,
+        ended_now: &mut HashSet<String>,
+    ) {
+        for waiter in ended {
+            if ended_before.contains(&waiter) && self.release(&waiter) {
+                tracing::warn!(
+                    target_id,
+                    "a waiting caller whose mail Redis passed on or lost was let go to be solved alone"
+                );
+            }
+            ended_now.insert(waiter);
         }
     }
 
@@ -213,6 +239,9 @@ pub(super) async fn inbox_reader(
 /// and collects mail whose announcement was lost.
 pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
     let every = inner.settings.lease / 3;
+    // Waiters the last beat found ended in Redis: let go when the next beat finds them so too
+    // (one report may race the local hand-over of an answer just taken).
+    let mut ended_before: HashSet<String> = HashSet::new();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -227,6 +256,7 @@ pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
         inner.held.forget_idle();
         inner.renew_shared().await;
         inner.read_server().await;
+        let mut ended_now = HashSet::new();
         for (target_id, (target, waiters, claims)) in inner.local.by_target() {
             // Registered again if Redis restarted empty (the epoch check forgot what was known).
             let _ = inner.note_target(&target, now_ms()).await;
@@ -241,9 +271,11 @@ pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
             if let Ok(Restored {
                 waiters: back_w,
                 claims: back_c,
+                ended,
                 woken,
             }) = renewed
             {
+                inner.let_go_ended(&target_id, ended, &ended_before, &mut ended_now);
                 let back = back_w + back_c;
                 inner.counters.restored.fetch_add(back, Ordering::Relaxed);
                 if back_w > 0 || back_c > 0 {
@@ -278,6 +310,7 @@ pub(super) async fn renewer(inner: Arc<Inner>, shutdown: CancellationToken) {
                 }
             }
         }
+        ended_before = ended_now;
     }
 }
 

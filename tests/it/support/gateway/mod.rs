@@ -7,4 +7,6 @@ mod in_process;
 mod process;
 
 pub use in_process::{TestGateway, fast_settings};
-pub use process::{GatewayProcess, Launch, OutputLine, SimAccountConfig, Stderr, Transcript};
+pub use process::{
+    GatewayProcess, Launch, OutputLine, SimAccountConfig, Stderr, Transcript, log_filter,
+};

@@ -283,6 +283,8 @@ impl Launch {
             .args(args)
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)))
+            // A test that fails once in many runs needs the gateways' whole story (README).
+            .envs(log_filter().map(|v| ("RUST_LOG".to_string(), v)))
             .stdout(Stdio::piped())
             .stderr(stderr)
             .kill_on_drop(true)
@@ -483,4 +485,10 @@ impl GatewayProcess {
     pub async fn metric(&self, name: &str) -> u64 {
         crate::support::metric_sum(&reqwest::Client::new(), &self.base, name).await
     }
+}
+
+/// `CAPTCHA_GATEWAY_TEST_LOG`: a `RUST_LOG` filter for every gateway a test launches, whose
+/// promise tests then show whole logs on failure instead of their tails.
+pub fn log_filter() -> Option<String> {
+    std::env::var("CAPTCHA_GATEWAY_TEST_LOG").ok()
 }

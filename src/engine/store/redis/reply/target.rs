@@ -38,10 +38,12 @@ impl Woken {
     }
 }
 
-/// `renew.lua`: `{waiters restored, claims restored, woken...}`.
+/// `renew.lua`: `{waiters restored, claims restored, n, ended 1..n, woken...}`.
 pub struct Restored {
     pub waiters: u64,
     pub claims: u64,
+    /// Waiters renewed that Redis had served or let go: nothing will reach them.
+    pub ended: Vec<String>,
     pub woken: Vec<String>,
 }
 
@@ -51,6 +53,10 @@ impl Restored {
         Ok(Restored {
             waiters: r.count("waiters restored")?,
             claims: r.count("claims restored")?,
+            ended: {
+                let n = r.count("ended waiters")?;
+                r.texts(n as usize, "an ended waiter")?
+            },
             woken: r.rest("woken waiters")?,
         })
     }
@@ -100,8 +106,18 @@ mod tests {
             Woken::read("put.lua", vec![s("a"), s("b")]).unwrap().woken,
             ["a", "b"]
         );
-        let n = Restored::read(vec![Value::Int(2), Value::Int(1), s("w")]).unwrap();
-        assert_eq!((n.waiters, n.claims, n.woken), (2, 1, vec!["w".into()]));
+        let n = Restored::read(vec![
+            Value::Int(2),
+            Value::Int(1),
+            Value::Int(1),
+            s("e"),
+            s("w"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (n.waiters, n.claims, n.ended, n.woken),
+            (2, 1, vec!["e".into()], vec!["w".into()])
+        );
         assert!(matches!(
             Retired::read(vec![Value::Int(1)]),
             Ok(Retired::Gone)
