@@ -129,7 +129,7 @@ async fn the_official_captchaai_client_solves_every_kind() {
     let gw = TestGateway::start().await;
     let out = run_client(&gw, "captchaai").await;
     let results = out["results"].as_array().unwrap();
-    assert_eq!(results.len(), 11, "{out}");
+    assert_eq!(results.len(), 14, "{out}");
     for r in results {
         let case = r["case"].as_str().unwrap();
         let bound = matches!(case, "recaptcha_v2_enterprise" | "cloudflare_challenge");
@@ -155,6 +155,31 @@ async fn the_official_captchaai_client_solves_every_kind() {
             .all(|b| b.is_ascii_digit()),
         "numeric=1 is honoured: {image}"
     );
+    // The grid's and BLS's answers pass through as the provider gave them: cells to click,
+    // which the SDK hands out as a list; the same image gets the same cells from the worker.
+    let cells = |case: &str, within: u64| {
+        let r = results.iter().find(|r| r["case"] == case).unwrap();
+        let cells: Vec<u64> = r["answer"]
+            .as_array()
+            .unwrap_or_else(|| panic!("a list of cells: {r}"))
+            .iter()
+            .map(|c| c.as_u64().unwrap())
+            .collect();
+        assert!(
+            !cells.is_empty() && cells.iter().all(|c| (1..=within).contains(c)),
+            "{r}"
+        );
+        cells
+    };
+    assert_eq!(cells("grid", 16), cells("grid_again", 16));
+    cells("bls", 9);
+    let metrics = gw.get_text("/metrics").await.1;
+    for (name, n) in [("base64", 2), ("bls", 1)] {
+        let line = format!(
+            "captcha_gateway_passthrough_tasks_total{{protocol=\"in.php\",type=\"{name}\"}} {n}"
+        );
+        assert!(metrics.contains(&line), "{line}\n{metrics}");
+    }
     assert!(out["extras"]["threads"]["threads"].as_u64().unwrap() > 0);
     assert_all_verify(&gw, results, credential).await;
 }

@@ -65,12 +65,14 @@ def run_captchaai(base, key):
     add("lemin", "lemin",
         solver.lemin(captcha_id="CROPPED_3dfdd5c_captchaai", div_id="lemin-cropped-captcha",
                      url=PAGE, api_server="api.leminnow.com"))
-    # A type the gateway does not declare passes through to the in.php account as sent. (The
-    # SDK's grid and BLS pass through too, but read their answer as a JSON list of cells, which
-    # the simulator's pass-through answer, a verifiable token, is not.)
+    # Types the gateway does not declare pass through to the in.php account as sent; the SDK
+    # reads the grid's and BLS's answers as JSON lists of cells.
     add("captchafox", "other",
         solver.captchafox(sitekey="sk_captchaai", url=PAGE, user_agent="Mozilla/5.0 (ai)",
                           **proxy))
+    for case in ["grid", "grid_again"]:
+        add(case, "other", solver.grid(PNG, instructions="crosswalks", grid_size="4x4"))
+    add("bls", "other", solver.bls([PNG] * 9, instructions="123"))
     return results, {"threads": solver.threads_info()}
 
 
