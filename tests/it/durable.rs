@@ -7,11 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use captcha_gateway::engine::Delivery;
 use captcha_gateway::engine::store::Store;
 use captcha_gateway::engine::store::prelude::*;
 use captcha_gateway::engine::store::redis::{Durability, RedisSettings, RedisStore};
-use captcha_gateway::engine::store::{Arrival, Finished, TaskOutcome, WaiterId};
+use captcha_gateway::engine::store::{Arrival, ClaimId, Finished, TaskOutcome, WaiterId};
 use captcha_gateway::model::{Answer, SolveRequest, Target, TargetPolicy, now_ms};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::eventually::{eventually, eventually_showing};
@@ -46,6 +48,34 @@ fn answer() -> Answer {
 
 fn waiter(store: &dyn Store) -> WaiterId {
     WaiterId::new(store.instance(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A task in flight on `t` whose claim `finisher` holds, its own caller gone, and a caller of
+/// `waiting` waiting for it: the claim, and that caller's wait.
+async fn one_task_another_instance_waits_for(
+    finisher: &RedisStore,
+    waiting: &RedisStore,
+    t: &Target,
+    poolable: bool,
+) -> (ClaimId, oneshot::Receiver<Delivery>) {
+    let first = waiter(finisher);
+    let Arrival::Start(_rx, claim) = finisher
+        .arrive(t, &first, now_ms(), MIN_REMAINING)
+        .await
+        .unwrap()
+    else {
+        panic!("the first caller starts a task");
+    };
+    // Its caller leaves, so the finishing instance has nobody of its own to give the answer to.
+    finisher
+        .abandon(t, &first, None, poolable, now_ms())
+        .await
+        .unwrap();
+    let next = waiter(waiting);
+    let Ok(Arrival::Wait(rx)) = waiting.arrive(t, &next, now_ms(), MIN_REMAINING).await else {
+        panic!("the other instance's caller waits for the task in flight");
+    };
+    (claim, rx)
 }
 
 /// A master and its replica, in sync.
@@ -481,22 +511,7 @@ async fn a_waiter_whose_mail_passed_on_while_its_instance_was_cut_off_is_let_go(
     .await;
     let other = store_with(redis.url(), |s| s.mail_ttl = Duration::from_secs(1)).await;
     let t = target("passed-on");
-    let first = waiter(&*other);
-    let Arrival::Start(_rx, claim) = other
-        .arrive(&t, &first, now_ms(), MIN_REMAINING)
-        .await
-        .unwrap()
-    else {
-        panic!("the first caller starts a task");
-    };
-    other
-        .abandon(&t, &first, None, true, now_ms())
-        .await
-        .unwrap();
-    let w = waiter(&*cut_off);
-    let Ok(Arrival::Wait(rx)) = cut_off.arrive(&t, &w, now_ms(), MIN_REMAINING).await else {
-        panic!("the cut-off instance's caller waits for the task in flight");
-    };
+    let (claim, rx) = one_task_another_instance_waits_for(&other, &cut_off, &t, true).await;
 
     proxy.set(Mode::Blackhole);
     let token = answer();
@@ -549,24 +564,7 @@ async fn a_finish_refused_during_a_failover_runs_once_the_master_is_back() {
     let finisher = store_with(redis.url(), |_| {}).await;
     let other = store_with(redis.url(), |_| {}).await;
     let t = target("refused-finish");
-    let first = waiter(&*finisher);
-    let Arrival::Start(_rx, claim) = finisher
-        .arrive(&t, &first, now_ms(), MIN_REMAINING)
-        .await
-        .unwrap()
-    else {
-        panic!("the first caller starts a task");
-    };
-    // Its caller leaves, so the finishing instance has nobody of its own to give the answer to;
-    // a caller of the other instance waits for the task.
-    finisher
-        .abandon(&t, &first, None, false, now_ms())
-        .await
-        .unwrap();
-    let next = waiter(&*other);
-    let Ok(Arrival::Wait(rx)) = other.arrive(&t, &next, now_ms(), MIN_REMAINING).await else {
-        panic!("the other instance's caller waits for the task in flight");
-    };
+    let (claim, rx) = one_task_another_instance_waits_for(&finisher, &other, &t, false).await;
 
     // A replica of a master that is not there: it keeps its data and refuses every write.
     let unused = crate::support::redis::free_port().to_string();
