@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use super::clicks;
 use super::tokens::TokenMint;
 use crate::model::{
     Answer, AnswerShape, ImageOptions, Kind, Millis, Passthrough, SolveRequest, TaskParams,
@@ -67,14 +68,14 @@ pub(crate) fn build(
         TaskParams::Recaptcha { .. }
         | TaskParams::Turnstile { .. }
         | TaskParams::CloudflareChallenge { .. } => token(),
-        // A token, as text in `in.php` and as a `createTask` solution's `token`; the cells to
-        // click where the type's answer is a list of them.
+        // A token, as text in `in.php` and as a `createTask` solution's `token`; the cells or
+        // points to click where the type's answer is a list of them.
         TaskParams::Passthrough(Passthrough::InPhp { fields, files }) => {
-            cells_to_click(fields, files).unwrap_or_else(token)
+            clicks::inphp_cells(fields, files).unwrap_or_else(token)
         }
-        TaskParams::Passthrough(Passthrough::TaskApi { .. }) => {
-            json!({ "token": token() }).to_string()
-        }
+        TaskParams::Passthrough(Passthrough::TaskApi { task }) => clicks::task_solution(task)
+            .unwrap_or_else(|| json!({ "token": token() }))
+            .to_string(),
         TaskParams::Declared { .. } => match kind.spec().answer {
             AnswerShape::Token { .. } | AnswerShape::AsGiven => token(),
             // The first key holds the verifiable token; the others are what a real answer
@@ -109,53 +110,6 @@ pub(crate) fn build(
         expires_at: ready_at.saturating_add(lifetime.as_millis() as Millis),
         upstream: None,
     }
-}
-
-/// Most cells a grid may have: a 10x10 grid, well beyond reCAPTCHA's 4x4.
-const MAX_CELLS: u32 = 100;
-
-/// CaptchaAI's grid (an image with `grid_size=RxC`) and BLS (`method=bls`, nine images)
-/// answers: a JSON array of the cells to click, numbered from 1 at the top left (CaptchaAI's SDK
-/// reads the answer as JSON; 2captcha's grid docs number cells so too), drawn from a hash of
-/// everything sent, so the same task gets the same cells, as with a real worker. `None` for any
-/// other type.
-fn cells_to_click(fields: &[(String, String)], files: &[(String, bytes::Bytes)]) -> Option<String> {
-    let field = |name: &str| {
-        fields
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    };
-    let cells = match field("method") {
-        Some("bls") => 9,
-        _ => {
-            let (rows, cols) = field("grid_size")?.split_once(['x', 'X'])?;
-            let (rows, cols) = (
-                rows.trim().parse::<u32>().ok()?,
-                cols.trim().parse::<u32>().ok()?,
-            );
-            rows.checked_mul(cols)
-                .filter(|n| (1..=MAX_CELLS).contains(n))?
-        }
-    };
-    let mut h = Sha256::new();
-    for (name, value) in fields {
-        h.update(name.as_bytes());
-        h.update(value.as_bytes());
-    }
-    for (name, body) in files {
-        h.update(name.as_bytes());
-        h.update(body);
-    }
-    let digest = h.finalize();
-    // About a third of the cells, never none.
-    let mut chosen: Vec<u32> = (1..=cells)
-        .filter(|c| digest[(*c as usize) % digest.len()].wrapping_add(*c as u8) % 3 == 0)
-        .collect();
-    if chosen.is_empty() {
-        chosen.push(1 + u32::from(digest[0]) % cells);
-    }
-    Some(serde_json::to_string(&chosen).unwrap_or_default())
 }
 
 /// What `get2` reports as the task's price, in the account currency (2captcha's list prices).
@@ -271,48 +225,5 @@ mod tests {
         assert_eq!(a, text_answer("What colour is the sky?", None));
         assert!((4..=8).contains(&a.len()) && a.bytes().all(|b| b.is_ascii_lowercase()));
         assert_ne!(a, text_answer("What colour is grass?", None));
-    }
-
-    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
-        list.iter()
-            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
-            .collect()
-    }
-
-    fn cells(answer: &str) -> Vec<u32> {
-        serde_json::from_str(answer).expect("a JSON array of cells")
-    }
-
-    #[test]
-    fn grid_and_bls_answers_are_cells_inside_the_grid_the_same_for_the_same_task() {
-        let grid = |size: &str, body: &str| {
-            let fields = pairs(&[("method", "base64"), ("grid_size", size), ("body", body)]);
-            cells_to_click(&fields, &[]).unwrap()
-        };
-        for (size, n) in [("3x3", 9), ("4x4", 16), ("2X5", 10)] {
-            for body in ["aW1hZ2Ux", "aW1hZ2Uy", "aW1hZ2Uz"] {
-                let got = cells(&grid(size, body));
-                assert!(!got.is_empty(), "{size}");
-                assert!(got.windows(2).all(|w| w[0] < w[1]), "{got:?}");
-                assert!(got.iter().all(|c| (1..=n).contains(c)), "{size}: {got:?}");
-                assert_eq!(
-                    got,
-                    cells(&grid(size, body)),
-                    "the same task, the same cells"
-                );
-            }
-        }
-        let bls: Vec<(String, String)> = pairs(&[("method", "bls"), ("instructions", "123")]);
-        let got = cells(&cells_to_click(&bls, &[]).unwrap());
-        assert!(got.iter().all(|c| (1..=9).contains(c)), "{got:?}");
-        // Any other type, and a grid size that is no grid, keep the token.
-        for fields in [
-            pairs(&[("method", "keycaptcha")]),
-            pairs(&[("method", "base64"), ("grid_size", "0x3")]),
-            pairs(&[("method", "base64"), ("grid_size", "99x99")]),
-            pairs(&[("method", "base64"), ("grid_size", "big")]),
-        ] {
-            assert_eq!(cells_to_click(&fields, &[]), None, "{fields:?}");
-        }
     }
 }

@@ -20,6 +20,7 @@
 //! the process around it (the CLI's `simulate` command calls [`serve`]).
 
 mod answers;
+mod clicks;
 mod error;
 mod faults;
 mod handlers;

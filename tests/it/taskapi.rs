@@ -81,16 +81,38 @@ async fn the_anticaptcha_client_passes_undeclared_types_through() {
     let (anti, gw) = anticaptcha_gateway().await;
     let out = run_client(&gw, "anticaptcha_passthrough").await;
     let results = out["results"].as_array().unwrap();
-    assert_eq!(results.len(), 3, "{out}");
-    assert_passed_through(&anti, &gw, results).await;
+    assert_eq!(results.len(), 5, "{out}");
+    // The image-click answers come back as the provider shaped them, which the library reads
+    // (`solution.coordinates`): points, and rectangles when asked for.
+    let (clicks, tokens): (Vec<Value>, Vec<Value>) = results
+        .iter()
+        .cloned()
+        .partition(|r| r["answer"].is_array());
+    for (case, width) in [("coordinates", 2), ("rectangles", 4)] {
+        let r = clicks.iter().find(|r| r["case"] == case).unwrap();
+        let shapes = r["answer"].as_array().unwrap();
+        assert!(!shapes.is_empty(), "{r}");
+        for shape in shapes {
+            let numbers = shape.as_array().unwrap();
+            assert_eq!(numbers.len(), width, "{r}");
+            assert!(numbers.iter().all(|n| n.as_u64().is_some()), "{r}");
+        }
+    }
+    assert_eq!(
+        anti.sim.stats().submits,
+        5,
+        "each call was one provider task"
+    );
+    assert_passed_through_tokens(&anti, &gw, &tokens).await;
     let metrics = gw.get_text("/metrics").await.1;
-    for name in [
-        "AmazonTaskProxyless",
-        "ProsopoTaskProxyless",
-        "AltchaTaskProxyless",
+    for (name, n) in [
+        ("AmazonTaskProxyless", 1),
+        ("ProsopoTaskProxyless", 1),
+        ("AltchaTaskProxyless", 1),
+        ("ImageToCoordinatesTask", 2),
     ] {
         let line = format!(
-            "captcha_gateway_passthrough_tasks_total{{protocol=\"createTask\",type=\"{name}\"}} 1"
+            "captcha_gateway_passthrough_tasks_total{{protocol=\"createTask\",type=\"{name}\"}} {n}"
         );
         assert!(metrics.contains(&line), "{line}\n{metrics}");
     }
@@ -115,6 +137,11 @@ pub(crate) async fn assert_passed_through(anti: &SimServer, gw: &TestGateway, re
         results.len() as u64,
         "each call was one provider task"
     );
+    assert_passed_through_tokens(anti, gw, results).await;
+}
+
+/// Each result's answer is a token the simulator minted, verified once.
+async fn assert_passed_through_tokens(anti: &SimServer, gw: &TestGateway, results: &[Value]) {
     for r in results {
         let token = r["answer"].as_str().unwrap_or_else(|| panic!("{r}"));
         let verdict = anti.verify(&gw.http, token).await;

@@ -1,0 +1,219 @@
+//! The answers of image-click types the gateway passes through, in each provider's shape: the
+//! cells of a grid or the points on an image, drawn from a hash of everything the task sent, so
+//! the same task gets the same answer, as from a real worker. Client libraries parse these
+//! shapes (CaptchaAI's SDK reads a grid's answer as JSON, anticaptchaofficial reads
+//! `solution.coordinates`), so a token would not do.
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+/// Most cells a grid may have: a 10x10 grid, well beyond reCAPTCHA's 4x4.
+const MAX_CELLS: u32 = 100;
+/// Points fall inside this square: the size of a typical challenge image, in pixels.
+const IMAGE_SIDE: u16 = 300;
+
+/// CaptchaAI's grid (an image with `grid_size=RxC`) and BLS (`method=bls`, nine images): a JSON
+/// array of the cells to click, numbered from 1 at the top left. `None` for any other type.
+pub(super) fn inphp_cells(
+    fields: &[(String, String)],
+    files: &[(String, bytes::Bytes)],
+) -> Option<String> {
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let cells = match field("method") {
+        Some("bls") => 9,
+        _ => {
+            let (rows, cols) = field("grid_size")?.split_once(['x', 'X'])?;
+            grid_cells(rows.trim().parse().ok()?, cols.trim().parse().ok()?)?
+        }
+    };
+    let mut h = Sha256::new();
+    for (name, value) in fields {
+        h.update(name.as_bytes());
+        h.update(value.as_bytes());
+    }
+    for (name, body) in files {
+        h.update(name.as_bytes());
+        h.update(body);
+    }
+    Some(json!(pick_cells(&h.finalize(), cells)).to_string())
+}
+
+/// The `solution` of a `createTask` image-click type: anti-captcha's `ImageToCoordinatesTask`
+/// (and its older `ImageCoordinatesTask`) as `coordinates: [[x, y], ...]`, or `[[x1, y1, x2,
+/// y2]]` with `mode: rectangles`; 2captcha's `CoordinatesTask` as `coordinates: [{"x", "y"}]`
+/// and its `GridTask` as `click: [cells]` (from 1, `rows` x `columns`, 3x3 unless given).
+/// `None` for any other type.
+pub(super) fn task_solution(task: &Map<String, Value>) -> Option<Value> {
+    let kind = task.get("type").and_then(Value::as_str)?;
+    let digest = Sha256::digest(Value::Object(task.clone()).to_string().as_bytes());
+    let points = points(&digest);
+    match kind.to_ascii_lowercase().as_str() {
+        "imagetocoordinatestask" | "imagecoordinatestask" => {
+            let rectangles = task.get("mode").and_then(Value::as_str) == Some("rectangles");
+            let shapes: Vec<Vec<u16>> = match rectangles {
+                true => points
+                    .chunks_exact(2)
+                    .map(|p| vec![p[0].0, p[0].1, p[1].0, p[1].1])
+                    .collect(),
+                false => points.iter().map(|(x, y)| vec![*x, *y]).collect(),
+            };
+            Some(json!({ "coordinates": shapes }))
+        }
+        "coordinatestask" => {
+            let shapes: Vec<Value> = points
+                .iter()
+                .map(|(x, y)| json!({ "x": x, "y": y }))
+                .collect();
+            Some(json!({ "coordinates": shapes }))
+        }
+        "gridtask" => {
+            let side = |name: &str| task.get(name).and_then(Value::as_u64).unwrap_or(3);
+            let rows = u32::try_from(side("rows")).ok()?;
+            let cells = grid_cells(rows, u32::try_from(side("columns")).ok()?)?;
+            Some(json!({ "click": pick_cells(&digest, cells) }))
+        }
+        _ => None,
+    }
+}
+
+/// A grid's number of cells, if it is a grid this simulator answers.
+fn grid_cells(rows: u32, cols: u32) -> Option<u32> {
+    rows.checked_mul(cols)
+        .filter(|n| (1..=MAX_CELLS).contains(n))
+}
+
+/// About a third of `cells`, in order, never none.
+fn pick_cells(digest: &[u8], cells: u32) -> Vec<u32> {
+    let mut chosen: Vec<u32> = (1..=cells)
+        .filter(|c| digest[(*c as usize) % digest.len()].wrapping_add(*c as u8) % 3 == 0)
+        .collect();
+    if chosen.is_empty() {
+        chosen.push(1 + u32::from(digest[0]) % cells);
+    }
+    chosen
+}
+
+/// Two to four points inside the image.
+fn points(digest: &[u8]) -> Vec<(u16, u16)> {
+    let n = 2 + usize::from(digest[0] % 3);
+    (0..n)
+        .map(|i| {
+            let at = |j: usize| u16::from_be_bytes([digest[j], digest[j + 1]]) % IMAGE_SIDE + 1;
+            (at(1 + 4 * i), at(3 + 4 * i))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn cells(answer: &Value) -> Vec<u32> {
+        serde_json::from_value(answer.clone()).expect("an array of cells")
+    }
+
+    #[test]
+    fn grid_and_bls_answers_are_cells_inside_the_grid_the_same_for_the_same_task() {
+        let grid = |size: &str, body: &str| {
+            let fields = pairs(&[("method", "base64"), ("grid_size", size), ("body", body)]);
+            serde_json::from_str::<Value>(&inphp_cells(&fields, &[]).unwrap()).unwrap()
+        };
+        for (size, n) in [("3x3", 9), ("4x4", 16), ("2X5", 10)] {
+            for body in ["aW1hZ2Ux", "aW1hZ2Uy", "aW1hZ2Uz"] {
+                let got = cells(&grid(size, body));
+                assert!(!got.is_empty(), "{size}");
+                assert!(got.windows(2).all(|w| w[0] < w[1]), "{got:?}");
+                assert!(got.iter().all(|c| (1..=n).contains(c)), "{size}: {got:?}");
+                assert_eq!(
+                    got,
+                    cells(&grid(size, body)),
+                    "the same task, the same cells"
+                );
+            }
+        }
+        let bls = pairs(&[("method", "bls"), ("instructions", "123")]);
+        let got: Vec<u32> = serde_json::from_str(&inphp_cells(&bls, &[]).unwrap()).unwrap();
+        assert!(got.iter().all(|c| (1..=9).contains(c)), "{got:?}");
+        // Any other type, and a grid size that is no grid, keep the token.
+        for fields in [
+            pairs(&[("method", "keycaptcha")]),
+            pairs(&[("method", "base64"), ("grid_size", "0x3")]),
+            pairs(&[("method", "base64"), ("grid_size", "99x99")]),
+            pairs(&[("method", "base64"), ("grid_size", "big")]),
+        ] {
+            assert_eq!(inphp_cells(&fields, &[]), None, "{fields:?}");
+        }
+    }
+
+    fn task(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            _ => unreachable!("a task object"),
+        }
+    }
+
+    #[test]
+    fn each_providers_click_solution_has_its_shape_inside_the_image() {
+        let inside = |v: &Value| v.as_u64().is_some_and(|n| (1..=300).contains(&n));
+        let anti = json!({"type": "ImageToCoordinatesTask", "body": "aW1n", "mode": "points"});
+        let got = task_solution(&task(anti.clone())).unwrap();
+        let points = got["coordinates"].as_array().unwrap();
+        assert!((2..=4).contains(&points.len()), "{got}");
+        assert!(
+            points.iter().all(|p| p.as_array().unwrap().len() == 2),
+            "{got}"
+        );
+        assert!(
+            points
+                .iter()
+                .flat_map(|p| p.as_array().unwrap())
+                .all(inside),
+            "{got}"
+        );
+        assert_eq!(
+            got,
+            task_solution(&task(anti)).unwrap(),
+            "the same task, the same points"
+        );
+
+        let rect = json!({"type": "ImageToCoordinatesTask", "body": "aW1n", "mode": "rectangles"});
+        let got = task_solution(&task(rect)).unwrap();
+        let shapes = got["coordinates"].as_array().unwrap();
+        assert!(!shapes.is_empty(), "{got}");
+        assert!(
+            shapes.iter().all(|r| r.as_array().unwrap().len() == 4),
+            "{got}"
+        );
+
+        let twocaptcha = json!({"type": "CoordinatesTask", "body": "aW1n", "comment": "the cat"});
+        let got = task_solution(&task(twocaptcha)).unwrap();
+        for p in got["coordinates"].as_array().unwrap() {
+            assert!(inside(&p["x"]) && inside(&p["y"]), "{got}");
+        }
+
+        let grid = json!({"type": "GridTask", "body": "aW1n", "rows": 4, "columns": 4});
+        let got = cells(&task_solution(&task(grid)).unwrap()["click"]);
+        assert!(
+            !got.is_empty() && got.iter().all(|c| (1..=16).contains(c)),
+            "{got:?}"
+        );
+
+        for other in [
+            json!({"type": "AmazonTaskProxyless"}),
+            json!({"type": "GridTask", "rows": 50, "columns": 50}),
+        ] {
+            assert_eq!(task_solution(&task(other.clone())), None, "{other}");
+        }
+    }
+}
