@@ -49,16 +49,29 @@ pub(super) fn inphp_cells(
 /// and its `GridTask` as `click: [cells]` (from 1, `rows` x `columns`, 3x3 unless given).
 /// `None` for any other type.
 pub(super) fn task_solution(task: &Map<String, Value>) -> Option<Value> {
-    let kind = task.get("type").and_then(Value::as_str)?;
+    let kind = task
+        .get("type")
+        .and_then(Value::as_str)?
+        .to_ascii_lowercase();
+    if !matches!(
+        kind.as_str(),
+        "imagetocoordinatestask" | "imagecoordinatestask" | "coordinatestask" | "gridtask"
+    ) {
+        return None;
+    }
     let digest = Sha256::digest(Value::Object(task.clone()).to_string().as_bytes());
     let points = points(&digest);
-    match kind.to_ascii_lowercase().as_str() {
+    match kind.as_str() {
         "imagetocoordinatestask" | "imagecoordinatestask" => {
             let rectangles = task.get("mode").and_then(Value::as_str) == Some("rectangles");
             let shapes: Vec<Vec<u16>> = match rectangles {
+                // Top left, then bottom right.
                 true => points
                     .chunks_exact(2)
-                    .map(|p| vec![p[0].0, p[0].1, p[1].0, p[1].1])
+                    .map(|p| {
+                        let (a, b) = (p[0], p[1]);
+                        vec![a.0.min(b.0), a.1.min(b.1), a.0.max(b.0), a.1.max(b.1)]
+                    })
                     .collect(),
                 false => points.iter().map(|(x, y)| vec![*x, *y]).collect(),
             };
@@ -191,10 +204,13 @@ mod tests {
         let got = task_solution(&task(rect)).unwrap();
         let shapes = got["coordinates"].as_array().unwrap();
         assert!(!shapes.is_empty(), "{got}");
-        assert!(
-            shapes.iter().all(|r| r.as_array().unwrap().len() == 4),
-            "{got}"
-        );
+        for r in shapes {
+            let n: Vec<u64> = serde_json::from_value(r.clone()).unwrap();
+            assert!(
+                n.len() == 4 && n[0] <= n[2] && n[1] <= n[3],
+                "top left first: {got}"
+            );
+        }
 
         let twocaptcha = json!({"type": "CoordinatesTask", "body": "aW1n", "comment": "the cat"});
         let got = task_solution(&task(twocaptcha)).unwrap();
