@@ -124,6 +124,21 @@ pub(crate) async fn assert_all_verify(
     assert_eq!(gw.stat("verify_expired").await, 0);
 }
 
+/// `captcha_gateway_passthrough_tasks_total` counts each `(type, n)` under `protocol`.
+pub(crate) async fn assert_passthrough_counted(
+    gw: &TestGateway,
+    protocol: &str,
+    counted: &[(&str, u64)],
+) {
+    let metrics = gw.get_text("/metrics").await.1;
+    for (name, n) in counted {
+        let line = format!(
+            "captcha_gateway_passthrough_tasks_total{{protocol=\"{protocol}\",type=\"{name}\"}} {n}"
+        );
+        assert!(metrics.contains(&line), "{line}\n{metrics}");
+    }
+}
+
 #[tokio::test]
 async fn the_official_captchaai_client_solves_every_kind() {
     let gw = TestGateway::start().await;
@@ -173,13 +188,7 @@ async fn the_official_captchaai_client_solves_every_kind() {
     };
     assert_eq!(cells("grid", 16), cells("grid_again", 16));
     cells("bls", 9);
-    let metrics = gw.get_text("/metrics").await.1;
-    for (name, n) in [("base64", 2), ("bls", 1)] {
-        let line = format!(
-            "captcha_gateway_passthrough_tasks_total{{protocol=\"in.php\",type=\"{name}\"}} {n}"
-        );
-        assert!(metrics.contains(&line), "{line}\n{metrics}");
-    }
+    assert_passthrough_counted(&gw, "in.php", &[("base64", 2), ("bls", 1)]).await;
     assert!(out["extras"]["threads"]["threads"].as_u64().unwrap() > 0);
     assert_all_verify(&gw, results, credential).await;
 }
@@ -273,13 +282,8 @@ async fn the_2captcha_python_client_passes_undeclared_types_through() {
         "each call was one provider task"
     );
     assert_all_verify(&gw, results, credential).await;
-    let metrics = gw.get_text("/metrics").await.1;
-    for (name, n) in [("keycaptcha", 1), ("post", 4), ("rotatecaptcha", 1)] {
-        let line = format!(
-            "captcha_gateway_passthrough_tasks_total{{protocol=\"in.php\",type=\"{name}\"}} {n}"
-        );
-        assert!(metrics.contains(&line), "{line}\n{metrics}");
-    }
+    let counted = [("keycaptcha", 1), ("post", 4), ("rotatecaptcha", 1)];
+    assert_passthrough_counted(&gw, "in.php", &counted).await;
 }
 
 /// 2captcha-python's methods for the declared kinds (docs/API.md, "Task types"), each with the

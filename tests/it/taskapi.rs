@@ -104,18 +104,13 @@ async fn the_anticaptcha_client_passes_undeclared_types_through() {
         "each call was one provider task"
     );
     assert_passed_through_tokens(&anti, &gw, &tokens).await;
-    let metrics = gw.get_text("/metrics").await.1;
-    for (name, n) in [
+    let counted = [
         ("AmazonTaskProxyless", 1),
         ("ProsopoTaskProxyless", 1),
         ("AltchaTaskProxyless", 1),
         ("ImageToCoordinatesTask", 2),
-    ] {
-        let line = format!(
-            "captcha_gateway_passthrough_tasks_total{{protocol=\"createTask\",type=\"{name}\"}} {n}"
-        );
-        assert!(metrics.contains(&line), "{line}\n{metrics}");
-    }
+    ];
+    crate::clients::assert_passthrough_counted(&gw, "createTask", &counted).await;
 }
 
 /// A gateway whose one account is anti-captcha's dialect, on a simulator of its own.
