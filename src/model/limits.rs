@@ -16,6 +16,9 @@ pub const MAX_SITEKEY_LEN: usize = 256;
 pub const MAX_WORD_LEN: usize = 256;
 /// reCAPTCHA `data-s` and Turnstile `cData`/`pagedata`: opaque values of a few hundred bytes.
 pub const MAX_DATA_LEN: usize = 8192;
+/// An image parameter's base64 text: the largest image's (`MAX_IMAGE_BYTES`) and room for a
+/// data-URI prefix and line breaks.
+pub const MAX_IMAGE_BASE64_LEN: usize = super::MAX_IMAGE_BYTES / 3 * 4 + 64 * 1024;
 /// A text captcha's question or an image's instructions (2captcha takes 140 characters).
 pub const MAX_TEXT_LEN: usize = 2048;
 /// Browser user agents are 100-300 characters.
@@ -152,6 +155,9 @@ pub fn check_request(req: &SolveRequest) -> Result<(), Validation> {
                     Check::Page => ("ERROR_PAGEURL", MAX_PAGEURL_LEN),
                     Check::Key => (BAD, MAX_SITEKEY_LEN),
                     Check::Text | Check::Flag | Check::Object => (BAD, MAX_DATA_LEN),
+                    Check::Count => (BAD, MAX_WORD_LEN),
+                    // Base64 takes four characters for three bytes, and a data-URI prefix.
+                    Check::Image => ("ERROR_TOO_BIG_CAPTCHA_FILESIZE", MAX_IMAGE_BASE64_LEN),
                 };
                 check(code, param.name, value.map(|(_, v)| v.as_str()), max)?;
             }

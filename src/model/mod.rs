@@ -13,13 +13,13 @@ mod target;
 pub use answer::{Answer, BySource, Source, UpstreamRef};
 pub use kind::table::{markdown as task_types_table, parameters_markdown as task_parameters_table};
 pub use kind::{
-    AnswerShape, Check, Dialect, Dialects, Kind, PAGE, Param, Parameters, PassProtocol,
-    Passthrough, ProxyName, Reuse, SITEKEY, Sourced, TaskName, TypeSpec, UNLISTED,
-    passthrough_documented,
+    AnswerShape, Check, Dialect, Dialects, Kind, MAX_COUNT, PAGE, Param, Parameters,
+    PassProtocol, Passthrough, ProxyName, Reuse, SITEKEY, Sourced, TaskName, TypeSpec, UNLISTED,
+    passthrough_documented, points,
 };
 pub use request::{
     ImageOptions, MAX_IMAGE_BYTES, MIN_IMAGE_BYTES, Proxy, ProxyType, RecaptchaVersion,
-    SolveRequest, TaskParams, Validation, image_format,
+    SolveRequest, TaskParams, Validation, decode_base64_image, image_format,
 };
 pub use target::{Target, TargetPolicy};
 

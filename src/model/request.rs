@@ -3,7 +3,7 @@ use std::fmt;
 use bytes::Bytes;
 
 use super::Kind;
-use super::kind::{Check, Dialects, PAGE, Param, Passthrough};
+use super::kind::{Check, Dialects, MAX_COUNT, PAGE, Param, Passthrough};
 
 /// Everything a caller asks for: one task's parameters plus the browser context the answer may be
 /// bound to. Built by the protocol parsers (compatible, native, seed worker API) and consumed by
@@ -358,26 +358,7 @@ impl SolveRequest {
                 }
                 page(pageurl)?;
             }
-            TaskParams::Image { body, .. } => {
-                if body.len() < MIN_IMAGE_BYTES {
-                    return Err(Validation::new(
-                        "ERROR_ZERO_CAPTCHA_FILESIZE",
-                        format!("image is smaller than {MIN_IMAGE_BYTES} bytes"),
-                    ));
-                }
-                if body.len() > MAX_IMAGE_BYTES {
-                    return Err(Validation::new(
-                        "ERROR_TOO_BIG_CAPTCHA_FILESIZE",
-                        format!("image is larger than {MAX_IMAGE_BYTES} bytes"),
-                    ));
-                }
-                if image_format(body).is_none() {
-                    return Err(Validation::new(
-                        "ERROR_IMAGE_TYPE_NOT_SUPPORTED",
-                        "image must be JPEG, PNG, GIF, BMP or WebP",
-                    ));
-                }
-            }
+            TaskParams::Image { body, .. } => check_image(body)?,
             TaskParams::Text { text, .. } => {
                 if text.trim().is_empty() {
                     return Err(Validation::new(
@@ -442,6 +423,23 @@ impl SolveRequest {
                         return Err(bad("an object of strings"));
                     }
                 }
+                Check::Image => match decode_base64_image(value) {
+                    Some(image) => check_image(&image).map_err(|e| Validation {
+                        message: format!("`{}`: {}", param.name, e.message),
+                        ..e
+                    })?,
+                    None => {
+                        return Err(Validation::new(
+                            "ERROR_UPLOAD",
+                            format!("`{}` is not valid base64", param.name),
+                        ));
+                    }
+                },
+                Check::Count => {
+                    if !value.parse::<u32>().is_ok_and(|n| n <= MAX_COUNT) {
+                        return Err(bad(&format!("a whole number from 0 to {MAX_COUNT}")));
+                    }
+                }
             }
         }
         if spec.needs_proxy && self.proxy.is_none() {
@@ -455,6 +453,48 @@ impl SolveRequest {
         }
         Ok(())
     }
+}
+
+/// An image's size and format, as a provider would judge them.
+fn check_image(body: &[u8]) -> Result<(), Validation> {
+    if body.len() < MIN_IMAGE_BYTES {
+        return Err(Validation::new(
+            "ERROR_ZERO_CAPTCHA_FILESIZE",
+            format!("image is smaller than {MIN_IMAGE_BYTES} bytes"),
+        ));
+    }
+    if body.len() > MAX_IMAGE_BYTES {
+        return Err(Validation::new(
+            "ERROR_TOO_BIG_CAPTCHA_FILESIZE",
+            format!("image is larger than {MAX_IMAGE_BYTES} bytes"),
+        ));
+    }
+    if image_format(body).is_none() {
+        return Err(Validation::new(
+            "ERROR_IMAGE_TYPE_NOT_SUPPORTED",
+            "image must be JPEG, PNG, GIF, BMP or WebP",
+        ));
+    }
+    Ok(())
+}
+
+/// An image sent as base64 text, as clients send it: a data-URI prefix, whitespace, padding
+/// or its lack, the URL-safe alphabet, and `+` turned to a space by form encoding are all read.
+pub fn decode_base64_image(raw: &str) -> Option<Bytes> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    let data = raw.rsplit_once("base64,").map(|(_, d)| d).unwrap_or(raw);
+    let cleaned: String = data
+        .chars()
+        .map(|c| if c == ' ' { '+' } else { c })
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    let cleaned = cleaned.trim_end_matches('=');
+    STANDARD_NO_PAD
+        .decode(cleaned)
+        .or_else(|_| URL_SAFE_NO_PAD.decode(cleaned))
+        .ok()
+        .map(Bytes::from)
 }
 
 /// The image format by its magic bytes, or `None` when the bytes are not an image we pass on.

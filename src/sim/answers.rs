@@ -76,8 +76,9 @@ pub(crate) fn build(
         TaskParams::Passthrough(Passthrough::TaskApi { task }) => clicks::task_solution(task)
             .unwrap_or_else(|| json!({ "token": token() }))
             .to_string(),
-        TaskParams::Declared { .. } => match kind.spec().answer {
+        TaskParams::Declared { values, .. } => match kind.spec().answer {
             AnswerShape::Token { .. } | AnswerShape::AsGiven => token(),
+            AnswerShape::Points { .. } => clicks::declared_points(values),
             // The first key holds the verifiable token; the others are what a real answer
             // pairs it with (Lemin's `challenge_id`): as the request sent it (GeeTest v4's
             // `captcha_id`), else unique per task.

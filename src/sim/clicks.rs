@@ -1,8 +1,9 @@
-//! The answers of image-click types the gateway passes through, in each provider's shape: the
-//! cells of a grid or the points on an image, drawn from a hash of everything the task sent, so
-//! the same task gets the same answer, as from a real worker. Client libraries parse these
-//! shapes (CaptchaAI's SDK reads a grid's answer as JSON, anticaptchaofficial reads
-//! `solution.coordinates`), so a token would not do.
+//! The answers of image-click types: the points of the declared coordinates kind, and the cells
+//! of a grid or the points on an image of the types the gateway passes through, in each
+//! provider's shape; each drawn from a hash of everything the task sent, so the same task gets
+//! the same answer, as from a real worker. Client libraries parse these shapes (CaptchaAI's SDK
+//! reads a grid's answer as JSON, anticaptchaofficial reads `solution.coordinates`), so a token
+//! would not do.
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -43,54 +44,58 @@ pub(super) fn inphp_cells(
     Some(json!(pick_cells(&h.finalize(), cells)).to_string())
 }
 
-/// The `solution` of a `createTask` image-click type: anti-captcha's `ImageToCoordinatesTask`
-/// (and its older `ImageCoordinatesTask`) as `coordinates: [[x, y], ...]`, or `[[x1, y1, x2,
-/// y2]]` with `mode: rectangles`; 2captcha's `CoordinatesTask` as `coordinates: [{"x", "y"}]`
-/// and its `GridTask` as `click: [cells]` (from 1, `rows` x `columns`, 3x3 unless given).
-/// `None` for any other type.
+/// The points of a declared points kind's task (`AnswerShape::Points`), in the form the
+/// gateway stores: `[[x, y], ...]`, or `[[x1, y1, x2, y2]]` when the task asks for anti-captcha's
+/// `mode: rectangles`. The gateway's writers put them in each protocol's form.
+pub(super) fn declared_points(values: &[(&'static str, String)]) -> String {
+    let mut h = Sha256::new();
+    for (name, value) in values {
+        h.update(name.as_bytes());
+        h.update(value.as_bytes());
+    }
+    let rectangles = values
+        .iter()
+        .any(|(name, value)| *name == "mode" && value == "rectangles");
+    json!(shapes(&h.finalize(), rectangles)).to_string()
+}
+
+/// The `solution` of a `createTask` image-click type passed through: anti-captcha's older
+/// `ImageCoordinatesTask` as `coordinates: [[x, y], ...]`, or `[[x1, y1, x2, y2]]` with `mode:
+/// rectangles`; 2captcha's `GridTask` as `click: [cells]` (from 1, `rows` x `columns`, 3x3
+/// unless given). `None` for any other type.
 pub(super) fn task_solution(task: &Map<String, Value>) -> Option<Value> {
     let kind = task
         .get("type")
         .and_then(Value::as_str)?
         .to_ascii_lowercase();
-    if !matches!(
-        kind.as_str(),
-        "imagetocoordinatestask" | "imagecoordinatestask" | "coordinatestask" | "gridtask"
-    ) {
-        return None;
-    }
-    let digest = Sha256::digest(Value::Object(task.clone()).to_string().as_bytes());
-    let points = points(&digest);
+    let digest = || Sha256::digest(Value::Object(task.clone()).to_string().as_bytes());
     match kind.as_str() {
-        "imagetocoordinatestask" | "imagecoordinatestask" => {
+        "imagecoordinatestask" => {
             let rectangles = task.get("mode").and_then(Value::as_str) == Some("rectangles");
-            let shapes: Vec<Vec<u16>> = match rectangles {
-                // Top left, then bottom right.
-                true => points
-                    .chunks_exact(2)
-                    .map(|p| {
-                        let (a, b) = (p[0], p[1]);
-                        vec![a.0.min(b.0), a.1.min(b.1), a.0.max(b.0), a.1.max(b.1)]
-                    })
-                    .collect(),
-                false => points.iter().map(|(x, y)| vec![*x, *y]).collect(),
-            };
-            Some(json!({ "coordinates": shapes }))
-        }
-        "coordinatestask" => {
-            let shapes: Vec<Value> = points
-                .iter()
-                .map(|(x, y)| json!({ "x": x, "y": y }))
-                .collect();
-            Some(json!({ "coordinates": shapes }))
+            Some(json!({ "coordinates": shapes(&digest(), rectangles) }))
         }
         "gridtask" => {
             let side = |name: &str| task.get(name).and_then(Value::as_u64).unwrap_or(3);
             let rows = u32::try_from(side("rows")).ok()?;
             let cells = grid_cells(rows, u32::try_from(side("columns")).ok()?)?;
-            Some(json!({ "click": pick_cells(&digest, cells) }))
+            Some(json!({ "click": pick_cells(&digest(), cells) }))
         }
         _ => None,
+    }
+}
+
+/// Two to four points, or one or two rectangles (top left, then bottom right), inside the image.
+fn shapes(digest: &[u8], rectangles: bool) -> Vec<Vec<u16>> {
+    let points = points(digest);
+    match rectangles {
+        true => points
+            .chunks_exact(2)
+            .map(|p| {
+                let (a, b) = (p[0], p[1]);
+                vec![a.0.min(b.0), a.1.min(b.1), a.0.max(b.0), a.1.max(b.1)]
+            })
+            .collect(),
+        false => points.iter().map(|(x, y)| vec![*x, *y]).collect(),
     }
 }
 
@@ -176,47 +181,54 @@ mod tests {
         }
     }
 
+    fn inside(v: &Value) -> bool {
+        v.as_u64().is_some_and(|n| (1..=300).contains(&n))
+    }
+
+    /// Two to four points of two numbers each, or rectangles with their top left first.
+    fn assert_shapes(list: &Value, rectangles: bool) {
+        let shapes = list.as_array().expect("a list");
+        assert!((1..=4).contains(&shapes.len()), "{list}");
+        for shape in shapes {
+            let n: Vec<u64> = serde_json::from_value(shape.clone()).unwrap();
+            assert!(shape.as_array().unwrap().iter().all(inside), "{list}");
+            match rectangles {
+                true => assert!(n.len() == 4 && n[0] <= n[2] && n[1] <= n[3], "{list}"),
+                false => assert_eq!(n.len(), 2, "{list}"),
+            }
+        }
+    }
+
     #[test]
-    fn each_providers_click_solution_has_its_shape_inside_the_image() {
-        let inside = |v: &Value| v.as_u64().is_some_and(|n| (1..=300).contains(&n));
-        let anti = json!({"type": "ImageToCoordinatesTask", "body": "aW1n", "mode": "points"});
-        let got = task_solution(&task(anti.clone())).unwrap();
-        let points = got["coordinates"].as_array().unwrap();
-        assert!((2..=4).contains(&points.len()), "{got}");
-        assert!(
-            points.iter().all(|p| p.as_array().unwrap().len() == 2),
-            "{got}"
-        );
-        assert!(
-            points
-                .iter()
-                .flat_map(|p| p.as_array().unwrap())
-                .all(inside),
-            "{got}"
-        );
+    fn a_declared_points_task_gets_points_inside_the_image_the_same_for_the_same_task() {
+        let task = |body: &str, mode: &str| {
+            let mut values = vec![("body", body.to_owned())];
+            if !mode.is_empty() {
+                values.push(("mode", mode.to_owned()));
+            }
+            serde_json::from_str::<Value>(&declared_points(&values)).unwrap()
+        };
+        let got = task("aW1n", "");
+        assert_shapes(&got, false);
+        assert!(got.as_array().unwrap().len() >= 2, "{got}");
+        assert_eq!(got, task("aW1n", ""), "the same task, the same points");
+        assert_ne!(got, task("aW1nMg", ""), "another image, other points");
+        assert_shapes(&task("aW1n", "points"), false);
+        assert_shapes(&task("aW1n", "rectangles"), true);
+    }
+
+    #[test]
+    fn each_passed_through_click_solution_has_its_shape_inside_the_image() {
+        let legacy = json!({"type": "ImageCoordinatesTask", "body": "aW1n", "mode": "points"});
+        let got = task_solution(&task(legacy.clone())).unwrap();
+        assert_shapes(&got["coordinates"], false);
         assert_eq!(
             got,
-            task_solution(&task(anti)).unwrap(),
+            task_solution(&task(legacy)).unwrap(),
             "the same task, the same points"
         );
-
-        let rect = json!({"type": "ImageToCoordinatesTask", "body": "aW1n", "mode": "rectangles"});
-        let got = task_solution(&task(rect)).unwrap();
-        let shapes = got["coordinates"].as_array().unwrap();
-        assert!(!shapes.is_empty(), "{got}");
-        for r in shapes {
-            let n: Vec<u64> = serde_json::from_value(r.clone()).unwrap();
-            assert!(
-                n.len() == 4 && n[0] <= n[2] && n[1] <= n[3],
-                "top left first: {got}"
-            );
-        }
-
-        let twocaptcha = json!({"type": "CoordinatesTask", "body": "aW1n", "comment": "the cat"});
-        let got = task_solution(&task(twocaptcha)).unwrap();
-        for p in got["coordinates"].as_array().unwrap() {
-            assert!(inside(&p["x"]) && inside(&p["y"]), "{got}");
-        }
+        let rect = json!({"type": "ImageCoordinatesTask", "body": "aW1n", "mode": "rectangles"});
+        assert_shapes(&task_solution(&task(rect)).unwrap()["coordinates"], true);
 
         let grid = json!({"type": "GridTask", "body": "aW1n", "rows": 4, "columns": 4});
         let got = cells(&task_solution(&task(grid)).unwrap()["click"]);

@@ -37,6 +37,7 @@ const RECAPTCHA_LIFETIME: &str = "Google reCAPTCHA docs: a token is valid for tw
 pub const RECAPTCHA_V2: TypeSpec = TypeSpec {
     name: "recaptcha_v2",
     methods: &["userrecaptcha"],
+    inphp_flag: None,
     task_names: &[
         TaskName::new("RecaptchaV2TaskProxyless", Proxyless, ANTI),
         TaskName::new("RecaptchaV2Task", Proxied, ANTI),
@@ -67,6 +68,7 @@ pub const RECAPTCHA_V3: TypeSpec = TypeSpec {
     name: "recaptcha_v3",
     // `userrecaptcha` with `version=v3`.
     methods: &["userrecaptcha"],
+    inphp_flag: None,
     task_names: &[
         TaskName::new("RecaptchaV3TaskProxyless", Proxyless, ANTI).with_or_without_enterprise(),
         TaskName::new("RecaptchaV3Task", Proxied, ANTI).with_or_without_enterprise(),
@@ -91,6 +93,7 @@ pub const RECAPTCHA_V3: TypeSpec = TypeSpec {
 pub const TURNSTILE: TypeSpec = TypeSpec {
     name: "turnstile",
     methods: &["turnstile"],
+    inphp_flag: None,
     task_names: &[
         TaskName::new("TurnstileTaskProxyless", Proxyless, ANTI),
         TaskName::new("TurnstileTask", Proxied, ANTI),
@@ -114,6 +117,7 @@ pub const TURNSTILE: TypeSpec = TypeSpec {
 pub const CLOUDFLARE_CHALLENGE: TypeSpec = TypeSpec {
     name: "cloudflare_challenge",
     methods: &["cloudflare_challenge"],
+    inphp_flag: None,
     task_names: &[
         // anti-captcha asks for `cf_clearance` through its Turnstile type with
         // `cloudflareTaskType`, and always with the caller's proxy.
@@ -140,6 +144,7 @@ pub const CLOUDFLARE_CHALLENGE: TypeSpec = TypeSpec {
 pub const GEETEST_V3: TypeSpec = TypeSpec {
     name: "geetest_v3",
     methods: &["geetest"],
+    inphp_flag: None,
     task_names: &[
         TaskName::new("GeeTestTaskProxyless", Proxyless, ANTI),
         TaskName::new("GeeTestTask", Proxied, ANTI),
@@ -167,6 +172,7 @@ pub const GEETEST_V3: TypeSpec = TypeSpec {
 pub const IMAGE: TypeSpec = TypeSpec {
     name: "image",
     methods: &["base64", "post"],
+    inphp_flag: None,
     task_names: &[TaskName::new("ImageToTextTask", Either, TASK_APIS)],
     inphp: Dialects::INPHP,
     reuse: Reuse::Reusable,
@@ -187,6 +193,7 @@ pub const TEXT: TypeSpec = TypeSpec {
     name: "text",
     // `textcaptcha=` with `method=post`, `method=textcaptcha` or no method.
     methods: &["textcaptcha"],
+    inphp_flag: None,
     // 2captcha v2's; anti-captcha and CapSolver ask no text questions.
     task_names: &[TaskName::new(
         "TextCaptchaTask",
@@ -227,6 +234,7 @@ const TOKEN_FIRST_WAIT: &str = "no documented first wait; reCAPTCHA v2's, the us
 pub const HCAPTCHA: TypeSpec = TypeSpec {
     name: "hcaptcha",
     methods: &["hcaptcha"],
+    inphp_flag: None,
     task_names: &[
         TaskName::new("HCaptchaTaskProxyless", Proxyless, ANTI),
         TaskName::new("HCaptchaTask", Proxied, ANTI),
@@ -262,6 +270,7 @@ pub const HCAPTCHA: TypeSpec = TypeSpec {
 pub const FUNCAPTCHA: TypeSpec = TypeSpec {
     name: "funcaptcha",
     methods: &["funcaptcha"],
+    inphp_flag: None,
     task_names: &[
         TaskName::new("FunCaptchaTaskProxyless", Proxyless, ANTI),
         TaskName::new("FunCaptchaTask", Proxied, ANTI),
@@ -289,6 +298,7 @@ pub const FUNCAPTCHA: TypeSpec = TypeSpec {
 pub const MTCAPTCHA: TypeSpec = TypeSpec {
     name: "mtcaptcha",
     methods: &["mt_captcha"],
+    inphp_flag: None,
     task_names: &[
         TaskName::new("MtCaptchaTaskProxyless", Proxyless, TWOCAPTCHA_V2),
         TaskName::new("MtCaptchaTask", Proxied, TWOCAPTCHA_V2),
@@ -310,6 +320,7 @@ pub const MTCAPTCHA: TypeSpec = TypeSpec {
 pub const FRIENDLY_CAPTCHA: TypeSpec = TypeSpec {
     name: "friendly_captcha",
     methods: &["friendly_captcha"],
+    inphp_flag: None,
     task_names: &[
         // CapSolver documents the proxyless name as anti-captcha spells it.
         TaskName::new(
@@ -339,6 +350,7 @@ pub const FRIENDLY_CAPTCHA: TypeSpec = TypeSpec {
 pub const LEMIN: TypeSpec = TypeSpec {
     name: "lemin",
     methods: &["lemin"],
+    inphp_flag: None,
     task_names: &[
         TaskName::new("LeminTaskProxyless", Proxyless, TWOCAPTCHA_V2),
         TaskName::new("LeminTask", Proxied, TWOCAPTCHA_V2),
@@ -368,6 +380,7 @@ pub const LEMIN: TypeSpec = TypeSpec {
 pub const DATADOME: TypeSpec = TypeSpec {
     name: "datadome",
     methods: &["datadome"],
+    inphp_flag: None,
     task_names: &[
         TaskName::new("DataDomeSliderTask", Proxied, TWOCAPTCHA_V2),
         TaskName::new("DatadomeSliderTask", Proxied, CAPSOLVER),
@@ -393,6 +406,7 @@ pub const DATADOME: TypeSpec = TypeSpec {
 pub const GEETEST_V4: TypeSpec = TypeSpec {
     name: "geetest_v4",
     methods: &["geetest_v4"],
+    inphp_flag: None,
     // anti-captcha's and 2captcha v2's names are v3's, with `version: 4` (`task_version`);
     // CapSolver's is v3's too, with `captchaId` in place of `gt` and `challenge`.
     task_names: &[
@@ -427,12 +441,59 @@ pub const GEETEST_V4: TypeSpec = TypeSpec {
     task_version: Some(4),
 };
 
+/// 2captcha's and anti-captcha's own accounts of the coordinates task: 2captcha's in.php
+/// (`coordinatescaptcha=1` on an image, `textinstructions`, `imginstructions`, `min_clicks`,
+/// `max_clicks`, `lang`) and `CoordinatesTask`; anti-captcha's `ImageToCoordinatesTask`
+/// (`comment`, `mode`).
+const ANTI_ONLY: Dialects = Dialects::of(&[Dialect::AntiCaptcha]);
+const TWOCAPTCHA_BOTH: Dialects = TWOCAPTCHA.union(TWOCAPTCHA_V2);
+
+pub const COORDINATES: TypeSpec = TypeSpec {
+    name: "coordinates",
+    methods: &["base64", "post"],
+    inphp_flag: Some("coordinatescaptcha"),
+    task_names: &[
+        TaskName::new("ImageToCoordinatesTask", Either, ANTI_ONLY),
+        TaskName::new("CoordinatesTask", Either, TWOCAPTCHA_V2),
+    ],
+    inphp: TWOCAPTCHA,
+    // The same picture and instruction get the same points, as the same image gets its text.
+    reuse: Reuse::Reusable,
+    lifetime: secs(
+        60 * 60,
+        "the same image and instruction have the same points: how long the coalescing cache keeps an answer, as for images",
+    ),
+    first_poll: secs(
+        5,
+        "2captcha's API docs: a first poll after 5 s for every type but reCAPTCHA",
+    ),
+    params: Parameters::Declared(&[
+        // `file` is `method=post`'s upload.
+        Param::required("body", "body", Check::Image).aliases(&["file"]),
+        Param::optional("textinstructions", "comment", Check::Text).aliases(&["instructions"]),
+        Param::optional("imginstructions", "imgInstructions", Check::Image).only(TWOCAPTCHA_BOTH),
+        Param::optional("min_clicks", "minClicks", Check::Count).only(TWOCAPTCHA_BOTH),
+        Param::optional("max_clicks", "maxClicks", Check::Count).only(TWOCAPTCHA_BOTH),
+        Param::only_in("lang", Check::Text, TWOCAPTCHA),
+        // `points` (the default) or `rectangles`, whose answers are corners, not points.
+        Param::optional("mode", "mode", Check::Text).only(ANTI_ONLY),
+    ]),
+    answer: AnswerShape::Points {
+        field: "coordinates",
+    },
+    answer_user_agent: false,
+    needs_proxy: false,
+    needs_user_agent: false,
+    task_version: None,
+};
+
 /// Every type the gateway has no declaration for, forwarded as sent (`model::kind::passthrough`).
 /// It names no method or task type of its own: whatever the caller's protocol names and the
 /// gateway does not declare is this kind, sent only to accounts of that protocol.
 pub const OTHER: TypeSpec = TypeSpec {
     name: "other",
     methods: &[],
+    inphp_flag: None,
     task_names: &[],
     inphp: Dialects::INPHP,
     // Nothing is known of its answer: one caller, never kept for another.

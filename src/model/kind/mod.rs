@@ -4,13 +4,14 @@ use std::time::Duration;
 
 mod catalog;
 pub(crate) mod passthrough;
+pub mod points;
 mod spec;
 pub mod table;
 
 pub use passthrough::{PassProtocol, Passthrough, UNLISTED, documented as passthrough_documented};
 pub use spec::{
-    AnswerShape, Check, Dialect, Dialects, PAGE, Param, Parameters, ProxyName, SITEKEY, Sourced,
-    TaskName, TypeSpec,
+    AnswerShape, Check, Dialect, Dialects, MAX_COUNT, PAGE, Param, Parameters, ProxyName, SITEKEY,
+    Sourced, TaskName, TypeSpec,
 };
 
 /// How an answer of a kind may be handed out (docs/PROTOCOL.md, "Answer lifetimes").
@@ -67,6 +68,7 @@ declare_kinds! {
     Lemin => catalog::LEMIN,
     Datadome => catalog::DATADOME,
     GeetestV4 => catalog::GEETEST_V4,
+    Coordinates => catalog::COORDINATES,
     Other => catalog::OTHER,
 }
 
@@ -94,19 +96,29 @@ impl Kind {
         self.spec().first_poll.value
     }
 
-    /// The declared kind (`Parameters::Declared`) an `in.php` `method` asks for; the typed
-    /// kinds' methods are read by hand (`userrecaptcha` is two kinds, `post` two more).
-    pub fn declared_by_method(method: &str) -> Option<Kind> {
+    /// The declared kind (`Parameters::Declared`) an `in.php` `method` asks for, where `flag`
+    /// says which flags the caller set (a kind with an `inphp_flag` is asked for by its method
+    /// and that flag); the typed kinds' methods are read by hand (`userrecaptcha` is two kinds,
+    /// `post` two more).
+    pub fn declared_by_method(method: &str, flag: impl Fn(&str) -> bool) -> Option<Kind> {
         Kind::ALL.into_iter().find(|kind| {
             let spec = kind.spec();
             matches!(spec.params, Parameters::Declared(_))
                 && spec.methods.iter().any(|m| m.eq_ignore_ascii_case(method))
+                && spec.inphp_flag.is_none_or(&flag)
         })
     }
 
-    /// A stored answer as JSON: the object for a kind whose answer is one (GeeTest, Lemin),
-    /// else (or where the text is not an object) the text as a string.
+    /// A stored answer as JSON: the object for a kind whose answer is one (GeeTest, Lemin), the
+    /// list of points for one whose answer is points, else (or where the text is neither) the
+    /// text as a string.
     pub fn answer_value(self, text: &str) -> serde_json::Value {
+        if let AnswerShape::Points { .. } = self.spec().answer {
+            return serde_json::from_str(text)
+                .ok()
+                .filter(serde_json::Value::is_array)
+                .unwrap_or_else(|| serde_json::Value::String(text.to_owned()));
+        }
         let object = self
             .spec()
             .answer
@@ -235,6 +247,8 @@ pub(crate) fn declared_sample(kind: Kind) -> Option<crate::model::SolveRequest> 
                 Check::Text => format!("text-{}", p.name),
                 Check::Flag => "1".to_owned(),
                 Check::Object => r#"{"blob":"b10b"}"#.to_owned(),
+                Check::Image => sample_image(p.name),
+                Check::Count => "3".to_owned(),
             };
             (p.name, value)
         })
@@ -251,6 +265,16 @@ pub(crate) fn declared_sample(kind: Kind) -> Option<crate::model::SolveRequest> 
     }
     req.validate().expect("a sample is valid");
     Some(req)
+}
+
+/// A small PNG as base64, its bytes made distinct by `name`.
+#[cfg(test)]
+pub(crate) fn sample_image(name: &str) -> String {
+    use base64::Engine as _;
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend(std::iter::repeat_n(b'p', 120));
+    png.extend(name.as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(png)
 }
 
 #[cfg(test)]

@@ -160,6 +160,9 @@ pub struct TypeSpec {
     /// (`version=v3` tells them apart); a text question comes as `textcaptcha=` with `method=post`
     /// or none.
     pub methods: &'static [&'static str],
+    /// The `in.php` flag that, set to 1, makes one of `methods` ask for this kind rather than
+    /// the kind that method otherwise is (`coordinatescaptcha` on an image's `post`/`base64`).
+    pub inphp_flag: Option<&'static str>,
     /// Its `createTask` names, each with the dialects that take it.
     pub task_names: &'static [TaskName],
     /// The `in.php` dialects that solve it (the `createTask` ones are those with a name for it).
@@ -226,7 +229,17 @@ pub enum Check {
     /// A JSON object of strings: `name[key]=value` fields in `in.php`, the object's JSON text in
     /// a `createTask` field (FunCaptcha's `data`).
     Object,
+    /// An image: base64 text (a data-URI prefix is read), or in `in.php` also an uploaded file
+    /// under the parameter's name or an alias. Kept as standard base64, so the same picture
+    /// sent either way is the same target; the target's identity holds its digest.
+    Image,
+    /// A whole number from 0 to [`MAX_COUNT`]: text in `in.php`, a JSON number in `createTask`
+    /// (2captcha's `minClicks`).
+    Count,
 }
+
+/// The largest [`Check::Count`]: more clicks than any challenge image holds.
+pub const MAX_COUNT: u32 = 1000;
 
 /// One parameter of a declared type, under its name in each protocol.
 #[derive(Debug, Clone, Copy)]
@@ -282,6 +295,14 @@ impl Param {
         !self.task.is_empty()
     }
 
+    /// Taken only by `dialects`: a task that sets it goes only to their accounts.
+    pub const fn only(self, dialects: Dialects) -> Param {
+        Param {
+            only: dialects,
+            ..self
+        }
+    }
+
     pub const fn aliases(self, aliases: &'static [&'static str]) -> Param {
         Param { aliases, ..self }
     }
@@ -328,25 +349,38 @@ pub enum AnswerShape {
         keys: &'static [&'static str],
         also: &'static [(&'static str, &'static str)],
     },
+    /// Points on an image, stored as a JSON array of `[x, y]` pairs (or anti-captcha's
+    /// rectangles, `[x1, y1, x2, y2]`) in pixels from the top left. Each protocol writes them
+    /// its own way: `in.php` as `coordinates:x=..,y=..;...` (a JSON array of `{"x", "y"}` in
+    /// JSON mode); a `createTask` solution under `field`, as anti-captcha's `[[x, y]]` or
+    /// 2captcha's `[{"x", "y"}]`.
+    Points { field: &'static str },
     /// Whatever the provider gave, kept whole: text stays text, and a `createTask` solution or
     /// an `in.php` object stays that object (a pass-through type's answer).
     AsGiven,
 }
 
 impl AnswerShape {
+    /// Whether the answer is JSON (an object, or a list of points) rather than one string.
     pub fn is_object(&self) -> bool {
-        matches!(self, AnswerShape::Object { .. } | AnswerShape::AsGiven)
+        matches!(
+            self,
+            AnswerShape::Object { .. } | AnswerShape::AsGiven | AnswerShape::Points { .. }
+        )
     }
 
     /// An answer as a provider gave it (a token, or a `createTask` solution object this gateway
     /// could not tell apart without the kind) in the form the engine stores for this shape:
     /// the token, or the object with this shape's keys.
     pub fn canonical(&self, text: String) -> String {
+        if let AnswerShape::Points { field } = self {
+            return super::points::read(&text, field).map_or(text, |points| points.to_string());
+        }
         let Ok(serde_json::Value::Object(map)) = serde_json::from_str(&text) else {
             return text;
         };
         match self {
-            AnswerShape::AsGiven => text,
+            AnswerShape::AsGiven | AnswerShape::Points { .. } => text,
             AnswerShape::Token { fields } => fields
                 .iter()
                 .find_map(|f| map.get(*f).and_then(serde_json::Value::as_str))

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::spec::{AnswerShape, Check, Dialect, Parameters, ProxyName};
+use super::spec::{AnswerShape, Check, Dialect, Dialects, Parameters, ProxyName};
 use super::{Kind, Reuse};
 
 fn reuse_name(r: Reuse) -> &'static str {
@@ -22,7 +22,15 @@ pub fn markdown() -> String {
     );
     for kind in Kind::ALL {
         let spec = kind.spec();
-        let methods: Vec<String> = spec.methods.iter().map(|m| format!("`{m}`")).collect();
+        let flag = spec
+            .inphp_flag
+            .map(|f| format!(" with `{f}=1`"))
+            .unwrap_or_default();
+        let methods: Vec<String> = spec
+            .methods
+            .iter()
+            .map(|m| format!("`{m}`{flag}"))
+            .collect();
         let names: Vec<String> = spec
             .task_names
             .iter()
@@ -105,10 +113,14 @@ pub fn parameters_markdown() -> String {
                     Check::Key => ", key",
                     Check::Flag => ", flag",
                     Check::Object => ", object: `name[key]` in `in.php`",
+                    Check::Image => ", image: base64, or an upload in `in.php`",
+                    Check::Count => ", whole number",
                 };
                 let required = if p.required { "required" } else { "optional" };
-                let task = if p.in_task_api() {
+                let task = if p.in_task_api() && p.only == Dialects::ALL {
                     format!("`{}`", p.task)
+                } else if p.in_task_api() {
+                    format!("`{}` ({} accounts only)", p.task, p.only.names().join(", "))
                 } else {
                     format!("none: {} accounts only", p.only.names().join(", "))
                 };
@@ -140,6 +152,9 @@ pub fn parameters_markdown() -> String {
                     .collect();
                 format!("object {}", keys.join(", "))
             }
+            AnswerShape::Points { field } => format!(
+                "points: `coordinates:x=..,y=..;..` in `in.php`; `solution` `{field}`"
+            ),
             AnswerShape::AsGiven => "as the provider gave it".to_owned(),
         };
         let with_agent = if spec.answer_user_agent {

@@ -8,7 +8,7 @@
 //!
 //! Bounded whatever the traffic: at most `keep / bucket` buckets (4,032 by default), a bucket
 //! holds only the kinds that had demand in it, and a bucket without demand is not kept at all,
-//! so the worst case is every kind (15) busy for the whole span (about 9.2 MB at the defaults) and a
+//! so the worst case is every kind (16) busy for the whole span (about 9.8 MB at the defaults) and a
 //! quiet gateway keeps almost nothing. Each bucket also keeps its busiest poolable targets
 //! with their pool hits and expired answers (`targets`: at most 8, up to 6.2 MB more over 14
 //! days at the longest labels), and each account's share (`accounts`).
@@ -547,7 +547,7 @@ mod tests {
     /// memory and as one instance's share in Redis, and what each account and the busiest
     /// targets add to it.
     #[test]
-    fn a_full_log_is_under_nine_point_two_megabytes_and_accounts_and_targets_add_a_bounded_amount()
+    fn a_full_log_is_under_nine_point_eight_megabytes_and_accounts_and_targets_add_a_bounded_amount()
     {
         let log = DemandLog::new(DEFAULT_BUCKET, DEFAULT_KEEP);
         // Solves in every histogram bucket, each count at ten digits.
@@ -584,9 +584,9 @@ mod tests {
             + full.kinds.capacity() * std::mem::size_of::<(Kind, KindDemand)>();
         let bytes = log.capacity() * per_bucket;
         assert_eq!(log.capacity(), 4032);
-        assert!(bytes <= 9_200_000, "{bytes}");
+        assert!(bytes <= 9_800_000, "{bytes}");
         let share = serde_json::to_string(&full).unwrap();
-        assert!(share.len() < 5_500, "share {}", share.len());
+        assert!(share.len() < 6_000, "share {}", share.len());
 
         // An account (its name at the longest allowed) solving every kind in every bucket.
         let account = AccountDemand {
@@ -603,7 +603,7 @@ mod tests {
             + account.provider.capacity()
             + account.solved.capacity() * std::mem::size_of::<(Kind, u64)>();
         let account_bytes = log.capacity() * per_account;
-        assert!(account_bytes <= 1_700_000, "accounts {account_bytes}");
+        assert!(account_bytes <= 1_800_000, "accounts {account_bytes}");
         let json = serde_json::to_string(&account).unwrap();
         assert!(json.len() < 560, "account {}", json.len());
 

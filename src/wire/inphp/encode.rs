@@ -121,6 +121,9 @@ pub fn submit_params(req: &SolveRequest) -> Vec<(Cow<'static, str>, String)> {
         }
         TaskParams::Declared { kind, values } => {
             put("method", kind.spec().methods[0]);
+            if let Some(flag) = kind.spec().inphp_flag {
+                put(flag, "1");
+            }
             for (name, value) in values {
                 match declared_object(*kind, name, value) {
                     // `data[blob]=...`: how in.php takes an object (FunCaptcha's `data`).
@@ -377,6 +380,10 @@ mod tests {
             Check::Object => proptest::collection::btree_map("[a-z]{1,6}", word(), 1..3)
                 .prop_map(|object| serde_json::to_string(&object).expect("strings serialize"))
                 .boxed(),
+            Check::Image => word()
+                .prop_map(|w| crate::model::kind::sample_image(&w))
+                .boxed(),
+            Check::Count => (0..=crate::model::MAX_COUNT).prop_map(|n| n.to_string()).boxed(),
         };
         if param.required {
             value.prop_map(move |v| Some((param.name, v))).boxed()

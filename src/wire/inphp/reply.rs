@@ -3,7 +3,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::codes;
-use crate::model::{Answer, Kind};
+use crate::model::{Answer, AnswerShape, Kind, points};
 
 /// Plain text unless the client sent `json=1` (docs/PROTOCOL.md item 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,9 +87,17 @@ impl Reply {
     /// tell apart, and Cloudflare Challenge; the captchaai SDK reads it, item 10); the user agent
     /// an answer is bound to as `user_agent` (CaptchaAI's name) and `useragent` (2captcha's); the
     /// caller's provider cannot be told from its request, so both. The `request` of a kind whose
-    /// answer is an object (GeeTest, Lemin) is that object in JSON mode; `price` for `get2`. Nothing else (item 17).
+    /// answer is an object (GeeTest, Lemin) is that object in JSON mode; points are
+    /// `coordinates:x=..,y=..;..` in plain mode and an array of `{"x", "y"}` in JSON mode, as
+    /// 2captcha writes them; `price` for `get2`. Nothing else (item 17).
     pub fn answer(mode: Mode, kind: Kind, answer: &Answer, price: Option<&str>) -> Reply {
-        let request = kind.answer_value(&answer.text);
+        let (request, plain) = match kind.spec().answer {
+            AnswerShape::Points { .. } => (
+                points::inphp_json(&answer.text),
+                points::inphp_plain(&answer.text),
+            ),
+            _ => (kind.answer_value(&answer.text), answer.text.clone()),
+        };
         let mut extra = serde_json::Map::new();
         if matches!(
             kind,
@@ -108,7 +116,7 @@ impl Reply {
             mode,
             body: Body::Answer {
                 request,
-                plain: answer.text.clone(),
+                plain,
                 extra,
             },
         }

@@ -14,14 +14,17 @@ use crate::model::{
 pub fn parse_submit(p: &Params) -> Result<SolveRequest, Validation> {
     let method = p.get(&["method"]).map(str::to_ascii_lowercase);
     let text = p.get(&["textcaptcha"]);
-    if method
+    let declared = method
         .as_deref()
-        .is_some_and(|m| passes_through(m, text, p))
-    {
-        return parse_passthrough(p);
-    }
-    let params = match method.as_deref().and_then(Kind::declared_by_method) {
+        .and_then(|m| Kind::declared_by_method(m, |flag| flag_set(p, flag)));
+    let params = match declared {
         Some(kind) => declared_params(kind, p)?,
+        None if method
+            .as_deref()
+            .is_some_and(|m| passes_through(m, text, p)) =>
+        {
+            return parse_passthrough(p);
+        }
         None => typed_params(method.as_deref(), text, p)?,
     };
     let mut req = SolveRequest::new(params);
@@ -110,6 +113,7 @@ fn declared_params(kind: Kind, p: &Params) -> Result<TaskParams, Validation> {
     let params = kind.spec().declared_params();
     let known = |name: &str| {
         COMMON.contains(&name)
+            || kind.spec().inphp_flag == Some(name)
             || params.iter().any(|param| {
                 param.name == name
                     || param.aliases.contains(&name)
@@ -128,13 +132,30 @@ fn declared_params(kind: Kind, p: &Params) -> Result<TaskParams, Validation> {
         let value = match param.check {
             Check::Flag => declared_flag(p, &names, param.name)?,
             Check::Object => opt(p, &names).or_else(|| keyed_object(p, param.name)),
-            Check::Text | Check::Page | Check::Key => opt(p, &names),
+            Check::Text | Check::Page | Check::Key | Check::Count => opt(p, &names),
+            Check::Image => declared_image(p, &names, param.name)?,
         };
         if let Some(value) = value {
             values.push((param.name, value));
         }
     }
     Ok(TaskParams::Declared { kind, values })
+}
+
+/// A declared image as standard base64: an upload under any of `names`, else base64 text.
+fn declared_image(p: &Params, names: &[&str], name: &str) -> Result<Option<String>, Validation> {
+    use base64::engine::general_purpose::STANDARD;
+    if let Some(file) = names.iter().find_map(|n| p.file(n)) {
+        return Ok(Some(STANDARD.encode(file)));
+    }
+    match p.get(names) {
+        None => Ok(None),
+        Some(raw) => crate::model::decode_base64_image(raw)
+            .map(|image| Some(STANDARD.encode(image)))
+            .ok_or_else(|| {
+                Validation::new(codes::UPLOAD, format!("parameter `{name}` is not valid base64"))
+            }),
+    }
 }
 
 /// A declared flag: `1` when on, `None` when off or absent; any other value is refused by
@@ -346,11 +367,15 @@ const ANOTHER_TASK: [&str; 8] = [
     "imginstructions",
 ];
 
-/// Whether the caller sent one of [`ANOTHER_TASK`] (a flag of `0` or `false` is not sent).
+/// Whether the caller sent one of [`ANOTHER_TASK`].
 fn another_task(p: &Params) -> bool {
+    ANOTHER_TASK.into_iter().any(|name| flag_set(p, name))
+}
+
+/// Whether the caller sent `name` (a flag of `0` or `false` is not sent).
+fn flag_set(p: &Params, name: &str) -> bool {
     let flag_off = |v: &str| matches!(v, "0" | "false");
-    let sent = |name: &str| p.get(&[name]).is_some_and(|v| !flag_off(v)) || p.file(name).is_some();
-    ANOTHER_TASK.into_iter().any(sent)
+    p.get(&[name]).is_some_and(|v| !flag_off(v)) || p.file(name).is_some()
 }
 
 /// Image hints. A number that does not parse is refused (naming the parameter) rather than
@@ -402,23 +427,8 @@ fn decode_base64_image(raw: Option<&str>) -> Result<Bytes, Validation> {
             "parameter `body` is empty or missing",
         )
     })?;
-    // Tolerate a data-URI prefix and the whitespace or `+`-as-space damage of form encoding.
-    let data = raw.rsplit_once("base64,").map(|(_, d)| d).unwrap_or(raw);
-    let cleaned: String = data
-        .chars()
-        .map(|c| if c == ' ' { '+' } else { c })
-        .filter(|c| !c.is_whitespace())
-        .collect();
-    base64::engine::general_purpose::STANDARD
-        .decode(cleaned.trim_end_matches('='))
-        .or_else(|_| {
-            base64::engine::general_purpose::STANDARD_NO_PAD.decode(cleaned.trim_end_matches('='))
-        })
-        .or_else(|_| {
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cleaned.trim_end_matches('='))
-        })
-        .map(Bytes::from)
-        .map_err(|_| Validation::new(codes::UPLOAD, "parameter `body` is not valid base64"))
+    crate::model::decode_base64_image(raw)
+        .ok_or_else(|| Validation::new(codes::UPLOAD, "parameter `body` is not valid base64"))
 }
 
 fn proxy(p: &Params) -> Result<Option<Proxy>, Validation> {

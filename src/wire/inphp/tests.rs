@@ -162,7 +162,6 @@ fn every_declared_method_is_read() {
 fn image_parameters_that_change_the_answer_pass_the_task_through_whole() {
     let b64 = base64::engine::general_purpose::STANDARD.encode(PNG);
     for (name, value) in [
-        ("coordinatescaptcha", "1"),
         ("recaptcha", "1"),
         ("grid_size", "3x3"),
         ("recaptcharows", "4"),
@@ -203,7 +202,7 @@ fn image_parameters_that_change_the_answer_pass_the_task_through_whole() {
     // Uploaded files go on as uploads, under their fields' names; the call's own key does not.
     let mut upload = Params::from_pairs([
         ("method", "post"),
-        ("coordinatescaptcha", "1"),
+        ("grid_size", "3x3"),
         ("key", "caller-key"),
     ]);
     upload.insert_file("file", bytes::Bytes::from_static(PNG));
@@ -224,6 +223,87 @@ fn image_parameters_that_change_the_answer_pass_the_task_through_whole() {
     let body = serde_json::to_vec(&crate::wire::native::native_body(&req)).unwrap();
     let back = crate::wire::native::parse_native(&body, std::time::Duration::from_secs(60));
     assert_eq!(back.expect("parses back").req, req);
+}
+
+/// `coordinatescaptcha=1` on an image asks for the coordinates kind: its image as base64 or an
+/// upload (the same picture either way, the same target), its instruction as text or an image,
+/// and on the way up `method=base64` with the flag, whatever the caller used.
+#[test]
+fn a_coordinates_image_is_the_coordinates_kind_however_it_is_sent() {
+    use crate::model::{Target, TargetPolicy};
+    let b64 = base64::engine::general_purpose::STANDARD.encode(PNG);
+    let data_uri = format!("data:image/png;base64,{}", b64.trim_end_matches('='));
+    let as_text = parse(&[
+        ("method", "base64"),
+        ("coordinatescaptcha", "1"),
+        ("body", &data_uri),
+        ("textinstructions", "the cats"),
+        ("min_clicks", "2"),
+    ])
+    .expect("base64");
+    assert_eq!(as_text.kind(), Kind::Coordinates);
+    let mut upload = Params::from_pairs([
+        ("method", "post"),
+        ("coordinatescaptcha", "1"),
+        ("textinstructions", "the cats"),
+        ("min_clicks", "2"),
+    ]);
+    upload.insert_file("file", bytes::Bytes::from_static(PNG));
+    let uploaded = parse_submit(&upload).expect("an upload");
+    assert_eq!(uploaded, as_text, "the same picture, the same task");
+    assert_eq!(
+        Target::of(&uploaded, TargetPolicy::default()),
+        Target::of(&as_text, TargetPolicy::default())
+    );
+    let sent: Vec<(String, String)> = submit_params(&uploaded)
+        .into_iter()
+        .map(|(n, v)| (n.into_owned(), v))
+        .collect();
+    for want in [
+        ("method", "base64"),
+        ("coordinatescaptcha", "1"),
+        ("body", b64.as_str()),
+        ("textinstructions", "the cats"),
+        ("min_clicks", "2"),
+    ] {
+        assert!(
+            sent.contains(&(want.0.to_owned(), want.1.to_owned())),
+            "{want:?} in {sent:?}"
+        );
+    }
+    assert!(super::submit_files(&uploaded).is_empty());
+
+    // Another instruction is another task.
+    let other = parse(&[
+        ("method", "base64"),
+        ("coordinatescaptcha", "1"),
+        ("body", &b64),
+        ("textinstructions", "the dogs"),
+        ("min_clicks", "2"),
+    ])
+    .expect("base64");
+    assert_ne!(
+        Target::of(&other, TargetPolicy::default()),
+        Target::of(&as_text, TargetPolicy::default())
+    );
+    // What cannot be is refused by name; a parameter coordinates has not, too.
+    for (bad, named) in [
+        (("min_clicks", "many"), "min_clicks"),
+        (("max_clicks", "1001"), "max_clicks"),
+        (("imginstructions", "%%%"), "imginstructions"),
+        (("grid_size", "3x3"), "grid_size"),
+    ] {
+        let refused = parse(&[
+            ("method", "base64"),
+            ("coordinatescaptcha", "1"),
+            ("body", &b64),
+            bad,
+        ])
+        .expect_err(named);
+        assert!(refused.message.contains(named), "{named}: {refused}");
+    }
+    let no_image = parse(&[("method", "base64"), ("coordinatescaptcha", "1")]);
+    assert!(no_image.expect_err("no image").message.contains("body"));
 }
 
 /// A `createTask` pass-through task's native form means the same task.

@@ -119,7 +119,7 @@ pub struct Finished<'a> {
 /// `getTaskResult` with the answer. Anti-captcha and 2captcha add what the task cost, where and
 /// when it ran.
 pub fn ready(dialect: TaskApiDialect, id: &str, done: Finished<'_>) -> Value {
-    let mut solution = solution(done.kind, done.answer);
+    let mut solution = solution(done.kind, done.answer, dialect);
     // The solution object carries every dialect's keys, as anti-captcha's and 2captcha's callers
     // cannot be told apart; a reCAPTCHA `token` is 2captcha's alone, never CapSolver's.
     if dialect == TaskApiDialect::CapSolver

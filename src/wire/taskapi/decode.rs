@@ -6,7 +6,6 @@
 
 use std::cell::RefCell;
 
-use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
@@ -296,14 +295,8 @@ fn image_body(raw: Option<String>) -> Result<Bytes, Validation> {
     let raw = raw.ok_or_else(|| {
         Validation::new(codes::ZERO_CAPTCHA_FILESIZE, "`body` is empty or missing")
     })?;
-    let data = raw.rsplit_once("base64,").map(|(_, d)| d).unwrap_or(&raw);
-    let cleaned: String = data.chars().filter(|c| !c.is_whitespace()).collect();
-    let cleaned = cleaned.trim_end_matches('=');
-    base64::engine::general_purpose::STANDARD_NO_PAD
-        .decode(cleaned)
-        .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cleaned))
-        .map(Bytes::from)
-        .map_err(|_| Validation::new(codes::UPLOAD, "`body` is not valid base64"))
+    crate::model::decode_base64_image(&raw)
+        .ok_or_else(|| Validation::new(codes::UPLOAD, "`body` is not valid base64"))
 }
 
 /// anti-captcha's `ImageToTextTask` hints: `numeric` 0-2 (any, digits, letters), `math`,

@@ -184,7 +184,11 @@ pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, 
                 let value = match param.check {
                     Check::Flag => Value::Bool(true),
                     // An object travels as its JSON text (FunCaptcha's `data`).
-                    Check::Text | Check::Page | Check::Key | Check::Object => text(value),
+                    Check::Text | Check::Page | Check::Key | Check::Object | Check::Image => {
+                        text(value)
+                    }
+                    // Validated as a whole number; 2captcha's `minClicks` is an integer.
+                    Check::Count => value.parse::<u32>().map_or_else(|_| text(value), Value::from),
                 };
                 match Param::split_field(param.task_field(flavor.dialect())) {
                     (outer, Some(inner)) => {

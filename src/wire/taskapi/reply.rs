@@ -5,7 +5,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::model::{Answer, AnswerShape, Kind};
+use super::names::TaskApiDialect;
+use crate::model::{Answer, AnswerShape, Kind, points};
 use crate::wire::inphp::codes;
 
 /// No `task` object or no `type` in it.
@@ -63,7 +64,9 @@ pub fn task_id_value(id: &str) -> Value {
 /// The solution object of an answer. Keys of every flavor are present, so a client of any of
 /// them finds its own: `gRecaptchaResponse` and `token` for reCAPTCHA, `token` and
 /// `cf_clearance` for a Cloudflare challenge, the GeeTest triple, `text` for images and text.
-pub fn solution(kind: Kind, answer: &Answer) -> Value {
+/// Points go in the caller's dialect's form: 2captcha's `{"x", "y"}` objects, else
+/// anti-captcha's `[x, y]` pairs (the two cannot share a key).
+pub fn solution(kind: Kind, answer: &Answer, dialect: TaskApiDialect) -> Value {
     let text = Value::String(answer.text.clone());
     let mut out = match kind {
         Kind::RecaptchaV2 | Kind::RecaptchaV3 => {
@@ -85,6 +88,10 @@ pub fn solution(kind: Kind, answer: &Answer) -> Value {
                     Ok(object @ Value::Object(_)) => object,
                     _ => json!({"text": text}),
                 }
+            }
+            AnswerShape::Points { field } => {
+                let objects = dialect == TaskApiDialect::TwoCaptchaV2;
+                json!({ field: points::task_list(&answer.text, objects) })
             }
         },
     };
@@ -156,6 +163,9 @@ pub fn read_solution(kind: Kind, solution: &Value) -> Option<(String, Option<Str
             AnswerShape::Token { fields } => fields.iter().find_map(|f| field(f))?,
             // Whole, as the provider gave it.
             AnswerShape::AsGiven => solution.to_string(),
+            AnswerShape::Points { field } => {
+                points::read(&solution.to_string(), field)?.to_string()
+            }
             AnswerShape::Object { keys, .. } => {
                 let object: Map<String, Value> = keys
                     .iter()
@@ -198,9 +208,15 @@ mod tests {
                 .to_string(),
                 AnswerShape::Token { .. } => "tok-1".to_owned(),
                 AnswerShape::AsGiven => json!({"cell": [1, 2], "token": "t"}).to_string(),
+                AnswerShape::Points { .. } => "[[1,2],[30,40]]".to_owned(),
             };
             let a = answer(&text, Some("UA/1"));
-            let (back, ua) = read_solution(kind, &solution(kind, &a)).expect("reads");
+            let (back, ua) = read_solution(kind, &solution(kind, &a, TaskApiDialect::AntiCaptcha))
+                .expect("reads");
+            // 2captcha's other form of points reads back the same.
+            let (again, _) = read_solution(kind, &solution(kind, &a, TaskApiDialect::TwoCaptchaV2))
+                .expect("reads");
+            assert_eq!(back, again, "{kind}");
             assert_eq!(ua.as_deref(), Some("UA/1"), "{kind}");
             if kind == Kind::GeetestV3 {
                 let v: Value = serde_json::from_str(&back).unwrap();

@@ -1,6 +1,8 @@
 //! The `createTask` fields of a declared kind (`model::Parameters::Declared`), read from its
 //! declaration.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
 use super::{Fields, bad, is_empty};
@@ -27,6 +29,20 @@ pub(super) fn params(kind: Kind, t: &Fields<'_>) -> Result<TaskParams, Validatio
                 _ => t.string(field)?,
             },
             (_, Check::Text | Check::Page | Check::Key) => t.string(field)?,
+            (_, Check::Count) => t.number_text(field)?,
+            (_, Check::Image) => match t.string(field)? {
+                None => None,
+                Some(raw) => Some(
+                    crate::model::decode_base64_image(&raw)
+                        .map(|image| STANDARD.encode(image))
+                        .ok_or_else(|| {
+                            Validation::new(
+                                "ERROR_UPLOAD",
+                                format!("`{field}` is not valid base64"),
+                            )
+                        })?,
+                ),
+            },
         };
         if let Some(value) = value {
             values.push((param.name, value));

@@ -1,3 +1,4 @@
+use base64::Engine as _;
 use proptest::prelude::*;
 use serde_json::json;
 
