@@ -126,6 +126,9 @@ impl Fields {
             declared => (declared.spec().methods[0], None),
         };
         params.set("method", method);
+        if let Some(flag) = kind.spec().inphp_flag {
+            params.set(flag, "1");
+        }
         if let Some(v) = version {
             params.set("version", v);
         }
@@ -289,9 +292,10 @@ pub fn native_body(req: &SolveRequest) -> serde_json::Value {
         body.insert("files".into(), Value::Object(files));
     }
     for (name, value) in submit_params(req) {
-        // The kind says it; the native parser derives `method` from it (but for a pass-through
-        // task, whose method is its own).
-        if name != "method" || req.kind() == Kind::Other {
+        // The kind says it; the native parser derives `method` and the kind's flag from it (but
+        // for a pass-through task, whose method is its own).
+        let derived = name == "method" || Some(name.as_ref()) == req.kind().spec().inphp_flag;
+        if !derived || req.kind() == Kind::Other {
             body.insert(name.into(), serde_json::Value::String(value));
         }
     }

@@ -90,21 +90,22 @@ async fn a_type_no_kind_declares_goes_as_sent_to_an_account_of_its_protocol() {
         assert_eq!(verdict["success"], true, "{token}: {verdict}");
     }
     let png = base64_png();
-    let coordinates = solve_inphp(
+    // A 2captcha reCAPTCHA grid (`recaptcha=1` on an image) is another task than the image's text.
+    let grid = solve_inphp(
         &gw,
         &[
             ("method", "base64"),
             ("body", &png),
-            ("coordinatescaptcha", "1"),
+            ("recaptcha", "1"),
             ("textinstructions", "click the cats"),
         ],
     )
     .await
     .unwrap();
     assert_eq!(
-        inphp.verify(&gw.http, &coordinates).await["success"],
+        inphp.verify(&gw.http, &grid).await["success"],
         true,
-        "the provider's answer to the coordinates task, not an image text: {coordinates}"
+        "the provider's answer to the grid task, not an image text: {grid}"
     );
     assert_eq!(inphp.sim.stats().submits, 3);
 

@@ -172,6 +172,12 @@ def run_twocaptcha_declared(base, key):
         add("datadome", "datadome", solver.datadome,
             captcha_url="https://geo.captcha-delivery.com/captcha/?initialCid=x", pageurl=PAGE,
             userAgent="Mozilla/5.0 (test)", proxy={"type": "HTTP", "uri": "user:pw@127.0.0.1:3128"})
+        # The image as base64 (the library sends `method=base64`), twice: the same picture and
+        # instruction, the same points.
+        body = base64.b64encode(PNG + b"points").decode()
+        add("coordinates", "coordinates", solver.coordinates, body, hintText="Click the cats")
+        add("coordinates_again", "coordinates", solver.coordinates, body,
+            hintText="Click the cats")
     # A case that failed raises here, with its message.
     results = [{"case": case, "kind": kind, "answer": f.result()["code"], "user_agent": None,
                 "task_id": f.result()["captchaId"]} for case, kind, f in cases]
@@ -215,8 +221,6 @@ def run_twocaptcha_passthrough(base, key):
             api_server="https://cap.aisecurius.com", url=PAGE)
         add("prosopo", solver.prosopo, sitekey="5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm",
             pageurl=PAGE)
-        add("coordinates", solver.coordinates, image.name, lang="en",
-            hintText="Select all the cats")
         add("grid", solver.grid, image.name, rows=3, cols=3, hintText="Select all the buses")
         add("canvas", solver.canvas, image.name, hintText="Draw around the apple")
         add("rotate", solver.rotate, [image.name, other.name], angle=40)
@@ -286,6 +290,9 @@ def run_twocaptcha_full(base, key):
         add("datadome", "datadome", solver.datadome,
             captcha_url="https://geo.captcha-delivery.com/captcha/?initialCid=full",
             pageurl=PAGE, userAgent="Mozilla/5.0 (full)", proxy=proxy, softId=4580)
+        # The image and the instruction image uploaded, as the library sends file paths.
+        add("coordinates", "coordinates", solver.coordinates, image.name, hintText="the cats",
+            hintImg=image.name, lang="en", min_clicks=1, max_clicks=4, softId=4580)
     results = []
     for case, kind, f in cases:
         try:
