@@ -89,12 +89,14 @@ fn credential(r: &Value) -> Option<String> {
             let a: Value = serde_json::from_str(r["answer"].as_str()?).ok()?;
             geetest_v4_credential(&a)
         }
-        // Points are no credential: 2captcha's `coordinates:x=..,y=..;..`, read back as points.
+        // Points are no credential: 2captcha's `coordinates:x=..,y=..;..` text, or a
+        // `createTask` client's list, read back as points.
         "coordinates" => {
-            let text = r["answer"].as_str().unwrap_or_default();
-            let points = captcha_gateway::model::points::read(text, "coordinates");
+            let answer = &r["answer"];
+            let text = answer.as_str().map_or_else(|| answer.to_string(), str::to_owned);
+            let points = captcha_gateway::model::points::read(&text, "coordinates");
             assert!(
-                text.starts_with("coordinates:x=")
+                (answer.is_array() || text.starts_with("coordinates:x="))
                     && points.is_some_and(|p| p.as_array().is_some_and(|a| !a.is_empty())),
                 "points: {r}"
             );

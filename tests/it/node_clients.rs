@@ -67,7 +67,8 @@ fn kinds(results: &[Value]) -> Vec<&str> {
 }
 
 /// `@2captcha/captcha-solver` (GET and JSON-POST `in.php`, `json=1`): every declared kind
-/// 2captcha solves, and three types it does not declare passed through, each answer verified.
+/// 2captcha solves (coordinates in JSON mode: `{"x", "y"}` objects), and two types it does not
+/// declare passed through, each answer verified.
 #[tokio::test]
 async fn the_2captcha_npm_client_solves_every_kind_it_has() {
     let gw = TestGateway::start().await;
@@ -76,6 +77,7 @@ async fn the_2captcha_npm_client_solves_every_kind_it_has() {
     assert_eq!(
         kinds(&results),
         [
+            "coordinates",
             "datadome",
             "friendly_captcha",
             "funcaptcha",

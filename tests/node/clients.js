@@ -83,7 +83,7 @@ async function runTwoCaptcha(base, key) {
         sessionId: "9ff29e0176e78eb7ba59314f92dbac1b",
         webServerSign: "964635241a3e5e76980f2572e5f63452",
         webServerSign2: "3ca802a38ffc5831fa293ac2819b1204" })],
-    ["coordinates", "other", () =>
+    ["coordinates", "coordinates", () =>
       solver.coordinates({ body: PNG.toString("base64"), textinstructions: "Select all the cats" })],
   ];
   // Every case at once, as a fleet's workers call it.

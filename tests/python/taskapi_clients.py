@@ -80,6 +80,7 @@ def run_anticaptcha(base, key):
     from anticaptchaofficial.hcaptchaproxyon import hCaptchaProxyon
     from anticaptchaofficial.geetestproxyless import geetestProxyless
     from anticaptchaofficial.imagecaptcha import imagecaptcha
+    from anticaptchaofficial.imagetocoordinates import imagetocoordinates
     from anticaptchaofficial.recaptchav2enterpriseproxyless import recaptchaV2EnterpriseProxyless
     from anticaptchaofficial.recaptchav2proxyless import recaptchaV2Proxyless
     from anticaptchaofficial.recaptchav2proxyon import recaptchaV2Proxyon
@@ -146,6 +147,13 @@ def run_anticaptcha(base, key):
         cases.append(run("geetest_v4", "geetest_v4", geetest_v4))
         cases.append(run("friendly_captcha", "friendly_captcha",
                          page(friendlyCaptchaProxyless(), "FCMGEMUD2KTDSQ5H")))
+        points = imagetocoordinates()
+        points.set_comment("click the cat")
+        cases.append(run("coordinates", "coordinates", points, None, body=PNG))
+        boxes = imagetocoordinates()
+        boxes.set_comment("draw a box around the cat")
+        boxes.set_mode("rectangles")
+        cases.append(run("rectangles", "coordinates", boxes, None, body=PNG))
         # A case that failed raises here, with its message.
         v2 = [case.result() for case in cases][0]
     extras = {
@@ -232,7 +240,6 @@ def run_anticaptcha_passthrough(base, key):
     from anticaptchaofficial import antinetworking
     from anticaptchaofficial.altchaproxyless import altchaProxyless
     from anticaptchaofficial.amazonproxyless import amazonProxyless
-    from anticaptchaofficial.imagetocoordinates import imagetocoordinates
     from anticaptchaofficial.prosopoproxyless import prosopoProxyless
 
     antinetworking.session.mount(ANTI_CAPTCHA, ToGateway(base))
@@ -245,21 +252,12 @@ def run_anticaptcha_passthrough(base, key):
     altcha = altchaProxyless()
     altcha.set_website_url(PAGE)
     altcha.set_challenge_url("https://example.com/altcha/challenge")
-    points = imagetocoordinates()
-    points.set_comment("click the cat")
-    boxes = imagetocoordinates()
-    boxes.set_comment("draw a box around the cat")
-    boxes.set_mode("rectangles")
     with ThreadPoolExecutor(max_workers=3) as pool:
         cases = [
             pool.submit(anti_solve, results, key, "amazon", "other", amazon),
             pool.submit(anti_solve, results, key, "prosopo", "other",
                         page(prosopoProxyless(), "5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm")),
             pool.submit(anti_solve, results, key, "altcha", "other", altcha),
-            pool.submit(anti_solve, results, key, "coordinates", "other", points, None,
-                        body=PNG),
-            pool.submit(anti_solve, results, key, "rectangles", "other", boxes, None,
-                        body=PNG),
         ]
         # A case that failed raises here, with its message.
         [case.result() for case in cases]

@@ -35,10 +35,14 @@ pub fn read(text: &str, field: &str) -> Option<Value> {
         .map(Value::Array)
 }
 
-/// One point: `[x, y]` or `[x1, y1, x2, y2]`, or `{"x", "y"}`, each number or numeric text.
+/// One point: `[x, y]` or `[x1, y1, x2, y2]`, or `{"x", "y"}` or `{"x1", "y1", "x2", "y2"}`
+/// (how `in.php`'s JSON mode writes them), each number or numeric text.
 fn point(item: &Value) -> Option<Value> {
     let numbers: Vec<&Value> = match item {
         Value::Array(values) if matches!(values.len(), 2 | 4) => values.iter().collect(),
+        Value::Object(o) if o.contains_key("x1") => {
+            vec![o.get("x1")?, o.get("y1")?, o.get("x2")?, o.get("y2")?]
+        }
         Value::Object(o) => vec![o.get("x")?, o.get("y")?],
         _ => return None,
     };
@@ -162,10 +166,16 @@ mod tests {
         ] {
             assert_eq!(read(given, "coordinates"), Some(want.clone()), "{given}");
         }
-        assert_eq!(
-            read(r#"{"coordinates":[[1,2,30,40]]}"#, "coordinates"),
-            Some(json!([[1, 2, 30, 40]]))
-        );
+        for rectangles in [
+            r#"{"coordinates":[[1,2,30,40]]}"#,
+            r#"[{"x1":"1","y1":"2","x2":"30","y2":"40"}]"#,
+        ] {
+            assert_eq!(
+                read(rectangles, "coordinates"),
+                Some(json!([[1, 2, 30, 40]])),
+                "{rectangles}"
+            );
+        }
         assert_eq!(read("[[1.5,2]]", "coordinates"), Some(json!([[1.5, 2]])));
     }
 
