@@ -13,8 +13,8 @@ mod target;
 pub use answer::{Answer, BySource, Source, UpstreamRef};
 pub use kind::table::{markdown as task_types_table, parameters_markdown as task_parameters_table};
 pub use kind::{
-    AnswerShape, Check, Dialect, Dialects, Kind, MAX_COUNT, PAGE, Param, Parameters,
-    PassProtocol, Passthrough, ProxyName, Reuse, SITEKEY, Sourced, TaskName, TypeSpec, UNLISTED,
+    AnswerShape, Check, Dialect, Dialects, Kind, MAX_COUNT, PAGE, Param, Parameters, PassProtocol,
+    Passthrough, ProxyName, Reuse, SITEKEY, Sourced, TaskName, TypeSpec, UNLISTED,
     passthrough_documented, points,
 };
 pub use request::{

@@ -93,7 +93,9 @@ fn credential(r: &Value) -> Option<String> {
         // `createTask` client's list, read back as points.
         "coordinates" => {
             let answer = &r["answer"];
-            let text = answer.as_str().map_or_else(|| answer.to_string(), str::to_owned);
+            let text = answer
+                .as_str()
+                .map_or_else(|| answer.to_string(), str::to_owned);
             let points = captcha_gateway::model::points::read(&text, "coordinates");
             assert!(
                 (answer.is_array() || text.starts_with("coordinates:x="))

@@ -173,7 +173,11 @@ fn assert_points(spec: &TypeSpec, answer: &Value, field: &str) {
     };
     assert!(!points.is_empty(), "{}: {answer}", spec.name);
     for p in points {
-        assert!(p.len() == 2 && p.iter().all(|n| (1..=300).contains(n)), "{}: {answer}", spec.name);
+        assert!(
+            p.len() == 2 && p.iter().all(|n| (1..=300).contains(n)),
+            "{}: {answer}",
+            spec.name
+        );
     }
 }
 

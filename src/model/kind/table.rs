@@ -152,9 +152,9 @@ pub fn parameters_markdown() -> String {
                     .collect();
                 format!("object {}", keys.join(", "))
             }
-            AnswerShape::Points { field } => format!(
-                "points: `coordinates:x=..,y=..;..` in `in.php`; `solution` `{field}`"
-            ),
+            AnswerShape::Points { field } => {
+                format!("points: `coordinates:x=..,y=..;..` in `in.php`; `solution` `{field}`")
+            }
             AnswerShape::AsGiven => "as the provider gave it".to_owned(),
         };
         let with_agent = if spec.answer_user_agent {

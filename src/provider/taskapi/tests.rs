@@ -140,7 +140,10 @@ fn credential(kind: Kind, text: &str) -> Option<String> {
                 // Points are no credential; what matters is that they read as points.
                 crate::model::AnswerShape::Points { field } => {
                     let points = crate::model::points::read(&stored, field);
-                    assert!(points.is_some_and(|p| p.as_array().is_some_and(|a| !a.is_empty())), "{stored}");
+                    assert!(
+                        points.is_some_and(|p| p.as_array().is_some_and(|a| !a.is_empty())),
+                        "{stored}"
+                    );
                     None
                 }
             }

@@ -548,7 +548,7 @@ mod tests {
     /// targets add to it.
     #[test]
     fn a_full_log_is_under_nine_point_eight_megabytes_and_accounts_and_targets_add_a_bounded_amount()
-    {
+     {
         let log = DemandLog::new(DEFAULT_BUCKET, DEFAULT_KEEP);
         // Solves in every histogram bucket, each count at ten digits.
         let full_times = SolveTimes::between(&[4_000_000_000; 15], &[0; 15]);

@@ -383,7 +383,9 @@ mod tests {
             Check::Image => word()
                 .prop_map(|w| crate::model::kind::sample_image(&w))
                 .boxed(),
-            Check::Count => (0..=crate::model::MAX_COUNT).prop_map(|n| n.to_string()).boxed(),
+            Check::Count => (0..=crate::model::MAX_COUNT)
+                .prop_map(|n| n.to_string())
+                .boxed(),
         };
         if param.required {
             value.prop_map(move |v| Some((param.name, v))).boxed()

@@ -153,7 +153,10 @@ fn declared_image(p: &Params, names: &[&str], name: &str) -> Result<Option<Strin
         Some(raw) => crate::model::decode_base64_image(raw)
             .map(|image| Some(STANDARD.encode(image)))
             .ok_or_else(|| {
-                Validation::new(codes::UPLOAD, format!("parameter `{name}` is not valid base64"))
+                Validation::new(
+                    codes::UPLOAD,
+                    format!("parameter `{name}` is not valid base64"),
+                )
             }),
     }
 }

@@ -188,7 +188,9 @@ pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, 
                         text(value)
                     }
                     // Validated as a whole number; 2captcha's `minClicks` is an integer.
-                    Check::Count => value.parse::<u32>().map_or_else(|_| text(value), Value::from),
+                    Check::Count => value
+                        .parse::<u32>()
+                        .map_or_else(|_| text(value), Value::from),
                 };
                 match Param::split_field(param.task_field(flavor.dialect())) {
                     (outer, Some(inner)) => {
