@@ -61,7 +61,7 @@ pub(super) fn declared_points(values: &[(&'static str, String)]) -> String {
 
 /// The `solution` of a `createTask` image-click type passed through: anti-captcha's older
 /// `ImageCoordinatesTask` as `coordinates: [[x, y], ...]`, or `[[x1, y1, x2, y2]]` with `mode:
-/// rectangles`; 2captcha's `GridTask` as `click: [cells]` (from 1, `rows` x `columns`, 3x3
+/// rectangles`; 2captcha's `GridTask` as `click: [cells]` (from 0, `rows` x `columns`, 3x3
 /// unless given). `None` for any other type.
 pub(super) fn task_solution(task: &Map<String, Value>) -> Option<Value> {
     let kind = task
@@ -78,7 +78,13 @@ pub(super) fn task_solution(task: &Map<String, Value>) -> Option<Value> {
             let side = |name: &str| task.get(name).and_then(Value::as_u64).unwrap_or(3);
             let rows = u32::try_from(side("rows")).ok()?;
             let cells = grid_cells(rows, u32::try_from(side("columns")).ok()?)?;
-            Some(json!({ "click": pick_cells(&digest(), cells) }))
+            // 2captcha's GridTask docs: "an array of tile indices, where 0 corresponds to the
+            // top-left tile" (its `in.php` grid and CaptchaAI's count from 1).
+            let from_zero: Vec<u32> = pick_cells(&digest(), cells)
+                .into_iter()
+                .map(|c| c - 1)
+                .collect();
+            Some(json!({ "click": from_zero }))
         }
         _ => None,
     }
@@ -233,7 +239,7 @@ mod tests {
         let grid = json!({"type": "GridTask", "body": "aW1n", "rows": 4, "columns": 4});
         let got = cells(&task_solution(&task(grid)).unwrap()["click"]);
         assert!(
-            !got.is_empty() && got.iter().all(|c| (1..=16).contains(c)),
+            !got.is_empty() && got.iter().all(|c| (0..16).contains(c)),
             "{got:?}"
         );
 

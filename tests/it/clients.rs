@@ -89,23 +89,26 @@ fn credential(r: &Value) -> Option<String> {
             let a: Value = serde_json::from_str(r["answer"].as_str()?).ok()?;
             geetest_v4_credential(&a)
         }
-        // Points are no credential: 2captcha's `coordinates:x=..,y=..;..` text, or a
-        // `createTask` client's list, read back as points.
-        "coordinates" => {
-            let answer = &r["answer"];
-            let text = answer
-                .as_str()
-                .map_or_else(|| answer.to_string(), str::to_owned);
-            let points = captcha_gateway::model::points::read(&text, "coordinates");
-            assert!(
-                (answer.is_array() || text.starts_with("coordinates:x="))
-                    && points.is_some_and(|p| p.as_array().is_some_and(|a| !a.is_empty())),
-                "points: {r}"
-            );
-            None
-        }
+        "coordinates" => points_credential(r),
         _ => r["answer"].as_str().map(str::to_owned),
     }
+}
+
+/// Points are no credential: the answer is checked to be points (2captcha's
+/// `coordinates:x=..,y=..;..` text, or a list as a `createTask` or JSON-mode client reads it),
+/// and nothing is verified.
+pub(crate) fn points_credential(r: &Value) -> Option<String> {
+    let answer = &r["answer"];
+    let text = answer
+        .as_str()
+        .map_or_else(|| answer.to_string(), str::to_owned);
+    let points = captcha_gateway::model::points::read(&text, "coordinates");
+    assert!(
+        (answer.is_array() || text.starts_with("coordinates:x="))
+            && points.is_some_and(|p| p.as_array().is_some_and(|a| !a.is_empty())),
+        "points: {r}"
+    );
+    None
 }
 
 /// GeeTest v4's credential, `pass_token`, after checking the answer has its five keys and

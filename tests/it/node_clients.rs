@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::clients::{assert_all_verify, geetest_v4_credential, run_client_script};
+use crate::clients::{
+    assert_all_verify, geetest_v4_credential, points_credential, run_client_script,
+};
 use crate::support::TestGateway;
 use crate::taskapi::{anticaptcha_gateway, assert_passed_through};
 
@@ -55,6 +57,7 @@ fn credential(r: &Value) -> Option<String> {
             a["answer"].as_str().map(str::to_owned)
         }
         "geetest_v4" => geetest_v4_credential(&object(answer)),
+        "coordinates" => points_credential(r),
         _ => answer.as_str().map(str::to_owned),
     }
 }
@@ -103,7 +106,16 @@ async fn the_2captcha_npm_client_solves_every_kind_it_has() {
 async fn the_anticaptcha_npm_client_solves_every_kind_it_has() {
     let gw = TestGateway::start().await;
     let results = run_node(&gw, "anticaptcha").await;
-    assert_eq!(results.len(), 9, "{results:?}");
+    assert_eq!(results.len(), 11, "{results:?}");
+    // Rectangles, asked for by `mode`, are corners: four numbers each.
+    let rectangles = results.iter().find(|r| r["case"] == "rectangles").unwrap();
+    let corners = rectangles["answer"].as_array().expect("a list");
+    assert!(
+        corners
+            .iter()
+            .all(|c| c.as_array().is_some_and(|c| c.len() == 4)),
+        "{rectangles}"
+    );
     assert_all_verify(&gw, &results, credential).await;
 }
 

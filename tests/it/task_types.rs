@@ -324,3 +324,112 @@ async fn what_a_declared_kind_cannot_carry_is_refused_by_name() {
         "only the good task reached the provider"
     );
 }
+
+/// One picture and instruction asked for by four callers in three dialects, solved once by an
+/// anti-captcha account: each gets the same points in its own form (anti-captcha's `[x, y]`
+/// pairs, `in.php`'s `coordinates:x=..,y=..` text and its JSON mode's `{"x": "..", "y": ".."}`,
+/// 2captcha v2's `{"x", "y"}` numbers), and the provider saw one task.
+#[tokio::test]
+async fn the_same_picture_gets_the_same_points_in_every_callers_form() {
+    use base64::Engine as _;
+    let anti = SimServer::start(LATENCY, 4).await;
+    let gw = TestGateway::with(settings(vec![json_account(
+        "ac",
+        AccountProvider::AntiCaptcha,
+        &anti,
+    )]))
+    .await;
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend([b'p'; 200]);
+    let body = base64::engine::general_purpose::STANDARD.encode(&png);
+    let points = |list: &Value| -> Vec<(u64, u64)> {
+        let list = list.as_array().unwrap_or_else(|| panic!("a list: {list}"));
+        list.iter()
+            .map(|p| {
+                let n = |v: &Value| v.as_u64().or_else(|| v.as_str()?.parse().ok()).unwrap();
+                match p {
+                    Value::Array(xy) => (n(&xy[0]), n(&xy[1])),
+                    o => (n(&o["x"]), n(&o["y"])),
+                }
+            })
+            .collect()
+    };
+
+    let anti_form = solve_task(
+        &gw,
+        json!({"type": "ImageToCoordinatesTask", "body": body, "comment": "click the cats"}),
+    )
+    .await;
+    let want = points(&anti_form["coordinates"]);
+    assert!(!want.is_empty(), "{anti_form}");
+    assert!(anti_form["coordinates"][0].is_array(), "{anti_form}");
+
+    let form = [
+        ("method", "base64"),
+        ("coordinatescaptcha", "1"),
+        ("body", body.as_str()),
+        ("textinstructions", "click the cats"),
+    ];
+    let plain = solve_inphp(&gw, &form).await;
+    let parsed: Vec<(u64, u64)> = plain
+        .strip_prefix("coordinates:")
+        .unwrap_or_else(|| panic!("{plain}"))
+        .split(';')
+        .map(|p| {
+            let (x, y) = p.split_once(',').unwrap();
+            (x[2..].parse().unwrap(), y[2..].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(parsed, want, "{plain}");
+
+    let mut json_form = form.to_vec();
+    json_form.extend([("key", KEY), ("json", "1")]);
+    let (_, submitted) = gw.post_form("/in.php", &json_form).await;
+    let id: Value = serde_json::from_str(&submitted).unwrap();
+    let id = id["request"].as_str().unwrap().to_owned();
+    gw.wait_task(&id).await;
+    let (_, got) = gw
+        .get_text(&format!("/res.php?key={KEY}&action=get&json=1&id={id}"))
+        .await;
+    let got: Value = serde_json::from_str(&got).unwrap();
+    assert!(got["request"][0]["x"].is_string(), "{got}");
+    assert_eq!(points(&got["request"]), want, "{got}");
+
+    // 2captcha's v2 API, as a caller addressing it by its host name reads it.
+    let as_2captcha = |path: &str, body: Value| {
+        gw.http
+            .post(gw.url(path))
+            .header("host", "api.2captcha.com")
+            .json(&body)
+            .send()
+    };
+    let created: Value = as_2captcha(
+        "/createTask",
+        json!({"clientKey": KEY, "task": {"type": "CoordinatesTask", "body": body,
+            "comment": "click the cats"}}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    gw.wait_task(&created["taskId"].to_string()).await;
+    let ready: Value = as_2captcha(
+        "/getTaskResult",
+        json!({"clientKey": KEY, "taskId": created["taskId"]}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let objects = &ready["solution"]["coordinates"];
+    assert!(objects[0]["x"].is_u64(), "{ready}");
+    assert_eq!(points(objects), want, "{ready}");
+
+    assert_eq!(
+        anti.sim.stats().submits,
+        1,
+        "one provider task for the one picture"
+    );
+}

@@ -155,6 +155,10 @@ async function runAntiCaptcha(base, key) {
       ac.settings.minLength = 2;
       return ac.solveImage(PNG.toString("base64"));
     }],
+    ["coordinates", "coordinates", () =>
+      ac.solveImageToCoordinates(PNG.toString("base64"), "click the cats")],
+    ["rectangles", "coordinates", () =>
+      ac.solveImageToCoordinates(PNG.toString("base64"), "box the cats", "rectangles")],
   ]);
 }
 

@@ -36,7 +36,7 @@ def answer_of(case, kind, reply):
     if reply.get("errorId") != 0 or reply.get("status") != "ready":
         sys.exit(f"{case}: not solved: {reply}")
     solution = reply.get("solution") or {}
-    if kind == "geetest_v4":
+    if kind in ("geetest_v4", "coordinates"):
         # An object answer: the caller reads it whole.
         return {"case": case, "kind": kind, "answer": solution}
     answer = (solution.get("gRecaptchaResponse") or solution.get("token")
@@ -100,6 +100,7 @@ def run_anticaptcha(base, key):
     from python3_anticaptcha.friendly_captcha import FriendlyCaptcha
     from python3_anticaptcha.fun_captcha import FunCaptcha
     from python3_anticaptcha.gee_test import GeeTest
+    from python3_anticaptcha.image_to_coordinates import ImageToCoordinates
     from python3_anticaptcha.recaptcha_v2 import ReCaptchaV2
     from python3_anticaptcha.recaptcha_v3 import ReCaptchaV3
     from python3_anticaptcha.turnstile import Turnstile
@@ -158,6 +159,14 @@ def run_anticaptcha(base, key):
         sleep_time=1,
     ).captcha_handler()
     results.append(answer_of("friendly_captcha", "friendly_captcha", reply))
+    reply = ImageToCoordinates(
+        api_key=key,
+        comment="click the cats",
+        mode="points",
+        websiteURL=PAGE,
+        sleep_time=1,
+    ).captcha_handler(captcha_base64=PNG)
+    results.append(answer_of("coordinates", "coordinates", reply))
     return results
 
 

@@ -477,6 +477,8 @@ pub const COORDINATES: TypeSpec = TypeSpec {
         Param::only_in("lang", Check::Text, TWOCAPTCHA),
         // `points` (the default) or `rectangles`, whose answers are corners, not points.
         Param::optional("mode", "mode", Check::Text).only(ANTI_ONLY),
+        // anti-captcha's, "to distinguish the source of image captchas in spending statistics".
+        Param::optional("pageurl", "websiteURL", Check::Page).only(ANTI_ONLY),
     ]),
     answer: AnswerShape::Points {
         field: "coordinates",
