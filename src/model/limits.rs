@@ -155,7 +155,7 @@ pub fn check_request(req: &SolveRequest) -> Result<(), Validation> {
                     Check::Page => ("ERROR_PAGEURL", MAX_PAGEURL_LEN),
                     Check::Key => (BAD, MAX_SITEKEY_LEN),
                     Check::Text | Check::Flag | Check::Object => (BAD, MAX_DATA_LEN),
-                    Check::Count => (BAD, MAX_WORD_LEN),
+                    Check::Count | Check::OneOf(_) => (BAD, MAX_WORD_LEN),
                     // Base64 takes four characters for three bytes, and a data-URI prefix.
                     Check::Image => ("ERROR_TOO_BIG_CAPTCHA_FILESIZE", MAX_IMAGE_BASE64_LEN),
                 };

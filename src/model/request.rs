@@ -435,6 +435,10 @@ impl SolveRequest {
                         ));
                     }
                 },
+                Check::OneOf(words) if !words.contains(&value) => {
+                    return Err(bad(&format!("one of {}", words.join(", "))));
+                }
+                Check::OneOf(_) => {}
                 Check::Count => {
                     if !value.parse::<u32>().is_ok_and(|n| n <= MAX_COUNT) {
                         return Err(bad(&format!("a whole number from 0 to {MAX_COUNT}")));

@@ -24,6 +24,7 @@ fn value(param: &Param, tag: &str) -> Value {
         Check::Object => json!({ "blob": format!("b-{tag}") }),
         Check::Image => json!(png_base64(&format!("{tag}-{}", param.name))),
         Check::Count => json!("3"),
+        Check::OneOf(words) => json!(words[0]),
     }
 }
 

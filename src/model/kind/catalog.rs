@@ -476,7 +476,7 @@ pub const COORDINATES: TypeSpec = TypeSpec {
         Param::optional("max_clicks", "maxClicks", Check::Count).only(TWOCAPTCHA_BOTH),
         Param::only_in("lang", Check::Text, TWOCAPTCHA),
         // `points` (the default) or `rectangles`, whose answers are corners, not points.
-        Param::optional("mode", "mode", Check::Text).only(ANTI_ONLY),
+        Param::optional("mode", "mode", Check::OneOf(&["points", "rectangles"])).only(ANTI_ONLY),
         // anti-captcha's, "to distinguish the source of image captchas in spending statistics".
         Param::optional("pageurl", "websiteURL", Check::Page).only(ANTI_ONLY),
     ]),

@@ -249,6 +249,7 @@ pub(crate) fn declared_sample(kind: Kind) -> Option<crate::model::SolveRequest> 
                 Check::Object => r#"{"blob":"b10b"}"#.to_owned(),
                 Check::Image => sample_image(p.name),
                 Check::Count => "3".to_owned(),
+                Check::OneOf(words) => words[0].to_owned(),
             };
             (p.name, value)
         })

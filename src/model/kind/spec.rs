@@ -236,6 +236,8 @@ pub enum Check {
     /// A whole number from 0 to [`MAX_COUNT`]: text in `in.php`, a JSON number in `createTask`
     /// (2captcha's `minClicks`).
     Count,
+    /// One of these words (anti-captcha's `mode`: `points` or `rectangles`).
+    OneOf(&'static [&'static str]),
 }
 
 /// The largest [`Check::Count`]: more clicks than any challenge image holds.

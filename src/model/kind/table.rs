@@ -115,6 +115,7 @@ pub fn parameters_markdown() -> String {
                     Check::Object => ", object: `name[key]` in `in.php`",
                     Check::Image => ", image: base64, or an upload in `in.php`",
                     Check::Count => ", whole number",
+                    Check::OneOf(words) => &format!(", one of {}", words.join(", ")),
                 };
                 let required = if p.required { "required" } else { "optional" };
                 let task = if p.in_task_api() && p.only == Dialects::ALL {

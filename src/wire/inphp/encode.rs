@@ -386,6 +386,9 @@ mod tests {
             Check::Count => (0..=crate::model::MAX_COUNT)
                 .prop_map(|n| n.to_string())
                 .boxed(),
+            Check::OneOf(words) => proptest::sample::select(words)
+                .prop_map(str::to_owned)
+                .boxed(),
         };
         if param.required {
             value.prop_map(move |v| Some((param.name, v))).boxed()

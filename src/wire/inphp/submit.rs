@@ -132,7 +132,9 @@ fn declared_params(kind: Kind, p: &Params) -> Result<TaskParams, Validation> {
         let value = match param.check {
             Check::Flag => declared_flag(p, &names, param.name)?,
             Check::Object => opt(p, &names).or_else(|| keyed_object(p, param.name)),
-            Check::Text | Check::Page | Check::Key | Check::Count => opt(p, &names),
+            Check::Text | Check::Page | Check::Key | Check::Count | Check::OneOf(_) => {
+                opt(p, &names)
+            }
             Check::Image => declared_image(p, &names, param.name)?,
         };
         if let Some(value) = value {

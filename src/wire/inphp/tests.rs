@@ -292,6 +292,7 @@ fn a_coordinates_image_is_the_coordinates_kind_however_it_is_sent() {
         (("max_clicks", "1001"), "max_clicks"),
         (("imginstructions", "%%%"), "imginstructions"),
         (("grid_size", "3x3"), "grid_size"),
+        (("mode", "circles"), "mode"),
     ] {
         let refused = parse(&[
             ("method", "base64"),

@@ -184,9 +184,12 @@ pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, 
                 let value = match param.check {
                     Check::Flag => Value::Bool(true),
                     // An object travels as its JSON text (FunCaptcha's `data`).
-                    Check::Text | Check::Page | Check::Key | Check::Object | Check::Image => {
-                        text(value)
-                    }
+                    Check::Text
+                    | Check::Page
+                    | Check::Key
+                    | Check::Object
+                    | Check::Image
+                    | Check::OneOf(_) => text(value),
                     // Validated as a whole number; 2captcha's `minClicks` is an integer.
                     Check::Count => value
                         .parse::<u32>()

@@ -28,7 +28,7 @@ pub(super) fn params(kind: Kind, t: &Fields<'_>) -> Result<TaskParams, Validatio
                 Some(Value::Object(map)) => Some(Value::Object(map.clone()).to_string()),
                 _ => t.string(field)?,
             },
-            (_, Check::Text | Check::Page | Check::Key) => t.string(field)?,
+            (_, Check::Text | Check::Page | Check::Key | Check::OneOf(_)) => t.string(field)?,
             (_, Check::Count) => t.number_text(field)?,
             (_, Check::Image) => match t.string(field)? {
                 None => None,
