@@ -332,13 +332,7 @@ async fn what_a_declared_kind_cannot_carry_is_refused_by_name() {
 #[tokio::test]
 async fn the_same_picture_gets_the_same_points_in_every_callers_form() {
     use base64::Engine as _;
-    let anti = SimServer::start(LATENCY, 4).await;
-    let gw = TestGateway::with(settings(vec![json_account(
-        "ac",
-        AccountProvider::AntiCaptcha,
-        &anti,
-    )]))
-    .await;
+    let (anti, gw) = crate::taskapi::anticaptcha_gateway().await;
     let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
     png.extend([b'p'; 200]);
     let body = base64::engine::general_purpose::STANDARD.encode(&png);
