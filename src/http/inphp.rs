@@ -10,7 +10,7 @@ use serde_json::json;
 use super::AppState;
 use crate::callback::Payload;
 use crate::engine::{ReportOutcome, TaskRecord, TaskState};
-use crate::wire::inphp::{Mode, Params, Reply, codes, parse_submit};
+use crate::wire::inphp::{Mode, Params, Reply, codes, parse_submit, plain_answer};
 
 /// Most ids one `ids=` request may name, as 2captcha's batch form is used with.
 const MAX_BATCH_IDS: usize = 100;
@@ -225,7 +225,7 @@ async fn batch(state: &AppState, tenant: &str, ids: &str, mode: Mode) -> Reply {
         parts.push(match task(state, tenant, Some(id)).await {
             Ok(record) => match record.state {
                 TaskState::Pending => codes::NOT_READY.to_owned(),
-                TaskState::Ready(h) => h.answer.text,
+                TaskState::Ready(h) => plain_answer(h.kind, h.answer.text),
                 TaskState::Failed(f) => f.code,
             },
             Err(codes::SERVER_ERROR) => codes::NOT_READY.to_owned(),

@@ -388,6 +388,11 @@ async fn the_same_picture_gets_the_same_points_in_every_callers_form() {
     let got: Value = serde_json::from_str(&got).unwrap();
     assert!(got["request"][0]["x"].is_string(), "{got}");
     assert_eq!(points(&got["request"]), want, "{got}");
+    // Polled in an `ids=` batch, the same text as `OK|` carries.
+    let (_, batch) = gw
+        .get_text(&format!("/res.php?key={KEY}&action=get&ids={id},{id}"))
+        .await;
+    assert_eq!(batch, format!("OK|{plain}|{plain}"));
 
     // 2captcha's v2 API, as a caller addressing it by its host name reads it.
     let as_2captcha = |path: &str, body: Value| {

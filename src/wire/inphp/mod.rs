@@ -21,5 +21,5 @@ mod tests;
 pub use dialect::InPhpDialect;
 pub use encode::{submit_files, submit_params};
 pub use params::{Params, declared_over};
-pub use reply::{Mode, Reply};
+pub use reply::{Mode, Reply, plain_answer};
 pub use submit::{parse_passthrough, parse_submit};

@@ -42,6 +42,15 @@ enum Body {
     Document(Value),
 }
 
+/// A stored answer as `in.php` writes it in plain text (after `OK|`, or as one part of an
+/// `ids=` batch): points as `coordinates:x=..,y=..;..`, anything else as stored.
+pub fn plain_answer(kind: Kind, text: String) -> String {
+    match kind.spec().answer {
+        AnswerShape::Points { .. } => points::inphp_plain(&text),
+        _ => text,
+    }
+}
+
 impl Reply {
     pub fn ok(mode: Mode, payload: impl Into<String>) -> Reply {
         Reply {
@@ -91,13 +100,11 @@ impl Reply {
     /// `coordinates:x=..,y=..;..` in plain mode and an array of `{"x", "y"}` in JSON mode, as
     /// 2captcha writes them; `price` for `get2`. Nothing else (item 17).
     pub fn answer(mode: Mode, kind: Kind, answer: &Answer, price: Option<&str>) -> Reply {
-        let (request, plain) = match kind.spec().answer {
-            AnswerShape::Points { .. } => (
-                points::inphp_json(&answer.text),
-                points::inphp_plain(&answer.text),
-            ),
-            _ => (kind.answer_value(&answer.text), answer.text.clone()),
+        let request = match kind.spec().answer {
+            AnswerShape::Points { .. } => points::inphp_json(&answer.text),
+            _ => kind.answer_value(&answer.text),
         };
+        let plain = plain_answer(kind, answer.text.clone());
         let mut extra = serde_json::Map::new();
         if matches!(
             kind,
@@ -122,7 +129,8 @@ impl Reply {
         }
     }
 
-    /// The `ids=` batch form: every part joined by `|` in request order.
+    /// The `ids=` batch form: every part joined by `|` in request order (answers as
+    /// [`plain_answer`] writes them).
     pub fn batch(mode: Mode, parts: Vec<String>) -> Reply {
         Reply::ok(mode, parts.join("|"))
     }
