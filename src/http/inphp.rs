@@ -177,10 +177,11 @@ async fn result_action(state: &AppState, params: &Params) -> Reply {
     }
 }
 
-/// 2captcha's pingback body: `id` and `code` (the answer, or the error code the task ended with).
+/// 2captcha's pingback body: `id` and `code` (the answer as `res.php` writes it in plain text,
+/// or the error code the task ended with).
 fn pingback_payload(record: &TaskRecord) -> Payload {
     let code = match &record.state {
-        TaskState::Ready(h) => h.answer.text.clone(),
+        TaskState::Ready(h) => plain_answer(h.kind, h.answer.text.clone()),
         TaskState::Failed(f) => f.code.clone(),
         TaskState::Pending => codes::NOT_READY.to_owned(),
     };
