@@ -19,7 +19,7 @@ pub use kind::{
 };
 pub use request::{
     ImageOptions, MAX_IMAGE_BYTES, MIN_IMAGE_BYTES, Proxy, ProxyType, RecaptchaVersion,
-    SolveRequest, TaskParams, Validation, decode_base64_image, image_format,
+    SolveRequest, TaskParams, Validation, decode_base64_image, image_base64, image_format,
 };
 pub use target::{Target, TargetPolicy};
 

@@ -501,6 +501,13 @@ pub fn decode_base64_image(raw: &str) -> Option<Bytes> {
         .map(Bytes::from)
 }
 
+/// An image sent as base64 text, as the one form every layer keeps it in: standard base64 with
+/// padding, so the same picture however it was written is the same target.
+pub fn image_base64(raw: &str) -> Option<String> {
+    use base64::Engine as _;
+    decode_base64_image(raw).map(|image| base64::engine::general_purpose::STANDARD.encode(image))
+}
+
 /// The image format by its magic bytes, or `None` when the bytes are not an image we pass on.
 pub fn image_format(body: &[u8]) -> Option<&'static str> {
     if body.starts_with(&[0xFF, 0xD8, 0xFF]) {

@@ -152,14 +152,12 @@ fn declared_image(p: &Params, names: &[&str], name: &str) -> Result<Option<Strin
     }
     match p.get(names) {
         None => Ok(None),
-        Some(raw) => crate::model::decode_base64_image(raw)
-            .map(|image| Some(STANDARD.encode(image)))
-            .ok_or_else(|| {
-                Validation::new(
-                    codes::UPLOAD,
-                    format!("parameter `{name}` is not valid base64"),
-                )
-            }),
+        Some(raw) => crate::model::image_base64(raw).map(Some).ok_or_else(|| {
+            Validation::new(
+                codes::UPLOAD,
+                format!("parameter `{name}` is not valid base64"),
+            )
+        }),
     }
 }
 

@@ -1,8 +1,6 @@
 //! The `createTask` fields of a declared kind (`model::Parameters::Declared`), read from its
 //! declaration.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
 use super::{Fields, bad, is_empty};
@@ -32,16 +30,9 @@ pub(super) fn params(kind: Kind, t: &Fields<'_>) -> Result<TaskParams, Validatio
             (_, Check::Count) => t.number_text(field)?,
             (_, Check::Image) => match t.string(field)? {
                 None => None,
-                Some(raw) => Some(
-                    crate::model::decode_base64_image(&raw)
-                        .map(|image| STANDARD.encode(image))
-                        .ok_or_else(|| {
-                            Validation::new(
-                                "ERROR_UPLOAD",
-                                format!("`{field}` is not valid base64"),
-                            )
-                        })?,
-                ),
+                Some(raw) => Some(crate::model::image_base64(&raw).ok_or_else(|| {
+                    Validation::new("ERROR_UPLOAD", format!("`{field}` is not valid base64"))
+                })?),
             },
         };
         if let Some(value) = value {
