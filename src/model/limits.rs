@@ -97,17 +97,6 @@ pub fn check_request(req: &SolveRequest) -> Result<(), Validation> {
             check("ERROR_PAGEURL", "pageurl", Some(pageurl), MAX_PAGEURL_LEN)?;
             check(BAD, "sitekey", sitekey.as_deref(), MAX_SITEKEY_LEN)?;
         }
-        TaskParams::Geetest {
-            gt,
-            challenge,
-            pageurl,
-            api_server,
-        } => {
-            check(BAD, "gt", Some(gt), MAX_SITEKEY_LEN)?;
-            check(BAD, "challenge", Some(challenge), MAX_SITEKEY_LEN)?;
-            check("ERROR_PAGEURL", "pageurl", Some(pageurl), MAX_PAGEURL_LEN)?;
-            check(BAD, "api_server", api_server.as_deref(), MAX_WORD_LEN)?;
-        }
         TaskParams::Image { options, .. } => {
             check(BAD, "lang", options.lang.as_deref(), MAX_WORD_LEN)?;
             check(

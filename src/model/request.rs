@@ -54,12 +54,6 @@ pub enum TaskParams {
         pageurl: String,
         sitekey: Option<String>,
     },
-    Geetest {
-        gt: String,
-        challenge: String,
-        pageurl: String,
-        api_server: Option<String>,
-    },
     Image {
         /// The decoded image bytes.
         body: Bytes,
@@ -91,7 +85,6 @@ impl TaskParams {
             },
             TaskParams::Turnstile { .. } => Kind::Turnstile,
             TaskParams::CloudflareChallenge { .. } => Kind::CloudflareChallenge,
-            TaskParams::Geetest { .. } => Kind::GeetestV3,
             TaskParams::Image { .. } => Kind::Image,
             TaskParams::Text { .. } => Kind::Text,
             TaskParams::Declared { kind, .. } => *kind,
@@ -199,8 +192,9 @@ impl fmt::Debug for SolveRequest {
         let page = match &self.params {
             TaskParams::Recaptcha { pageurl, .. }
             | TaskParams::Turnstile { pageurl, .. }
-            | TaskParams::CloudflareChallenge { pageurl, .. }
-            | TaskParams::Geetest { pageurl, .. } => Some(super::target::host_of(pageurl)),
+            | TaskParams::CloudflareChallenge { pageurl, .. } => {
+                Some(super::target::host_of(pageurl))
+            }
             TaskParams::Declared { .. } => {
                 self.params.declared(PAGE.name).map(super::target::host_of)
             }
@@ -343,20 +337,6 @@ impl SolveRequest {
                         "cloudflare_challenge needs a proxy and proxytype",
                     ));
                 }
-            }
-            TaskParams::Geetest {
-                gt,
-                challenge,
-                pageurl,
-                ..
-            } => {
-                if gt.is_empty() || challenge.is_empty() {
-                    return Err(Validation::new(
-                        "ERROR_BAD_PARAMETERS",
-                        "geetest needs gt and challenge",
-                    ));
-                }
-                page(pageurl)?;
             }
             TaskParams::Image { body, .. } => check_image(body)?,
             TaskParams::Text { text, .. } => {

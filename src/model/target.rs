@@ -84,20 +84,6 @@ impl Target {
                 id.part("host", &host);
                 format!("{kind}:{host}")
             }
-            TaskParams::Geetest {
-                gt,
-                challenge,
-                pageurl,
-                api_server,
-            } => {
-                // The challenge is fresh per page load, so it is part of the identity.
-                let (page, host) = normalized(pageurl, policy);
-                id.part("gt", gt);
-                id.part("challenge", challenge);
-                id.part("page", &page);
-                id.part("api_server", api_server.as_deref().unwrap_or(""));
-                format!("{kind}:{host}")
-            }
             TaskParams::Image { body, options } => {
                 id.part("image", &hex::encode(Sha256::digest(body)));
                 id.part("options", &format!("{options:?}"));
@@ -307,11 +293,13 @@ mod tests {
                 true,
             ),
             (
-                SolveRequest::new(TaskParams::Geetest {
-                    gt: "g".into(),
-                    challenge: "c".into(),
-                    pageurl: "http://geetest.example/p/".into(),
-                    api_server: None,
+                SolveRequest::new(TaskParams::Declared {
+                    kind: Kind::GeetestV3,
+                    values: vec![
+                        ("gt", "g".into()),
+                        ("challenge", "c".into()),
+                        ("pageurl", "http://geetest.example/p/".into()),
+                    ],
                 }),
                 true,
             ),
@@ -354,8 +342,11 @@ mod tests {
                 "87592c447aa710e0d7e924476a5b6a7e",
                 "cloudflare_challenge:example.com:444",
             ),
+            // Changed once, when GeeTest v3 moved onto its declaration (every parameter
+            // present, under its declared name): its answers are never pooled or shared (a
+            // challenge is one page load's), so no pool or waiting line was split.
             (
-                "eb787d212957114c239433983fa4b577",
+                "df3d97c00389683e9d0cb1dc12072966",
                 "geetest_v3:geetest.example",
             ),
             ("e5cb34cb0aae0887f2d72b2b58e295e9", "text"),

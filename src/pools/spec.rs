@@ -108,6 +108,14 @@ impl PoolTable {
         let kind: Kind = self.kind.parse().map_err(|e: String| {
             bad(i, "kind", e, "use recaptcha_v2, recaptcha_v3 or turnstile")
         })?;
+        if kind.reuse() != (Reuse::SingleUse { poolable: true }) {
+            return Err(bad(
+                i,
+                "kind",
+                format!("{kind} answers cannot be pooled"),
+                "only recaptcha_v2, recaptcha_v3 and turnstile may have a [[pools]] table",
+            ));
+        }
         if !kind.spec().declared_params().is_empty() {
             // A pool's table has the typed kinds' fields; a declared kind's would need its own.
             return Err(bad(
@@ -115,14 +123,6 @@ impl PoolTable {
                 "kind",
                 format!("{kind} pools cannot be set in the file yet"),
                 "pool recaptcha_v2, recaptcha_v3 or turnstile here; other kinds are solved on demand",
-            ));
-        }
-        if kind.reuse() != (Reuse::SingleUse { poolable: true }) {
-            return Err(bad(
-                i,
-                "kind",
-                format!("{kind} answers cannot be pooled"),
-                "only recaptcha_v2, recaptcha_v3 and turnstile may have a [[pools]] table",
             ));
         }
         let allowed: &[&str] = match kind {

@@ -114,7 +114,8 @@ fn parse_envelope(family: InPhpDialect, map: &Map<String, Value>, body: &str) ->
         Some(Value::String(s)) => s.trim().to_owned(),
         // CaptchaAI may send numeric task ids.
         Some(Value::Number(n)) => n.to_string(),
-        Some(Value::Object(obj)) => return ok(geetest_both_spellings(obj), map),
+        // An object answer (GeeTest's): its kind's declaration reads it.
+        Some(Value::Object(obj)) => return ok(Value::Object(obj.clone()).to_string(), map),
         Some(Value::Array(_)) => {
             return ok(
                 map.get("request").map(Value::to_string).unwrap_or_default(),
@@ -238,25 +239,6 @@ fn ok(request: String, map: &Map<String, Value>) -> UpstreamReply {
             price: text(&["price"]),
         },
     }
-}
-
-/// GeeTest answers come with `geetest_*` keys (2captcha) or bare ones (CaptchaAI SDK README);
-/// clients read either, so the answer carries both.
-fn geetest_both_spellings(obj: &Map<String, Value>) -> String {
-    let mut out = obj.clone();
-    for name in ["challenge", "validate", "seccode"] {
-        let prefixed = format!("geetest_{name}");
-        match (obj.get(name), obj.get(&prefixed)) {
-            (Some(v), None) => {
-                out.insert(prefixed, v.clone());
-            }
-            (None, Some(v)) => {
-                out.insert(name.to_owned(), v.clone());
-            }
-            _ => {}
-        }
-    }
-    Value::Object(out).to_string()
 }
 
 /// `s` as a provider code if it looks like one: `ERROR: 1001`, or 2-64 of `[A-Z0-9_]` starting

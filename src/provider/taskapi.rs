@@ -330,9 +330,7 @@ fn outcome_of(reply: &Map<String, Value>, whole: bool) -> PollOutcome {
 fn read_any_solution(solution: &Value) -> Option<(String, Option<String>)> {
     use crate::model::Kind;
     let has = |name: &str| solution.get(name).is_some();
-    let kind = if has("challenge") && has("validate") {
-        Kind::GeetestV3
-    } else if has("gRecaptchaResponse") {
+    let kind = if has("gRecaptchaResponse") {
         Kind::RecaptchaV2
     } else if has("cf_clearance") || solution.pointer("/cookies/cf_clearance").is_some() {
         Kind::CloudflareChallenge

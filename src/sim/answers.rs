@@ -48,21 +48,6 @@ pub(crate) fn build(
     let kind = req.kind();
     let token = || mint.mint(kind, ready_at, nonce).unwrap_or_default();
     let text = match &req.params {
-        TaskParams::Geetest { challenge, .. } => {
-            let validate = token();
-            // Real seccodes are `<validate>|jordan`; `|` is not allowed in plain answers
-            // (docs/PROTOCOL.md item 5), so `-` stands in for it.
-            let seccode = format!("{validate}-jordan");
-            json!({
-                "geetest_challenge": challenge,
-                "geetest_validate": validate,
-                "geetest_seccode": seccode,
-                "challenge": challenge,
-                "validate": validate,
-                "seccode": seccode,
-            })
-            .to_string()
-        }
         TaskParams::Image { body, options } => image_text(body, options),
         TaskParams::Text { text, lang } => text_answer(text, lang.as_deref()),
         TaskParams::Recaptcha { .. }
@@ -80,9 +65,10 @@ pub(crate) fn build(
             AnswerShape::Token { .. } | AnswerShape::AsGiven => token(),
             AnswerShape::Points { .. } => clicks::declared_points(values),
             // The first key holds the verifiable token; the others are what a real answer
-            // pairs it with (Lemin's `challenge_id`): as the request sent it (GeeTest v4's
-            // `captcha_id`), else unique per task.
-            AnswerShape::Object { keys, .. } => {
+            // pairs it with (Lemin's `challenge_id`): as the request sent it (GeeTest's
+            // `challenge`, v4's `captcha_id`), else unique per task. Each key is also under
+            // every provider's spelling of it (2captcha's `geetest_validate`).
+            shape @ AnswerShape::Object { keys, .. } => {
                 let object: serde_json::Map<String, serde_json::Value> = keys
                     .iter()
                     .enumerate()
@@ -95,7 +81,7 @@ pub(crate) fn build(
                         ((*key).to_owned(), value.into())
                     })
                     .collect();
-                serde_json::Value::Object(object).to_string()
+                shape.canonical(serde_json::Value::Object(object).to_string())
             }
         },
     };
@@ -116,7 +102,7 @@ pub(crate) fn build(
 /// What `get2` reports as the task's price, in the account currency (2captcha's list prices).
 pub(crate) fn price(kind: Kind) -> &'static str {
     match kind {
-        Kind::RecaptchaV2 | Kind::RecaptchaV3 | Kind::GeetestV3 => "0.00299",
+        Kind::RecaptchaV2 | Kind::RecaptchaV3 => "0.00299",
         Kind::Turnstile | Kind::CloudflareChallenge => "0.00145",
         Kind::Image | Kind::Text => "0.0005",
         _ => "0.00299",

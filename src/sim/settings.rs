@@ -131,10 +131,9 @@ impl LatencyRange {
             Kind::RecaptchaV2 => ms(2_000, 5_000),
             Kind::RecaptchaV3 | Kind::Turnstile => ms(1_000, 3_000),
             Kind::CloudflareChallenge => ms(3_000, 6_000),
-            Kind::GeetestV3 => ms(2_000, 4_000),
             Kind::Image => ms(500, 1_000),
             Kind::Text => ms(300, 800),
-            // The declared token types: as long as a reCAPTCHA v2.
+            // The declared types (GeeTest among them): as long as a reCAPTCHA v2.
             _ => ms(2_000, 5_000),
         }
     }

@@ -120,7 +120,6 @@ impl Fields {
             Kind::RecaptchaV3 => ("userrecaptcha", Some("v3")),
             Kind::Turnstile => ("turnstile", None),
             Kind::CloudflareChallenge => ("cloudflare_challenge", None),
-            Kind::GeetestV3 => ("geetest", None),
             Kind::Image => ("base64", None),
             Kind::Text => ("textcaptcha", None),
             declared => (declared.spec().methods[0], None),

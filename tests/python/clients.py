@@ -169,6 +169,8 @@ def run_twocaptcha_declared(base, key):
             div_id="lemin-cropped-captcha", url=PAGE, apiServer="api.leminnow.com")
         add("geetest_v4", "geetest_v4", solver.geetest_v4,
             captcha_id="e392e1d7fd421dc63325744d5a2b9c73", url=PAGE)
+        add("geetest_v3", "geetest_v3", solver.geetest, gt="022397c99c9f646f6477822485f30404",
+            challenge="c0ffee02decl", url=PAGE, apiServer="api-na.geetest.com")
         add("datadome", "datadome", solver.datadome,
             captcha_url="https://geo.captcha-delivery.com/captcha/?initialCid=x", pageurl=PAGE,
             userAgent="Mozilla/5.0 (test)", proxy={"type": "HTTP", "uri": "user:pw@127.0.0.1:3128"})
@@ -234,8 +236,8 @@ def run_twocaptcha_passthrough(base, key):
 def run_twocaptcha_full(base, key):
     """2captcha-python's methods for every kind it has, each with every parameter the library
     documents for it (but `callback`, which needs a registered host: tests/it/callbacks.rs), so
-    the gateway must understand or forward each one. GeeTest's `offline` and `new_captcha` are
-    ones it refuses by name; their case records the refusal."""
+    the gateway must understand or forward each one (GeeTest's `offline` and `new_captcha` go
+    to 2captcha accounts only). A case of kind "refused" records a refusal by name."""
     from twocaptcha import TwoCaptcha
     from twocaptcha.api import ApiException
 
@@ -264,7 +266,7 @@ def run_twocaptcha_full(base, key):
         add("geetest", "geetest_v3", solver.geetest, gt="022397c99c9f646f6477822485f30404",
             challenge="c0ffee00full", url=PAGE, userAgent="Mozilla/5.0 (full)",
             apiServer="api-na.geetest.com", softId=4580, proxy=proxy)
-        add("geetest_offline", "refused", solver.geetest, gt="022397c99c9f646f6477822485f30404",
+        add("geetest_offline", "geetest_v3", solver.geetest, gt="022397c99c9f646f6477822485f30404",
             challenge="c0ffee01full", url=PAGE, offline=1, new_captcha=1)
         add("image", "image", solver.normal, image.name, phrase=1, numeric=4, minLen=2, maxLen=8,
             caseSensitive=1, calc=0, lang="en", hintText="type the letters", softId=4580)

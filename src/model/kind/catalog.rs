@@ -158,15 +158,34 @@ pub const GEETEST_V3: TypeSpec = TypeSpec {
         "not documented by GeeTest; the reCAPTCHA figure is the cautious guess",
     ),
     first_poll: secs(15, SDK_FIRST_WAIT),
-    params: Parameters::Typed,
+    params: Parameters::Declared(&[
+        Param::required("gt", "gt", Check::Key),
+        Param::required("challenge", "challenge", Check::Key),
+        PAGE,
+        Param::optional("api_server", "geetestApiServerSubdomain", Check::Text)
+            .aliases(&["apiServer"]),
+        // 2captcha's `initGeetest` options, for the rare page that sets them.
+        Param::only_in("offline", Check::Flag, TWOCAPTCHA),
+        Param::only_in("new_captcha", Check::Flag, TWOCAPTCHA),
+        // anti-captcha's: where the page loads GeeTest's library from, as JSON text ("required
+        // for some sites").
+        Param::optional("geetestGetLib", "geetestGetLib", Check::Text).only(ANTI_ONLY),
+    ]),
+    // 2captcha answers with `geetest_`-prefixed keys, CaptchaAI's SDK and `createTask` without.
+    // `validate` first: it is the part a site verifies (the simulator's token).
     answer: AnswerShape::Object {
-        keys: &["challenge", "validate", "seccode"],
-        also: &[],
+        keys: &["validate", "challenge", "seccode"],
+        also: &[
+            ("geetest_challenge", "challenge"),
+            ("geetest_validate", "validate"),
+            ("geetest_seccode", "seccode"),
+        ],
     },
     answer_user_agent: false,
     needs_proxy: false,
     needs_user_agent: false,
-    task_version: None,
+    // anti-captcha and 2captcha v2 share these names with v4, told apart by `version`.
+    task_version: Some(3),
 };
 
 pub const IMAGE: TypeSpec = TypeSpec {
@@ -420,7 +439,10 @@ pub const GEETEST_V4: TypeSpec = TypeSpec {
     lifetime: secs(120, UNDOCUMENTED_LIFETIME),
     first_poll: secs(15, SDK_FIRST_WAIT),
     params: Parameters::Declared(&[
-        Param::required("captcha_id", "gt", Check::Key).capsolver("captchaId"),
+        // 2captcha v2 carries it in `initParameters`, as the page's `initGeetest4` call does.
+        Param::required("captcha_id", "gt", Check::Key)
+            .twocaptcha_v2("initParameters.captcha_id")
+            .capsolver("captchaId"),
         PAGE,
         Param::optional("api_server", "geetestApiServerSubdomain", Check::Text)
             .aliases(&["apiServer"]),

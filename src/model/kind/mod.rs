@@ -150,8 +150,9 @@ impl Kind {
     }
 
     /// The declared kind that shares `first`'s `createTask` name `type_name` and that this task
-    /// asks for: one whose `task_version` is the task's `version`, or one of whose own fields
-    /// (under a name `first` does not use) the task carries. GeeTest v4 is told from v3 so.
+    /// asks for: one whose `task_version` is the task's `version`, or, when it sends none, one
+    /// of whose own fields (under a name `first` does not use) the task carries. GeeTest v4 is
+    /// told from v3 so.
     /// `has` says whether the task carries a field, `version` its `version`.
     pub fn sharing_task_name(
         first: Kind,
@@ -169,15 +170,21 @@ impl Kind {
             let versioned = spec
                 .task_version
                 .is_some_and(|v| version == Some(u32::from(v)));
+            // A dialect's own spelling (CapSolver's `captchaId`, 2captcha v2's
+            // `initParameters`) that `first` has no field under.
+            let outer = |f: &'static str| Param::split_field(f).0;
             let own_field = spec.declared_params().iter().any(|p| {
-                let used_by_first = first
-                    .spec()
-                    .declared_params()
-                    .iter()
-                    .any(|q| q.task == p.capsolver || q.capsolver == p.capsolver);
-                p.capsolver != p.task && !used_by_first && has(p.capsolver)
+                p.task_fields().filter(|f| *f != p.task).any(|f| {
+                    let used_by_first = first
+                        .spec()
+                        .declared_params()
+                        .iter()
+                        .any(|q| q.task_fields().any(|g| outer(g) == outer(f)));
+                    !used_by_first && has(outer(f))
+                })
             });
-            shares && (versioned || own_field)
+            // A version sent decides; only without one do the fields.
+            shares && (versioned || (version.is_none() && own_field))
         })
     }
 
@@ -360,6 +367,20 @@ mod tests {
             );
         }
         assert_eq!(lemin.canonical("plain".into()), "plain");
+        // GeeTest v3: 2captcha's `geetest_` keys and CaptchaAI's bare ones store alike.
+        let geetest = Kind::GeetestV3.spec().answer;
+        let both = serde_json::json!({
+            "challenge": "c", "validate": "v", "seccode": "s",
+            "geetest_challenge": "c", "geetest_validate": "v", "geetest_seccode": "s",
+        });
+        for given in [
+            r#"{"geetest_challenge":"c","geetest_validate":"v","geetest_seccode":"s"}"#,
+            r#"{"challenge":"c","validate":"v","seccode":"s"}"#,
+        ] {
+            let stored: serde_json::Value =
+                serde_json::from_str(&geetest.canonical(given.to_owned())).unwrap();
+            assert_eq!(stored, both, "{given}");
+        }
     }
 
     #[test]

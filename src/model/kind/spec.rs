@@ -203,7 +203,7 @@ impl TypeSpec {
     }
 }
 
-/// Where a type's parameters are read and written: by hand for the first seven types, whose
+/// Where a type's parameters are read and written: by hand for the first six types, whose
 /// parameters have typed fields (`TaskParams`), or from the declaration for every type since.
 #[derive(Debug, Clone, Copy)]
 pub enum Parameters {
@@ -250,10 +250,13 @@ pub struct Param {
     pub name: &'static str,
     /// Other `in.php` spellings clients send.
     pub aliases: &'static [&'static str],
-    /// Its `createTask` field at anti-captcha and 2captcha v2; `outer.inner` for a text carried
-    /// inside an object field (hCaptcha's `data` is `enterprisePayload.rqdata`); empty for one
-    /// `createTask` has no field for.
+    /// Its `createTask` field at anti-captcha (and 2captcha v2 and CapSolver unless they spell
+    /// it otherwise); `outer.inner` for a text carried inside an object field (hCaptcha's
+    /// `data` is `enterprisePayload.rqdata`); empty for one `createTask` has no field for.
     pub task: &'static str,
+    /// Its `createTask` field at 2captcha v2, where it differs (GeeTest v4's
+    /// `initParameters.captcha_id`).
+    pub twocaptcha_v2: &'static str,
     /// Its `createTask` field at CapSolver, where it differs.
     pub capsolver: &'static str,
     pub required: bool,
@@ -269,6 +272,7 @@ impl Param {
             name,
             aliases: &[],
             task,
+            twocaptcha_v2: task,
             capsolver: task,
             required: true,
             check,
@@ -313,12 +317,30 @@ impl Param {
         Param { capsolver, ..self }
     }
 
+    pub const fn twocaptcha_v2(self, twocaptcha_v2: &'static str) -> Param {
+        Param {
+            twocaptcha_v2,
+            ..self
+        }
+    }
+
     /// Its `createTask` field in a dialect.
     pub fn task_field(&self, dialect: Dialect) -> &'static str {
         match dialect {
             Dialect::CapSolver => self.capsolver,
+            Dialect::TwoCaptchaV2 => self.twocaptcha_v2,
             _ => self.task,
         }
+    }
+
+    /// Every `createTask` field it is read from: each dialect's spelling once, anti-captcha's
+    /// first.
+    pub fn task_fields(&self) -> impl Iterator<Item = &'static str> + '_ {
+        let all = [self.task, self.twocaptcha_v2, self.capsolver];
+        all.into_iter()
+            .enumerate()
+            .filter(move |(i, f)| !f.is_empty() && !all[..*i].contains(f))
+            .map(|(_, f)| f)
     }
 
     /// A `createTask` field as the task's own field and, for one carried inside an object

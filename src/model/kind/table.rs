@@ -89,7 +89,7 @@ pub fn markdown() -> String {
 /// checks of each, what a task needs besides, and the answer's shape.
 pub fn parameters_markdown() -> String {
     let mut out = String::from(
-        "| kind | parameters: `in.php` and native name / `createTask` field (CapSolver's) | needs | answer |\n\
+        "| kind | parameters: `in.php` and native name / `createTask` field (a dialect's own spelling) | needs | answer |\n\
          |---|---|---|---|\n",
     );
     for kind in Kind::ALL {
@@ -101,10 +101,16 @@ pub fn parameters_markdown() -> String {
         let names: Vec<String> = params
             .iter()
             .map(|p| {
-                let capsolver = if p.capsolver == p.task {
+                let own: Vec<String> =
+                    [("2captcha v2", p.twocaptcha_v2), ("CapSolver", p.capsolver)]
+                        .into_iter()
+                        .filter(|(_, field)| *field != p.task)
+                        .map(|(dialect, field)| format!("{dialect} `{field}`"))
+                        .collect();
+                let capsolver = if own.is_empty() {
                     String::new()
                 } else {
-                    format!(" (`{}`)", p.capsolver)
+                    format!(" ({})", own.join(", "))
                 };
                 let aliases: String = p.aliases.iter().map(|a| format!(" or `{a}`")).collect();
                 let form = match p.check {

@@ -87,27 +87,6 @@ fn extras_and_answer_choice() {
 }
 
 #[test]
-fn geetest_objects_get_both_spellings() {
-    let body = r#"{"status":1,"request":{"geetest_challenge":"c","geetest_validate":"v","geetest_seccode":"s"}}"#;
-    let v: Value = serde_json::from_str(&ok_request(parse_reply(TWO, 200, body))).unwrap();
-    for (k, want) in [
-        ("challenge", "c"),
-        ("validate", "v"),
-        ("seccode", "s"),
-        ("geetest_challenge", "c"),
-    ] {
-        assert_eq!(v[k], want, "{k}");
-    }
-    let body =
-        r#"{"status":1,"request":{"challenge":"c","validate":"v","seccode":"s"},"result":"x"}"#;
-    let Ok(PollOutcome::Ready { text, .. }) = parse_reply(AI, 200, body).into_outcome() else {
-        panic!()
-    };
-    let v: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(v["geetest_seccode"], "s");
-}
-
-#[test]
 fn errors_in_every_shape() {
     let e = error(parse_reply(
         TWO,

@@ -93,12 +93,6 @@ fn requests() -> Vec<SolveRequest> {
             pagedata: None,
         }),
         cf,
-        SolveRequest::new(TaskParams::Geetest {
-            gt: "022397c99c9f646f6477822485f30404".into(),
-            challenge: "a3f1c9e0b7d2".into(),
-            pageurl: PAGE.into(),
-            api_server: None,
-        }),
         SolveRequest::new(TaskParams::Image {
             body: png.into(),
             options: Default::default(),
@@ -121,17 +115,17 @@ fn requests() -> Vec<SolveRequest> {
 fn credential(kind: Kind, text: &str) -> Option<String> {
     match kind {
         Kind::Image | Kind::Text => None,
-        Kind::GeetestV3 => {
-            let v: Value = serde_json::from_str(text).unwrap();
-            assert_eq!(v["challenge"], v["geetest_challenge"], "{v}");
-            v["validate"].as_str().map(str::to_owned)
-        }
         // A declared kind's answer as the account stores it; an object's token is its first key.
         declared if !declared.spec().declared_params().is_empty() => {
             let stored = declared.spec().answer.canonical(text.to_owned());
             match declared.spec().answer {
-                crate::model::AnswerShape::Object { keys, .. } => {
+                crate::model::AnswerShape::Object { keys, also } => {
                     let v: Value = serde_json::from_str(&stored).unwrap();
+                    // Each key also under every provider's spelling of it (GeeTest's
+                    // `geetest_challenge`), so each client finds its own.
+                    for (spelling, key) in also {
+                        assert_eq!(v[spelling], v[key], "{v}");
+                    }
                     v[keys[0]].as_str().map(str::to_owned)
                 }
                 crate::model::AnswerShape::Token { .. } | crate::model::AnswerShape::AsGiven => {
@@ -507,7 +501,10 @@ async fn answers_given_at_once_reach_the_first_check() {
             "cs".into(),
             http,
         );
-        let image = requests().remove(5);
+        let image = requests()
+            .into_iter()
+            .find(|r| r.kind() == Kind::Image)
+            .expect("an image request");
         let id = p.submit(&image).await.unwrap();
         let out = p.poll(std::slice::from_ref(&id), false).await.unwrap();
         assert!(

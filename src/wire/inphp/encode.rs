@@ -97,20 +97,6 @@ pub fn submit_params(req: &SolveRequest) -> Vec<(Cow<'static, str>, String)> {
                 put("sitekey", sitekey);
             }
         }
-        TaskParams::Geetest {
-            gt,
-            challenge,
-            pageurl,
-            api_server,
-        } => {
-            put("method", "geetest");
-            put("gt", gt);
-            put("challenge", challenge);
-            put("pageurl", pageurl);
-            if let Some(server) = api_server {
-                put("api_server", server);
-            }
-        }
         TaskParams::Image { body, options } => {
             put("method", "base64");
             put(
@@ -292,14 +278,6 @@ mod tests {
             );
         let challenge = (page(), proptest::option::of(sitekey()))
             .prop_map(|(pageurl, sitekey)| TaskParams::CloudflareChallenge { pageurl, sitekey });
-        let geetest = (sitekey(), sitekey(), page(), proptest::option::of(word())).prop_map(
-            |(gt, challenge, pageurl, api_server)| TaskParams::Geetest {
-                gt,
-                challenge,
-                pageurl,
-                api_server,
-            },
-        );
         let image = (
             proptest::collection::vec(any::<u8>(), 100..400),
             any::<(bool, bool, bool)>(),
@@ -339,15 +317,7 @@ mod tests {
             );
         let text = (word(), proptest::option::of("[a-z]{2}"))
             .prop_map(|(text, lang)| TaskParams::Text { text, lang });
-        prop_oneof![
-            recaptcha,
-            turnstile,
-            challenge,
-            geetest,
-            image,
-            text,
-            declared()
-        ]
+        prop_oneof![recaptcha, turnstile, challenge, image, text, declared()]
     }
 
     /// A request of any declared kind, each parameter drawn by its declared form: a new

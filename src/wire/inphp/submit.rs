@@ -224,7 +224,6 @@ fn typed_known(params: &TaskParams) -> &'static [&'static str] {
             "pagedata",
         ],
         TaskParams::CloudflareChallenge { .. } => &["pageurl", "sitekey"],
-        TaskParams::Geetest { .. } => &["gt", "challenge", "pageurl", "api_server", "apiServer"],
         TaskParams::Image { .. } => &[
             "body",
             "file",
@@ -258,7 +257,7 @@ fn keyed_object(p: &Params, name: &str) -> Option<String> {
     (!object.is_empty()).then(|| serde_json::Value::Object(object).to_string())
 }
 
-/// The parameters of the seven typed kinds, whose methods are read by hand.
+/// The parameters of the six typed kinds, whose methods are read by hand.
 fn typed_params(
     method: Option<&str>,
     text: Option<&str>,
@@ -288,12 +287,6 @@ fn typed_params(
         (Some("cloudflare_challenge"), _) => TaskParams::CloudflareChallenge {
             pageurl: required(p, &["pageurl"], codes::PAGEURL, "pageurl")?,
             sitekey: opt(p, &["sitekey"]),
-        },
-        (Some("geetest"), _) => TaskParams::Geetest {
-            gt: required(p, &["gt"], codes::BAD_PARAMETERS, "gt")?,
-            challenge: required(p, &["challenge"], codes::BAD_PARAMETERS, "challenge")?,
-            pageurl: required(p, &["pageurl"], codes::PAGEURL, "pageurl")?,
-            api_server: opt(p, &["api_server", "apiServer"]),
         },
         (Some("base64"), _) => TaskParams::Image {
             body: decode_base64_image(p.get(&["body"]))?,

@@ -394,7 +394,8 @@ fn a_declared_flag_or_name_that_cannot_be_is_refused_by_name() {
 }
 
 /// A typed kind's parameter that its method does not read is refused by name, never dropped;
-/// left blank or `0` (how clients leave one unset) it asks for nothing.
+/// left blank or `0` (how clients leave one unset) it asks for nothing. So too for GeeTest v3,
+/// which moved onto its declaration.
 #[test]
 fn a_typed_kinds_unread_parameter_is_refused_by_name() {
     let recaptcha = |extra: &[(&str, &str)]| {
@@ -435,10 +436,10 @@ fn a_typed_kinds_unread_parameter_is_refused_by_name() {
         ("gt", "g"),
         ("challenge", "c"),
         ("pageurl", "https://example.com/a"),
-        ("geetestGetLib", "{}x"),
+        ("initParameters", "{}x"),
     ])
     .expect_err("unread");
-    assert!(geetest.message.contains("geetestGetLib"), "{geetest}");
+    assert!(geetest.message.contains("initParameters"), "{geetest}");
     let text = parse(&[("textcaptcha", "2+2?"), ("lang", "en"), ("phrase", "1")]);
     assert!(text.expect_err("unread").message.contains("phrase"));
 }

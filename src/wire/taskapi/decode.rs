@@ -52,7 +52,7 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
         t.0.get("version")
             .and_then(|v| v.as_u64().or_else(|| v.as_str()?.trim().parse().ok()))
             .and_then(|v| u32::try_from(v).ok());
-    let has = |name: &str| t.0.get(name).is_some_and(|v| !v.is_null());
+    let has = |name: &str| t.0.get(name).is_some_and(|v| !is_empty(v));
     if let Some(kind) = Kind::sharing_task_name(shape.kind(), &type_name, version, has) {
         shape = Shape::Declared(kind);
     }
@@ -97,22 +97,6 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
             pageurl: t.required("websiteURL", codes::PAGEURL)?,
             sitekey: t.string("websiteKey")?,
         },
-        Shape::Geetest => {
-            if let Some(version) = t.whole("version", 4)? {
-                if version != 3 {
-                    return Err(Validation::new(
-                        TASK_NOT_SUPPORTED,
-                        "only GeeTest versions 3 and 4 are supported",
-                    ));
-                }
-            }
-            TaskParams::Geetest {
-                gt: t.required("gt", codes::BAD_PARAMETERS)?,
-                challenge: t.required("challenge", codes::BAD_PARAMETERS)?,
-                pageurl: t.required("websiteURL", codes::PAGEURL)?,
-                api_server: t.string("geetestApiServerSubdomain")?,
-            }
-        }
         Shape::Image => TaskParams::Image {
             body: image_body(t.string("body")?)?,
             options: image_options(&t)?,
@@ -121,7 +105,10 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
             text: t.required("comment", codes::BAD_PARAMETERS)?,
             lang: t.string("languagePool")?,
         },
-        Shape::Declared(kind) => declared::params(kind, &t)?,
+        Shape::Declared(kind) => {
+            check_version(kind, &type_name, &t)?;
+            declared::params(kind, &t)?
+        }
     };
     let mut req = SolveRequest::new(params);
     if proxy_use == ProxyUse::Proxied {
@@ -130,11 +117,39 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
     req.user_agent = t.string("userAgent")?;
     req.cookies = t.string("cookies")?;
     // Every field of the task was read above, or is the type's name.
-    t.refuse_unread(req.kind(), |name| {
-        name == "type" || (name == "version" && req.kind().spec().task_version.is_some())
-    })?;
+    t.refuse_unread(req.kind(), |name| name == "type")?;
     req.validate()?;
     Ok(req)
+}
+
+/// A type two kinds share by `version` (GeeTest's): a version neither is, refused by its
+/// number rather than read as the first.
+fn check_version(kind: Kind, type_name: &str, t: &Fields<'_>) -> Result<(), Validation> {
+    let Some(own) = kind.spec().task_version else {
+        return Ok(());
+    };
+    match t.whole("version", u32::from(u8::MAX))? {
+        Some(sent) if sent != u32::from(own) => {
+            let versions: Vec<String> = Kind::ALL
+                .into_iter()
+                .filter(|k| {
+                    let names = k.spec().task_names.iter();
+                    names
+                        .clone()
+                        .any(|n| n.name.eq_ignore_ascii_case(type_name.trim()))
+                })
+                .filter_map(|k| k.spec().task_version.map(|v| v.to_string()))
+                .collect();
+            Err(Validation::new(
+                TASK_NOT_SUPPORTED,
+                format!(
+                    "`version` {sent} is not supported for this type (versions: {})",
+                    versions.join(", ")
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A `taskId` as sent: a whole number (anti-captcha, 2captcha) or a string (CapSolver). Only

@@ -118,20 +118,6 @@ pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, 
             }
             Shape::CloudflareChallenge
         }
-        TaskParams::Geetest {
-            gt,
-            challenge,
-            pageurl,
-            api_server,
-        } => {
-            put("websiteURL", text(pageurl));
-            put("gt", text(gt));
-            put("challenge", text(challenge));
-            if let Some(server) = api_server {
-                put("geetestApiServerSubdomain", text(server));
-            }
-            Shape::Geetest
-        }
         TaskParams::Image { body, options } => {
             put(
                 "body",

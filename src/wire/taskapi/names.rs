@@ -80,7 +80,6 @@ pub enum Shape {
     Turnstile,
     /// anti-captcha's `TurnstileTask` with `cloudflareTaskType`, CapSolver's `AntiCloudflareTask`.
     CloudflareChallenge,
-    Geetest,
     Image,
     Text,
     /// A type read and written from its declaration (`model::Parameters::Declared`).
@@ -95,7 +94,6 @@ impl Shape {
             Shape::RecaptchaV3 { .. } => Kind::RecaptchaV3,
             Shape::Turnstile => Kind::Turnstile,
             Shape::CloudflareChallenge => Kind::CloudflareChallenge,
-            Shape::Geetest => Kind::GeetestV3,
             Shape::Image => Kind::Image,
             Shape::Text => Kind::Text,
             Shape::Declared(kind) => kind,
@@ -121,7 +119,6 @@ pub fn shape_of(type_name: &str) -> Option<(Shape, ProxyUse)> {
         Kind::RecaptchaV3 => Shape::RecaptchaV3 { enterprise },
         Kind::Turnstile => Shape::Turnstile,
         Kind::CloudflareChallenge => Shape::CloudflareChallenge,
-        Kind::GeetestV3 => Shape::Geetest,
         Kind::Image => Shape::Image,
         Kind::Text => Shape::Text,
         declared => Shape::Declared(declared),

@@ -74,7 +74,6 @@ pub fn solution(kind: Kind, answer: &Answer, dialect: TaskApiDialect) -> Value {
         }
         Kind::Turnstile => json!({"token": text}),
         Kind::CloudflareChallenge => json!({"cf_clearance": text, "token": text}),
-        Kind::GeetestV3 => geetest_object(&answer.text),
         Kind::Image | Kind::Text => json!({"text": text}),
         declared => match declared.spec().answer {
             AnswerShape::Token { fields } => Value::Object(
@@ -101,29 +100,6 @@ pub fn solution(kind: Kind, answer: &Answer, dialect: TaskApiDialect) -> Value {
     out
 }
 
-/// The un-prefixed GeeTest keys this protocol uses, read from the stored answer (which carries
-/// both key flavours); a stored answer that is not an object is passed on as `validate`.
-fn geetest_object(stored: &str) -> Value {
-    let mut out = Map::new();
-    match serde_json::from_str::<Value>(stored) {
-        Ok(Value::Object(map)) => {
-            for key in ["challenge", "validate", "seccode"] {
-                let value = map
-                    .get(key)
-                    .or_else(|| map.get(&format!("geetest_{key}")))
-                    .cloned();
-                if let Some(v) = value {
-                    out.insert(key.into(), v);
-                }
-            }
-        }
-        _ => {
-            out.insert("validate".into(), Value::String(stored.to_owned()));
-        }
-    }
-    Value::Object(out)
-}
-
 /// An upstream solution as the answer text the engine stores, with its user agent: the inverse
 /// of [`solution`]. `None` when the object lacks the field this kind needs.
 pub fn read_solution(kind: Kind, solution: &Value) -> Option<(String, Option<String>)> {
@@ -147,17 +123,6 @@ pub fn read_solution(kind: Kind, solution: &Value) -> Option<(String, Option<Str
                     .map(str::to_owned)
             })
             .or_else(|| field("token"))?,
-        Kind::GeetestV3 => {
-            let (challenge, validate, seccode) =
-                (field("challenge")?, field("validate")?, field("seccode")?);
-            // Stored with both key flavours, as the compatible API answers GeeTest.
-            json!({
-                "geetest_challenge": challenge, "geetest_validate": validate,
-                "geetest_seccode": seccode, "challenge": challenge,
-                "validate": validate, "seccode": seccode,
-            })
-            .to_string()
-        }
         Kind::Image | Kind::Text => field("text")?,
         declared => match declared.spec().answer {
             AnswerShape::Token { fields } => fields.iter().find_map(|f| field(f))?,
@@ -194,12 +159,8 @@ mod tests {
 
     #[test]
     fn every_kind_reads_back_what_it_wrote() {
-        let geetest = json!({"geetest_challenge": "c", "geetest_validate": "v",
-            "geetest_seccode": "s", "challenge": "c", "validate": "v", "seccode": "s"})
-        .to_string();
         for kind in Kind::ALL {
             let text = match kind.spec().answer {
-                _ if kind == Kind::GeetestV3 => geetest.clone(),
                 AnswerShape::Object { keys, .. } => Value::Object(
                     keys.iter()
                         .map(|k| ((*k).to_owned(), Value::from(format!("v-{k}"))))
@@ -218,11 +179,7 @@ mod tests {
                 .expect("reads");
             assert_eq!(back, again, "{kind}");
             assert_eq!(ua.as_deref(), Some("UA/1"), "{kind}");
-            if kind == Kind::GeetestV3 {
-                let v: Value = serde_json::from_str(&back).unwrap();
-                assert_eq!(v["validate"], "v");
-                assert_eq!(v["geetest_seccode"], "s");
-            } else if kind.spec().answer.is_object() {
+            if kind.spec().answer.is_object() {
                 let (back, sent): (Value, Value) = (
                     serde_json::from_str(&back).unwrap(),
                     serde_json::from_str(&text).unwrap(),

@@ -6,40 +6,52 @@ use serde_json::{Map, Value};
 use super::{Fields, bad, is_empty};
 use crate::model::{Check, Kind, Param, TaskParams, Validation};
 
-/// A declared type's fields, each by its name in any dialect (anti-captcha's and 2captcha's,
-/// or CapSolver's). A field the declaration does not name is left unread, for `decode_task` to
-/// refuse by name; so is a key of an object field that no declaration carries inside it.
+/// A declared type's fields, each by its name in any dialect (anti-captcha's, 2captcha v2's or
+/// CapSolver's; the first set wins). A field the declaration does not name is left unread, for
+/// `decode_task` to refuse by name; so is a key of an object field that no declaration carries
+/// inside it.
 pub(super) fn params(kind: Kind, t: &Fields<'_>) -> Result<TaskParams, Validation> {
     let params = kind.spec().declared_params();
     let mut values = Vec::new();
     for param in params.iter().filter(|p| p.in_task_api()) {
-        let field = if t.0.contains_key(Param::split_field(param.task).0) {
-            param.task
-        } else {
-            param.capsolver
-        };
-        let value = match (Param::split_field(field), param.check) {
-            ((outer, Some(inner)), _) => member(kind, t, outer, inner)?,
-            (_, Check::Flag) => t.flag(field)?.then(|| "1".to_owned()),
-            (_, Check::Object) => match t.get(field) {
-                Some(Value::Object(map)) if map.is_empty() => None,
-                Some(Value::Object(map)) => Some(Value::Object(map.clone()).to_string()),
-                _ => t.string(field)?,
-            },
-            (_, Check::Text | Check::Page | Check::Key | Check::OneOf(_)) => t.string(field)?,
-            (_, Check::Count) => t.number_text(field)?,
-            (_, Check::Image) => match t.string(field)? {
-                None => None,
-                Some(raw) => Some(crate::model::image_base64(&raw).ok_or_else(|| {
-                    Validation::new("ERROR_UPLOAD", format!("`{field}` is not valid base64"))
-                })?),
-            },
-        };
+        let mut value = None;
+        for field in param.task_fields() {
+            // Each spelling sent is read (so none is refused as unread); the first set wins.
+            if t.0.contains_key(Param::split_field(field).0) {
+                value = value.or(read(kind, t, param, field)?);
+            }
+        }
         if let Some(value) = value {
             values.push((param.name, value));
         }
     }
     Ok(TaskParams::Declared { kind, values })
+}
+
+/// One declared parameter's value under one of its fields.
+fn read(
+    kind: Kind,
+    t: &Fields<'_>,
+    param: &Param,
+    field: &'static str,
+) -> Result<Option<String>, Validation> {
+    Ok(match (Param::split_field(field), param.check) {
+        ((outer, Some(inner)), _) => member(kind, t, outer, inner)?,
+        (_, Check::Flag) => t.flag(field)?.then(|| "1".to_owned()),
+        (_, Check::Object) => match t.get(field) {
+            Some(Value::Object(map)) if map.is_empty() => None,
+            Some(Value::Object(map)) => Some(Value::Object(map.clone()).to_string()),
+            _ => t.string(field)?,
+        },
+        (_, Check::Text | Check::Page | Check::Key | Check::OneOf(_)) => t.string(field)?,
+        (_, Check::Count) => t.number_text(field)?,
+        (_, Check::Image) => match t.string(field)? {
+            None => None,
+            Some(raw) => Some(crate::model::image_base64(&raw).ok_or_else(|| {
+                Validation::new("ERROR_UPLOAD", format!("`{field}` is not valid base64"))
+            })?),
+        },
+    })
 }
 
 /// The text under `inner` in the object field `outer`. Any other key set there that no
@@ -57,8 +69,7 @@ fn member(
     };
     let carried = |key: &str| {
         kind.spec().declared_params().iter().any(|p| {
-            [p.task, p.capsolver]
-                .into_iter()
+            p.task_fields()
                 .any(|f| Param::split_field(f) == (outer, Some(key)))
         })
     };

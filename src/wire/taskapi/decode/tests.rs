@@ -76,11 +76,18 @@ fn samples() -> Vec<SolveRequest> {
     cf.proxy = Some(proxy);
     cf.user_agent = Some("UA/2".into());
     out.push(cf);
-    out.push(SolveRequest::new(TaskParams::Geetest {
-        gt: "g".repeat(32),
-        challenge: "c".repeat(32),
-        pageurl: PAGE.into(),
-        api_server: Some("api.geetest.com".into()),
+    out.push(SolveRequest::new(TaskParams::Declared {
+        kind: Kind::GeetestV3,
+        values: vec![
+            ("gt", "g".repeat(32)),
+            ("challenge", "c".repeat(32)),
+            ("pageurl", PAGE.into()),
+            ("api_server", "api.geetest.com".into()),
+            (
+                "geetestGetLib",
+                r#"{"path":"/static/js/fullpage.9.1.9.js"}"#.into(),
+            ),
+        ],
     }));
     let body = base64::engine::general_purpose::STANDARD
         .decode(png_b64())
@@ -407,7 +414,8 @@ proptest! {
 }
 
 /// A typed kind's field that its reading does not understand is refused by name, never
-/// dropped; left empty it asks for nothing. A proxy field on a proxyless type is told so.
+/// dropped; left empty it asks for nothing. A proxy field on a proxyless type is told so. So
+/// too for GeeTest v3, which moved onto its declaration.
 #[test]
 fn a_typed_kinds_unread_field_is_refused_by_name() {
     let recaptcha = |extra: Value| {
@@ -427,11 +435,67 @@ fn a_typed_kinds_unread_field_is_refused_by_name() {
     assert!(proxied.message.contains("proxyless"), "{proxied}");
     let geetest = decode(
         json!({"type": "GeeTestTaskProxyless", "websiteURL": PAGE, "gt": "g",
-        "challenge": "c", "geetestGetLib": "{\"path\":\"/x.js\"}", "initParameters": null}),
+        "challenge": "c", "geetestGetLib": "{\"path\":\"/x.js\"}", "initParameters": {"riskType": "slide"}}),
     )
     .expect_err("unread");
-    assert!(geetest.message.contains("geetestGetLib"), "{geetest}");
+    assert!(geetest.message.contains("initParameters"), "{geetest}");
+    // A version the type has no such task for is refused by its number, not read as v3.
+    let v5 = decode(
+        json!({"type": "GeeTestTaskProxyless", "websiteURL": PAGE, "gt": "g",
+        "challenge": "c", "version": 5}),
+    )
+    .expect_err("version 5");
+    assert_eq!(v5.code, TASK_NOT_SUPPORTED, "{v5}");
+    assert!(v5.message.contains("versions: 3, 4"), "{v5}");
     let image = decode(json!({"type": "ImageToTextTask", "body": png_b64(), "websiteURL": PAGE}))
         .expect_err("unread");
     assert!(image.message.contains("websiteURL"), "{image}");
+}
+
+/// GeeTest v4's `captcha_id` in each dialect's own field (anti-captcha's `gt`, 2captcha v2's
+/// `initParameters.captcha_id`, as its documents and callers send it, CapSolver's `captchaId`)
+/// is one request, written back in each account's own field; any other `initParameters` key
+/// is refused by name.
+#[test]
+fn geetest_v4_is_read_and_written_in_each_dialects_field() {
+    let id = "e392e1d7fd421dc63325744d5a2b9c73";
+    let v4 = |fields: Value| {
+        let mut task = json!({"type": "GeeTestTaskProxyless", "websiteURL": PAGE});
+        task.as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        decode(task)
+    };
+    let anti = v4(json!({"version": 4, "gt": id})).unwrap();
+    assert_eq!(anti.kind(), Kind::GeetestV4);
+    assert_eq!(anti.params.declared("captcha_id"), Some(id));
+    for fields in [
+        json!({"version": 4, "initParameters": {"captcha_id": id}}),
+        json!({"version": 4, "gt": id, "initParameters": {"captcha_id": id}}),
+        // `initParameters` is v4's alone, so it tells v4 even without the version.
+        json!({"initParameters": {"captcha_id": id}}),
+    ] {
+        assert_eq!(
+            v4(fields.clone()).expect(&fields.to_string()),
+            anti,
+            "{fields}"
+        );
+    }
+    let capsolver = decode(json!({"type": "GeeTestTaskProxyLess", "websiteURL": PAGE,
+        "captchaId": id}))
+    .unwrap();
+    assert_eq!(capsolver, anti);
+    let risk = v4(json!({"version": 4, "initParameters": {"captcha_id": id, "riskType": "slide"}}))
+        .expect_err("not carried");
+    assert!(risk.message.contains("initParameters.riskType"), "{risk}");
+
+    let written = |flavor| encode_task(flavor, &anti).unwrap();
+    let two = written(TaskApiDialect::TwoCaptchaV2);
+    assert_eq!(two["initParameters"], json!({"captcha_id": id}), "{two}");
+    assert_eq!(two.get("gt"), None, "{two}");
+    assert_eq!(two["version"], 4);
+    let anti_task = written(TaskApiDialect::AntiCaptcha);
+    assert_eq!(anti_task["gt"], id, "{anti_task}");
+    assert_eq!(anti_task.get("initParameters"), None, "{anti_task}");
+    assert_eq!(written(TaskApiDialect::CapSolver)["captchaId"], id);
 }
