@@ -476,7 +476,7 @@ fn geetest_v4_is_read_and_written_in_each_dialects_field() {
         json!({"initParameters": {"captcha_id": id}}),
     ] {
         assert_eq!(
-            v4(fields.clone()).expect(&fields.to_string()),
+            v4(fields.clone()).unwrap_or_else(|e| panic!("{fields}: {e}")),
             anti,
             "{fields}"
         );
