@@ -44,7 +44,7 @@ fn iso_millis<S: serde::Serializer>(ms: &u64, s: S) -> Result<S::Ok, S::Error> {
 #[derive(serde::Serialize)]
 #[serde(untagged)]
 enum Token<'a> {
-    Text(&'a str),
+    Text(std::borrow::Cow<'a, str>),
     Object(Value),
 }
 
@@ -55,6 +55,10 @@ enum Token<'a> {
 pub(super) struct HandoutBody<'a> {
     #[serde(serialize_with = "iso_millis")]
     expires_at: u64,
+    /// What the answer carries beside its token (hCaptcha's `respKey`), under the provider's
+    /// names; absent when nothing was given.
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    extras: serde_json::Map<String, Value>,
     kind: Kind,
     #[serde(serialize_with = "iso_millis")]
     solved_at: u64,
@@ -67,14 +71,20 @@ pub(super) struct HandoutBody<'a> {
 impl<'a> HandoutBody<'a> {
     pub(super) fn of(h: &'a Handout) -> Self {
         let text = h.answer.text.as_str();
-        // Checked before parsing: a token is the hot path's answer, and is never parsed.
-        let token = if h.kind.spec().answer.is_object() {
-            serde_json::from_str(text).map_or(Token::Text(text), Token::Object)
+        let shape = h.kind.spec().answer;
+        let mut extras = serde_json::Map::new();
+        // Checked before parsing: a token is the hot path's answer, and is never parsed (nor
+        // is one of a kind that keeps nothing beside it).
+        let token = if shape.is_object() {
+            serde_json::from_str(text).map_or(Token::Text(text.into()), Token::Object)
         } else {
-            Token::Text(text)
+            let (token, beside) = shape.token_parts(text);
+            extras.extend(beside.into_iter().map(|(k, v)| (k.to_owned(), v.into())));
+            Token::Text(token)
         };
         HandoutBody {
             expires_at: h.answer.expires_at,
+            extras,
             kind: h.kind,
             solved_at: h.answer.solved_at,
             source: h.source,
@@ -281,6 +291,16 @@ mod tests {
             (
                 handout(Kind::GeetestV3, r#"{"geetest_validate":"v"}"#, None, None),
                 r#"{"expires_at":"2023-11-14T22:15:20.456Z","kind":"geetest_v3","solved_at":"2023-11-14T22:13:20.123Z","source":"pool","task_id":null,"token":{"geetest_validate":"v"},"user_agent":null}"#,
+            ),
+            // What a kind keeps beside its token, under `extras`.
+            (
+                handout(
+                    Kind::Hcaptcha,
+                    r#"{"respKey":"E0_k","token":"P1_t"}"#,
+                    None,
+                    None,
+                ),
+                r#"{"expires_at":"2023-11-14T22:15:20.456Z","extras":{"respKey":"E0_k"},"kind":"hcaptcha","solved_at":"2023-11-14T22:13:20.123Z","source":"pool","task_id":null,"token":"P1_t","user_agent":null}"#,
             ),
             (
                 handout(Kind::GeetestV3, "not json", None, None),

@@ -106,7 +106,7 @@ pub async fn solve(
 fn answer(result: Result<Handout, SolveError>) -> Response {
     match result {
         Ok(h) => Json(json!({
-            "solution": h.answer.text,
+            "solution": h.kind.spec().answer.token_parts(&h.answer.text).0,
             "captcha_id": h.answer.upstream.map(|u| u.task_id),
             "user_agent": h.answer.user_agent,
         }))

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use super::PollOutcome;
 use super::classify::code_error;
 use super::error::ProviderError;
+use crate::model::AnswerShape;
 use crate::wire::inphp::InPhpDialect;
 use crate::wire::inphp::codes;
 
@@ -230,6 +231,22 @@ fn ok(request: String, map: &Map<String, Value>) -> UpstreamReply {
             Some(v @ (Value::Object(_) | Value::Array(_))) => Some(v.to_string()),
             _ => None,
         })
+    };
+    // A key a kind keeps beside its token (2captcha's hCaptcha `respKey`), kept with the answer
+    // for the kind's declaration to read (`AnswerShape::canonical`, once the kind is known).
+    let beside: Map<String, Value> = map
+        .iter()
+        .filter(|(k, v)| {
+            v.as_str().is_some_and(|s| !s.is_empty()) && AnswerShape::any_extra(|e| e == *k)
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let request = if beside.is_empty() {
+        request
+    } else {
+        let mut kept = Map::from_iter([("token".to_owned(), Value::String(request))]);
+        kept.extend(beside);
+        Value::Object(kept).to_string()
     };
     UpstreamReply::Ok {
         request,

@@ -326,11 +326,14 @@ fn outcome_of(reply: &Map<String, Value>, whole: bool) -> PollOutcome {
 /// A solution object as the answer text the engine stores, whichever kind it is: the poller does
 /// not know the kind, and the objects of the typed kinds are told apart by their fields. Any
 /// other object is kept whole, as its JSON text, for the kind's declaration to read
-/// (`AnswerShape::canonical`, where the task's kind is known).
+/// (`AnswerShape::canonical`, where the task's kind is known); so is one carrying a key a kind
+/// keeps beside its token (hCaptcha's `respKey`).
 fn read_any_solution(solution: &Value) -> Option<(String, Option<String>)> {
-    use crate::model::Kind;
+    use crate::model::{AnswerShape, Kind};
     let has = |name: &str| solution.get(name).is_some();
-    let kind = if has("gRecaptchaResponse") {
+    let kind = if AnswerShape::any_extra(|k| solution.get(k).is_some_and(Value::is_string)) {
+        return whole_solution(solution);
+    } else if has("gRecaptchaResponse") {
         Kind::RecaptchaV2
     } else if has("cf_clearance") || solution.pointer("/cookies/cf_clearance").is_some() {
         Kind::CloudflareChallenge
@@ -339,14 +342,19 @@ fn read_any_solution(solution: &Value) -> Option<(String, Option<String>)> {
     } else if has("text") {
         Kind::Image
     } else {
-        let whole = solution.as_object().filter(|o| !o.is_empty())?;
-        let user_agent = whole
-            .get("userAgent")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        return Some((solution.to_string(), user_agent));
+        return whole_solution(solution);
     };
     crate::wire::taskapi::reply::read_solution(kind, solution)
+}
+
+/// A solution kept whole, as its JSON text, with its user agent; `None` for an empty one.
+fn whole_solution(solution: &Value) -> Option<(String, Option<String>)> {
+    let whole = solution.as_object().filter(|o| !o.is_empty())?;
+    let user_agent = whole
+        .get("userAgent")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Some((solution.to_string(), user_agent))
 }
 
 #[async_trait]

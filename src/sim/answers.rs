@@ -62,7 +62,23 @@ pub(crate) fn build(
             .unwrap_or_else(|| json!({ "token": token() }))
             .to_string(),
         TaskParams::Declared { values, .. } => match kind.spec().answer {
-            AnswerShape::Token { .. } | AnswerShape::AsGiven => token(),
+            AnswerShape::AsGiven => token(),
+            // What a real answer carries beside the token (hCaptcha's `respKey`), unique per
+            // task, kept as the gateway keeps it.
+            shape @ AnswerShape::Token { extras, .. } => {
+                let token = token();
+                if extras.is_empty() {
+                    token
+                } else {
+                    let beside = extras
+                        .iter()
+                        .map(|key| ((*key).to_owned(), format!("{key}-{nonce:016x}").into()));
+                    let mut stored =
+                        serde_json::Map::from_iter([("token".to_owned(), token.into())]);
+                    stored.extend(beside);
+                    shape.canonical(serde_json::Value::Object(stored).to_string())
+                }
+            }
             AnswerShape::Points { .. } => clicks::declared_points(values),
             // The first key holds the verifiable token; the others are what a real answer
             // pairs it with (Lemin's `challenge_id`): as the request sent it (GeeTest's

@@ -127,12 +127,25 @@ fn task(spec: &TypeSpec, tag: &str, provider: AccountProvider) -> Value {
 
 /// The single-use credential in an answer of `spec`'s shape: the token, or an object's first
 /// key; `None` for points, which are checked for their shape in each protocol's form instead.
+/// A `createTask` solution also carries what the kind keeps beside its token (hCaptcha's
+/// `respKey`), whichever protocol the account that solved it speaks.
 fn credential(spec: &TypeSpec, answer: &Value) -> Option<String> {
     let found = match spec.answer {
-        AnswerShape::Token { fields } => answer
-            .as_str()
-            .or_else(|| answer[fields[0]].as_str())
-            .map(str::to_owned),
+        AnswerShape::Token { fields, extras } => {
+            if answer.is_object() {
+                for key in extras {
+                    assert!(
+                        answer[*key].as_str().is_some_and(|v| !v.is_empty()),
+                        "{} solution lacks `{key}`: {answer}",
+                        spec.name
+                    );
+                }
+            }
+            answer
+                .as_str()
+                .or_else(|| answer[fields[0]].as_str())
+                .map(str::to_owned)
+        }
         AnswerShape::Object { keys, .. } => {
             let object = match answer.as_str() {
                 Some(text) => serde_json::from_str(text).unwrap_or(Value::Null),

@@ -58,6 +58,17 @@ async fn the_anticaptcha_client_solves_every_kind_it_has() {
     let enterprise = case(results, "recaptcha_v2_enterprise");
     assert!(enterprise["user_agent"].is_string(), "{enterprise}");
     assert!(case(results, "recaptcha_v2")["user_agent"].is_null());
+    // hCaptcha's `respKey`, which the library reads beside the token (`get_respkey()`), came
+    // through from the simulator's `in.php` account.
+    for name in ["hcaptcha", "hcaptcha_proxy"] {
+        let r = case(results, name);
+        assert!(
+            r["resp_key"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("respKey-")),
+            "{r}"
+        );
+    }
     let image = case(results, "image")["answer"].as_str().unwrap();
     assert!(
         image.bytes().all(|b| b.is_ascii_digit()),

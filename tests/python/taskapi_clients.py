@@ -51,8 +51,10 @@ def anti_solve(results, key, case, kind, solver, *args, **kwargs):
     if answer == 0:
         raise SystemExit(f"{case}: {solver.err_string}")
     ua = solver.get_user_agent() or None
+    # hCaptcha's modules also read `solution.respKey` (`get_respkey()`).
+    resp_key = solver.get_respkey() or None if hasattr(solver, "get_respkey") else None
     results.append({"case": case, "kind": kind, "answer": answer, "user_agent": ua,
-                    "task_id": solver.task_id})
+                    "resp_key": resp_key, "task_id": solver.task_id})
     return solver
 
 

@@ -21,12 +21,19 @@ const TASK_APIS: Dialects = Dialects::of(&[
 ]);
 
 /// A token `createTask` solutions carry as `token`.
-const TOKEN: AnswerShape = AnswerShape::Token { fields: &["token"] };
-/// reCAPTCHA's and hCaptcha's token: `gRecaptchaResponse`, and `token` for CapSolver's clients.
+const TOKEN: AnswerShape = AnswerShape::Token {
+    fields: &["token"],
+    extras: &[],
+};
+/// reCAPTCHA's token: `gRecaptchaResponse`, and `token` for CapSolver's clients.
 const TOKEN_G: AnswerShape = AnswerShape::Token {
     fields: &["gRecaptchaResponse", "token"],
+    extras: &[],
 };
-const TEXT_ANSWER: AnswerShape = AnswerShape::Token { fields: &["text"] };
+const TEXT_ANSWER: AnswerShape = AnswerShape::Token {
+    fields: &["text"],
+    extras: &[],
+};
 
 /// The official CaptchaAI SDK's first waits (`captchaai/core/registry.py`): 15 s for reCAPTCHA
 /// v2, the Cloudflare challenge and GeeTest, 10 s for v3 and Turnstile, 1 s for images.
@@ -134,6 +141,7 @@ pub const CLOUDFLARE_CHALLENGE: TypeSpec = TypeSpec {
     params: Parameters::Typed,
     answer: AnswerShape::Token {
         fields: &["cf_clearance", "token"],
+        extras: &[],
     },
     answer_user_agent: true,
     needs_proxy: true,
@@ -279,7 +287,12 @@ pub const HCAPTCHA: TypeSpec = TypeSpec {
         // `hcaptcha.com` or `js.hcaptcha.com`: 2captcha's alone; `createTask` has no field for it.
         Param::only_in("domain", Check::Key, TWOCAPTCHA),
     ]),
-    answer: TOKEN_G,
+    // anti-captcha's and 2captcha's answers may carry `respKey` (`hcaptcha.getRespKey()`),
+    // which some sites check beside the token; anticaptchaofficial's `get_respkey()` reads it.
+    answer: AnswerShape::Token {
+        fields: &["gRecaptchaResponse", "token"],
+        extras: &["respKey"],
+    },
     answer_user_agent: true,
     needs_proxy: false,
     needs_user_agent: false,
@@ -415,6 +428,7 @@ pub const DATADOME: TypeSpec = TypeSpec {
     ]),
     answer: AnswerShape::Token {
         fields: &["cookie"],
+        extras: &[],
     },
     answer_user_agent: false,
     needs_proxy: true,

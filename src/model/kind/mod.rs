@@ -113,6 +113,9 @@ impl Kind {
     /// list of points for one whose answer is points, else (or where the text is neither) the
     /// text as a string.
     pub fn answer_value(self, text: &str) -> serde_json::Value {
+        if let AnswerShape::Token { .. } = self.spec().answer {
+            return serde_json::Value::String(self.spec().answer.token_parts(text).0.into_owned());
+        }
         if let AnswerShape::Points { .. } = self.spec().answer {
             return serde_json::from_str(text)
                 .ok()
@@ -367,6 +370,30 @@ mod tests {
             );
         }
         assert_eq!(lemin.canonical("plain".into()), "plain");
+        // hCaptcha keeps `respKey` beside its token when a provider gives one, whichever form
+        // it came in; the writers split them again.
+        let hcaptcha = Kind::Hcaptcha.spec().answer;
+        let kept = r#"{"respKey":"E0_k","token":"P1_t"}"#;
+        for given in [
+            r#"{"gRecaptchaResponse":"P1_t","respKey":"E0_k","userAgent":"UA"}"#,
+            r#"{"token":"P1_t","respKey":"E0_k"}"#,
+        ] {
+            assert_eq!(hcaptcha.canonical(given.to_owned()), kept, "{given}");
+        }
+        assert_eq!(
+            hcaptcha.canonical(r#"{"gRecaptchaResponse":"P1_t"}"#.into()),
+            "P1_t"
+        );
+        assert_eq!(hcaptcha.canonical("P1_t".into()), "P1_t");
+        let (token, beside) = hcaptcha.token_parts(kept);
+        assert_eq!(
+            (token.as_ref(), beside),
+            ("P1_t", vec![("respKey", "E0_k".to_owned())])
+        );
+        assert_eq!(hcaptcha.token_parts("P1_t"), ("P1_t".into(), vec![]));
+        // A kind that keeps nothing beside its token never reads its text as an object.
+        let turnstile = Kind::Turnstile.spec().answer;
+        assert_eq!(turnstile.token_parts(kept), (kept.into(), vec![]));
         // GeeTest v3: 2captcha's `geetest_` keys and CaptchaAI's bare ones store alike.
         let geetest = Kind::GeetestV3.spec().answer;
         let both = serde_json::json!({

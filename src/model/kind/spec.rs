@@ -363,8 +363,14 @@ pub const SITEKEY: Param = Param::required("sitekey", "websiteKey", Check::Key);
 pub enum AnswerShape {
     /// One string: `in.php` returns it as `request`; a `createTask` solution carries it under
     /// each of `fields` (written to all, so every client finds its own; read from the first
-    /// present).
-    Token { fields: &'static [&'static str] },
+    /// present). `extras` are keys a provider may give beside it (hCaptcha's `respKey`): kept
+    /// with the token (stored as `{"token": .., key: ..}` when one was given, else the token
+    /// alone) and written beside it wherever a protocol has room: a `createTask` solution,
+    /// `in.php`'s JSON mode, the native API's `extras`.
+    Token {
+        fields: &'static [&'static str],
+        extras: &'static [&'static str],
+    },
     /// A JSON object with these keys: `in.php` returns it as `request` (its JSON text in a
     /// plain-text reply); a `createTask` solution is the object itself. `also` names a key
     /// some providers spell another way, as `(their spelling, key)`: written beside the key in
@@ -385,6 +391,44 @@ pub enum AnswerShape {
 }
 
 impl AnswerShape {
+    /// A stored answer's token and the extras kept beside it (hCaptcha's `respKey`), for the
+    /// writers; any other shape's stored text is its own token, with none.
+    pub fn token_parts<'a>(
+        &self,
+        stored: &'a str,
+    ) -> (std::borrow::Cow<'a, str>, Vec<(&'static str, String)>) {
+        use std::borrow::Cow;
+        let AnswerShape::Token { extras, .. } = self else {
+            return (Cow::Borrowed(stored), Vec::new());
+        };
+        // A token never starts with `{`: only a stored object is parsed.
+        if extras.is_empty() || !stored.starts_with('{') {
+            return (Cow::Borrowed(stored), Vec::new());
+        }
+        let Ok(serde_json::Value::Object(map)) = serde_json::from_str(stored) else {
+            return (Cow::Borrowed(stored), Vec::new());
+        };
+        let Some(token) = map.get("token").and_then(serde_json::Value::as_str) else {
+            return (Cow::Borrowed(stored), Vec::new());
+        };
+        let kept = extras
+            .iter()
+            .filter_map(|k| Some((*k, map.get(*k)?.as_str()?.to_owned())))
+            .collect();
+        (Cow::Owned(token.to_owned()), kept)
+    }
+
+    /// Every key a declared kind may carry beside its token: a provider reply holding one is
+    /// kept whole for the kind's declaration to read ([`AnswerShape::canonical`]).
+    pub fn any_extra(has: impl Fn(&str) -> bool) -> bool {
+        super::Kind::ALL
+            .into_iter()
+            .any(|kind| match kind.spec().answer {
+                AnswerShape::Token { extras, .. } => extras.iter().any(|k| has(k)),
+                _ => false,
+            })
+    }
+
     /// Whether the answer is JSON (an object, or a list of points) rather than one string.
     pub fn is_object(&self) -> bool {
         matches!(
@@ -405,11 +449,25 @@ impl AnswerShape {
         };
         match self {
             AnswerShape::AsGiven | AnswerShape::Points { .. } => text,
-            AnswerShape::Token { fields } => fields
-                .iter()
-                .find_map(|f| map.get(*f).and_then(serde_json::Value::as_str))
-                .map(str::to_owned)
-                .unwrap_or(text),
+            AnswerShape::Token { fields, extras } => {
+                let Some(token) = fields
+                    .iter()
+                    .chain(&["token"])
+                    .find_map(|f| map.get(*f).and_then(serde_json::Value::as_str))
+                else {
+                    return text;
+                };
+                let kept: serde_json::Map<String, serde_json::Value> = extras
+                    .iter()
+                    .filter_map(|k| Some(((*k).to_owned(), map.get(*k)?.as_str()?.into())))
+                    .collect();
+                if kept.is_empty() {
+                    return token.to_owned();
+                }
+                let mut stored = serde_json::Map::from_iter([("token".to_owned(), token.into())]);
+                stored.extend(kept);
+                serde_json::Value::Object(stored).to_string()
+            }
             AnswerShape::Object { keys, also } => {
                 let read = |k: &str| {
                     map.get(k).or_else(|| {

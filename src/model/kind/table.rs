@@ -145,9 +145,13 @@ pub fn parameters_markdown() -> String {
             needs.push("`userAgent`");
         }
         let answer = match spec.answer {
-            AnswerShape::Token { fields } => {
+            AnswerShape::Token { fields, extras } => {
                 let fields: Vec<String> = fields.iter().map(|f| format!("`{f}`")).collect();
-                format!("token; `solution` {}", fields.join(", "))
+                let extras: String = extras
+                    .iter()
+                    .map(|k| format!(", with `{k}` where the provider gives it"))
+                    .collect();
+                format!("token; `solution` {}{extras}", fields.join(", "))
             }
             AnswerShape::Object { keys, also } => {
                 let keys: Vec<String> = keys

@@ -239,3 +239,27 @@ proptest! {
         let _ = split_batch(&body, 3, family);
     }
 }
+
+/// hCaptcha's `respKey` beside `request` (2captcha's JSON mode) stays with the answer, for the
+/// kind's declaration to keep; a reply without one is the token alone.
+#[test]
+fn a_key_kept_beside_the_token_stays_with_the_answer() {
+    let body = r#"{"status":1,"request":"P1_t","respKey":"E0_k","useragent":"UA/2"}"#;
+    let Ok(PollOutcome::Ready {
+        text, user_agent, ..
+    }) = parse_reply(TWO, 200, body).into_outcome()
+    else {
+        panic!()
+    };
+    let kept = crate::model::Kind::Hcaptcha.spec().answer.canonical(text);
+    let (token, beside) = crate::model::Kind::Hcaptcha
+        .spec()
+        .answer
+        .token_parts(&kept);
+    assert_eq!(
+        (token.as_ref(), beside, user_agent.as_deref()),
+        ("P1_t", vec![("respKey", "E0_k".to_owned())], Some("UA/2"))
+    );
+    let body = r#"{"status":1,"request":"P1_t","respKey":""}"#;
+    assert_eq!(ok_request(parse_reply(TWO, 200, body)), "P1_t");
+}

@@ -128,9 +128,13 @@ fn credential(kind: Kind, text: &str) -> Option<String> {
                     }
                     v[keys[0]].as_str().map(str::to_owned)
                 }
-                crate::model::AnswerShape::Token { .. } | crate::model::AnswerShape::AsGiven => {
-                    Some(stored)
+                shape @ crate::model::AnswerShape::Token { extras, .. } => {
+                    let (token, beside) = shape.token_parts(&stored);
+                    // What a kind keeps beside its token came through too.
+                    assert_eq!(beside.len(), extras.len(), "{stored}");
+                    Some(token.into_owned())
                 }
+                crate::model::AnswerShape::AsGiven => Some(stored),
                 // Points are no credential; what matters is that they read as points.
                 crate::model::AnswerShape::Points { field } => {
                     let points = crate::model::points::read(&stored, field);

@@ -22,6 +22,10 @@ pub fn success(kind: Kind, answer: &Answer, took: Duration, worker: &str) -> Str
     if let Some(ua) = &answer.user_agent {
         result["user_agent"] = Value::String(ua.clone());
     }
+    // What the answer keeps beside its token (hCaptcha's `respKey`), under its own name.
+    for (key, value) in kind.spec().answer.token_parts(&answer.text).1 {
+        result[key] = Value::String(value);
+    }
     result.to_string()
 }
 

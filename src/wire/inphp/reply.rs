@@ -43,10 +43,14 @@ enum Body {
 }
 
 /// A stored answer as `in.php` writes it in plain text (after `OK|`, or as one part of an
-/// `ids=` batch): points as `coordinates:x=..,y=..;..`, anything else as stored.
+/// `ids=` batch): points as `coordinates:x=..,y=..;..`, a token without what is kept beside it
+/// (plain text has no room for hCaptcha's `respKey`), anything else as stored.
 pub fn plain_answer(kind: Kind, text: String) -> String {
     match kind.spec().answer {
         AnswerShape::Points { .. } => points::inphp_plain(&text),
+        shape @ AnswerShape::Token { extras, .. } if !extras.is_empty() => {
+            shape.token_parts(&text).0.into_owned()
+        }
         _ => text,
     }
 }
@@ -118,6 +122,10 @@ impl Reply {
         }
         if let Some(price) = price {
             extra.insert("price".into(), Value::String(price.to_owned()));
+        }
+        // Beside `request`, as 2captcha writes hCaptcha's `respKey`.
+        for (key, value) in kind.spec().answer.token_parts(&answer.text).1 {
+            extra.insert(key.into(), Value::String(value));
         }
         Reply {
             mode,
@@ -243,5 +251,27 @@ mod tests {
         assert_eq!(v["request"]["geetest_challenge"], "c");
         assert_eq!(v["price"], "0.001");
         assert!(v.get("result").is_none(), "{v}");
+
+        // hCaptcha's `respKey` beside `request` in JSON mode, as 2captcha writes it; plain text
+        // has room for the token alone, and so has an `ids=` part.
+        let h = answer(r#"{"token":"P1_t","respKey":"E0_k"}"#, Some("UA/2"));
+        let v: Value =
+            serde_json::from_str(&Reply::answer(Mode::Json, Kind::Hcaptcha, &h, None).body_text())
+                .unwrap();
+        assert_eq!(
+            (&v["request"], &v["respKey"]),
+            (&json!("P1_t"), &json!("E0_k"))
+        );
+        assert_eq!(
+            Reply::answer(Mode::Plain, Kind::Hcaptcha, &h, None).body_text(),
+            "OK|P1_t"
+        );
+        assert_eq!(plain_answer(Kind::Hcaptcha, h.text.clone()), "P1_t");
+        let bare = answer("P1_t", None);
+        let v: Value = serde_json::from_str(
+            &Reply::answer(Mode::Json, Kind::Hcaptcha, &bare, None).body_text(),
+        )
+        .unwrap();
+        assert!(v.get("respKey").is_none(), "{v}");
     }
 }

@@ -76,12 +76,13 @@ pub fn solution(kind: Kind, answer: &Answer, dialect: TaskApiDialect) -> Value {
         Kind::CloudflareChallenge => json!({"cf_clearance": text, "token": text}),
         Kind::Image | Kind::Text => json!({"text": text}),
         declared => match declared.spec().answer {
-            AnswerShape::Token { fields } => Value::Object(
-                fields
-                    .iter()
-                    .map(|f| ((*f).to_owned(), text.clone()))
-                    .collect(),
-            ),
+            shape @ AnswerShape::Token { fields, .. } => {
+                let (token, extras) = shape.token_parts(&answer.text);
+                let token = Value::String(token.into_owned());
+                let fields = fields.iter().map(|f| ((*f).to_owned(), token.clone()));
+                let extras = extras.into_iter().map(|(k, v)| (k.to_owned(), v.into()));
+                Value::Object(fields.chain(extras).collect())
+            }
             AnswerShape::Object { .. } | AnswerShape::AsGiven => {
                 match serde_json::from_str(&answer.text) {
                     Ok(object @ Value::Object(_)) => object,
@@ -125,7 +126,11 @@ pub fn read_solution(kind: Kind, solution: &Value) -> Option<(String, Option<Str
             .or_else(|| field("token"))?,
         Kind::Image | Kind::Text => field("text")?,
         declared => match declared.spec().answer {
-            AnswerShape::Token { fields } => fields.iter().find_map(|f| field(f))?,
+            // The token, with what the kind keeps beside it (hCaptcha's `respKey`).
+            shape @ AnswerShape::Token { fields, .. } => {
+                fields.iter().find_map(|f| field(f))?;
+                shape.canonical(solution.to_string())
+            }
             // Whole, as the provider gave it.
             AnswerShape::AsGiven => solution.to_string(),
             AnswerShape::Points { field } => {
@@ -155,6 +160,31 @@ mod tests {
             expires_at: 2,
             upstream: None,
         }
+    }
+
+    /// hCaptcha's `respKey` is written beside the token in every dialect's solution and read
+    /// back with it; an answer without one is written without it.
+    #[test]
+    fn a_key_kept_beside_the_token_is_written_and_read_back() {
+        let a = answer(r#"{"respKey":"E0_k","token":"P1_t"}"#, Some("UA/1"));
+        for dialect in [TaskApiDialect::AntiCaptcha, TaskApiDialect::TwoCaptchaV2] {
+            let s = solution(Kind::Hcaptcha, &a, dialect);
+            assert_eq!(
+                s,
+                json!({"gRecaptchaResponse": "P1_t", "token": "P1_t", "respKey": "E0_k",
+                    "userAgent": "UA/1"})
+            );
+            assert_eq!(
+                read_solution(Kind::Hcaptcha, &s),
+                Some((a.text.clone(), Some("UA/1".to_owned())))
+            );
+        }
+        let bare = solution(
+            Kind::Hcaptcha,
+            &answer("P1_t", None),
+            TaskApiDialect::AntiCaptcha,
+        );
+        assert_eq!(bare, json!({"gRecaptchaResponse": "P1_t", "token": "P1_t"}));
     }
 
     #[test]
