@@ -17,6 +17,16 @@ pub fn parse_submit(p: &Params) -> Result<SolveRequest, Validation> {
     let declared = method
         .as_deref()
         .and_then(|m| Kind::declared_by_method(m, |flag| flag_set(p, flag)));
+    // The flag that chose a kind (`coordinatescaptcha`) changes what the answer means: a value
+    // that is neither on nor off is refused rather than guessed at.
+    if let Some(flag) = declared.and_then(|kind| kind.spec().inphp_flag) {
+        if let Some(value) = p.get(&[flag]).filter(|v| !matches!(*v, "1" | "true")) {
+            return Err(Validation::new(
+                codes::BAD_PARAMETERS,
+                format!("`{flag}` must be 1 or 0, not `{}`", truncate(value, 20)),
+            ));
+        }
+    }
     let params = match declared {
         Some(kind) => declared_params(kind, p)?,
         None if method

@@ -305,6 +305,20 @@ fn a_coordinates_image_is_the_coordinates_kind_however_it_is_sent() {
     }
     let no_image = parse(&[("method", "base64"), ("coordinatescaptcha", "1")]);
     assert!(no_image.expect_err("no image").message.contains("body"));
+    // The flag is on or off, never guessed at.
+    let unclear = parse(&[
+        ("method", "base64"),
+        ("coordinatescaptcha", "yes"),
+        ("body", &b64),
+    ])
+    .expect_err("neither on nor off");
+    assert!(unclear.message.contains("coordinatescaptcha"), "{unclear}");
+    let on = parse(&[
+        ("method", "base64"),
+        ("coordinatescaptcha", "true"),
+        ("body", &b64),
+    ]);
+    assert_eq!(on.expect("on").kind(), Kind::Coordinates);
 }
 
 /// A `createTask` pass-through task's native form means the same task.
