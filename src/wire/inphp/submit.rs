@@ -20,7 +20,7 @@ pub fn parse_submit(p: &Params) -> Result<SolveRequest, Validation> {
     // The flag that chose a kind (`coordinatescaptcha`) changes what the answer means: a value
     // that is neither on nor off is refused rather than guessed at.
     if let Some(flag) = declared.and_then(|kind| kind.spec().inphp_flag) {
-        if let Some(value) = p.get(&[flag]).filter(|v| !matches!(*v, "1" | "true")) {
+        if let Some(value) = p.get(&[flag]).filter(|_| !p.flag(&[flag])) {
             return Err(Validation::new(
                 codes::BAD_PARAMETERS,
                 format!("`{flag}` must be 1 or 0, not `{}`", truncate(value, 20)),

@@ -308,17 +308,20 @@ fn a_coordinates_image_is_the_coordinates_kind_however_it_is_sent() {
     // The flag is on or off, never guessed at.
     let unclear = parse(&[
         ("method", "base64"),
-        ("coordinatescaptcha", "yes"),
+        ("coordinatescaptcha", "2"),
         ("body", &b64),
     ])
     .expect_err("neither on nor off");
     assert!(unclear.message.contains("coordinatescaptcha"), "{unclear}");
-    let on = parse(&[
-        ("method", "base64"),
-        ("coordinatescaptcha", "true"),
-        ("body", &b64),
-    ]);
-    assert_eq!(on.expect("on").kind(), Kind::Coordinates);
+    // On as every flag is (`1`, `true`, `yes`, `on`).
+    for word in ["true", "Yes"] {
+        let on = parse(&[
+            ("method", "base64"),
+            ("coordinatescaptcha", word),
+            ("body", &b64),
+        ]);
+        assert_eq!(on.expect(word).kind(), Kind::Coordinates);
+    }
 }
 
 /// A `createTask` pass-through task's native form means the same task.
