@@ -81,22 +81,6 @@ pub fn check_request(req: &SolveRequest) -> Result<(), Validation> {
                 check_min_score(score)?;
             }
         }
-        TaskParams::Turnstile {
-            pageurl,
-            action,
-            data,
-            pagedata,
-            ..
-        } => {
-            check("ERROR_PAGEURL", "pageurl", Some(pageurl), MAX_PAGEURL_LEN)?;
-            check(BAD, "action", action.as_deref(), MAX_WORD_LEN)?;
-            check(BAD, "data", data.as_deref(), MAX_DATA_LEN)?;
-            check(BAD, "pagedata", pagedata.as_deref(), MAX_DATA_LEN)?;
-        }
-        TaskParams::CloudflareChallenge { pageurl, sitekey } => {
-            check("ERROR_PAGEURL", "pageurl", Some(pageurl), MAX_PAGEURL_LEN)?;
-            check(BAD, "sitekey", sitekey.as_deref(), MAX_SITEKEY_LEN)?;
-        }
         TaskParams::Image { options, .. } => {
             check(BAD, "lang", options.lang.as_deref(), MAX_WORD_LEN)?;
             check(

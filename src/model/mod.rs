@@ -13,9 +13,9 @@ mod target;
 pub use answer::{Answer, BySource, Source, UpstreamRef};
 pub use kind::table::{markdown as task_types_table, parameters_markdown as task_parameters_table};
 pub use kind::{
-    AnswerShape, Check, Dialect, Dialects, Kind, MAX_COUNT, PAGE, Param, Parameters, PassProtocol,
-    Passthrough, ProxyName, Reuse, SITEKEY, Sourced, TaskName, TypeSpec, UNLISTED,
-    passthrough_documented, points,
+    AnswerShape, Check, Dialect, Dialects, IdForm, Identity, Kind, MAX_COUNT, PAGE, Param,
+    Parameters, PassProtocol, Passthrough, ProxyName, Reuse, SITEKEY, Sourced, TaskName, TypeSpec,
+    UNLISTED, passthrough_documented, points,
 };
 pub use request::{
     ImageOptions, MAX_IMAGE_BYTES, MIN_IMAGE_BYTES, Proxy, ProxyType, RecaptchaVersion,

@@ -42,18 +42,6 @@ pub enum TaskParams {
         /// `google.com` or `recaptcha.net`.
         domain: Option<String>,
     },
-    Turnstile {
-        sitekey: String,
-        pageurl: String,
-        action: Option<String>,
-        /// Turnstile `cData`.
-        data: Option<String>,
-        pagedata: Option<String>,
-    },
-    CloudflareChallenge {
-        pageurl: String,
-        sitekey: Option<String>,
-    },
     Image {
         /// The decoded image bytes.
         body: Bytes,
@@ -83,13 +71,34 @@ impl TaskParams {
                 RecaptchaVersion::V2 => Kind::RecaptchaV2,
                 RecaptchaVersion::V3 => Kind::RecaptchaV3,
             },
-            TaskParams::Turnstile { .. } => Kind::Turnstile,
-            TaskParams::CloudflareChallenge { .. } => Kind::CloudflareChallenge,
             TaskParams::Image { .. } => Kind::Image,
             TaskParams::Text { .. } => Kind::Text,
             TaskParams::Declared { kind, .. } => *kind,
             TaskParams::Passthrough(_) => Kind::Other,
         }
+    }
+
+    /// A declared kind's parameters from `(name, value)` pairs, for requests built in code
+    /// (tests, benches, examples); the pairs are put in declaration order.
+    ///
+    /// # Panics
+    /// On a name the kind does not declare: a mistake in the calling code, not in input.
+    pub fn declared_of(kind: Kind, pairs: &[(&str, &str)]) -> TaskParams {
+        let params = kind.spec().declared_params();
+        for (name, _) in pairs {
+            assert!(
+                params.iter().any(|p| p.name == *name),
+                "{kind} declares no parameter `{name}`"
+            );
+        }
+        let values = params
+            .iter()
+            .filter_map(|p| {
+                let (_, value) = pairs.iter().find(|(n, _)| *n == p.name)?;
+                Some((p.name, (*value).to_owned()))
+            })
+            .collect();
+        TaskParams::Declared { kind, values }
     }
 
     /// A declared parameter's value, by its declared name.
@@ -190,11 +199,7 @@ impl fmt::Debug for SolveRequest {
         // info and a session in its query), the proxy's endpoint, whether cookies were sent
         // (they carry sessions), never their values.
         let page = match &self.params {
-            TaskParams::Recaptcha { pageurl, .. }
-            | TaskParams::Turnstile { pageurl, .. }
-            | TaskParams::CloudflareChallenge { pageurl, .. } => {
-                Some(super::target::host_of(pageurl))
-            }
+            TaskParams::Recaptcha { pageurl, .. } => Some(super::target::host_of(pageurl)),
             TaskParams::Declared { .. } => {
                 self.params.declared(PAGE.name).map(super::target::host_of)
             }
@@ -318,23 +323,6 @@ impl SolveRequest {
                     return Err(Validation::new(
                         "ERROR_BAD_PARAMETERS",
                         "reCAPTCHA v3 needs an action",
-                    ));
-                }
-            }
-            TaskParams::Turnstile {
-                sitekey: key,
-                pageurl,
-                ..
-            } => {
-                sitekey(key, "ERROR_BAD_PARAMETERS")?;
-                page(pageurl)?;
-            }
-            TaskParams::CloudflareChallenge { pageurl, .. } => {
-                page(pageurl)?;
-                if self.proxy.is_none() {
-                    return Err(Validation::new(
-                        "ERROR_BAD_PROXY",
-                        "cloudflare_challenge needs a proxy and proxytype",
                     ));
                 }
             }

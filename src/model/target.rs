@@ -2,7 +2,7 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
-use super::{Kind, PAGE, Passthrough, SolveRequest, TaskParams};
+use super::{IdForm, Identity, Kind, PAGE, Passthrough, SolveRequest, TaskParams};
 
 /// How page URLs are normalized into target keys. Seed 000 advises keying on the page without its
 /// query string: tokens are bound to the sitekey and the page's origin, not to `?session=...`.
@@ -63,27 +63,6 @@ impl Target {
                 id.part("domain", domain.as_deref().unwrap_or(""));
                 format!("{kind}:{host}")
             }
-            TaskParams::Turnstile {
-                sitekey,
-                pageurl,
-                action,
-                data,
-                pagedata,
-            } => {
-                let (page, host) = normalized(pageurl, policy);
-                id.part("sitekey", sitekey);
-                id.part("page", &page);
-                id.part("action", action.as_deref().unwrap_or(""));
-                id.part("data", data.as_deref().unwrap_or(""));
-                id.part("pagedata", pagedata.as_deref().unwrap_or(""));
-                format!("{kind}:{host}")
-            }
-            TaskParams::CloudflareChallenge { pageurl, .. } => {
-                // The clearance cookie is valid for the site's whole host, per proxy and UA.
-                let (_, host) = normalized(pageurl, policy);
-                id.part("host", &host);
-                format!("{kind}:{host}")
-            }
             TaskParams::Image { body, options } => {
                 id.part("image", &hex::encode(Sha256::digest(body)));
                 id.part("options", &format!("{options:?}"));
@@ -113,26 +92,47 @@ impl Target {
                 }
                 format!("{kind}:{}", pass.label())
             }
-            TaskParams::Declared { values, .. } => {
-                // Every declared parameter changes the answer; the page as every kind keys it.
-                let mut host = None;
-                for (name, value) in values {
-                    if *name == PAGE.name {
-                        let (page, page_host) = normalized(value, policy);
-                        id.part(name, &page);
-                        host = Some(page_host);
-                    } else {
-                        id.part(name, value);
+            TaskParams::Declared { kind, values } => match kind.spec().identity {
+                Identity::Declared => {
+                    // Every declared parameter changes the answer; the page as every kind keys it.
+                    let mut host = None;
+                    for (name, value) in values {
+                        if *name == PAGE.name {
+                            let (page, page_host) = normalized(value, policy);
+                            id.part(name, &page);
+                            host = Some(page_host);
+                        } else {
+                            id.part(name, value);
+                        }
+                    }
+                    match host {
+                        Some(host) => format!("{kind}:{host}"),
+                        None => kind.as_str().to_owned(),
                     }
                 }
-                match host {
-                    Some(host) => format!("{kind}:{host}"),
-                    None => kind.as_str().to_owned(),
+                Identity::Parts(parts) => {
+                    let value = |param| req.params.declared(param).unwrap_or("");
+                    let page = values
+                        .iter()
+                        .find(|(name, _)| *name == PAGE.name)
+                        .map(|(_, page)| normalized(page, policy));
+                    for part in parts {
+                        match part.form {
+                            IdForm::Text => id.part(part.part, value(part.param)),
+                            IdForm::Flag => id.part(part.part, flag(!value(part.param).is_empty())),
+                            IdForm::Page => id.part(part.part, page.as_ref().map_or("", |p| &p.0)),
+                            IdForm::Host => id.part(part.part, page.as_ref().map_or("", |p| &p.1)),
+                        }
+                    }
+                    match page {
+                        Some((_, host)) => format!("{kind}:{host}"),
+                        None => kind.as_str().to_owned(),
+                    }
                 }
-            }
+            },
         };
         // An answer bound to a proxy or UA only works with that proxy and UA.
-        if req.proxy.is_some() || kind == Kind::CloudflareChallenge {
+        if req.proxy.is_some() || kind.spec().needs_proxy {
             let proxy = req.proxy.as_ref();
             id.part("proxy", proxy.map(|p| p.address.as_str()).unwrap_or(""));
             id.part("proxytype", proxy.map(|p| p.kind.as_str()).unwrap_or(""));
@@ -266,13 +266,16 @@ mod tests {
             *min_score = Some("0.3".into());
             *domain = Some("recaptcha.net".into());
         }
-        let mut proxied = SolveRequest::new(TaskParams::Turnstile {
-            sitekey: "0x4AAA".into(),
-            pageurl: "https://example.com/".into(),
-            action: Some("signup".into()),
-            data: None,
-            pagedata: Some("pd".into()),
-        });
+        // Kept as computed when Turnstile's parameters had fields of their own.
+        let mut proxied = SolveRequest::new(TaskParams::declared_of(
+            Kind::Turnstile,
+            &[
+                ("sitekey", "0x4AAA"),
+                ("pageurl", "https://example.com/"),
+                ("action", "signup"),
+                ("pagedata", "pd"),
+            ],
+        ));
         proxied.proxy = Some(Proxy {
             kind: ProxyType::Http,
             address: "u:p@10.0.0.1:3128".into(),
@@ -286,10 +289,10 @@ mod tests {
             (v2("not a url"), true),
             (proxied, true),
             (
-                SolveRequest::new(TaskParams::CloudflareChallenge {
-                    pageurl: "https://example.com:444/x".into(),
-                    sitekey: None,
-                }),
+                SolveRequest::new(TaskParams::declared_of(
+                    Kind::CloudflareChallenge,
+                    &[("pageurl", "https://example.com:444/x")],
+                )),
                 true,
             ),
             (
@@ -408,10 +411,10 @@ mod tests {
                 assert!(!shown.contains(secret), "{secret} in {shown}");
             }
         }
-        let cf = crate::model::SolveRequest::new(TaskParams::CloudflareChallenge {
-            pageurl: "http://a:b@shop.example/x".into(),
-            sitekey: None,
-        });
+        let cf = crate::model::SolveRequest::new(TaskParams::declared_of(
+            Kind::CloudflareChallenge,
+            &[("pageurl", "http://a:b@shop.example/x")],
+        ));
         assert_eq!(
             Target::of(&cf, p).label,
             "cloudflare_challenge:shop.example"

@@ -38,7 +38,7 @@ pub struct ImportOutcome {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ImportError {
-    #[error("{0} answers cannot be pooled; only recaptcha_v2, recaptcha_v3 and turnstile can")]
+    #[error("{0} answers cannot be pooled: they are for one caller or shared whole")]
     NotPoolable(Kind),
     #[error("the store is unavailable")]
     Unavailable,

@@ -102,33 +102,81 @@ fn bad(i: usize, field: &str, problem: impl Into<String>, fix: impl Into<String>
     }
 }
 
+/// The table's target fields besides `kind`, `sitekey` and `pageurl`, as the `in.php`
+/// parameters of the same names.
+const TARGET_FIELDS: [&str; 6] = [
+    "action",
+    "min_score",
+    "enterprise",
+    "invisible",
+    "domain",
+    "data",
+];
+
+/// Whether a `[[pools]]` table can describe a kind's target: a pooled kind whose required
+/// parameters are a sitekey and a page (a declared kind needing more is solved on demand).
+fn file_poolable(kind: Kind) -> bool {
+    kind.reuse() == (Reuse::SingleUse { poolable: true })
+        && kind
+            .spec()
+            .declared_params()
+            .iter()
+            .all(|p| !p.required || ["sitekey", "pageurl"].contains(&p.name))
+}
+
+/// The kinds a `[[pools]]` table may have, for messages.
+pub fn file_poolable_kinds() -> String {
+    let names: Vec<&str> = Kind::ALL
+        .into_iter()
+        .filter(|k| file_poolable(*k))
+        .map(Kind::as_str)
+        .collect();
+    names.join(", ")
+}
+
 impl PoolTable {
     /// This table as a pool; `i` is its place in the file, for error messages.
     pub fn spec(&self, i: usize) -> Result<PoolSpec, ConfigError> {
         let kind: Kind = self.kind.parse().map_err(|e: String| {
-            bad(i, "kind", e, "use recaptcha_v2, recaptcha_v3 or turnstile")
+            bad(
+                i,
+                "kind",
+                e,
+                format!("use one of {}", file_poolable_kinds()),
+            )
         })?;
-        if kind.reuse() != (Reuse::SingleUse { poolable: true }) {
+        if !file_poolable(kind) {
+            let problem = if kind.reuse() == (Reuse::SingleUse { poolable: true }) {
+                format!(
+                    "{kind} pools cannot be set in the file: its targets need more than a sitekey and a page"
+                )
+            } else {
+                format!("{kind} answers cannot be pooled")
+            };
             return Err(bad(
                 i,
                 "kind",
-                format!("{kind} answers cannot be pooled"),
-                "only recaptcha_v2, recaptcha_v3 and turnstile may have a [[pools]] table",
+                problem,
+                format!(
+                    "a [[pools]] table may have {}; other kinds are solved on demand",
+                    file_poolable_kinds()
+                ),
             ));
         }
-        if !kind.spec().declared_params().is_empty() {
-            // A pool's table has the typed kinds' fields; a declared kind's would need its own.
-            return Err(bad(
-                i,
-                "kind",
-                format!("{kind} pools cannot be set in the file yet"),
-                "pool recaptcha_v2, recaptcha_v3 or turnstile here; other kinds are solved on demand",
-            ));
-        }
-        let allowed: &[&str] = match kind {
-            Kind::RecaptchaV2 => &["action", "enterprise", "invisible", "domain"],
-            Kind::RecaptchaV3 => &["action", "min_score", "enterprise", "domain"],
-            _ => &["action", "data"],
+        // reCAPTCHA's by hand (its parameters are typed); a declared kind's, those it declares.
+        let allowed: Vec<&str> = match kind {
+            Kind::RecaptchaV2 => vec!["action", "enterprise", "invisible", "domain"],
+            Kind::RecaptchaV3 => vec!["action", "min_score", "enterprise", "domain"],
+            declared => TARGET_FIELDS
+                .into_iter()
+                .filter(|f| {
+                    declared
+                        .spec()
+                        .declared_params()
+                        .iter()
+                        .any(|p| p.name == *f)
+                })
+                .collect(),
         };
         let given = [
             ("action", self.action.is_some()),
@@ -156,11 +204,11 @@ impl PoolTable {
     /// The pool's request, through the same parser and validation as `in.php`.
     fn request(&self, i: usize, kind: Kind) -> Result<SolveRequest, ConfigError> {
         let mut p = Params::default();
-        let (method, key_name) = match kind {
-            Kind::Turnstile => ("turnstile", "sitekey"),
-            _ => ("userrecaptcha", "googlekey"),
+        let key_name = match kind {
+            Kind::RecaptchaV2 | Kind::RecaptchaV3 => "googlekey",
+            _ => "sitekey",
         };
-        p.set("method", method);
+        p.set("method", kind.spec().methods[0]);
         if kind == Kind::RecaptchaV3 {
             p.set("version", "v3");
         }

@@ -324,27 +324,31 @@ fn outcome_of(reply: &Map<String, Value>, whole: bool) -> PollOutcome {
 }
 
 /// A solution object as the answer text the engine stores, whichever kind it is: the poller does
-/// not know the kind, and the objects of the typed kinds are told apart by their fields. Any
-/// other object is kept whole, as its JSON text, for the kind's declaration to read
-/// (`AnswerShape::canonical`, where the task's kind is known); so is one carrying a key a kind
-/// keeps beside its token (hCaptcha's `respKey`).
+/// not know the kind. A token is told by its field (most specific first: reCAPTCHA's, a
+/// Cloudflare clearance, then a plain `token` or `text`); any other object is kept whole, as its
+/// JSON text, for the kind's declaration to read (`AnswerShape::canonical`, where the task's
+/// kind is known); so is one carrying a key a kind keeps beside its token (hCaptcha's
+/// `respKey`).
 fn read_any_solution(solution: &Value) -> Option<(String, Option<String>)> {
-    use crate::model::{AnswerShape, Kind};
-    let has = |name: &str| solution.get(name).is_some();
-    let kind = if AnswerShape::any_extra(|k| solution.get(k).is_some_and(Value::is_string)) {
+    use crate::model::AnswerShape;
+    if AnswerShape::any_extra(|k| solution.get(k).is_some_and(Value::is_string)) {
         return whole_solution(solution);
-    } else if has("gRecaptchaResponse") {
-        Kind::RecaptchaV2
-    } else if has("cf_clearance") || solution.pointer("/cookies/cf_clearance").is_some() {
-        Kind::CloudflareChallenge
-    } else if has("token") {
-        Kind::Turnstile
-    } else if has("text") {
-        Kind::Image
-    } else {
+    }
+    const TOKEN_FIELDS: [&str; 5] = [
+        "gRecaptchaResponse",
+        "cf_clearance",
+        "cookies.cf_clearance",
+        "token",
+        "text",
+    ];
+    let Some(token) = TOKEN_FIELDS
+        .into_iter()
+        .find_map(|f| AnswerShape::field(solution, f).filter(|t| !t.is_empty()))
+    else {
         return whole_solution(solution);
     };
-    crate::wire::taskapi::reply::read_solution(kind, solution)
+    let user_agent = AnswerShape::field(solution, "userAgent").map(str::to_owned);
+    Some((token.to_owned(), user_agent))
 }
 
 /// A solution kept whole, as its JSON text, with its user agent; `None` for an empty one.

@@ -64,13 +64,14 @@ async fn account(
 }
 
 fn turnstile() -> SolveRequest {
-    let mut req = SolveRequest::new(TaskParams::Turnstile {
-        sitekey: "0x4AAAAAAA".into(),
-        pageurl: "https://shop.example/login".into(),
-        action: Some("login".into()),
-        data: None,
-        pagedata: None,
-    });
+    let mut req = SolveRequest::new(TaskParams::declared_of(
+        crate::model::Kind::Turnstile,
+        &[
+            ("sitekey", "0x4AAAAAAA"),
+            ("pageurl", "https://shop.example/login"),
+            ("action", "login"),
+        ],
+    ));
     req.user_agent = Some("Mozilla/5.0".into());
     req
 }

@@ -50,9 +50,7 @@ pub(crate) fn build(
     let text = match &req.params {
         TaskParams::Image { body, options } => image_text(body, options),
         TaskParams::Text { text, lang } => text_answer(text, lang.as_deref()),
-        TaskParams::Recaptcha { .. }
-        | TaskParams::Turnstile { .. }
-        | TaskParams::CloudflareChallenge { .. } => token(),
+        TaskParams::Recaptcha { .. } => token(),
         // A token, as text in `in.php` and as a `createTask` solution's `token`; the cells or
         // points to click where the type's answer is a list of them.
         TaskParams::Passthrough(Passthrough::InPhp { fields, files }) => {
@@ -117,12 +115,7 @@ pub(crate) fn build(
 
 /// What `get2` reports as the task's price, in the account currency (2captcha's list prices).
 pub(crate) fn price(kind: Kind) -> &'static str {
-    match kind {
-        Kind::RecaptchaV2 | Kind::RecaptchaV3 => "0.00299",
-        Kind::Turnstile | Kind::CloudflareChallenge => "0.00145",
-        Kind::Image | Kind::Text => "0.0005",
-        _ => "0.00299",
-    }
+    kind.spec().typical.price
 }
 
 /// Characters drawn from a hash of the image and every option that changes a real answer.

@@ -121,20 +121,12 @@ impl LatencyRange {
         Self { min: d, max: d }
     }
 
-    /// Typical solve times of real providers per kind.
+    /// Typical solve times of real providers per kind (its declaration's).
     pub fn default_for(kind: Kind) -> Self {
-        let ms = |min, max| LatencyRange {
+        let (min, max) = kind.spec().typical.solve_ms;
+        LatencyRange {
             min: Duration::from_millis(min),
             max: Duration::from_millis(max),
-        };
-        match kind {
-            Kind::RecaptchaV2 => ms(2_000, 5_000),
-            Kind::RecaptchaV3 | Kind::Turnstile => ms(1_000, 3_000),
-            Kind::CloudflareChallenge => ms(3_000, 6_000),
-            Kind::Image => ms(500, 1_000),
-            Kind::Text => ms(300, 800),
-            // The declared types (GeeTest among them): as long as a reCAPTCHA v2.
-            _ => ms(2_000, 5_000),
         }
     }
 }

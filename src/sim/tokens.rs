@@ -152,8 +152,6 @@ fn kind_code(kind: Kind) -> Option<&'static str> {
     match kind {
         Kind::RecaptchaV2 => Some("rc2"),
         Kind::RecaptchaV3 => Some("rc3"),
-        Kind::Turnstile => Some("ts"),
-        Kind::CloudflareChallenge => Some("cf"),
         Kind::Image | Kind::Text => None,
         // The declared types: their names have no `-`, so they parse back.
         other => Some(other.as_str()),

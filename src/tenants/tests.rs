@@ -14,13 +14,10 @@ fn tenants(edit: impl FnOnce(&mut TenantTable)) -> Tenants {
 }
 
 fn turnstile() -> SolveRequest {
-    SolveRequest::new(crate::model::TaskParams::Turnstile {
-        sitekey: "0x4AAA".into(),
-        pageurl: "https://example.com/".into(),
-        action: None,
-        data: None,
-        pagedata: None,
-    })
+    SolveRequest::new(crate::model::TaskParams::declared_of(
+        crate::model::Kind::Turnstile,
+        &[("sitekey", "0x4AAA"), ("pageurl", "https://example.com/")],
+    ))
 }
 
 #[test]

@@ -118,8 +118,6 @@ impl Fields {
         let (method, version) = match kind {
             Kind::RecaptchaV2 => ("userrecaptcha", Some("v2")),
             Kind::RecaptchaV3 => ("userrecaptcha", Some("v3")),
-            Kind::Turnstile => ("turnstile", None),
-            Kind::CloudflareChallenge => ("cloudflare_challenge", None),
             Kind::Image => ("base64", None),
             Kind::Text => ("textcaptcha", None),
             declared => (declared.spec().methods[0], None),
@@ -326,10 +324,8 @@ mod tests {
     const PAGE: &str = r#""pageurl":"https://shop.example.com/login""#;
 
     fn sitekey(req: &SolveRequest) -> &str {
-        match &req.params {
-            crate::model::TaskParams::Turnstile { sitekey, .. } => sitekey,
-            _ => panic!("not a turnstile request"),
-        }
+        assert_eq!(req.kind(), crate::model::Kind::Turnstile);
+        req.params.declared("sitekey").expect("a sitekey")
     }
 
     #[test]
@@ -379,18 +375,9 @@ mod tests {
             (timeout, callback),
             (Some(Duration::from_millis(12_500)), None)
         );
-        match req.params {
-            crate::model::TaskParams::Turnstile {
-                action,
-                data,
-                pagedata,
-                ..
-            } => {
-                assert_eq!(action.as_deref(), Some("7"));
-                assert_eq!(data.as_deref(), Some(r#"{"a":[1,true]}"#));
-                assert_eq!(pagedata.as_deref(), Some("0"));
-            }
-            other => panic!("{other:?}"),
-        }
+        let value = |name| req.params.declared(name);
+        assert_eq!(value("action"), Some("7"));
+        assert_eq!(value("data"), Some(r#"{"a":[1,true]}"#));
+        assert_eq!(value("pagedata"), Some("0"));
     }
 }

@@ -174,6 +174,12 @@ def run_twocaptcha_declared(base, key):
         add("datadome", "datadome", solver.datadome,
             captcha_url="https://geo.captcha-delivery.com/captcha/?initialCid=x", pageurl=PAGE,
             userAgent="Mozilla/5.0 (test)", proxy={"type": "HTTP", "uri": "user:pw@127.0.0.1:3128"})
+        add("turnstile", "turnstile", solver.turnstile, sitekey="0x4AAAAAAAdecl", url=PAGE,
+            action="login", data="cdata-decl", pagedata="pd-decl")
+        # The library has no call for it: its generic `solve`, as its docs advise for such types.
+        add("cloudflare_challenge", "cloudflare_challenge", solver.solve,
+            method="cloudflare_challenge", pageurl="https://example.com/",
+            userAgent="Mozilla/5.0 (test)", proxy={"type": "HTTP", "uri": "user:pw@127.0.0.1:3128"})
         # The image as base64 (the library sends `method=base64`), twice: the same picture and
         # instruction, the same points.
         body = base64.b64encode(PNG + b"points").decode()

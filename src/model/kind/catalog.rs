@@ -5,8 +5,8 @@
 
 use super::Reuse;
 use super::spec::{
-    AnswerShape, Check, Dialect, Dialects, PAGE, Param, Parameters, ProxyName, SITEKEY, TaskName,
-    TypeSpec, secs,
+    AnswerShape, Check, Dialect, Dialects, IdForm, IdPart, Identity, PAGE, Param, Parameters,
+    ProxyName, SITEKEY, TYPICAL_TOKEN, TaskName, TypeSpec, Typical, secs,
 };
 
 use ProxyName::{Either, Proxied, Proxyless};
@@ -69,6 +69,9 @@ pub const RECAPTCHA_V2: TypeSpec = TypeSpec {
     needs_proxy: false,
     needs_user_agent: false,
     task_version: None,
+    identity: Identity::Declared,
+    inphp_result: true,
+    typical: TYPICAL_TOKEN,
 };
 
 pub const RECAPTCHA_V3: TypeSpec = TypeSpec {
@@ -95,6 +98,12 @@ pub const RECAPTCHA_V3: TypeSpec = TypeSpec {
     needs_proxy: false,
     needs_user_agent: false,
     task_version: None,
+    identity: Identity::Declared,
+    inphp_result: true,
+    typical: Typical {
+        solve_ms: (1_000, 3_000),
+        ..TYPICAL_TOKEN
+    },
 };
 
 pub const TURNSTILE: TypeSpec = TypeSpec {
@@ -113,12 +122,33 @@ pub const TURNSTILE: TypeSpec = TypeSpec {
         "Cloudflare Turnstile docs: a token is valid for 300 seconds, once",
     ),
     first_poll: secs(10, SDK_FIRST_WAIT),
-    params: Parameters::Typed,
+    params: Parameters::Declared(&[
+        SITEKEY.aliases(&["googlekey"]),
+        PAGE,
+        // The widget's `data-action`, `data-cdata` and, on a challenge page, `chlPageData`;
+        // CapSolver carries the first two in `metadata` (its Turnstile docs).
+        Param::optional("action", "action", Check::Text).capsolver("metadata.action"),
+        Param::optional("data", "cData", Check::Text).capsolver("metadata.cdata"),
+        Param::optional("pagedata", "chlPageData", Check::Text),
+    ]),
     answer: TOKEN,
     answer_user_agent: false,
     needs_proxy: false,
     needs_user_agent: false,
     task_version: None,
+    // As its ids were first computed, when its parameters had fields of their own.
+    identity: Identity::Parts(&[
+        IdPart::new("sitekey", "sitekey", IdForm::Text),
+        IdPart::new("page", "pageurl", IdForm::Page),
+        IdPart::new("action", "action", IdForm::Text),
+        IdPart::new("data", "data", IdForm::Text),
+        IdPart::new("pagedata", "pagedata", IdForm::Text),
+    ]),
+    inphp_result: false,
+    typical: Typical {
+        solve_ms: (1_000, 3_000),
+        price: "0.00145",
+    },
 };
 
 pub const CLOUDFLARE_CHALLENGE: TypeSpec = TypeSpec {
@@ -128,7 +158,7 @@ pub const CLOUDFLARE_CHALLENGE: TypeSpec = TypeSpec {
     task_names: &[
         // anti-captcha asks for `cf_clearance` through its Turnstile type with
         // `cloudflareTaskType`, and always with the caller's proxy.
-        TaskName::new("TurnstileTask", Proxied, ANTI),
+        TaskName::new("TurnstileTask", Proxied, ANTI).marked("cloudflareTaskType", "cf_clearance"),
         TaskName::new("AntiCloudflareTask", Proxied, CAPSOLVER),
     ],
     inphp: Dialects::INPHP,
@@ -138,15 +168,23 @@ pub const CLOUDFLARE_CHALLENGE: TypeSpec = TypeSpec {
         "Cloudflare docs: the clearance lifetime is a site setting, 15-45 min recommended; the short end",
     ),
     first_poll: secs(15, SDK_FIRST_WAIT),
-    params: Parameters::Typed,
+    params: Parameters::Declared(&[PAGE, Param::optional("sitekey", "websiteKey", Check::Key)]),
     answer: AnswerShape::Token {
-        fields: &["cf_clearance", "token"],
+        // CapSolver's solution carries it in `cookies`.
+        fields: &["cf_clearance", "cookies.cf_clearance", "token"],
         extras: &[],
     },
     answer_user_agent: true,
     needs_proxy: true,
     needs_user_agent: false,
     task_version: None,
+    // As its ids were first computed: a clearance is the whole host's, whatever the page.
+    identity: Identity::Parts(&[IdPart::new("host", "pageurl", IdForm::Host)]),
+    inphp_result: true,
+    typical: Typical {
+        solve_ms: (3_000, 6_000),
+        price: "0.00145",
+    },
 };
 
 pub const GEETEST_V3: TypeSpec = TypeSpec {
@@ -194,6 +232,9 @@ pub const GEETEST_V3: TypeSpec = TypeSpec {
     needs_user_agent: false,
     // anti-captcha and 2captcha v2 share these names with v4, told apart by `version`.
     task_version: Some(3),
+    identity: Identity::Declared,
+    inphp_result: false,
+    typical: TYPICAL_TOKEN,
 };
 
 pub const IMAGE: TypeSpec = TypeSpec {
@@ -214,6 +255,12 @@ pub const IMAGE: TypeSpec = TypeSpec {
     needs_proxy: false,
     needs_user_agent: false,
     task_version: None,
+    identity: Identity::Declared,
+    inphp_result: false,
+    typical: Typical {
+        solve_ms: (500, 1_000),
+        price: "0.0005",
+    },
 };
 
 pub const TEXT: TypeSpec = TypeSpec {
@@ -243,6 +290,12 @@ pub const TEXT: TypeSpec = TypeSpec {
     needs_proxy: false,
     needs_user_agent: false,
     task_version: None,
+    identity: Identity::Declared,
+    inphp_result: false,
+    typical: Typical {
+        solve_ms: (300, 800),
+        price: "0.0005",
+    },
 };
 
 /// The declarations below name 2captcha's in.php methods as its own client sends them
@@ -297,6 +350,9 @@ pub const HCAPTCHA: TypeSpec = TypeSpec {
     needs_proxy: false,
     needs_user_agent: false,
     task_version: None,
+    identity: Identity::Declared,
+    inphp_result: false,
+    typical: TYPICAL_TOKEN,
 };
 
 pub const FUNCAPTCHA: TypeSpec = TypeSpec {
@@ -325,6 +381,9 @@ pub const FUNCAPTCHA: TypeSpec = TypeSpec {
     needs_proxy: false,
     needs_user_agent: false,
     task_version: None,
+    identity: Identity::Declared,
+    inphp_result: false,
+    typical: TYPICAL_TOKEN,
 };
 
 pub const MTCAPTCHA: TypeSpec = TypeSpec {
@@ -347,6 +406,9 @@ pub const MTCAPTCHA: TypeSpec = TypeSpec {
     needs_proxy: false,
     needs_user_agent: false,
     task_version: None,
+    identity: Identity::Declared,
+    inphp_result: false,
+    typical: TYPICAL_TOKEN,
 };
 
 pub const FRIENDLY_CAPTCHA: TypeSpec = TypeSpec {
@@ -377,6 +439,9 @@ pub const FRIENDLY_CAPTCHA: TypeSpec = TypeSpec {
     needs_proxy: false,
     needs_user_agent: false,
     task_version: None,
+    identity: Identity::Declared,
+    inphp_result: false,
+    typical: TYPICAL_TOKEN,
 };
 
 pub const LEMIN: TypeSpec = TypeSpec {
@@ -407,6 +472,9 @@ pub const LEMIN: TypeSpec = TypeSpec {
     needs_proxy: false,
     needs_user_agent: false,
     task_version: None,
+    identity: Identity::Declared,
+    inphp_result: false,
+    typical: TYPICAL_TOKEN,
 };
 
 pub const DATADOME: TypeSpec = TypeSpec {
@@ -434,6 +502,9 @@ pub const DATADOME: TypeSpec = TypeSpec {
     needs_proxy: true,
     needs_user_agent: true,
     task_version: None,
+    identity: Identity::Declared,
+    inphp_result: false,
+    typical: TYPICAL_TOKEN,
 };
 
 pub const GEETEST_V4: TypeSpec = TypeSpec {
@@ -475,6 +546,9 @@ pub const GEETEST_V4: TypeSpec = TypeSpec {
     needs_proxy: false,
     needs_user_agent: false,
     task_version: Some(4),
+    identity: Identity::Declared,
+    inphp_result: false,
+    typical: TYPICAL_TOKEN,
 };
 
 /// 2captcha's and anti-captcha's own accounts of the coordinates task: 2captcha's in.php
@@ -523,6 +597,9 @@ pub const COORDINATES: TypeSpec = TypeSpec {
     needs_proxy: false,
     needs_user_agent: false,
     task_version: None,
+    identity: Identity::Declared,
+    inphp_result: false,
+    typical: TYPICAL_TOKEN,
 };
 
 /// Every type the gateway has no declaration for, forwarded as sent (`model::kind::passthrough`).
@@ -550,4 +627,7 @@ pub const OTHER: TypeSpec = TypeSpec {
     needs_proxy: false,
     needs_user_agent: false,
     task_version: None,
+    identity: Identity::Declared,
+    inphp_result: false,
+    typical: TYPICAL_TOKEN,
 };

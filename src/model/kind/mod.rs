@@ -10,8 +10,8 @@ pub mod table;
 
 pub use passthrough::{PassProtocol, Passthrough, UNLISTED, documented as passthrough_documented};
 pub use spec::{
-    AnswerShape, Check, Dialect, Dialects, MAX_COUNT, PAGE, Param, Parameters, ProxyName, SITEKEY,
-    Sourced, TaskName, TypeSpec,
+    AnswerShape, Check, Dialect, Dialects, IdForm, Identity, MAX_COUNT, PAGE, Param, Parameters,
+    ProxyName, SITEKEY, Sourced, TaskName, TypeSpec,
 };
 
 /// How an answer of a kind may be handed out (docs/PROTOCOL.md, "Answer lifetimes").
@@ -198,21 +198,29 @@ impl Kind {
         dialect: Dialect,
         proxied: bool,
         enterprise: bool,
-    ) -> Option<&'static str> {
+    ) -> Option<&'static TaskName> {
         let proxy = if proxied {
             ProxyName::Proxied
         } else {
             ProxyName::Proxyless
         };
-        self.spec()
-            .task_names
-            .iter()
-            .find(|n| {
-                n.dialects.contains(dialect)
-                    && (n.proxy == ProxyName::Either || n.proxy == proxy)
-                    && n.enterprise.is_none_or(|e| e == enterprise)
+        self.spec().task_names.iter().find(|n| {
+            n.dialects.contains(dialect)
+                && (n.proxy == ProxyName::Either || n.proxy == proxy)
+                && n.enterprise.is_none_or(|e| e == enterprise)
+        })
+    }
+
+    /// The kind that shares `first`'s `createTask` name `type_name` under a marker the task
+    /// carries (`marked` says whether it carries `field` with `value`): anti-captcha's
+    /// `TurnstileTask` with `cloudflareTaskType: cf_clearance` is the Cloudflare challenge.
+    pub fn marked_task_name(type_name: &str, marked: impl Fn(&str, &str) -> bool) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|kind| {
+            kind.spec().task_names.iter().any(|n| {
+                n.name.eq_ignore_ascii_case(type_name.trim())
+                    && n.marker.is_some_and(|(field, value)| marked(field, value))
             })
-            .map(|n| n.name)
+        })
     }
 }
 
@@ -340,9 +348,9 @@ mod tests {
                 }
                 let (back, _) = Kind::by_task_name(&name.name.to_ascii_uppercase())
                     .expect("a declared name is found");
-                // anti-captcha's `TurnstileTask` is also the Cloudflare challenge's, and GeeTest
-                // v4 shares v3's names (its `task_version` tells them apart).
-                let shared = (kind == Kind::CloudflareChallenge && back == Kind::Turnstile)
+                // anti-captcha's `TurnstileTask` is also the Cloudflare challenge's (its marker
+                // tells them apart), and GeeTest v4 shares v3's names (its `task_version` does).
+                let shared = (name.marker.is_some() && back == Kind::Turnstile)
                     || (kind.spec().task_version.is_some() && back == Kind::GeetestV3);
                 assert!(back == kind || shared, "{} -> {back}", name.name);
             }
@@ -448,6 +456,34 @@ mod tests {
             }
         }
         assert!(read > 100, "the source tree was read ({read} files)");
+    }
+
+    /// A kept identity reads declared parameters only: a part naming another would be empty
+    /// for every request, and merge targets that differ.
+    #[test]
+    fn a_kept_identity_names_only_declared_parameters() {
+        let mut kept = 0;
+        for kind in Kind::ALL {
+            let Identity::Parts(parts) = kind.spec().identity else {
+                continue;
+            };
+            kept += 1;
+            for part in parts {
+                let declared = kind
+                    .spec()
+                    .declared_params()
+                    .iter()
+                    .any(|p| p.name == part.param);
+                assert!(declared, "{kind}: `{}` is not declared", part.param);
+                if matches!(part.form, IdForm::Page | IdForm::Host) {
+                    assert_eq!(part.param, PAGE.name, "{kind}");
+                }
+            }
+        }
+        assert!(
+            kept >= 2,
+            "Turnstile and the Cloudflare challenge keep theirs"
+        );
     }
 
     #[test]

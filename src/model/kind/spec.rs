@@ -109,6 +109,11 @@ pub struct TaskName {
     /// (`...EnterpriseTask`), `None` for one that serves both (anti-captcha's v3, which marks
     /// Enterprise with `isEnterprise`).
     pub enterprise: Option<bool>,
+    /// A field this name carries with a fixed value where another kind shares the name
+    /// (anti-captcha's `TurnstileTask` with `cloudflareTaskType: cf_clearance` asks for the
+    /// Cloudflare challenge's cookie): sent with the name, and a task that carries it is this
+    /// kind.
+    pub marker: Option<(&'static str, &'static str)>,
 }
 
 impl TaskName {
@@ -118,6 +123,14 @@ impl TaskName {
             proxy,
             dialects,
             enterprise: Some(false),
+            marker: None,
+        }
+    }
+
+    pub const fn marked(self, field: &'static str, value: &'static str) -> TaskName {
+        TaskName {
+            marker: Some((field, value)),
+            ..self
         }
     }
 
@@ -184,6 +197,68 @@ pub struct TypeSpec {
     /// too (GeeTest v4 shares v3's `GeeTestTask...` at anti-captcha and 2captcha v2, told apart
     /// by `version: 4`); CapSolver tells them apart by the fields instead.
     pub task_version: Option<u8>,
+    /// What a target's identity is made of (`model::Target`).
+    pub identity: Identity,
+    /// Whether `in.php` JSON replies repeat the answer as `result`, where CaptchaAI documents
+    /// it and its SDK reads it (docs/PROTOCOL.md item 10).
+    pub inphp_result: bool,
+    /// How long real providers take and what they charge: the simulator's defaults.
+    pub typical: Typical,
+}
+
+/// A type's solve at real providers, as the simulator plays it.
+#[derive(Debug, Clone, Copy)]
+pub struct Typical {
+    /// The range a solve takes, in milliseconds.
+    pub solve_ms: (u64, u64),
+    /// 2captcha's list price per task, in dollars, as `get2` reports a price.
+    pub price: &'static str,
+}
+
+/// Token types without figures of their own: reCAPTCHA v2's.
+pub const TYPICAL_TOKEN: Typical = Typical {
+    solve_ms: (2_000, 5_000),
+    price: "0.00299",
+};
+
+/// What a declared kind's target identity is made of. Target ids name pools, answer caches and
+/// waiting lines in Redis, so a kind's ids never change when its code does: a kind that
+/// moved onto its declaration keeps the parts its ids were first computed from.
+#[derive(Debug, Clone, Copy)]
+pub enum Identity {
+    /// Every parameter set, under its declared name, in declaration order; the page as every
+    /// kind keys it.
+    Declared,
+    /// These parts, in this order, each always present.
+    Parts(&'static [IdPart]),
+}
+
+/// One part of a target's identity: `part=value`, where the value is a declared parameter's.
+#[derive(Debug, Clone, Copy)]
+pub struct IdPart {
+    pub part: &'static str,
+    /// The declared parameter it is read from.
+    pub param: &'static str,
+    pub form: IdForm,
+}
+
+/// How a parameter's value enters an [`IdPart`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdForm {
+    /// As sent; empty when absent.
+    Text,
+    /// The kind's page ([`PAGE`]) as every kind keys it (`model::target::normalized`).
+    Page,
+    /// Only the host of the kind's page (a Cloudflare clearance is the whole host's).
+    Host,
+    /// `true` or `false`.
+    Flag,
+}
+
+impl IdPart {
+    pub const fn new(part: &'static str, param: &'static str, form: IdForm) -> IdPart {
+        IdPart { part, param, form }
+    }
 }
 
 impl TypeSpec {
@@ -203,8 +278,8 @@ impl TypeSpec {
     }
 }
 
-/// Where a type's parameters are read and written: by hand for the first six types, whose
-/// parameters have typed fields (`TaskParams`), or from the declaration for every type since.
+/// Where a type's parameters are read and written: by hand for reCAPTCHA, images and text,
+/// whose parameters have typed fields (`TaskParams`), or from the declaration for every other.
 #[derive(Debug, Clone, Copy)]
 pub enum Parameters {
     /// `TaskParams` has a variant of its own for the type.
@@ -418,6 +493,16 @@ impl AnswerShape {
         (Cow::Owned(token.to_owned()), kept)
     }
 
+    /// A solution's string under `field`, or under `outer.inner` inside an object field
+    /// (CapSolver's `cookies.cf_clearance`).
+    pub fn field<'a>(solution: &'a serde_json::Value, field: &str) -> Option<&'a str> {
+        let value = match field.split_once('.') {
+            Some((outer, inner)) => solution.get(outer)?.get(inner)?,
+            None => solution.get(field)?,
+        };
+        value.as_str()
+    }
+
     /// Every key a declared kind may carry beside its token: a provider reply holding one is
     /// kept whole for the kind's declaration to read ([`AnswerShape::canonical`]).
     pub fn any_extra(has: impl Fn(&str) -> bool) -> bool {
@@ -444,7 +529,10 @@ impl AnswerShape {
         if let AnswerShape::Points { field } = self {
             return super::points::read(&text, field).map_or(text, |points| points.to_string());
         }
-        let Ok(serde_json::Value::Object(map)) = serde_json::from_str(&text) else {
+        let Ok(value @ serde_json::Value::Object(_)) = serde_json::from_str(&text) else {
+            return text;
+        };
+        let serde_json::Value::Object(map) = &value else {
             return text;
         };
         match self {
@@ -453,7 +541,7 @@ impl AnswerShape {
                 let Some(token) = fields
                     .iter()
                     .chain(&["token"])
-                    .find_map(|f| map.get(*f).and_then(serde_json::Value::as_str))
+                    .find_map(|f| AnswerShape::field(&value, f))
                 else {
                     return text;
                 };

@@ -54,7 +54,11 @@ pub fn markdown() -> String {
                 } else {
                     ""
                 };
-                format!("`{}` ({by}{proxy}{enterprise})", n.name)
+                let marker = n
+                    .marker
+                    .map(|(field, value)| format!(", with `{field}: {value}`"))
+                    .unwrap_or_default();
+                format!("`{}` ({by}{proxy}{enterprise}{marker})", n.name)
             })
             .collect();
         let mut solvers: Vec<&str> = Dialect::ALL

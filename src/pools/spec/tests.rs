@@ -50,6 +50,56 @@ fn a_pool_hits_the_same_target_as_its_callers() {
     assert_eq!(Target::of(&s.req, policy), Target::of(&caller, policy));
 }
 
+/// A declared kind's table is read through its declaration: the fields it declares, and the
+/// target a caller of the same widget hits, whichever protocol it came in.
+#[test]
+fn a_declared_kinds_pool_hits_the_same_target_as_its_callers() {
+    let policy = TargetPolicy::default();
+    let turnstile = spec(
+        r#"kind = "turnstile"
+           sitekey = "0x4AAA-pool"
+           pageurl = "https://example.com/signup"
+           action = "signup"
+           data = "cdata-1"
+           size = 3"#,
+    )
+    .unwrap();
+    assert_eq!(turnstile.req.params.declared("data"), Some("cdata-1"));
+    let caller = parse_submit(&Params::from_pairs([
+        ("method", "turnstile"),
+        ("sitekey", "0x4AAA-pool"),
+        ("pageurl", "https://example.com/signup?ref=1"),
+        ("action", "signup"),
+        ("data", "cdata-1"),
+    ]))
+    .unwrap();
+    assert_eq!(
+        Target::of(&turnstile.req, policy),
+        Target::of(&caller, policy)
+    );
+    let task = crate::wire::taskapi::decode_task(Some(&serde_json::json!({
+        "type": "AntiTurnstileTaskProxyLess",
+        "websiteURL": "https://example.com/signup",
+        "websiteKey": "0x4AAA-pool",
+        "metadata": {"action": "signup", "cdata": "cdata-1"},
+    })))
+    .unwrap();
+    assert_eq!(
+        Target::of(&turnstile.req, policy),
+        Target::of(&task, policy)
+    );
+    let hcaptcha = spec(
+        r#"kind = "hcaptcha"
+           sitekey = "a5f74b19-9e45-40e0-b45d-47ff91b7a6c2"
+           pageurl = "https://example.com/"
+           invisible = true
+           size = 2"#,
+    )
+    .unwrap();
+    assert_eq!(hcaptcha.req.kind(), Kind::Hcaptcha);
+    assert_eq!(hcaptcha.req.params.declared("invisible"), Some("1"));
+}
+
 #[test]
 fn auto_sizes_take_defaults_and_ranges() {
     let s = spec(
@@ -109,9 +159,14 @@ fn each_mistake_names_its_setting() {
             "unknown kind",
         ),
         (
-            "kind = \"hcaptcha\"\nsize = 5",
+            "kind = \"funcaptcha\"\nsize = 5",
             "pools[0].kind",
-            "in the file yet",
+            "more than a sitekey and a page",
+        ),
+        (
+            "kind = \"hcaptcha\"\nsize = 5\naction = \"login\"",
+            "pools[0].action",
+            "not a hcaptcha parameter",
         ),
         ("kind = \"recaptcha_v2\"", "pools[0].size", "count or"),
         (

@@ -12,13 +12,13 @@ use crate::provider::testing::fake::FakeProvider;
 use crate::wire::inphp::InPhpDialect;
 
 fn turnstile() -> SolveRequest {
-    SolveRequest::new(TaskParams::Turnstile {
-        sitekey: "0x4AAA".into(),
-        pageurl: "https://a.example/login".into(),
-        action: None,
-        data: None,
-        pagedata: None,
-    })
+    SolveRequest::new(TaskParams::declared_of(
+        crate::model::Kind::Turnstile,
+        &[
+            ("sitekey", "0x4AAA"),
+            ("pageurl", "https://a.example/login"),
+        ],
+    ))
 }
 
 fn enterprise() -> SolveRequest {

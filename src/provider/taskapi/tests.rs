@@ -64,10 +64,10 @@ impl Rig {
 fn requests() -> Vec<SolveRequest> {
     let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
     png.extend_from_slice(&[3u8; 200]);
-    let mut cf = SolveRequest::new(TaskParams::CloudflareChallenge {
-        pageurl: PAGE.into(),
-        sitekey: None,
-    });
+    let mut cf = SolveRequest::new(TaskParams::declared_of(
+        Kind::CloudflareChallenge,
+        &[("pageurl", PAGE)],
+    ));
     cf.proxy = Some(crate::model::Proxy {
         kind: crate::model::ProxyType::Http,
         address: "u:secret@127.0.0.1:3128".into(),
@@ -85,13 +85,10 @@ fn requests() -> Vec<SolveRequest> {
             data_s: None,
             domain: None,
         }),
-        SolveRequest::new(TaskParams::Turnstile {
-            sitekey: "0x4AAAAAAA".into(),
-            pageurl: PAGE.into(),
-            action: None,
-            data: None,
-            pagedata: None,
-        }),
+        SolveRequest::new(TaskParams::declared_of(
+            crate::model::Kind::Turnstile,
+            &[("sitekey", "0x4AAAAAAA"), ("pageurl", PAGE)],
+        )),
         cf,
         SolveRequest::new(TaskParams::Image {
             body: png.into(),

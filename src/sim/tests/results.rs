@@ -220,7 +220,7 @@ async fn user_agents_ride_along_with_enterprise_and_cloudflare_answers() {
     assert!(
         v["request"]
             .as_str()
-            .is_some_and(|t| t.starts_with("SIM-cf-")),
+            .is_some_and(|t| t.starts_with("SIM-cloudflare_challenge-")),
         "{v}"
     );
 }

@@ -73,30 +73,6 @@ pub fn submit_params(req: &SolveRequest) -> Vec<(Cow<'static, str>, String)> {
                 put("domain", domain);
             }
         }
-        TaskParams::Turnstile {
-            sitekey,
-            pageurl,
-            action,
-            data,
-            pagedata,
-        } => {
-            put("method", "turnstile");
-            put("sitekey", sitekey);
-            put("pageurl", pageurl);
-            for (name, value) in [("action", action), ("data", data), ("pagedata", pagedata)] {
-                if let Some(v) = value {
-                    put(name, v);
-                }
-            }
-        }
-        TaskParams::CloudflareChallenge { pageurl, sitekey } => {
-            // The proxy is mandatory here; `validate` guarantees it and it is added below.
-            put("method", "cloudflare_challenge");
-            put("pageurl", pageurl);
-            if let Some(sitekey) = sitekey {
-                put("sitekey", sitekey);
-            }
-        }
         TaskParams::Image { body, options } => {
             put("method", "base64");
             put(
@@ -260,24 +236,6 @@ mod tests {
                     }
                 },
             );
-        let turnstile = (
-            sitekey(),
-            page(),
-            proptest::option::of(word()),
-            proptest::option::of(word()),
-            proptest::option::of(word()),
-        )
-            .prop_map(
-                |(sitekey, pageurl, action, data, pagedata)| TaskParams::Turnstile {
-                    sitekey,
-                    pageurl,
-                    action,
-                    data,
-                    pagedata,
-                },
-            );
-        let challenge = (page(), proptest::option::of(sitekey()))
-            .prop_map(|(pageurl, sitekey)| TaskParams::CloudflareChallenge { pageurl, sitekey });
         let image = (
             proptest::collection::vec(any::<u8>(), 100..400),
             any::<(bool, bool, bool)>(),
@@ -317,7 +275,7 @@ mod tests {
             );
         let text = (word(), proptest::option::of("[a-z]{2}"))
             .prop_map(|(text, lang)| TaskParams::Text { text, lang });
-        prop_oneof![recaptcha, turnstile, challenge, image, text, declared()]
+        prop_oneof![recaptcha, image, text, declared()]
     }
 
     /// A request of any declared kind, each parameter drawn by its declared form: a new

@@ -110,10 +110,7 @@ impl Reply {
         };
         let plain = plain_answer(kind, answer.text.clone());
         let mut extra = serde_json::Map::new();
-        if matches!(
-            kind,
-            Kind::RecaptchaV2 | Kind::RecaptchaV3 | Kind::CloudflareChallenge
-        ) {
+        if kind.spec().inphp_result {
             extra.insert("result".into(), Value::String(answer.text.clone()));
         }
         if let Some(ua) = &answer.user_agent {

@@ -225,15 +225,6 @@ fn typed_known(params: &TaskParams) -> &'static [&'static str] {
             "data-s",
             "domain",
         ],
-        TaskParams::Turnstile { .. } => &[
-            "sitekey",
-            "googlekey",
-            "pageurl",
-            "action",
-            "data",
-            "pagedata",
-        ],
-        TaskParams::CloudflareChallenge { .. } => &["pageurl", "sitekey"],
         TaskParams::Image { .. } => &[
             "body",
             "file",
@@ -282,22 +273,6 @@ fn typed_params(
             }
         }
         (Some("userrecaptcha"), _) => recaptcha(p)?,
-        (Some("turnstile"), _) => TaskParams::Turnstile {
-            sitekey: required(
-                p,
-                &["sitekey", "googlekey"],
-                codes::BAD_PARAMETERS,
-                "sitekey",
-            )?,
-            pageurl: required(p, &["pageurl"], codes::PAGEURL, "pageurl")?,
-            action: opt(p, &["action"]),
-            data: opt(p, &["data"]),
-            pagedata: opt(p, &["pagedata"]),
-        },
-        (Some("cloudflare_challenge"), _) => TaskParams::CloudflareChallenge {
-            pageurl: required(p, &["pageurl"], codes::PAGEURL, "pageurl")?,
-            sitekey: opt(p, &["sitekey"]),
-        },
         (Some("base64"), _) => TaskParams::Image {
             body: decode_base64_image(p.get(&["body"]))?,
             options: image_options(p)?,

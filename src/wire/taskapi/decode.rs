@@ -42,9 +42,19 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
         req.validate()?;
         return Ok(req);
     };
-    if shape == Shape::Turnstile && t.string("cloudflareTaskType")?.is_some() {
-        // anti-captcha asks for a `cf_clearance` cookie through the Turnstile type.
-        shape = Shape::CloudflareChallenge;
+    // A name two kinds share, told apart by a marker field (anti-captcha asks for a
+    // `cf_clearance` cookie through its Turnstile type). The field is read only where its value
+    // is the marker's, so any other value is refused by name rather than dropped.
+    let marked = |field: &str, value: &str| {
+        t.0.get(field)
+            .and_then(Value::as_str)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case(value))
+    };
+    if let Some(kind) = Kind::marked_task_name(&type_name, marked) {
+        if let Some((field, _)) = kind.spec().task_names.iter().find_map(|n| n.marker) {
+            t.get(field);
+        }
+        shape = Shape::Declared(kind);
     }
     // A name two kinds share (GeeTest v3's and v4's): the task says which it is. A `version`
     // that is no number is left to the kind's own reading to refuse.
@@ -86,17 +96,6 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
                 domain: t.string("apiDomain")?,
             }
         }
-        Shape::Turnstile => TaskParams::Turnstile {
-            sitekey: t.required("websiteKey", codes::BAD_PARAMETERS)?,
-            pageurl: t.required("websiteURL", codes::PAGEURL)?,
-            action: t.string("action")?,
-            data: t.string("cData")?,
-            pagedata: t.string("chlPageData")?,
-        },
-        Shape::CloudflareChallenge => TaskParams::CloudflareChallenge {
-            pageurl: t.required("websiteURL", codes::PAGEURL)?,
-            sitekey: t.string("websiteKey")?,
-        },
         Shape::Image => TaskParams::Image {
             body: image_body(t.string("body")?)?,
             options: image_options(&t)?,

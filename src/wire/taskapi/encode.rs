@@ -88,36 +88,6 @@ pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, 
                 }
             }
         }
-        TaskParams::Turnstile {
-            sitekey,
-            pageurl,
-            action,
-            data,
-            pagedata,
-        } => {
-            put("websiteURL", text(pageurl));
-            put("websiteKey", text(sitekey));
-            for (name, value) in [
-                ("action", action),
-                ("cData", data),
-                ("chlPageData", pagedata),
-            ] {
-                if let Some(v) = value {
-                    put(name, text(v));
-                }
-            }
-            Shape::Turnstile
-        }
-        TaskParams::CloudflareChallenge { pageurl, sitekey } => {
-            put("websiteURL", text(pageurl));
-            if let Some(key) = sitekey {
-                put("websiteKey", text(key));
-            }
-            if flavor != TaskApiDialect::CapSolver {
-                put("cloudflareTaskType", Value::from("cf_clearance"));
-            }
-            Shape::CloudflareChallenge
-        }
         TaskParams::Image { body, options } => {
             put(
                 "body",
@@ -221,7 +191,10 @@ pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, 
         flavor: flavor.as_str(),
         kind: req.kind().as_str(),
     })?;
-    put("type", Value::from(name));
+    put("type", Value::from(name.name));
+    if let Some((field, value)) = name.marker {
+        put(field, Value::from(value));
+    }
     Ok(Value::Object(task))
 }
 

@@ -4,7 +4,7 @@
 
 use url::Url;
 
-use crate::model::{Dialect, Kind, ProxyName};
+use crate::model::{Dialect, Kind, ProxyName, TaskName};
 
 /// Which provider's dialect of the protocol: the same envelope, different type names, proxy
 /// fields and task id types.
@@ -77,9 +77,6 @@ pub enum Shape {
     RecaptchaV3 {
         enterprise: bool,
     },
-    Turnstile,
-    /// anti-captcha's `TurnstileTask` with `cloudflareTaskType`, CapSolver's `AntiCloudflareTask`.
-    CloudflareChallenge,
     Image,
     Text,
     /// A type read and written from its declaration (`model::Parameters::Declared`).
@@ -92,8 +89,6 @@ impl Shape {
         match self {
             Shape::RecaptchaV2 { .. } => Kind::RecaptchaV2,
             Shape::RecaptchaV3 { .. } => Kind::RecaptchaV3,
-            Shape::Turnstile => Kind::Turnstile,
-            Shape::CloudflareChallenge => Kind::CloudflareChallenge,
             Shape::Image => Kind::Image,
             Shape::Text => Kind::Text,
             Shape::Declared(kind) => kind,
@@ -117,8 +112,6 @@ pub fn shape_of(type_name: &str) -> Option<(Shape, ProxyUse)> {
     let shape = match kind {
         Kind::RecaptchaV2 => Shape::RecaptchaV2 { enterprise },
         Kind::RecaptchaV3 => Shape::RecaptchaV3 { enterprise },
-        Kind::Turnstile => Shape::Turnstile,
-        Kind::CloudflareChallenge => Shape::CloudflareChallenge,
         Kind::Image => Shape::Image,
         Kind::Text => Shape::Text,
         declared => Shape::Declared(declared),
@@ -130,8 +123,13 @@ pub fn shape_of(type_name: &str) -> Option<(Shape, ProxyUse)> {
     Some((shape, proxy))
 }
 
-/// The type name `flavor` expects for `shape`, or `None` where it has no such task.
-pub fn name_for(flavor: TaskApiDialect, shape: Shape, proxy: ProxyUse) -> Option<&'static str> {
+/// The type name `flavor` expects for `shape`, with the marker it carries, or `None` where it
+/// has no such task.
+pub fn name_for(
+    flavor: TaskApiDialect,
+    shape: Shape,
+    proxy: ProxyUse,
+) -> Option<&'static TaskName> {
     let enterprise = match shape {
         Shape::RecaptchaV2 { enterprise } | Shape::RecaptchaV3 { enterprise } => enterprise,
         _ => false,
@@ -202,12 +200,16 @@ mod tests {
                 let Some(name) = name_for(flavor, shape, proxy) else {
                     continue;
                 };
-                let (back, _) = shape_of(name).expect("an encoded name is a known name");
+                let (back, _) = shape_of(name.name).expect("an encoded name is a known name");
                 // Enterprise v3 reads back through `isEnterprise`, not the name, for anti-captcha;
-                // a Cloudflare challenge through `cloudflareTaskType`.
-                let same_family = std::mem::discriminant(&back) == std::mem::discriminant(&shape)
-                    || (shape == Shape::CloudflareChallenge && back == Shape::Turnstile);
-                assert!(same_family, "{flavor:?} {shape:?} -> {name} -> {back:?}");
+                // a Cloudflare challenge through its marker, `cloudflareTaskType`.
+                let same_family = back.kind() == shape.kind()
+                    || (name.marker.is_some() && back == Shape::Declared(Kind::Turnstile));
+                assert!(
+                    same_family,
+                    "{flavor:?} {shape:?} -> {} -> {back:?}",
+                    name.name
+                );
             }
         }
     }

@@ -62,8 +62,8 @@ pub fn task_id_value(id: &str) -> Value {
 }
 
 /// The solution object of an answer. Keys of every flavor are present, so a client of any of
-/// them finds its own: `gRecaptchaResponse` and `token` for reCAPTCHA, `token` and
-/// `cf_clearance` for a Cloudflare challenge, the GeeTest triple, `text` for images and text.
+/// them finds its own: `gRecaptchaResponse` and `token` for reCAPTCHA, `token`, `cf_clearance`
+/// and CapSolver's `cookies.cf_clearance` for a Cloudflare challenge, the GeeTest triple, `text` for images and text.
 /// Points go in the caller's dialect's form: 2captcha's `{"x", "y"}` objects, else
 /// anti-captcha's `[x, y]` pairs (the two cannot share a key).
 pub fn solution(kind: Kind, answer: &Answer, dialect: TaskApiDialect) -> Value {
@@ -72,16 +72,28 @@ pub fn solution(kind: Kind, answer: &Answer, dialect: TaskApiDialect) -> Value {
         Kind::RecaptchaV2 | Kind::RecaptchaV3 => {
             json!({"gRecaptchaResponse": text, "token": text})
         }
-        Kind::Turnstile => json!({"token": text}),
-        Kind::CloudflareChallenge => json!({"cf_clearance": text, "token": text}),
         Kind::Image | Kind::Text => json!({"text": text}),
         declared => match declared.spec().answer {
             shape @ AnswerShape::Token { fields, .. } => {
                 let (token, extras) = shape.token_parts(&answer.text);
                 let token = Value::String(token.into_owned());
-                let fields = fields.iter().map(|f| ((*f).to_owned(), token.clone()));
-                let extras = extras.into_iter().map(|(k, v)| (k.to_owned(), v.into()));
-                Value::Object(fields.chain(extras).collect())
+                let mut out = Map::new();
+                for field in fields {
+                    match field.split_once('.') {
+                        // Inside an object field (CapSolver's `cookies.cf_clearance`).
+                        Some((outer, inner)) => {
+                            let object = out.entry(outer).or_insert_with(|| json!({}));
+                            if let Value::Object(object) = object {
+                                object.insert(inner.to_owned(), token.clone());
+                            }
+                        }
+                        None => {
+                            out.insert((*field).to_owned(), token.clone());
+                        }
+                    }
+                }
+                out.extend(extras.into_iter().map(|(k, v)| (k.to_owned(), v.into())));
+                Value::Object(out)
             }
             AnswerShape::Object { .. } | AnswerShape::AsGiven => {
                 match serde_json::from_str(&answer.text) {
@@ -115,20 +127,13 @@ pub fn read_solution(kind: Kind, solution: &Value) -> Option<(String, Option<Str
         Kind::RecaptchaV2 | Kind::RecaptchaV3 => {
             field("gRecaptchaResponse").or_else(|| field("token"))?
         }
-        Kind::Turnstile => field("token")?,
-        Kind::CloudflareChallenge => field("cf_clearance")
-            .or_else(|| {
-                solution
-                    .pointer("/cookies/cf_clearance")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            })
-            .or_else(|| field("token"))?,
         Kind::Image | Kind::Text => field("text")?,
         declared => match declared.spec().answer {
             // The token, with what the kind keeps beside it (hCaptcha's `respKey`).
             shape @ AnswerShape::Token { fields, .. } => {
-                fields.iter().find_map(|f| field(f))?;
+                fields
+                    .iter()
+                    .find_map(|f| AnswerShape::field(solution, f).filter(|t| !t.is_empty()))?;
                 shape.canonical(solution.to_string())
             }
             // Whole, as the provider gave it.

@@ -62,17 +62,20 @@ fn samples() -> Vec<SolveRequest> {
         data_s: Some("ent-s".into()),
         domain: None,
     }));
-    out.push(SolveRequest::new(TaskParams::Turnstile {
-        sitekey: "0x4AAA".into(),
-        pageurl: PAGE.into(),
-        action: Some("a".into()),
-        data: Some("c".into()),
-        pagedata: Some("p".into()),
-    }));
-    let mut cf = SolveRequest::new(TaskParams::CloudflareChallenge {
-        pageurl: PAGE.into(),
-        sitekey: None,
-    });
+    out.push(SolveRequest::new(TaskParams::declared_of(
+        Kind::Turnstile,
+        &[
+            ("sitekey", "0x4AAA"),
+            ("pageurl", PAGE),
+            ("action", "a"),
+            ("data", "c"),
+            ("pagedata", "p"),
+        ],
+    )));
+    let mut cf = SolveRequest::new(TaskParams::declared_of(
+        Kind::CloudflareChallenge,
+        &[("pageurl", PAGE)],
+    ));
     cf.proxy = Some(proxy);
     cf.user_agent = Some("UA/2".into());
     out.push(cf);
@@ -498,4 +501,36 @@ fn geetest_v4_is_read_and_written_in_each_dialects_field() {
     assert_eq!(anti_task["gt"], id, "{anti_task}");
     assert_eq!(anti_task.get("initParameters"), None, "{anti_task}");
     assert_eq!(written(TaskApiDialect::CapSolver)["captchaId"], id);
+}
+
+/// anti-captcha's `TurnstileTask` is two kinds: with `cloudflareTaskType: cf_clearance` the
+/// Cloudflare challenge (its declared marker, written back with the name), without it
+/// Turnstile. Any other `cloudflareTaskType` (anti-captcha's `token`, a Turnstile token on a
+/// challenge page) is refused by name: answering it with a clearance would be a confident
+/// wrong answer.
+#[test]
+fn a_shared_name_is_told_apart_by_its_marker() {
+    let proxy = json!({"proxyType": "http", "proxyAddress": "10.0.0.1", "proxyPort": 3128});
+    let task = |extra: Value| {
+        let mut task = json!({"type": "TurnstileTask", "websiteURL": PAGE, "websiteKey": "0x4AAA"});
+        let fields = task.as_object_mut().unwrap();
+        fields.extend(proxy.as_object().unwrap().clone());
+        fields.extend(extra.as_object().unwrap().clone());
+        decode(task)
+    };
+    let challenge = task(json!({"cloudflareTaskType": "cf_clearance"})).unwrap();
+    assert_eq!(challenge.kind(), Kind::CloudflareChallenge);
+    assert_eq!(challenge.params.declared("sitekey"), Some("0x4AAA"));
+    assert_eq!(task(json!({})).unwrap().kind(), Kind::Turnstile);
+    let token = task(json!({"cloudflareTaskType": "token"})).expect_err("not carried");
+    assert!(token.message.contains("`cloudflareTaskType`"), "{token}");
+    for flavor in [TaskApiDialect::AntiCaptcha, TaskApiDialect::TwoCaptchaV2] {
+        let written = encode_task(flavor, &challenge).unwrap();
+        assert_eq!(written["type"], "TurnstileTask", "{written}");
+        assert_eq!(written["cloudflareTaskType"], "cf_clearance", "{written}");
+        assert_eq!(decode(written).unwrap(), challenge);
+    }
+    let capsolver = encode_task(TaskApiDialect::CapSolver, &challenge).unwrap();
+    assert_eq!(capsolver["type"], "AntiCloudflareTask");
+    assert_eq!(capsolver.get("cloudflareTaskType"), None, "{capsolver}");
 }
