@@ -62,13 +62,16 @@ async fn submit_task(state: &AppState, params: &Params) -> Reply {
     };
     let mut req = match parse_submit(params) {
         Ok(r) => r,
-        Err(v) => return Reply::error(mode, v.code),
+        Err(v) => return Reply::error_because(mode, v.code, &v.message),
     };
     // 2captcha's `pingback`: checked now, so a refused URL is refused before any money is spent.
     let pingback = match params.get(&["pingback"]).map(|u| state.callbacks.check(u)) {
         None => None,
         Some(Ok(url)) => Some(url),
-        Some(Err(_)) => return Reply::error(mode, codes::BAD_PARAMETERS),
+        Some(Err(e)) => {
+            let reason = format!("`pingback`: {e}");
+            return Reply::error_because(mode, codes::BAD_PARAMETERS, &reason);
+        }
     };
     // Clients never retry a refusal by themselves (item 12), so we only refuse when this process
     // holds as many tasks as it is allowed to; `threadsinfo` reports the same figures.

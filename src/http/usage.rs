@@ -75,14 +75,7 @@ pub(super) fn compat_refusal(mode: Mode, refusal: &Refusal) -> Reply {
         Refusal::MaxConcurrent { .. } => codes::NO_SLOT_AVAILABLE,
         Refusal::MaxSolvesPerHour { .. } => codes::ZERO_BALANCE,
     };
-    match mode {
-        Mode::Plain => Reply::error(mode, code),
-        Mode::Json => Reply::document(json!({
-            "status": 0,
-            "request": code,
-            "error_text": refusal.message(),
-        })),
-    }
+    Reply::error_because(mode, code, &refusal.message())
 }
 
 /// Seed 002's worker API: `{"error": CODE, "message"}`, 429 with `Retry-After` for limits.

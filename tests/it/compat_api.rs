@@ -112,6 +112,39 @@ async fn missing_and_bad_parameters_get_their_codes() {
     }
 }
 
+/// A refused submit says why in JSON mode (`error_text`, as 2captcha's JSON replies do), naming
+/// the parameter; the plain form stays the bare code clients parse.
+#[tokio::test]
+async fn a_refusal_in_json_mode_names_the_parameter() {
+    let gw = TestGateway::start().await;
+    let page = "pageurl=https://e.com/";
+    let cases = [
+        (
+            format!("method=turnstile&sitekey=0x4&{page}&websiteSToken=t"),
+            "ERROR_BAD_PARAMETERS",
+            "`websiteSToken` is not supported for turnstile",
+        ),
+        (
+            format!("method=geetest&gt=g&{page}"),
+            "ERROR_BAD_PARAMETERS",
+            "`challenge`",
+        ),
+        (
+            format!("method=turnstile&sitekey=0x4&{page}&pingback=http://10.0.0.1/x"),
+            "ERROR_BAD_PARAMETERS",
+            "`pingback`",
+        ),
+    ];
+    for (query, code, reason) in cases {
+        let query = format!("key={KEY}&{query}");
+        assert_code(&gw, "/in.php", &query, code).await;
+        let (_, body) = gw.get_text(&format!("/in.php?{query}&json=1")).await;
+        let v: Value = serde_json::from_str(&body).unwrap();
+        let text = v["error_text"].as_str().unwrap_or_default();
+        assert!(text.contains(reason), "{query}: {body}");
+    }
+}
+
 #[tokio::test]
 async fn oversized_and_non_image_uploads_get_file_codes() {
     let gw = TestGateway::start().await;

@@ -73,6 +73,20 @@ impl Reply {
         }
     }
 
+    /// An error whose reason the caller can act on (which parameter, why): in JSON mode beside
+    /// the code as `error_text`, as 2captcha's own JSON replies give one; the plain form is the
+    /// code alone, all that protocol has room for.
+    pub fn error_because(mode: Mode, code: &str, reason: &str) -> Reply {
+        match mode {
+            Mode::Plain => Reply::error(mode, code),
+            Mode::Json => Reply::document(json!({
+                "status": 0,
+                "request": code,
+                "error_text": reason,
+            })),
+        }
+    }
+
     pub fn not_ready(mode: Mode) -> Reply {
         Reply::error(mode, codes::NOT_READY)
     }
