@@ -438,7 +438,7 @@ pub const SITEKEY: Param = Param::required("sitekey", "websiteKey", Check::Key);
 pub enum AnswerShape {
     /// One string: `in.php` returns it as `request`; a `createTask` solution carries it under
     /// each of `fields` (written to all, so every client finds its own; read from the first
-    /// present). `extras` are keys a provider may give beside it (hCaptcha's `respKey`): kept
+    /// present; one inside an object field, `outer.inner`, is read only). `extras` are keys a provider may give beside it (hCaptcha's `respKey`): kept
     /// with the token (stored as `{"token": .., key: ..}` when one was given, else the token
     /// alone) and written beside it wherever a protocol has room: a `createTask` solution,
     /// `in.php`'s JSON mode, the native API's `extras`.

@@ -150,12 +150,18 @@ pub fn parameters_markdown() -> String {
         }
         let answer = match spec.answer {
             AnswerShape::Token { fields, extras } => {
-                let fields: Vec<String> = fields.iter().map(|f| format!("`{f}`")).collect();
+                let (inside, written): (Vec<&str>, Vec<&str>) =
+                    fields.iter().partition(|f| f.contains('.'));
+                let written: Vec<String> = written.iter().map(|f| format!("`{f}`")).collect();
+                let inside: String = inside
+                    .iter()
+                    .map(|f| format!(" (read from `{f}` too)"))
+                    .collect();
                 let extras: String = extras
                     .iter()
                     .map(|k| format!(", with `{k}` where the provider gives it"))
                     .collect();
-                format!("token; `solution` {}{extras}", fields.join(", "))
+                format!("token; `solution` {}{inside}{extras}", written.join(", "))
             }
             AnswerShape::Object { keys, also } => {
                 let keys: Vec<String> = keys

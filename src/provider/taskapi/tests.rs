@@ -579,3 +579,31 @@ async fn early_answers_of_cancelled_solves_are_forgotten() {
     );
     assert_eq!(p.take_early("gone-0"), None, "the stale ones are gone");
 }
+
+/// The poller reads a solution without knowing its kind: the most specific token field first
+/// (reCAPTCHA's, a clearance at the top or inside CapSolver's `cookies`, then `token`, then
+/// `text`); anything else, or a token with a key kept beside it, is kept whole.
+#[test]
+fn a_solution_is_read_without_its_kind() {
+    let read = |v: serde_json::Value| read_any_solution(&v);
+    let token = |t: &str, ua: Option<&str>| Some((t.to_owned(), ua.map(str::to_owned)));
+    assert_eq!(
+        read(json!({"gRecaptchaResponse": "g", "token": "t", "userAgent": "UA"})),
+        token("g", Some("UA"))
+    );
+    assert_eq!(
+        read(json!({"cf_clearance": "cf", "token": "t"})),
+        token("cf", None)
+    );
+    assert_eq!(
+        read(json!({"cookies": {"cf_clearance": "cf", "__cf_bm": "b"}, "token": "t"})),
+        token("cf", None)
+    );
+    assert_eq!(read(json!({"token": "t"})), token("t", None));
+    assert_eq!(read(json!({"text": "abc"})), token("abc", None));
+    let whole = json!({"token": "t", "respKey": "k"});
+    assert_eq!(read(whole.clone()), token(&whole.to_string(), None));
+    let object = json!({"lot_number": "l", "pass_token": "p"});
+    assert_eq!(read(object.clone()), token(&object.to_string(), None));
+    assert_eq!(read(json!({})), None);
+}

@@ -62,8 +62,8 @@ pub fn task_id_value(id: &str) -> Value {
 }
 
 /// The solution object of an answer. Keys of every flavor are present, so a client of any of
-/// them finds its own: `gRecaptchaResponse` and `token` for reCAPTCHA, `token`, `cf_clearance`
-/// and CapSolver's `cookies.cf_clearance` for a Cloudflare challenge, the GeeTest triple, `text` for images and text.
+/// them finds its own: `gRecaptchaResponse` and `token` for reCAPTCHA, `token` and
+/// `cf_clearance` for a Cloudflare challenge, the GeeTest triple, `text` for images and text.
 /// Points go in the caller's dialect's form: 2captcha's `{"x", "y"}` objects, else
 /// anti-captcha's `[x, y]` pairs (the two cannot share a key).
 pub fn solution(kind: Kind, answer: &Answer, dialect: TaskApiDialect) -> Value {
@@ -77,23 +77,15 @@ pub fn solution(kind: Kind, answer: &Answer, dialect: TaskApiDialect) -> Value {
             shape @ AnswerShape::Token { fields, .. } => {
                 let (token, extras) = shape.token_parts(&answer.text);
                 let token = Value::String(token.into_owned());
-                let mut out = Map::new();
-                for field in fields {
-                    match field.split_once('.') {
-                        // Inside an object field (CapSolver's `cookies.cf_clearance`).
-                        Some((outer, inner)) => {
-                            let object = out.entry(outer).or_insert_with(|| json!({}));
-                            if let Value::Object(object) = object {
-                                object.insert(inner.to_owned(), token.clone());
-                            }
-                        }
-                        None => {
-                            out.insert((*field).to_owned(), token.clone());
-                        }
-                    }
-                }
-                out.extend(extras.into_iter().map(|(k, v)| (k.to_owned(), v.into())));
-                Value::Object(out)
+                // A field inside an object (CapSolver's `cookies.cf_clearance`) is read, never
+                // written: that object is more than the token (a cookie jar), and a client that
+                // reads it expects all of it.
+                let fields = fields
+                    .iter()
+                    .filter(|f| !f.contains('.'))
+                    .map(|f| ((*f).to_owned(), token.clone()));
+                let extras = extras.into_iter().map(|(k, v)| (k.to_owned(), v.into()));
+                Value::Object(fields.chain(extras).collect())
             }
             AnswerShape::Object { .. } | AnswerShape::AsGiven => {
                 match serde_json::from_str(&answer.text) {
@@ -190,6 +182,23 @@ mod tests {
             TaskApiDialect::AntiCaptcha,
         );
         assert_eq!(bare, json!({"gRecaptchaResponse": "P1_t", "token": "P1_t"}));
+    }
+
+    /// A clearance inside CapSolver's `cookies` object is read, by the kind and by the poller
+    /// that does not know the kind; the gateway's own solutions carry it at the top level only.
+    #[test]
+    fn a_clearance_is_read_from_inside_cookies_and_written_at_the_top() {
+        let capsolver = json!({"cookies": {"cf_clearance": "cf-1", "__cf_bm": "bm"},
+            "userAgent": "UA/2"});
+        let read = Some(("cf-1".to_owned(), Some("UA/2".to_owned())));
+        assert_eq!(read_solution(Kind::CloudflareChallenge, &capsolver), read);
+        let a = answer("cf-1", Some("UA/2"));
+        let written = solution(Kind::CloudflareChallenge, &a, TaskApiDialect::CapSolver);
+        assert_eq!(
+            written,
+            json!({"cf_clearance": "cf-1", "token": "cf-1", "userAgent": "UA/2"})
+        );
+        assert_eq!(read_solution(Kind::CloudflareChallenge, &written), read);
     }
 
     #[test]
