@@ -116,10 +116,6 @@ pub fn check_request(req: &SolveRequest) -> Result<(), Validation> {
                 ));
             }
         }
-        TaskParams::Text { text, lang } => {
-            check(BAD, "textcaptcha", Some(text), MAX_TEXT_LEN)?;
-            check(BAD, "lang", lang.as_deref(), MAX_WORD_LEN)?;
-        }
         TaskParams::Passthrough(pass) => check_passthrough(pass)?,
         TaskParams::Declared { kind, values } => {
             for param in kind.spec().declared_params() {

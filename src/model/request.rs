@@ -47,10 +47,6 @@ pub enum TaskParams {
         body: Bytes,
         options: ImageOptions,
     },
-    Text {
-        text: String,
-        lang: Option<String>,
-    },
     /// A type whose parameters are read and written from its declaration
     /// (`Parameters::Declared`): each value under its declared name, in declaration order,
     /// absent ones left out. A flag is `1` when on and absent when off; an object is its JSON
@@ -72,7 +68,6 @@ impl TaskParams {
                 RecaptchaVersion::V3 => Kind::RecaptchaV3,
             },
             TaskParams::Image { .. } => Kind::Image,
-            TaskParams::Text { .. } => Kind::Text,
             TaskParams::Declared { kind, .. } => *kind,
             TaskParams::Passthrough(_) => Kind::Other,
         }
@@ -203,7 +198,7 @@ impl fmt::Debug for SolveRequest {
             TaskParams::Declared { .. } => {
                 self.params.declared(PAGE.name).map(super::target::host_of)
             }
-            TaskParams::Image { .. } | TaskParams::Text { .. } | TaskParams::Passthrough(_) => None,
+            TaskParams::Image { .. } | TaskParams::Passthrough(_) => None,
         };
         // A pass-through task's fields are never shown (they may hold a proxy's password):
         // its type's label only.
@@ -327,14 +322,6 @@ impl SolveRequest {
                 }
             }
             TaskParams::Image { body, .. } => check_image(body)?,
-            TaskParams::Text { text, .. } => {
-                if text.trim().is_empty() {
-                    return Err(Validation::new(
-                        "ERROR_BAD_PARAMETERS",
-                        "textcaptcha is empty",
-                    ));
-                }
-            }
             TaskParams::Declared { kind, .. } => self.validate_declared(*kind, page, sitekey)?,
             // Its fields are the provider's to judge; `limits` bounds them.
             TaskParams::Passthrough(_) => {}

@@ -68,11 +68,6 @@ impl Target {
                 id.part("options", &format!("{options:?}"));
                 kind.as_str().to_owned()
             }
-            TaskParams::Text { text, lang } => {
-                id.part("text", text);
-                id.part("lang", lang.as_deref().unwrap_or(""));
-                kind.as_str().to_owned()
-            }
             TaskParams::Passthrough(pass) => {
                 // Nothing is known of its fields, so all of them are the identity; the label
                 // holds only the type's bounded name.
@@ -307,10 +302,10 @@ mod tests {
                 true,
             ),
             (
-                SolveRequest::new(TaskParams::Text {
-                    text: "2+2".into(),
-                    lang: Some("en".into()),
-                }),
+                SolveRequest::new(TaskParams::declared_of(
+                    Kind::Text,
+                    &[("textcaptcha", "2+2"), ("lang", "en")],
+                )),
                 true,
             ),
         ];
@@ -326,6 +321,8 @@ mod tests {
                 (t.id, t.label)
             })
             .collect();
+        // Turnstile, the Cloudflare challenge and text kept theirs when they moved onto their
+        // declarations (`Identity::Parts`).
         let want = [
             (
                 "62b26b0b6b48010887b7c535021eb14e",

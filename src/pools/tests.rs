@@ -285,10 +285,8 @@ async fn imports_obey_freshness_and_once() {
     assert_eq!(h.answer.expires_at - h.answer.solved_at, 120_000);
 
     let mut image = req.clone();
-    image.params = crate::model::TaskParams::Text {
-        text: "2+2".into(),
-        lang: None,
-    };
+    image.params =
+        crate::model::TaskParams::declared_of(crate::model::Kind::Text, &[("textcaptcha", "2+2")]);
     let e = import(&engine, &pools, &image, vec![token("x", 1)]).await;
     assert_eq!(e, Err(ImportError::NotPoolable(crate::model::Kind::Text)));
 

@@ -49,7 +49,6 @@ pub(crate) fn build(
     let token = || mint.mint(kind, ready_at, nonce).unwrap_or_default();
     let text = match &req.params {
         TaskParams::Image { body, options } => image_text(body, options),
-        TaskParams::Text { text, lang } => text_answer(text, lang.as_deref()),
         TaskParams::Recaptcha { .. } => token(),
         // A token, as text in `in.php` and as a `createTask` solution's `token`; the cells or
         // points to click where the type's answer is a list of them.
@@ -59,6 +58,8 @@ pub(crate) fn build(
         TaskParams::Passthrough(Passthrough::TaskApi { task }) => clicks::task_solution(task)
             .unwrap_or_else(|| json!({ "token": token() }))
             .to_string(),
+        // Words a person typed (a question's answer): a function of everything asked.
+        TaskParams::Declared { values, .. } if !kind.spec().typical.token => words(values),
         TaskParams::Declared { values, .. } => match kind.spec().answer {
             AnswerShape::AsGiven => token(),
             // What a real answer carries beside the token (hCaptcha's `respKey`), unique per
@@ -161,11 +162,12 @@ fn image_text(body: &[u8], o: &ImageOptions) -> String {
 }
 
 /// A lowercase word of 4-8 letters drawn from a hash of the question.
-fn text_answer(question: &str, lang: Option<&str>) -> String {
+fn words(values: &[(&'static str, String)]) -> String {
     let mut h = Sha256::new();
-    h.update(question.trim().as_bytes());
-    h.update([0]);
-    h.update(lang.unwrap_or("").as_bytes());
+    for (_, value) in values {
+        h.update(value.trim().as_bytes());
+        h.update([0]);
+    }
     let digest = h.finalize();
     let len = 4 + (digest[0] % 5) as usize;
     digest[1..=len]
@@ -217,9 +219,10 @@ mod tests {
 
     #[test]
     fn text_answers_are_deterministic_words() {
-        let a = text_answer("What colour is the sky?", None);
-        assert_eq!(a, text_answer("What colour is the sky?", None));
+        let ask = |q: &str| words(&[("textcaptcha", q.to_owned())]);
+        let a = ask("What colour is the sky?");
+        assert_eq!(a, ask("What colour is the sky?"));
         assert!((4..=8).contains(&a.len()) && a.bytes().all(|b| b.is_ascii_lowercase()));
-        assert_ne!(a, text_answer("What colour is grass?", None));
+        assert_ne!(a, ask("What colour is grass?"));
     }
 }

@@ -152,7 +152,8 @@ fn kind_code(kind: Kind) -> Option<&'static str> {
     match kind {
         Kind::RecaptchaV2 => Some("rc2"),
         Kind::RecaptchaV3 => Some("rc3"),
-        Kind::Image | Kind::Text => None,
+        // Words a person typed carry no token.
+        words if !words.spec().typical.token => None,
         // The declared types: their names have no `-`, so they parse back.
         other => Some(other.as_str()),
     }

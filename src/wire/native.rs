@@ -119,20 +119,23 @@ impl Fields {
             Kind::RecaptchaV2 => ("userrecaptcha", Some("v2")),
             Kind::RecaptchaV3 => ("userrecaptcha", Some("v3")),
             Kind::Image => ("base64", None),
-            Kind::Text => ("textcaptcha", None),
             declared => (declared.spec().methods[0], None),
         };
         params.set("method", method);
-        if let Some(flag) = kind.spec().inphp_flag {
-            params.set(flag, "1");
+        // The `in.php` parameter that selects the kind on its method: a flag, on; a parameter
+        // of the kind's own (a question's `textcaptcha`, `text` here) under that name.
+        match (kind.spec().inphp_flag, kind.spec().selecting_param()) {
+            (Some(flag), None) => params.set(flag, "1"),
+            (Some(flag), Some(param)) => {
+                let names: Vec<&str> = param.aliases.to_vec();
+                if let Some(value) = params.get(&names).map(str::to_owned) {
+                    params.set(flag, value);
+                }
+            }
+            (None, _) => {}
         }
         if let Some(v) = version {
             params.set("version", v);
-        }
-        if kind == Kind::Text {
-            if let Some(text) = params.get(&["text", "textcaptcha"]).map(str::to_owned) {
-                params.set("textcaptcha", text);
-            }
         }
         let req = parse_submit(&params)?;
         Ok(NativeRequest {
@@ -290,8 +293,11 @@ pub fn native_body(req: &SolveRequest) -> serde_json::Value {
     }
     for (name, value) in submit_params(req) {
         // The kind says it; the native parser derives `method` and the kind's flag from it (but
-        // for a pass-through task, whose method is its own).
-        let derived = name == "method" || Some(name.as_ref()) == req.kind().spec().inphp_flag;
+        // for a pass-through task, whose method is its own). A selecting parameter of the kind's
+        // own (a question's `textcaptcha`) is a value, and stays.
+        let spec = req.kind().spec();
+        let flag = spec.inphp_flag.filter(|_| spec.selecting_param().is_none());
+        let derived = name == "method" || Some(name.as_ref()) == flag;
         if !derived || req.kind() == Kind::Other {
             body.insert(name.into(), serde_json::Value::String(value));
         }

@@ -50,7 +50,9 @@ fn taken_by(param: &Param, provider: AccountProvider) -> bool {
 /// parameters `createTask` has no field for (they keep a task to `in.php` accounts).
 fn inphp_form(spec: &TypeSpec, tag: &str, provider: AccountProvider) -> Vec<(String, String)> {
     let mut form = vec![("method".to_owned(), spec.methods[0].to_owned())];
-    if let Some(flag) = spec.inphp_flag {
+    // A flag that selects the kind on its method; a selecting parameter of its own (a
+    // question's `textcaptcha`) is sent with the rest.
+    if let Some(flag) = spec.inphp_flag.filter(|_| spec.selecting_param().is_none()) {
         form.push((flag.to_owned(), "1".to_owned()));
     }
     let params = spec.declared_params().iter();
@@ -133,10 +135,21 @@ fn task(spec: &TypeSpec, tag: &str, provider: AccountProvider) -> Value {
 }
 
 /// The single-use credential in an answer of `spec`'s shape: the token, or an object's first
-/// key; `None` for points, which are checked for their shape in each protocol's form instead.
+/// key; `None` for points, which are checked for their shape in each protocol's form instead,
+/// and for words a person typed.
 /// A `createTask` solution also carries what the kind keeps beside its token (hCaptcha's
 /// `respKey`), whichever protocol the account that solved it speaks.
 fn credential(spec: &TypeSpec, answer: &Value) -> Option<String> {
+    // Words a person typed (a question's answer) are no token: present, and nothing to verify.
+    if !spec.typical.token {
+        let words = answer.as_str().or_else(|| answer["text"].as_str());
+        assert!(
+            words.is_some_and(|w| !w.is_empty()),
+            "{}: {answer}",
+            spec.name
+        );
+        return None;
+    }
     let found = match spec.answer {
         AnswerShape::Token { fields, extras } => {
             if answer.is_object() {

@@ -180,6 +180,8 @@ def run_twocaptcha_declared(base, key):
         add("cloudflare_challenge", "cloudflare_challenge", solver.solve,
             method="cloudflare_challenge", pageurl="https://example.com/",
             userAgent="Mozilla/5.0 (test)", proxy={"type": "HTTP", "uri": "user:pw@127.0.0.1:3128"})
+        add("text", "text", solver.text, "If tomorrow is Saturday, what day is today?",
+            lang="en")
         # The image as base64 (the library sends `method=base64`), twice: the same picture and
         # instruction, the same points.
         body = base64.b64encode(PNG + b"points").decode()

@@ -148,6 +148,7 @@ pub const TURNSTILE: TypeSpec = TypeSpec {
     typical: Typical {
         solve_ms: (1_000, 3_000),
         price: "0.00145",
+        ..TYPICAL_TOKEN
     },
 };
 
@@ -184,6 +185,7 @@ pub const CLOUDFLARE_CHALLENGE: TypeSpec = TypeSpec {
     typical: Typical {
         solve_ms: (3_000, 6_000),
         price: "0.00145",
+        ..TYPICAL_TOKEN
     },
 };
 
@@ -260,14 +262,16 @@ pub const IMAGE: TypeSpec = TypeSpec {
     typical: Typical {
         solve_ms: (500, 1_000),
         price: "0.0005",
+        token: false,
     },
 };
 
 pub const TEXT: TypeSpec = TypeSpec {
     name: "text",
-    // `textcaptcha=` with `method=post`, `method=textcaptcha` or no method.
-    methods: &["textcaptcha"],
-    inphp_flag: None,
+    // The question as `textcaptcha=`, with `method=post` (2captcha-python's, and what the
+    // gateway sends), `method=textcaptcha`, or no method (unicaps, the npm client).
+    methods: &["post", "textcaptcha"],
+    inphp_flag: Some("textcaptcha"),
     // 2captcha v2's; anti-captcha and CapSolver ask no text questions.
     task_names: &[TaskName::new(
         "TextCaptchaTask",
@@ -284,17 +288,26 @@ pub const TEXT: TypeSpec = TypeSpec {
         1,
         "an answer to a text question is typed as quickly as an image's",
     ),
-    params: Parameters::Typed,
+    params: Parameters::Declared(&[
+        // `text` is the native API's name for it.
+        Param::required("textcaptcha", "comment", Check::Text).aliases(&["text"]),
+        Param::optional("lang", "languagePool", Check::Text),
+    ]),
     answer: TEXT_ANSWER,
     answer_user_agent: false,
     needs_proxy: false,
     needs_user_agent: false,
     task_version: None,
-    identity: Identity::Declared,
+    // As its ids were first computed, when its parameters had fields of their own.
+    identity: Identity::Parts(&[
+        IdPart::new("text", "textcaptcha", IdForm::Text),
+        IdPart::new("lang", "lang", IdForm::Text),
+    ]),
     inphp_result: false,
     typical: Typical {
         solve_ms: (300, 800),
         price: "0.0005",
+        token: false,
     },
 };
 

@@ -98,8 +98,8 @@ impl Kind {
 
     /// The declared kind (`Parameters::Declared`) an `in.php` `method` asks for, where `flag`
     /// says which flags the caller set (a kind with an `inphp_flag` is asked for by its method
-    /// and that flag); the typed kinds' methods are read by hand (`userrecaptcha` is two kinds,
-    /// `post` two more).
+    /// and that flag, or that parameter of its own: a question's `textcaptcha`); the typed
+    /// kinds' methods are read by hand (`userrecaptcha` is two kinds, `base64`/`post` an image).
     pub fn declared_by_method(method: &str, flag: impl Fn(&str) -> bool) -> Option<Kind> {
         Kind::ALL.into_iter().find(|kind| {
             let spec = kind.spec();

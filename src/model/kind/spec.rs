@@ -173,8 +173,10 @@ pub struct TypeSpec {
     /// (`version=v3` tells them apart); a text question comes as `textcaptcha=` with `method=post`
     /// or none.
     pub methods: &'static [&'static str],
-    /// The `in.php` flag that, set to 1, makes one of `methods` ask for this kind rather than
-    /// the kind that method otherwise is (`coordinatescaptcha` on an image's `post`/`base64`).
+    /// The `in.php` parameter that, when set, makes one of `methods` ask for this kind rather
+    /// than the kind that method otherwise is: a flag set to 1 (`coordinatescaptcha` on an
+    /// image's `post`/`base64`), or one of the kind's own parameters sent at all (a question's
+    /// `textcaptcha` on `post`).
     pub inphp_flag: Option<&'static str>,
     /// Its `createTask` names, each with the dialects that take it.
     pub task_names: &'static [TaskName],
@@ -213,12 +215,16 @@ pub struct Typical {
     pub solve_ms: (u64, u64),
     /// 2captcha's list price per task, in dollars, as `get2` reports a price.
     pub price: &'static str,
+    /// Whether a solve answers a verifiable token; `false`: words a person typed (an image's
+    /// text, a question's answer).
+    pub token: bool,
 }
 
 /// Token types without figures of their own: reCAPTCHA v2's.
 pub const TYPICAL_TOKEN: Typical = Typical {
     solve_ms: (2_000, 5_000),
     price: "0.00299",
+    token: true,
 };
 
 /// What a declared kind's target identity is made of. Target ids name pools, answer caches and
@@ -262,6 +268,13 @@ impl IdPart {
 }
 
 impl TypeSpec {
+    /// The parameter among its own that selects it on another kind's method (a question's
+    /// `textcaptcha`), where its `inphp_flag` is one; `None` for a plain flag.
+    pub fn selecting_param(&self) -> Option<&'static Param> {
+        let flag = self.inphp_flag?;
+        self.declared_params().iter().find(|p| p.name == flag)
+    }
+
     /// Its parameter declarations; empty for a typed kind.
     pub fn declared_params(&self) -> &'static [Param] {
         match self.params {
@@ -278,8 +291,8 @@ impl TypeSpec {
     }
 }
 
-/// Where a type's parameters are read and written: by hand for reCAPTCHA, images and text,
-/// whose parameters have typed fields (`TaskParams`), or from the declaration for every other.
+/// Where a type's parameters are read and written: by hand for reCAPTCHA and images, whose
+/// parameters have typed fields (`TaskParams`), or from the declaration for every other.
 #[derive(Debug, Clone, Copy)]
 pub enum Parameters {
     /// `TaskParams` has a variant of its own for the type.

@@ -22,10 +22,11 @@ pub fn markdown() -> String {
     );
     for kind in Kind::ALL {
         let spec = kind.spec();
-        let flag = spec
-            .inphp_flag
-            .map(|f| format!(" with `{f}=1`"))
-            .unwrap_or_default();
+        let flag = match (spec.inphp_flag, spec.selecting_param()) {
+            (Some(f), None) => format!(" with `{f}=1`"),
+            (Some(f), Some(_)) => format!(" with `{f}`"),
+            (None, _) => String::new(),
+        };
         let methods: Vec<String> = spec
             .methods
             .iter()
@@ -161,7 +162,9 @@ pub fn parameters_markdown() -> String {
                     .iter()
                     .map(|k| format!(", with `{k}` where the provider gives it"))
                     .collect();
-                format!("token; `solution` {}{inside}{extras}", written.join(", "))
+                // Words a person typed are no token, whatever field carries them.
+                let what = if spec.typical.token { "token" } else { "words" };
+                format!("{what}; `solution` {}{inside}{extras}", written.join(", "))
             }
             AnswerShape::Object { keys, also } => {
                 let keys: Vec<String> = keys

@@ -32,10 +32,10 @@ fn rig(fake: FakeProvider, settings: PollSettings) -> Rig {
 impl Rig {
     /// Submits a task at the fake and hands it to the poller.
     async fn task(&self, kind: Kind, extras: bool) -> (String, oneshot::Receiver<Settled>) {
-        let req = SolveRequest::new(TaskParams::Text {
-            text: "2+2".into(),
-            lang: None,
-        });
+        let req = SolveRequest::new(TaskParams::declared_of(
+            crate::model::Kind::Text,
+            &[("textcaptcha", "2+2")],
+        ));
         let id = self.fake.submit(&req).await.unwrap();
         let (reply, rx) = oneshot::channel();
         let reg = Registration {

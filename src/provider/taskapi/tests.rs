@@ -94,10 +94,10 @@ fn requests() -> Vec<SolveRequest> {
             body: png.into(),
             options: Default::default(),
         }),
-        SolveRequest::new(TaskParams::Text {
-            text: "2+2?".into(),
-            lang: None,
-        }),
+        SolveRequest::new(TaskParams::declared_of(
+            crate::model::Kind::Text,
+            &[("textcaptcha", "2+2?")],
+        )),
     ]
     .into_iter()
     .chain(

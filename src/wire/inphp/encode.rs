@@ -83,8 +83,11 @@ pub fn submit_params(req: &SolveRequest) -> Vec<(Cow<'static, str>, String)> {
         }
         TaskParams::Declared { kind, values } => {
             put("method", kind.spec().methods[0]);
+            // A flag is sent on; a selecting parameter of the kind's own goes with the rest.
             if let Some(flag) = kind.spec().inphp_flag {
-                put(flag, "1");
+                if kind.spec().selecting_param().is_none() {
+                    put(flag, "1");
+                }
             }
             for (name, value) in values {
                 match declared_object(*kind, name, value) {
@@ -97,14 +100,6 @@ pub fn submit_params(req: &SolveRequest) -> Vec<(Cow<'static, str>, String)> {
                     }
                     None => put(name, value),
                 }
-            }
-        }
-        TaskParams::Text { text, lang } => {
-            // 2captcha-python, the provider's own client, sends text captchas with `method=post`.
-            put("method", "post");
-            put("textcaptcha", text);
-            if let Some(lang) = lang {
-                put("lang", lang);
             }
         }
     }
@@ -273,9 +268,7 @@ mod tests {
                     TaskParams::Image { body, options }
                 },
             );
-        let text = (word(), proptest::option::of("[a-z]{2}"))
-            .prop_map(|(text, lang)| TaskParams::Text { text, lang });
-        prop_oneof![recaptcha, image, text, declared()]
+        prop_oneof![recaptcha, image, declared()]
     }
 
     /// A request of any declared kind, each parameter drawn by its declared form: a new

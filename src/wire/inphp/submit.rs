@@ -12,14 +12,21 @@ use crate::model::{
 /// flag that makes it another task (coordinates, a grid), is kept as sent: a pass-through
 /// task (kind `other`), forwarded whole to an `in.php` account.
 pub fn parse_submit(p: &Params) -> Result<SolveRequest, Validation> {
-    let method = p.get(&["method"]).map(str::to_ascii_lowercase);
     let text = p.get(&["textcaptcha"]);
+    // A text question may come with no method at all (unicaps, the npm client): it is asked
+    // as 2captcha-python asks it, `method=post` with the question.
+    let method = p
+        .get(&["method"])
+        .map(str::to_ascii_lowercase)
+        .or_else(|| text.map(|_| "post".to_owned()));
     let declared = method
         .as_deref()
         .and_then(|m| Kind::declared_by_method(m, |flag| flag_set(p, flag)));
     // The flag that chose a kind (`coordinatescaptcha`) changes what the answer means: a value
-    // that is neither on nor off is refused rather than guessed at.
-    if let Some(flag) = declared.and_then(|kind| kind.spec().inphp_flag) {
+    // that is neither on nor off is refused rather than guessed at. A kind chosen by one of its
+    // own parameters (a question's `textcaptcha`) has that parameter's checks instead.
+    let plain_flag = declared.filter(|kind| kind.spec().selecting_param().is_none());
+    if let Some(flag) = plain_flag.and_then(|kind| kind.spec().inphp_flag) {
         if let Some(value) = p.get(&[flag]).filter(|_| !p.flag(&[flag])) {
             return Err(Validation::new(
                 codes::BAD_PARAMETERS,
@@ -242,8 +249,6 @@ fn typed_known(params: &TaskParams) -> &'static [&'static str] {
             "textinstructions",
             "instructions",
         ],
-        // `text`: the native API's name for the question.
-        TaskParams::Text { .. } => &["textcaptcha", "text", "lang"],
         TaskParams::Declared { .. } | TaskParams::Passthrough(_) => &[],
     }
 }
@@ -265,13 +270,6 @@ fn typed_params(
     p: &Params,
 ) -> Result<TaskParams, Validation> {
     let params = match (method, text) {
-        // A text captcha comes with `method=post` (2captcha-python) or no method (unicaps, npm).
-        (None | Some("post" | "textcaptcha"), Some(text)) if p.file("file").is_none() => {
-            TaskParams::Text {
-                text: text.to_owned(),
-                lang: p.get(&["lang"]).map(str::to_owned),
-            }
-        }
         (Some("userrecaptcha"), _) => recaptcha(p)?,
         (Some("base64"), _) => TaskParams::Image {
             body: decode_base64_image(p.get(&["body"]))?,

@@ -124,7 +124,7 @@ fn numbers_and_lengths_are_range_checked() {
             codes::PAGEURL,
         ),
         (
-            &[("textcaptcha", &"q".repeat(limits::MAX_TEXT_LEN + 1))],
+            &[("textcaptcha", &"q".repeat(limits::MAX_DATA_LEN + 1))],
             codes::BAD_PARAMETERS,
         ),
     ];

@@ -100,10 +100,6 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
             body: image_body(t.string("body")?)?,
             options: image_options(&t)?,
         },
-        Shape::Text => TaskParams::Text {
-            text: t.required("comment", codes::BAD_PARAMETERS)?,
-            lang: t.string("languagePool")?,
-        },
         Shape::Declared(kind) => {
             check_version(kind, &type_name, &t)?;
             declared::params(kind, &t)?

@@ -5,7 +5,9 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use super::names::{ProxyUse, Shape, TaskApiDialect, name_for};
-use crate::model::{Check, Param, Passthrough, Proxy, RecaptchaVersion, SolveRequest, TaskParams};
+use crate::model::{
+    Check, Param, Passthrough, Proxy, ProxyName, RecaptchaVersion, SolveRequest, TaskParams,
+};
 
 /// A request the flavor has no task type for (text questions at anti-captcha or CapSolver,
 /// GeeTest with the caller's proxy at CapSolver).
@@ -113,16 +115,6 @@ pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, 
             }
             Shape::Image
         }
-        TaskParams::Text {
-            text: question,
-            lang,
-        } => {
-            put("comment", text(question));
-            if let Some(lang) = lang {
-                put("languagePool", text(lang));
-            }
-            Shape::Text
-        }
         TaskParams::Declared { kind, values } => {
             // Object fields that carry declared values inside them (`enterprisePayload`).
             let mut objects: Map<String, Value> = Map::new();
@@ -173,10 +165,18 @@ pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, 
             Shape::Declared(*kind)
         }
     };
-    let proxy_use = match (&req.proxy, shape) {
-        // Image and text tasks never go through the caller's proxy.
-        (_, Shape::Image | Shape::Text) | (None, _) => ProxyUse::Proxyless,
-        (Some(proxy), _) => {
+    // A kind with one name either way (images, text questions) never goes through the
+    // caller's proxy: it has no proxy fields.
+    let never_proxied = req
+        .kind()
+        .spec()
+        .task_names
+        .iter()
+        .all(|n| n.proxy == ProxyName::Either);
+    let proxy_use = match &req.proxy {
+        _ if never_proxied => ProxyUse::Proxyless,
+        None => ProxyUse::Proxyless,
+        Some(proxy) => {
             put_proxy(flavor, proxy, &mut put);
             ProxyUse::Proxied
         }

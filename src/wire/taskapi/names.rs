@@ -78,7 +78,6 @@ pub enum Shape {
         enterprise: bool,
     },
     Image,
-    Text,
     /// A type read and written from its declaration (`model::Parameters::Declared`).
     Declared(Kind),
 }
@@ -90,7 +89,6 @@ impl Shape {
             Shape::RecaptchaV2 { .. } => Kind::RecaptchaV2,
             Shape::RecaptchaV3 { .. } => Kind::RecaptchaV3,
             Shape::Image => Kind::Image,
-            Shape::Text => Kind::Text,
             Shape::Declared(kind) => kind,
         }
     }
@@ -113,7 +111,6 @@ pub fn shape_of(type_name: &str) -> Option<(Shape, ProxyUse)> {
         Kind::RecaptchaV2 => Shape::RecaptchaV2 { enterprise },
         Kind::RecaptchaV3 => Shape::RecaptchaV3 { enterprise },
         Kind::Image => Shape::Image,
-        Kind::Text => Shape::Text,
         declared => Shape::Declared(declared),
     };
     let proxy = match name.proxy {

@@ -72,7 +72,7 @@ pub fn solution(kind: Kind, answer: &Answer, dialect: TaskApiDialect) -> Value {
         Kind::RecaptchaV2 | Kind::RecaptchaV3 => {
             json!({"gRecaptchaResponse": text, "token": text})
         }
-        Kind::Image | Kind::Text => json!({"text": text}),
+        Kind::Image => json!({"text": text}),
         declared => match declared.spec().answer {
             shape @ AnswerShape::Token { fields, .. } => {
                 let (token, extras) = shape.token_parts(&answer.text);
@@ -119,7 +119,7 @@ pub fn read_solution(kind: Kind, solution: &Value) -> Option<(String, Option<Str
         Kind::RecaptchaV2 | Kind::RecaptchaV3 => {
             field("gRecaptchaResponse").or_else(|| field("token"))?
         }
-        Kind::Image | Kind::Text => field("text")?,
+        Kind::Image => field("text")?,
         declared => match declared.spec().answer {
             // The token, with what the kind keeps beside it (hCaptcha's `respKey`).
             shape @ AnswerShape::Token { fields, .. } => {

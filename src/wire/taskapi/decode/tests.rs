@@ -109,10 +109,10 @@ fn samples() -> Vec<SolveRequest> {
             instructions: Some("type the red letters".into()),
         },
     }));
-    out.push(SolveRequest::new(TaskParams::Text {
-        text: "2+2?".into(),
-        lang: Some("en".into()),
-    }));
+    out.push(SolveRequest::new(TaskParams::declared_of(
+        crate::model::Kind::Text,
+        &[("textcaptcha", "2+2?"), ("lang", "en")],
+    )));
     out
 }
 
