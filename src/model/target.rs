@@ -114,7 +114,6 @@ impl Target {
                     for part in parts {
                         match part.form {
                             IdForm::Text => id.part(part.part, value(part.param)),
-                            IdForm::Flag => id.part(part.part, flag(!value(part.param).is_empty())),
                             IdForm::Page => id.part(part.part, page.as_ref().map_or("", |p| &p.0)),
                             IdForm::Host => id.part(part.part, page.as_ref().map_or("", |p| &p.1)),
                         }

@@ -125,7 +125,7 @@ fn file_poolable(kind: Kind) -> bool {
 }
 
 /// The kinds a `[[pools]]` table may have, for messages.
-pub fn file_poolable_kinds() -> String {
+fn file_poolable_kinds() -> String {
     let names: Vec<&str> = Kind::ALL
         .into_iter()
         .filter(|k| file_poolable(*k))

@@ -257,8 +257,6 @@ pub enum IdForm {
     Page,
     /// Only the host of the kind's page (a Cloudflare clearance is the whole host's).
     Host,
-    /// `true` or `false`.
-    Flag,
 }
 
 impl IdPart {
