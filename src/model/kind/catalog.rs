@@ -126,10 +126,13 @@ pub const TURNSTILE: TypeSpec = TypeSpec {
         SITEKEY.aliases(&["googlekey"]),
         PAGE,
         // The widget's `data-action`, `data-cdata` and, on a challenge page, `chlPageData`;
-        // CapSolver carries the first two in `metadata` (its Turnstile docs).
+        // CapSolver carries the first two in `metadata` (its Turnstile docs), 2captcha v2 the
+        // last two as `data` and `pagedata` (as its callers send them).
         Param::optional("action", "action", Check::Text).capsolver("metadata.action"),
-        Param::optional("data", "cData", Check::Text).capsolver("metadata.cdata"),
-        Param::optional("pagedata", "chlPageData", Check::Text),
+        Param::optional("data", "cData", Check::Text)
+            .capsolver("metadata.cdata")
+            .twocaptcha_v2("data"),
+        Param::optional("pagedata", "chlPageData", Check::Text).twocaptcha_v2("pagedata"),
     ]),
     answer: TOKEN,
     answer_user_agent: false,

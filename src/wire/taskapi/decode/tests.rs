@@ -534,3 +534,39 @@ fn a_shared_name_is_told_apart_by_its_marker() {
     assert_eq!(capsolver["type"], "AntiCloudflareTask");
     assert_eq!(capsolver.get("cloudflareTaskType"), None, "{capsolver}");
 }
+
+/// Turnstile's optional values under each dialect's names: anti-captcha's `cData` and
+/// `chlPageData`, CapSolver's `metadata`, 2captcha v2's `data` and `pagedata`; each read back
+/// to the same request.
+#[test]
+fn turnstile_values_go_under_each_dialects_names() {
+    let req = SolveRequest::new(TaskParams::declared_of(
+        Kind::Turnstile,
+        &[
+            ("sitekey", "0x4AAA"),
+            ("pageurl", PAGE),
+            ("action", "login"),
+            ("data", "cd-1"),
+            ("pagedata", "pd-1"),
+        ],
+    ));
+    let anti = encode_task(TaskApiDialect::AntiCaptcha, &req).unwrap();
+    assert_eq!(
+        (&anti["cData"], &anti["chlPageData"]),
+        (&json!("cd-1"), &json!("pd-1"))
+    );
+    let two = encode_task(TaskApiDialect::TwoCaptchaV2, &req).unwrap();
+    assert_eq!(
+        (&two["data"], &two["pagedata"]),
+        (&json!("cd-1"), &json!("pd-1"))
+    );
+    assert_eq!(two.get("cData"), None, "{two}");
+    let capsolver = encode_task(TaskApiDialect::CapSolver, &req).unwrap();
+    assert_eq!(
+        capsolver["metadata"],
+        json!({"action": "login", "cdata": "cd-1"})
+    );
+    for task in [anti, two] {
+        assert_eq!(decode(task.clone()).unwrap(), req, "{task}");
+    }
+}
