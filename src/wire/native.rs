@@ -127,8 +127,7 @@ impl Fields {
         match (kind.spec().inphp_flag, kind.spec().selecting_param()) {
             (Some(flag), None) => params.set(flag, "1"),
             (Some(flag), Some(param)) => {
-                let names: Vec<&str> = param.aliases.to_vec();
-                if let Some(value) = params.get(&names).map(str::to_owned) {
+                if let Some(value) = params.get(param.aliases).map(str::to_owned) {
                     params.set(flag, value);
                 }
             }

@@ -211,14 +211,19 @@ impl Kind {
         })
     }
 
-    /// The kind that shares `first`'s `createTask` name `type_name` under a marker the task
-    /// carries (`marked` says whether it carries `field` with `value`): anti-captcha's
-    /// `TurnstileTask` with `cloudflareTaskType: cf_clearance` is the Cloudflare challenge.
-    pub fn marked_task_name(type_name: &str, marked: impl Fn(&str, &str) -> bool) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|kind| {
-            kind.spec().task_names.iter().any(|n| {
-                n.name.eq_ignore_ascii_case(type_name.trim())
-                    && n.marker.is_some_and(|(field, value)| marked(field, value))
+    /// The kind whose `createTask` name `type_name` carries a marker the task carries
+    /// (`marked` says whether it carries `field` with `value`), with the marker's field:
+    /// anti-captcha's `TurnstileTask` with `cloudflareTaskType: cf_clearance` is the Cloudflare
+    /// challenge.
+    pub fn marked_task_name(
+        type_name: &str,
+        marked: impl Fn(&str, &str) -> bool,
+    ) -> Option<(Kind, &'static str)> {
+        Kind::ALL.into_iter().find_map(|kind| {
+            kind.spec().task_names.iter().find_map(|n| {
+                let (field, value) = n.marker?;
+                let named = n.name.eq_ignore_ascii_case(type_name.trim());
+                (named && marked(field, value)).then_some((kind, field))
             })
         })
     }

@@ -50,10 +50,8 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
             .and_then(Value::as_str)
             .is_some_and(|v| v.trim().eq_ignore_ascii_case(value))
     };
-    if let Some(kind) = Kind::marked_task_name(&type_name, marked) {
-        if let Some((field, _)) = kind.spec().task_names.iter().find_map(|n| n.marker) {
-            t.get(field);
-        }
+    if let Some((kind, field)) = Kind::marked_task_name(&type_name, marked) {
+        t.get(field);
         shape = Shape::Declared(kind);
     }
     // A name two kinds share (GeeTest v3's and v4's): the task says which it is. A `version`
