@@ -27,12 +27,6 @@ pub const MAX_USER_AGENT_LEN: usize = 1024;
 pub const MAX_COOKIES_LEN: usize = 16 * 1024;
 /// `user:password@host:port`.
 pub const MAX_PROXY_LEN: usize = 512;
-/// Image `min_len`/`max_len` (2captcha: 1 to 20; 0 means no limit).
-pub const MAX_ANSWER_LEN_HINT: u32 = 20;
-/// Image `numeric`: 0 any, 1 digits, 2 letters, 3 either, 4 no digits.
-pub const MAX_NUMERIC: u8 = 4;
-/// Image `language`: 0 any, 1 Cyrillic, 2 Latin.
-pub const MAX_LANGUAGE: u8 = 2;
 
 fn too_long(code: &'static str, field: &str, max: usize) -> Validation {
     Validation::new(code, format!("`{field}` is longer than {max} bytes"))
@@ -81,41 +75,6 @@ pub fn check_request(req: &SolveRequest) -> Result<(), Validation> {
                 check_min_score(score)?;
             }
         }
-        TaskParams::Image { options, .. } => {
-            check(BAD, "lang", options.lang.as_deref(), MAX_WORD_LEN)?;
-            check(
-                BAD,
-                "textinstructions",
-                options.instructions.as_deref(),
-                MAX_TEXT_LEN,
-            )?;
-            let hint = |field: &str, v: Option<u32>| match v {
-                Some(n) if n > MAX_ANSWER_LEN_HINT => Err(Validation::new(
-                    BAD,
-                    format!("`{field}` must be from 0 to {MAX_ANSWER_LEN_HINT}"),
-                )),
-                _ => Ok(()),
-            };
-            hint("min_len", options.min_len)?;
-            hint("max_len", options.max_len)?;
-            if let (Some(min), Some(max)) = (options.min_len, options.max_len) {
-                if min > 0 && max > 0 && min > max {
-                    return Err(Validation::new(BAD, "`min_len` is above `max_len`"));
-                }
-            }
-            if options.numeric > MAX_NUMERIC {
-                return Err(Validation::new(
-                    BAD,
-                    format!("`numeric` must be from 0 to {MAX_NUMERIC}"),
-                ));
-            }
-            if options.language.is_some_and(|l| l > MAX_LANGUAGE) {
-                return Err(Validation::new(
-                    BAD,
-                    format!("`language` must be from 0 to {MAX_LANGUAGE}"),
-                ));
-            }
-        }
         TaskParams::Passthrough(pass) => check_passthrough(pass)?,
         TaskParams::Declared { kind, values } => {
             for param in kind.spec().declared_params() {
@@ -124,10 +83,11 @@ pub fn check_request(req: &SolveRequest) -> Result<(), Validation> {
                     Check::Page => ("ERROR_PAGEURL", MAX_PAGEURL_LEN),
                     Check::Key => (BAD, MAX_SITEKEY_LEN),
                     Check::Text | Check::Flag | Check::Object => (BAD, MAX_DATA_LEN),
-                    Check::Count | Check::OneOf(_) => (BAD, MAX_WORD_LEN),
+                    Check::Count(_) | Check::OneOf(_) => (BAD, MAX_WORD_LEN),
                     // Base64 takes four characters for three bytes, and a data-URI prefix.
                     Check::Image => ("ERROR_TOO_BIG_CAPTCHA_FILESIZE", MAX_IMAGE_BASE64_LEN),
                 };
+                let max = param.longest.unwrap_or(max);
                 check(code, param.name, value.map(|(_, v)| v.as_str()), max)?;
             }
         }

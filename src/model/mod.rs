@@ -18,8 +18,8 @@ pub use kind::{
     UNLISTED, passthrough_documented, points,
 };
 pub use request::{
-    ImageOptions, MAX_IMAGE_BYTES, MIN_IMAGE_BYTES, Proxy, ProxyType, RecaptchaVersion,
-    SolveRequest, TaskParams, Validation, decode_base64_image, image_base64, image_format,
+    MAX_IMAGE_BYTES, MIN_IMAGE_BYTES, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams,
+    Validation, decode_base64_image, image_base64, image_format,
 };
 pub use target::{Target, TargetPolicy};
 

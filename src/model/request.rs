@@ -3,7 +3,7 @@ use std::fmt;
 use bytes::Bytes;
 
 use super::Kind;
-use super::kind::{Check, Dialects, MAX_COUNT, PAGE, Param, Passthrough};
+use super::kind::{Check, Dialects, PAGE, Passthrough};
 
 /// Everything a caller asks for: one task's parameters plus the browser context the answer may be
 /// bound to. Built by the protocol parsers (compatible, native, seed worker API) and consumed by
@@ -42,11 +42,6 @@ pub enum TaskParams {
         /// `google.com` or `recaptcha.net`.
         domain: Option<String>,
     },
-    Image {
-        /// The decoded image bytes.
-        body: Bytes,
-        options: ImageOptions,
-    },
     /// A type whose parameters are read and written from its declaration
     /// (`Parameters::Declared`): each value under its declared name, in declaration order,
     /// absent ones left out. A flag is `1` when on and absent when off; an object is its JSON
@@ -67,7 +62,6 @@ impl TaskParams {
                 RecaptchaVersion::V2 => Kind::RecaptchaV2,
                 RecaptchaVersion::V3 => Kind::RecaptchaV3,
             },
-            TaskParams::Image { .. } => Kind::Image,
             TaskParams::Declared { kind, .. } => *kind,
             TaskParams::Passthrough(_) => Kind::Other,
         }
@@ -107,32 +101,26 @@ impl TaskParams {
         }
     }
 
-    /// A parameter it sets that only some providers take (hCaptcha's `domain`): such a task goes
-    /// only to their accounts.
-    pub fn restricted(&self) -> Option<&'static Param> {
+    /// The parameters it sets that only some providers take (hCaptcha's `domain`, an image's
+    /// `numeric` 4): the first one's name, and the dialects that take them all. Such a task
+    /// goes only to their accounts.
+    pub fn restricted(&self) -> Option<(&'static str, Dialects)> {
         let TaskParams::Declared { kind, values } = self else {
             return None;
         };
-        kind.spec()
-            .declared_params()
-            .iter()
-            .find(|p| p.only != Dialects::ALL && values.iter().any(|(n, _)| *n == p.name))
+        let mut restricted = None;
+        for param in kind.spec().declared_params() {
+            let Some((_, value)) = values.iter().find(|(n, _)| *n == param.name) else {
+                continue;
+            };
+            let taken = param.taken_by(value);
+            if taken != Dialects::ALL {
+                let (name, all) = restricted.unwrap_or((param.name, Dialects::ALL));
+                restricted = Some((name, all.intersection(taken)));
+            }
+        }
+        restricted
     }
-}
-
-/// Hints that change an image answer; part of its coalescing key.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct ImageOptions {
-    pub phrase: bool,
-    pub case_sensitive: bool,
-    /// 0 any, 1 digits, 2 letters, 3 either, 4 no digits.
-    pub numeric: u8,
-    pub calc: bool,
-    pub min_len: Option<u32>,
-    pub max_len: Option<u32>,
-    pub language: Option<u8>,
-    pub lang: Option<String>,
-    pub instructions: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -198,7 +186,7 @@ impl fmt::Debug for SolveRequest {
             TaskParams::Declared { .. } => {
                 self.params.declared(PAGE.name).map(super::target::host_of)
             }
-            TaskParams::Image { .. } | TaskParams::Passthrough(_) => None,
+            TaskParams::Passthrough(_) => None,
         };
         // A pass-through task's fields are never shown (they may hold a proxy's password):
         // its type's label only.
@@ -321,7 +309,6 @@ impl SolveRequest {
                     ));
                 }
             }
-            TaskParams::Image { body, .. } => check_image(body)?,
             TaskParams::Declared { kind, .. } => self.validate_declared(*kind, page, sitekey)?,
             // Its fields are the provider's to judge; `limits` bounds them.
             TaskParams::Passthrough(_) => {}
@@ -344,15 +331,17 @@ impl SolveRequest {
         for param in spec.declared_params() {
             let Some(value) = self.params.declared(param.name) else {
                 if param.required {
-                    let code = if param.check == Check::Page {
-                        "ERROR_PAGEURL"
-                    } else {
-                        BAD
+                    let code = match param.check {
+                        Check::Page => "ERROR_PAGEURL",
+                        Check::Image => "ERROR_ZERO_CAPTCHA_FILESIZE",
+                        _ => BAD,
                     };
+                    let aliases: String =
+                        param.aliases.iter().map(|a| format!(" or `{a}`")).collect();
                     return Err(Validation::new(
                         code,
                         format!(
-                            "{kind} needs `{}` (`{}` in createTask)",
+                            "{kind} needs `{}`{aliases} (`{}` in createTask)",
                             param.name, param.task
                         ),
                     ));
@@ -394,9 +383,16 @@ impl SolveRequest {
                     return Err(bad(&format!("one of {}", words.join(", "))));
                 }
                 Check::OneOf(_) => {}
-                Check::Count => {
-                    if !value.parse::<u32>().is_ok_and(|n| n <= MAX_COUNT) {
-                        return Err(bad(&format!("a whole number from 0 to {MAX_COUNT}")));
+                Check::Count(max) => {
+                    let Some(n) = value.parse::<u32>().ok().filter(|n| *n <= max) else {
+                        return Err(bad(&format!("a whole number from 0 to {max}")));
+                    };
+                    let limit = param.not_above.and_then(|other| {
+                        let limit = self.params.declared(other)?.parse::<u32>().ok()?;
+                        Some((other, limit))
+                    });
+                    if let Some((other, limit)) = limit.filter(|(_, limit)| n > *limit) {
+                        return Err(bad(&format!("at most `{other}` ({limit})")));
                     }
                 }
             }

@@ -63,11 +63,6 @@ impl Target {
                 id.part("domain", domain.as_deref().unwrap_or(""));
                 format!("{kind}:{host}")
             }
-            TaskParams::Image { body, options } => {
-                id.part("image", &hex::encode(Sha256::digest(body)));
-                id.part("options", &format!("{options:?}"));
-                kind.as_str().to_owned()
-            }
             TaskParams::Passthrough(pass) => {
                 // Nothing is known of its fields, so all of them are the identity; the label
                 // holds only the type's bounded name.
@@ -104,6 +99,10 @@ impl Target {
                         Some(host) => format!("{kind}:{host}"),
                         None => kind.as_str().to_owned(),
                     }
+                }
+                Identity::Computed(parts) => {
+                    parts(values, &mut |name, value| id.part(name, value));
+                    kind.as_str().to_owned()
                 }
                 Identity::Parts(parts) => {
                     let value = |param| req.params.declared(param).unwrap_or("");
@@ -276,6 +275,15 @@ mod tests {
         });
         proxied.user_agent = Some("UA/1".into());
         proxied.partition = Some("acme".into());
+        let image = |hints: &[(&str, &str)]| {
+            use base64::Engine as _;
+            let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+            png.extend(std::iter::repeat_n(b'q', 120));
+            let body = base64::engine::general_purpose::STANDARD.encode(png);
+            let mut pairs = vec![("body", body.as_str())];
+            pairs.extend_from_slice(hints);
+            SolveRequest::new(TaskParams::declared_of(Kind::Image, &pairs))
+        };
         let cases = [
             (v2("https://example.com/login"), true),
             (v2("https://example.com/login?x=1#f"), false),
@@ -305,6 +313,21 @@ mod tests {
                     Kind::Text,
                     &[("textcaptcha", "2+2"), ("lang", "en")],
                 )),
+                true,
+            ),
+            (image(&[]), true),
+            (
+                image(&[
+                    ("phrase", "1"),
+                    ("regsense", "1"),
+                    ("numeric", "3"),
+                    ("calc", "1"),
+                    ("min_len", "4"),
+                    ("max_len", "8"),
+                    ("language", "1"),
+                    ("lang", "en"),
+                    ("textinstructions", "type the \"red\" letters"),
+                ]),
                 true,
             ),
         ];
@@ -349,6 +372,10 @@ mod tests {
                 "geetest_v3:geetest.example",
             ),
             ("e5cb34cb0aae0887f2d72b2b58e295e9", "text"),
+            // Images kept theirs too (`Identity::Computed`): the picture's digest and the
+            // hints as one text, as when they were typed fields.
+            ("34f1c1e2235001a8ecefd95c96025a24", "image"),
+            ("1192990ea1d89b84b8ecc8742f7487e8", "image"),
         ];
         let got: Vec<(&str, &str)> = got.iter().map(|(i, l)| (i.as_str(), l.as_str())).collect();
         assert_eq!(got, want);

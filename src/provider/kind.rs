@@ -91,8 +91,8 @@ impl AccountProvider {
             // simulator takes every one).
             params => {
                 let taken = match params.restricted() {
-                    Some(param) => {
-                        self == AccountProvider::Sim || param.only.contains(self.dialect())
+                    Some((_, taken)) => {
+                        self == AccountProvider::Sim || taken.contains(self.dialect())
                     }
                     None => true,
                 };

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use super::clicks;
 use super::tokens::TokenMint;
 use crate::model::{
-    Answer, AnswerShape, ImageOptions, Kind, Millis, Passthrough, SolveRequest, TaskParams,
+    Answer, AnswerShape, Check, Kind, Millis, Passthrough, SolveRequest, TaskParams,
 };
 
 /// The user agent bound to Enterprise and Cloudflare answers when the request sent none: a
@@ -48,7 +48,6 @@ pub(crate) fn build(
     let kind = req.kind();
     let token = || mint.mint(kind, ready_at, nonce).unwrap_or_default();
     let text = match &req.params {
-        TaskParams::Image { body, options } => image_text(body, options),
         TaskParams::Recaptcha { .. } => token(),
         // A token, as text in `in.php` and as a `createTask` solution's `token`; the cells or
         // points to click where the type's answer is a list of them.
@@ -58,8 +57,16 @@ pub(crate) fn build(
         TaskParams::Passthrough(Passthrough::TaskApi { task }) => clicks::task_solution(task)
             .unwrap_or_else(|| json!({ "token": token() }))
             .to_string(),
-        // Words a person typed (a question's answer): a function of everything asked.
-        TaskParams::Declared { values, .. } if !kind.spec().typical.token => words(values),
+        // What a person typed: a picture's text, or a question's answer, each a function of
+        // everything asked.
+        TaskParams::Declared { values, .. } if !kind.spec().typical.token => {
+            let picture = kind.spec().declared_params().iter();
+            if picture.clone().any(|p| p.check == Check::Image) {
+                picture_text(values)
+            } else {
+                words(values)
+            }
+        }
         TaskParams::Declared { values, .. } => match kind.spec().answer {
             AnswerShape::AsGiven => token(),
             // What a real answer carries beside the token (hCaptcha's `respKey`), unique per
@@ -119,18 +126,21 @@ pub(crate) fn price(kind: Kind) -> &'static str {
     kind.spec().typical.price
 }
 
-/// Characters drawn from a hash of the image and every option that changes a real answer.
-fn image_text(body: &[u8], o: &ImageOptions) -> String {
-    let mut h = Sha256::new();
-    h.update(body);
-    h.update(format!("{o:?}").as_bytes());
-    let digest = h.finalize();
-
-    let min = o.min_len.map_or(1, |n| n as usize).clamp(1, MAX_ANSWER_LEN);
-    let max = o
-        .max_len
-        .map_or(MAX_ANSWER_LEN, |n| n as usize)
-        .clamp(min, MAX_ANSWER_LEN);
+/// A picture's text: characters drawn from a hash of the picture and every hint sent, shaped
+/// by the hints as a worker would read them (2captcha's names): `numeric` 1 digits, 2 letters,
+/// 3 one or the other, 4 both; `calc` a number; `regsense` mixed case; `phrase` two words;
+/// `min_len`/`max_len` its length.
+fn picture_text(values: &[(&'static str, String)]) -> String {
+    let digest = digest_of(values);
+    let hint = |name: &str| {
+        values
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let number = |name: &str| hint(name).and_then(|v| v.parse::<usize>().ok());
+    let min = number("min_len").map_or(1, |n| n.clamp(1, MAX_ANSWER_LEN));
+    let max = number("max_len").map_or(MAX_ANSWER_LEN, |n| n.clamp(min, MAX_ANSWER_LEN));
     let len = IMAGE_ANSWER_LEN.clamp(min, max);
 
     const DIGITS: &[u8] = b"0123456789";
@@ -138,20 +148,31 @@ fn image_text(body: &[u8], o: &ImageOptions) -> String {
     const MIXED: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
     const LOWER_ALNUM: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     const MIXED_ALNUM: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    // `numeric`: 1 digits only, 2 letters only, 4 no digits; `calc` answers are numbers.
-    let alphabet = match (o.calc || o.numeric == 1, o.numeric, o.case_sensitive) {
+    let numeric = match number("numeric") {
+        // One or the other: the hash picks which.
+        Some(3) => 1 + usize::from(digest[31] % 2),
+        n => n.unwrap_or(0),
+    };
+    let cased = hint("regsense").is_some();
+    let alphabet = match (hint("calc").is_some() || numeric == 1, numeric, cased) {
         (true, _, _) => DIGITS,
-        (false, 2 | 4, false) => LOWER,
-        (false, 2 | 4, true) => MIXED,
+        (false, 2, false) => LOWER,
+        (false, 2, true) => MIXED,
         (false, _, false) => LOWER_ALNUM,
         (false, _, true) => MIXED_ALNUM,
     };
-    let mut text: String = digest
+    let mut text: Vec<u8> = digest
         .iter()
         .take(len)
-        .map(|b| char::from(alphabet[*b as usize % alphabet.len()]))
+        .map(|b| alphabet[*b as usize % alphabet.len()])
         .collect();
-    if o.phrase && len > 1 {
+    // Digits and letters both: the first a letter, the last a digit.
+    if numeric == 4 && len > 1 && alphabet.len() > DIGITS.len() {
+        text[0] = LOWER[digest[0] as usize % LOWER.len()];
+        text[len - 1] = DIGITS[digest[len - 1] as usize % DIGITS.len()];
+    }
+    let mut text = String::from_utf8(text).unwrap_or_default();
+    if hint("phrase").is_some() && len > 1 {
         text.insert(len / 2, ' ');
     }
     // A mixed-case answer could spell the one substring clients treat as an error.
@@ -161,14 +182,19 @@ fn image_text(body: &[u8], o: &ImageOptions) -> String {
     text
 }
 
-/// A lowercase word of 4-8 letters drawn from a hash of the question.
-fn words(values: &[(&'static str, String)]) -> String {
+/// A hash of every value asked, each apart from the next.
+fn digest_of(values: &[(&'static str, String)]) -> [u8; 32] {
     let mut h = Sha256::new();
     for (_, value) in values {
         h.update(value.trim().as_bytes());
         h.update([0]);
     }
-    let digest = h.finalize();
+    h.finalize().into()
+}
+
+/// A lowercase word of 4-8 letters drawn from a hash of the question.
+fn words(values: &[(&'static str, String)]) -> String {
+    let digest = digest_of(values);
     let len = 4 + (digest[0] % 5) as usize;
     digest[1..=len]
         .iter()
@@ -180,40 +206,45 @@ fn words(values: &[(&'static str, String)]) -> String {
 mod tests {
     use super::*;
 
-    fn opts(f: impl FnOnce(&mut ImageOptions)) -> ImageOptions {
-        let mut o = ImageOptions::default();
-        f(&mut o);
-        o
-    }
-
     #[test]
-    fn image_answers_follow_their_options() {
-        let img = b"GIF89a some pixels";
-        let plain = image_text(img, &ImageOptions::default());
-        assert_eq!(plain, image_text(img, &ImageOptions::default()));
+    fn image_answers_follow_their_hints() {
+        let image = |body: &str, hints: &[(&'static str, &str)]| {
+            let mut values = vec![("body", body.to_owned())];
+            values.extend(hints.iter().map(|(n, v)| (*n, (*v).to_owned())));
+            picture_text(&values)
+        };
+        let img = "R0lGODlhc29tZSBwaXhlbHM=";
+        let plain = image(img, &[]);
+        assert_eq!(plain, image(img, &[]));
         assert_eq!(plain.len(), IMAGE_ANSWER_LEN);
-        assert_ne!(
-            plain,
-            image_text(b"GIF89a other pixels", &ImageOptions::default())
-        );
+        assert_ne!(plain, image("R0lGODlhb3RoZXIgcGl4ZWxz", &[]));
 
-        let digits = image_text(img, &opts(|o| o.numeric = 1));
+        let digits = image(img, &[("numeric", "1")]);
         assert!(digits.bytes().all(|b| b.is_ascii_digit()), "{digits}");
-        let letters = image_text(img, &opts(|o| o.numeric = 2));
+        let letters = image(img, &[("numeric", "2")]);
         assert!(letters.bytes().all(|b| b.is_ascii_lowercase()), "{letters}");
-        let long = image_text(
-            img,
-            &opts(|o| {
-                o.min_len = Some(9);
-                o.max_len = Some(12)
-            }),
-        );
+        let either = image(img, &[("numeric", "3")]);
+        let alone = |t: &str| {
+            t.bytes().all(|b| b.is_ascii_digit()) || t.bytes().all(|b| b.is_ascii_lowercase())
+        };
+        assert!(alone(&either), "{either}");
+        for body in [
+            "R0lGODlhYQ==",
+            "R0lGODlhYg==",
+            "R0lGODlhYw==",
+            "R0lGODlhZA==",
+        ] {
+            let both = image(body, &[("numeric", "4")]);
+            assert!(both.bytes().any(|b| b.is_ascii_digit()), "{both}");
+            assert!(both.bytes().any(|b| b.is_ascii_alphabetic()), "{both}");
+        }
+        let long = image(img, &[("min_len", "9"), ("max_len", "12")]);
         assert_eq!(long.len(), 9);
-        let short = image_text(img, &opts(|o| o.max_len = Some(3)));
+        let short = image(img, &[("max_len", "3")]);
         assert_eq!(short.len(), 3);
-        let absurd = image_text(img, &opts(|o| o.min_len = Some(u32::MAX)));
+        let absurd = image(img, &[("min_len", "4294967295")]);
         assert_eq!(absurd.len(), MAX_ANSWER_LEN);
-        let phrase = image_text(img, &opts(|o| o.phrase = true));
+        let phrase = image(img, &[("phrase", "1")]);
         assert!(phrase.contains(' '), "{phrase}");
     }
 

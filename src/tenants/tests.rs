@@ -63,10 +63,10 @@ fn refusals_by_a_limit_on_use_are_demand_and_a_kind_not_allowed_is_not() {
     for _ in 0..3 {
         assert!(t.admit("alpha", &mut turnstile()).is_err());
     }
-    let mut image = SolveRequest::new(crate::model::TaskParams::Image {
-        body: b"png".to_vec().into(),
-        options: Default::default(),
-    });
+    let mut image = SolveRequest::new(crate::model::TaskParams::declared_of(
+        crate::model::Kind::Image,
+        &[("body", "cG5n")],
+    ));
     assert!(t.admit("alpha", &mut image).is_err());
     assert_eq!(t.refused_by_limits(), 3);
 }

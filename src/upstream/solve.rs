@@ -125,11 +125,10 @@ impl Upstream {
                 pass.protocol().as_str()
             ),
             params => match params.restricted() {
-                Some(param) => format!(
-                    "{} with `{}`, a parameter only {} accounts take: none here is one, or its `kinds` leave the kind out",
+                Some((name, taken)) => format!(
+                    "{} with `{name}` as sent, which only {} accounts take: none here is one, or its `kinds` leave the kind out",
                     req.kind(),
-                    param.name,
-                    param.only.names().join(" or ")
+                    taken.names().join(" or ")
                 ),
                 None => format!(
                     "{}: its provider does not, or its `kinds` leave it out",

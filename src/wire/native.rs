@@ -118,7 +118,6 @@ impl Fields {
         let (method, version) = match kind {
             Kind::RecaptchaV2 => ("userrecaptcha", Some("v2")),
             Kind::RecaptchaV3 => ("userrecaptcha", Some("v3")),
-            Kind::Image => ("base64", None),
             declared => (declared.spec().methods[0], None),
         };
         params.set("method", method);

@@ -25,7 +25,8 @@ fn value(param: &Param, tag: &str) -> Value {
         Check::Flag => json!("1"),
         Check::Object => json!({ "blob": format!("b-{tag}") }),
         Check::Image => json!(png_base64(&format!("{tag}-{}", param.name))),
-        Check::Count => json!("3"),
+        // Above 2, some providers' `numeric` would keep the task from the others.
+        Check::Count(max) => json!(max.min(2).to_string()),
         Check::OneOf(words) => json!(words[0]),
     }
 }
@@ -102,7 +103,9 @@ fn task(spec: &TypeSpec, tag: &str, provider: AccountProvider) -> Value {
         let v = match value(param, tag) {
             Value::Object(object) => json!(Value::Object(object).to_string()),
             Value::String(s) if param.check == Check::Flag => json!(s == "1"),
-            Value::String(s) if param.check == Check::Count => json!(s.parse::<u32>().unwrap()),
+            Value::String(s) if matches!(param.check, Check::Count(_)) => {
+                json!(s.parse::<u32>().unwrap())
+            }
             v => v,
         };
         match Param::split_field(param.task) {

@@ -15,9 +15,7 @@ use captcha_gateway::engine::store::SharedArrival;
 use captcha_gateway::engine::store::prelude::*;
 use captcha_gateway::engine::store::redis::{RedisSettings, RedisStore};
 use captcha_gateway::engine::{Engine, EngineSettings, Priority, Solution, SolveFailure, Solver};
-use captcha_gateway::model::{
-    ImageOptions, SolveRequest, Source, Target, TaskParams, UpstreamRef, now_ms,
-};
+use captcha_gateway::model::{SolveRequest, Source, Target, UpstreamRef, now_ms};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -88,10 +86,7 @@ fn image() -> SolveRequest {
     let mut body = b"\x89PNG\r\n\x1a\n".to_vec();
     body.extend_from_slice(format!("leader-{}", now_ms()).as_bytes());
     body.extend_from_slice(&rand_bytes());
-    SolveRequest::new(TaskParams::Image {
-        body: body.into(),
-        options: ImageOptions::default(),
-    })
+    crate::support::image_request(&body)
 }
 
 fn rand_bytes() -> [u8; 8] {

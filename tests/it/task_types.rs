@@ -432,3 +432,66 @@ async fn the_same_picture_gets_the_same_points_in_every_callers_form() {
         "one provider task for the one picture"
     );
 }
+
+/// An image's `numeric` 3 ("only digits or only letters") and 4 ("both"), which
+/// anti-captcha's 0-2 have no word for, keep the task from anti-captcha accounts: a preferred
+/// anti-captcha account is passed over for them (and takes `numeric` 1), and with no other
+/// account the caller is told, naming the parameter. Before this, 4 reached anti-captcha as 2,
+/// "no digits": the opposite of what was asked.
+#[tokio::test]
+async fn an_image_hint_anticaptcha_has_no_word_for_keeps_the_task_from_it() {
+    use base64::Engine as _;
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend(std::iter::repeat_n(b'n', 120));
+    let body = base64::engine::general_purpose::STANDARD.encode(png);
+    let form = |numeric| {
+        vec![
+            ("method", "base64"),
+            ("body", body.as_str()),
+            ("numeric", numeric),
+        ]
+    };
+    let anti_sim = SimServer::start(LATENCY, 4).await;
+    let other = SimServer::start(LATENCY, 4).await;
+    let mut anti = json_account("anti", AccountProvider::AntiCaptcha, &anti_sim);
+    anti.weight = 1000;
+    let gw = TestGateway::with(settings(vec![anti, account("sim", &other, 4)])).await;
+    let both = solve_inphp(&gw, &form("4")).await;
+    assert!(
+        both.bytes().any(|b| b.is_ascii_digit()) && both.bytes().any(|b| b.is_ascii_alphabetic()),
+        "digits and letters both: {both}"
+    );
+    solve_inphp(&gw, &form("3")).await;
+    assert_eq!(
+        (anti_sim.sim.stats().submits, other.sim.stats().submits),
+        (0, 2),
+        "3 and 4 past the preferred anti-captcha account"
+    );
+    let digits = solve_inphp(&gw, &form("1")).await;
+    assert!(digits.bytes().all(|b| b.is_ascii_digit()), "{digits}");
+    assert_eq!(anti_sim.sim.stats().submits, 1, "1 to anti-captcha");
+
+    let only_anti = TestGateway::with(settings(vec![json_account(
+        "ac",
+        AccountProvider::AntiCaptcha,
+        &anti_sim,
+    )]))
+    .await;
+    let (status, reply) = solve(
+        &only_anti.http,
+        &only_anti.url(""),
+        json!({"kind": "image", "body": body, "numeric": 4}),
+    )
+    .await;
+    assert_eq!(status, 422, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("`numeric`") && message.contains("ac (anticaptcha)"),
+        "{reply}"
+    );
+    assert_eq!(
+        anti_sim.sim.stats().submits,
+        1,
+        "anti-captcha was not asked"
+    );
+}

@@ -188,6 +188,12 @@ def run_twocaptcha_declared(base, key):
         add("coordinates", "coordinates", solver.coordinates, body, hintText="Click the cats")
         add("coordinates_again", "coordinates", solver.coordinates, body,
             hintText="Click the cats")
+        # Every hint `normal` documents but `hintImg` (an instruction image makes it another
+        # task, passed through).
+        with tempfile.NamedTemporaryFile(suffix=".png", delete=False) as f:
+            f.write(PNG + b"hinted")
+        add("image", "image", solver.normal, f.name, phrase=0, numeric=4, minLen=4, maxLen=8,
+            caseSensitive=1, calc=0, lang="en", hintText="Type the red letters")
     # A case that failed raises here, with its message.
     results = [{"case": case, "kind": kind, "answer": f.result()["code"], "user_agent": None,
                 "task_id": f.result()["captchaId"]} for case, kind, f in cases]

@@ -13,9 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use super::*;
 use crate::eventually::eventually;
-use crate::model::{
-    Answer, ImageOptions, Kind, SolveRequest, Source, TaskParams, UpstreamRef, now_ms,
-};
+use crate::model::{Answer, Kind, SolveRequest, Source, TaskParams, UpstreamRef, now_ms};
 
 type Release = oneshot::Sender<Result<Solution, SolveFailure>>;
 
@@ -125,10 +123,9 @@ fn engine(solver: Arc<ScriptedSolver>) -> Engine {
 pub(super) fn png_request(len: usize, fill: u8) -> SolveRequest {
     let mut body = b"\x89PNG\r\n\x1a\n".to_vec();
     body.resize(len, fill);
-    SolveRequest::new(TaskParams::Image {
-        body: body.into(),
-        options: ImageOptions::default(),
-    })
+    use base64::Engine as _;
+    let body = base64::engine::general_purpose::STANDARD.encode(body);
+    SolveRequest::new(TaskParams::declared_of(Kind::Image, &[("body", &body)]))
 }
 
 fn recaptcha() -> SolveRequest {

@@ -5,10 +5,11 @@
 
 use super::Reuse;
 use super::spec::{
-    AnswerShape, Check, Dialect, Dialects, IdForm, IdPart, Identity, PAGE, Param, Parameters,
-    ProxyName, SITEKEY, TYPICAL_TOKEN, TaskName, TypeSpec, Typical, secs,
+    AnswerShape, Check, Dialect, Dialects, IdForm, IdPart, Identity, MAX_COUNT, PAGE, Param,
+    Parameters, ProxyName, SITEKEY, TYPICAL_TOKEN, TaskName, TypeSpec, Typical, secs,
 };
 
+use crate::model::limits::{MAX_TEXT_LEN, MAX_WORD_LEN};
 use ProxyName::{Either, Proxied, Proxyless};
 
 const ANTI: Dialects = Dialects::ANTI_NAMES;
@@ -128,7 +129,9 @@ pub const TURNSTILE: TypeSpec = TypeSpec {
         // The widget's `data-action`, `data-cdata` and, on a challenge page, `chlPageData`;
         // CapSolver carries the first two in `metadata` (its Turnstile docs), 2captcha v2 the
         // last two as `data` and `pagedata` (as its callers send them).
-        Param::optional("action", "action", Check::Text).capsolver("metadata.action"),
+        Param::optional("action", "action", Check::Text)
+            .capsolver("metadata.action")
+            .longest(MAX_WORD_LEN),
         Param::optional("data", "cData", Check::Text)
             .capsolver("metadata.cdata")
             .twocaptcha_v2("data"),
@@ -242,8 +245,15 @@ pub const GEETEST_V3: TypeSpec = TypeSpec {
     typical: TYPICAL_TOKEN,
 };
 
+/// Where an image's `numeric` 3 ("only digits or only letters") and 4 ("digits and letters
+/// both") are documented: 2captcha's `in.php` and v2 `ImageToTextTask`, and CaptchaAI's
+/// `in.php`, which follows 2captcha's. anti-captcha's `numeric` has 0-2 (any, digits, no digits).
+const NUMERIC_ALL: Dialects = Dialects::INPHP.union(TWOCAPTCHA_V2);
+
 pub const IMAGE: TypeSpec = TypeSpec {
     name: "image",
+    // A flag or parameter of another kind's on these methods makes that kind (`coordinatescaptcha`,
+    // `textcaptcha`); without one they are an image's text.
     methods: &["base64", "post"],
     inphp_flag: None,
     task_names: &[TaskName::new("ImageToTextTask", Either, TASK_APIS)],
@@ -254,13 +264,36 @@ pub const IMAGE: TypeSpec = TypeSpec {
         "the same image has the same text: how long the coalescing cache keeps an answer",
     ),
     first_poll: secs(1, SDK_FIRST_WAIT),
-    params: Parameters::Typed,
+    // 2captcha's and CaptchaAI's `in.php` names; anti-captcha's `ImageToTextTask` fields.
+    params: Parameters::Declared(&[
+        // `file` is `method=post`'s upload.
+        Param::required("body", "body", Check::Image).aliases(&["file"]),
+        // "at least two words".
+        Param::optional("phrase", "phrase", Check::Flag),
+        // The official captchaai SDK sends `caseSensitive`.
+        Param::optional("regsense", "case", Check::Flag).aliases(&["caseSensitive"]),
+        // 1 digits only, 2 letters only, 3 either alone, 4 both.
+        Param::optional("numeric", "numeric", Check::Count(4)).above(2, NUMERIC_ALL),
+        // The answer is the sum the image asks for.
+        Param::optional("calc", "math", Check::Flag),
+        // 2captcha: 1 to 20.
+        Param::optional("min_len", "minLength", Check::Count(20))
+            .aliases(&["minLen"])
+            .not_above("max_len"),
+        Param::optional("max_len", "maxLength", Check::Count(20)).aliases(&["maxLen"]),
+        // 1 Cyrillic, 2 Latin: `in.php`'s alone.
+        Param::only_in("language", Check::Count(2), Dialects::INPHP),
+        Param::optional("lang", "languagePool", Check::Text).longest(MAX_WORD_LEN),
+        Param::optional("textinstructions", "comment", Check::Text)
+            .aliases(&["instructions"])
+            .longest(MAX_TEXT_LEN),
+    ]),
     answer: TEXT_ANSWER,
     answer_user_agent: false,
     needs_proxy: false,
     needs_user_agent: false,
     task_version: None,
-    identity: Identity::Declared,
+    identity: Identity::Computed(image_identity),
     inphp_result: false,
     typical: Typical {
         solve_ms: (500, 1_000),
@@ -268,6 +301,39 @@ pub const IMAGE: TypeSpec = TypeSpec {
         token: false,
     },
 };
+
+/// An image's target identity as its ids were first computed, when its hints were typed
+/// fields: the picture's digest, then every hint in one text (the typed fields' debug form).
+fn image_identity(values: &[(&'static str, String)], part: &mut dyn FnMut(&str, &str)) {
+    use sha2::{Digest, Sha256};
+    let value = |name: &str| {
+        values
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let flag = |name: &str| value(name).is_some();
+    let number = |name: &str| value(name).and_then(|v| v.parse::<u32>().ok());
+    // `validate` checked the base64 before any target is made.
+    let picture = value("body")
+        .and_then(crate::model::decode_base64_image)
+        .unwrap_or_default();
+    part("image", &hex::encode(Sha256::digest(&picture)));
+    let hints = format!(
+        "ImageOptions {{ phrase: {}, case_sensitive: {}, numeric: {}, calc: {}, min_len: {:?}, \
+         max_len: {:?}, language: {:?}, lang: {:?}, instructions: {:?} }}",
+        flag("phrase"),
+        flag("regsense"),
+        number("numeric").unwrap_or(0),
+        flag("calc"),
+        number("min_len"),
+        number("max_len"),
+        number("language"),
+        value("lang"),
+        value("textinstructions"),
+    );
+    part("options", &hints);
+}
 
 pub const TEXT: TypeSpec = TypeSpec {
     name: "text",
@@ -293,8 +359,10 @@ pub const TEXT: TypeSpec = TypeSpec {
     ),
     params: Parameters::Declared(&[
         // `text` is the native API's name for it.
-        Param::required("textcaptcha", "comment", Check::Text).aliases(&["text"]),
-        Param::optional("lang", "languagePool", Check::Text),
+        Param::required("textcaptcha", "comment", Check::Text)
+            .aliases(&["text"])
+            .longest(MAX_TEXT_LEN),
+        Param::optional("lang", "languagePool", Check::Text).longest(MAX_WORD_LEN),
     ]),
     answer: TEXT_ANSWER,
     answer_user_agent: false,
@@ -598,8 +666,10 @@ pub const COORDINATES: TypeSpec = TypeSpec {
         Param::required("body", "body", Check::Image).aliases(&["file"]),
         Param::optional("textinstructions", "comment", Check::Text).aliases(&["instructions"]),
         Param::optional("imginstructions", "imgInstructions", Check::Image).only(TWOCAPTCHA_BOTH),
-        Param::optional("min_clicks", "minClicks", Check::Count).only(TWOCAPTCHA_BOTH),
-        Param::optional("max_clicks", "maxClicks", Check::Count).only(TWOCAPTCHA_BOTH),
+        Param::optional("min_clicks", "minClicks", Check::Count(MAX_COUNT))
+            .only(TWOCAPTCHA_BOTH)
+            .not_above("max_clicks"),
+        Param::optional("max_clicks", "maxClicks", Check::Count(MAX_COUNT)).only(TWOCAPTCHA_BOTH),
         Param::only_in("lang", Check::Text, TWOCAPTCHA),
         // `points` (the default) or `rectangles`, whose answers are corners, not points.
         Param::optional("mode", "mode", Check::OneOf(&["points", "rectangles"])).only(ANTI_ONLY),

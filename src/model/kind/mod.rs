@@ -97,15 +97,24 @@ impl Kind {
     }
 
     /// The declared kind (`Parameters::Declared`) an `in.php` `method` asks for, where `flag`
-    /// says which flags the caller set (a kind with an `inphp_flag` is asked for by its method
-    /// and that flag, or that parameter of its own: a question's `textcaptcha`); the typed
-    /// kinds' methods are read by hand (`userrecaptcha` is two kinds, `base64`/`post` an image).
+    /// says which flags the caller set: a kind with an `inphp_flag` is asked for by its method
+    /// and that flag, or that parameter of its own (a question's `textcaptcha`), before the
+    /// kind its method is alone (an image's text); reCAPTCHA's `userrecaptcha` is read by hand.
     pub fn declared_by_method(method: &str, flag: impl Fn(&str) -> bool) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|kind| {
+        let by_method = |kind: &Kind| {
             let spec = kind.spec();
             matches!(spec.params, Parameters::Declared(_))
                 && spec.methods.iter().any(|m| m.eq_ignore_ascii_case(method))
-                && spec.inphp_flag.is_none_or(&flag)
+        };
+        let flagged = Kind::ALL
+            .into_iter()
+            .filter(by_method)
+            .find(|kind| kind.spec().inphp_flag.is_some_and(&flag));
+        flagged.or_else(|| {
+            Kind::ALL
+                .into_iter()
+                .filter(by_method)
+                .find(|kind| kind.spec().inphp_flag.is_none())
         })
     }
 
@@ -271,7 +280,7 @@ pub(crate) fn declared_sample(kind: Kind) -> Option<crate::model::SolveRequest> 
                 Check::Flag => "1".to_owned(),
                 Check::Object => r#"{"blob":"b10b"}"#.to_owned(),
                 Check::Image => sample_image(p.name),
-                Check::Count => "3".to_owned(),
+                Check::Count(max) => max.min(3).to_string(),
                 Check::OneOf(words) => words[0].to_owned(),
             };
             (p.name, value)

@@ -72,6 +72,10 @@ impl Dialects {
         Dialects(self.0 | other.0)
     }
 
+    pub const fn intersection(self, other: Dialects) -> Dialects {
+        Dialects(self.0 & other.0)
+    }
+
     pub fn contains(self, dialect: Dialect) -> bool {
         self.0 & dialect.bit() != 0
     }
@@ -237,7 +241,14 @@ pub enum Identity {
     Declared,
     /// These parts, in this order, each always present.
     Parts(&'static [IdPart]),
+    /// The parts this function gives (`name`, `value`) from the declared values: for a kind
+    /// whose first ids were made of values in a form no [`IdPart`] writes (an image's digest and
+    /// its hints as one text).
+    Computed(IdParts),
 }
+
+/// Gives a target's identity parts (`name`, `value`) from a request's declared values.
+pub type IdParts = fn(&[(&'static str, String)], &mut dyn FnMut(&str, &str));
 
 /// One part of a target's identity: `part=value`, where the value is a declared parameter's.
 #[derive(Debug, Clone, Copy)]
@@ -289,8 +300,8 @@ impl TypeSpec {
     }
 }
 
-/// Where a type's parameters are read and written: by hand for reCAPTCHA and images, whose
-/// parameters have typed fields (`TaskParams`), or from the declaration for every other.
+/// Where a type's parameters are read and written: by hand for reCAPTCHA, whose parameters have
+/// typed fields (`TaskParams`), or from the declaration for every other.
 #[derive(Debug, Clone, Copy)]
 pub enum Parameters {
     /// `TaskParams` has a variant of its own for the type.
@@ -319,14 +330,16 @@ pub enum Check {
     /// under the parameter's name or an alias. Kept as standard base64, so the same picture
     /// sent either way is the same target; the target's identity holds its digest.
     Image,
-    /// A whole number from 0 to [`MAX_COUNT`]: text in `in.php`, a JSON number in `createTask`
-    /// (2captcha's `minClicks`).
-    Count,
+    /// A whole number from 0 to this most (2captcha's `minClicks`, an image's `numeric`): text
+    /// in `in.php`, a JSON number in `createTask`. `0` is how clients leave one unset ("no
+    /// limit", "any characters"), so it reads as absent and two tasks that differ only so are
+    /// one target.
+    Count(u32),
     /// One of these words (anti-captcha's `mode`: `points` or `rectangles`).
     OneOf(&'static [&'static str]),
 }
 
-/// The largest [`Check::Count`]: more clicks than any challenge image holds.
+/// The largest click count: more clicks than any challenge image holds.
 pub const MAX_COUNT: u32 = 1000;
 
 /// One parameter of a declared type, under its name in each protocol.
@@ -350,6 +363,16 @@ pub struct Param {
     /// The dialects that take it: all, but for a parameter only some providers document (a task
     /// that sets it goes only to their accounts; hCaptcha's `domain` is 2captcha's alone).
     pub only: Dialects,
+    /// For a [`Check::Count`] whose larger values only some dialects document: values above
+    /// the first are taken only by the second (an image's `numeric` 3 and 4, which
+    /// anti-captcha's 0-2 have no word for).
+    pub above: Option<(u32, Dialects)>,
+    /// Another [`Check::Count`] parameter of the kind this one may not exceed when both are set
+    /// (`min_len` and `max_len`).
+    pub not_above: Option<&'static str>,
+    /// The most bytes its value may hold, where its form's bound (`model::limits`) is too
+    /// generous for what it is (an image's instructions, a word).
+    pub longest: Option<usize>,
 }
 
 impl Param {
@@ -363,6 +386,9 @@ impl Param {
             required: true,
             check,
             only: Dialects::ALL,
+            above: None,
+            not_above: None,
+            longest: None,
         }
     }
 
@@ -391,6 +417,42 @@ impl Param {
     pub const fn only(self, dialects: Dialects) -> Param {
         Param {
             only: dialects,
+            ..self
+        }
+    }
+
+    /// Values above `max` are taken only by `dialects`: a task that sends one goes only to
+    /// their accounts.
+    pub const fn above(self, max: u32, dialects: Dialects) -> Param {
+        Param {
+            above: Some((max, dialects)),
+            ..self
+        }
+    }
+
+    /// May not exceed the kind's parameter `other` when both are set.
+    pub const fn not_above(self, other: &'static str) -> Param {
+        Param {
+            not_above: Some(other),
+            ..self
+        }
+    }
+
+    /// The dialects that take it with `value`: its own, narrowed for a value above what some
+    /// dialects document.
+    pub fn taken_by(&self, value: &str) -> Dialects {
+        match self.above {
+            Some((max, dialects)) if value.parse::<u32>().is_ok_and(|n| n > max) => {
+                self.only.intersection(dialects)
+            }
+            _ => self.only,
+        }
+    }
+
+    /// Holds at most `bytes`.
+    pub const fn longest(self, bytes: usize) -> Param {
+        Param {
+            longest: Some(bytes),
             ..self
         }
     }

@@ -125,7 +125,16 @@ pub fn parameters_markdown() -> String {
                     Check::Flag => ", flag",
                     Check::Object => ", object: `name[key]` in `in.php`",
                     Check::Image => ", image: base64, or an upload in `in.php`",
-                    Check::Count => ", whole number",
+                    Check::Count(max) => &match (p.above, p.not_above) {
+                        (Some((most, only)), _) => format!(
+                            ", whole number 0-{max}, 0 none; above {most}: {} accounts only",
+                            only.names().join(", ")
+                        ),
+                        (None, Some(other)) => {
+                            format!(", whole number 0-{max}, 0 none; at most `{other}`")
+                        }
+                        (None, None) => format!(", whole number 0-{max}, 0 none"),
+                    },
                     Check::OneOf(words) => &format!(", one of {}", words.join(", ")),
                 };
                 let required = if p.required { "required" } else { "optional" };

@@ -90,10 +90,13 @@ fn requests() -> Vec<SolveRequest> {
             &[("sitekey", "0x4AAAAAAA"), ("pageurl", PAGE)],
         )),
         cf,
-        SolveRequest::new(TaskParams::Image {
-            body: png.into(),
-            options: Default::default(),
-        }),
+        SolveRequest::new(TaskParams::declared_of(
+            Kind::Image,
+            &[(
+                "body",
+                &base64::Engine::encode(&base64::engine::general_purpose::STANDARD, png),
+            )],
+        )),
         SolveRequest::new(TaskParams::declared_of(
             crate::model::Kind::Text,
             &[("textcaptcha", "2+2?")],

@@ -5,11 +5,9 @@
 //! Owns: parameter names and value spellings. Does not own: the key, `json=1` or transport
 //! (`provider::inphp`).
 
-use base64::Engine as _;
-
 use std::borrow::Cow;
 
-use crate::model::{Check, ImageOptions, Passthrough, RecaptchaVersion, SolveRequest, TaskParams};
+use crate::model::{Check, Passthrough, RecaptchaVersion, SolveRequest, TaskParams};
 
 /// The files `req` uploads beside [`submit_params`]: a pass-through task's, as the caller sent
 /// them; none for any other.
@@ -73,14 +71,6 @@ pub fn submit_params(req: &SolveRequest) -> Vec<(Cow<'static, str>, String)> {
                 put("domain", domain);
             }
         }
-        TaskParams::Image { body, options } => {
-            put("method", "base64");
-            put(
-                "body",
-                &base64::engine::general_purpose::STANDARD.encode(body),
-            );
-            image_options(options, &mut put);
-        }
         TaskParams::Declared { kind, values } => {
             put("method", kind.spec().methods[0]);
             // A flag is sent on; a selecting parameter of the kind's own goes with the rest.
@@ -134,42 +124,8 @@ fn declared_object(
         .flatten()
 }
 
-fn image_options(o: &ImageOptions, put: &mut impl FnMut(&'static str, &str)) {
-    if o.phrase {
-        put("phrase", "1");
-    }
-    if o.case_sensitive {
-        // 2captcha and CaptchaAI's docs say `regsense`; the official captchaai SDK sends
-        // `caseSensitive`. Both are cheap and the other is ignored.
-        put("regsense", "1");
-        put("caseSensitive", "1");
-    }
-    if o.numeric != 0 {
-        put("numeric", &o.numeric.to_string());
-    }
-    if o.calc {
-        put("calc", "1");
-    }
-    if let Some(n) = o.min_len {
-        put("min_len", &n.to_string());
-    }
-    if let Some(n) = o.max_len {
-        put("max_len", &n.to_string());
-    }
-    if let Some(language) = o.language {
-        put("language", &language.to_string());
-    }
-    if let Some(lang) = &o.lang {
-        put("lang", lang);
-    }
-    if let Some(instructions) = &o.instructions {
-        put("textinstructions", instructions);
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
     use proptest::prelude::*;
 
     use super::*;
@@ -231,44 +187,7 @@ mod tests {
                     }
                 },
             );
-        let image = (
-            proptest::collection::vec(any::<u8>(), 100..400),
-            any::<(bool, bool, bool)>(),
-            0u8..=4,
-            proptest::option::of(0u32..50),
-            proptest::option::of(0u32..50),
-            proptest::option::of(0u8..=2),
-            proptest::option::of("[a-z]{2}"),
-            proptest::option::of(word()),
-        )
-            .prop_map(
-                |(
-                    tail,
-                    (phrase, case_sensitive, calc),
-                    numeric,
-                    min_len,
-                    max_len,
-                    language,
-                    lang,
-                    instructions,
-                )| {
-                    // A PNG signature makes the bytes an image the validator accepts.
-                    let body = Bytes::from([b"\x89PNG\r\n\x1a\n".as_slice(), &tail].concat());
-                    let options = ImageOptions {
-                        phrase,
-                        case_sensitive,
-                        numeric,
-                        calc,
-                        min_len,
-                        max_len,
-                        language,
-                        lang,
-                        instructions,
-                    };
-                    TaskParams::Image { body, options }
-                },
-            );
-        prop_oneof![recaptcha, image, declared()]
+        prop_oneof![recaptcha, declared()]
     }
 
     /// A request of any declared kind, each parameter drawn by its declared form: a new
@@ -304,9 +223,8 @@ mod tests {
             Check::Image => word()
                 .prop_map(|w| crate::model::kind::sample_image(&w))
                 .boxed(),
-            Check::Count => (0..=crate::model::MAX_COUNT)
-                .prop_map(|n| n.to_string())
-                .boxed(),
+            // 0 is how clients leave a count unset: it reads as absent.
+            Check::Count(max) => (1..=max).prop_map(|n| n.to_string()).boxed(),
             Check::OneOf(words) => proptest::sample::select(words)
                 .prop_map(str::to_owned)
                 .boxed(),

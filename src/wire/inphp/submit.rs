@@ -3,8 +3,8 @@ use bytes::Bytes;
 
 use super::{Params, codes};
 use crate::model::{
-    Check, ImageOptions, Kind, Passthrough, Proxy, ProxyType, RecaptchaVersion, SolveRequest,
-    TaskParams, Validation, limits,
+    Check, Kind, Passthrough, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams,
+    Validation,
 };
 
 /// Turns `in.php` parameters into a request, accepting every alias clients send
@@ -34,15 +34,14 @@ pub fn parse_submit(p: &Params) -> Result<SolveRequest, Validation> {
             ));
         }
     }
+    // A kind its flag chose is that kind; an image carrying another task's flag is not.
+    let passes = method
+        .as_deref()
+        .is_some_and(|m| passes_through(m, text, p));
     let params = match declared {
-        Some(kind) => declared_params(kind, p)?,
-        None if method
-            .as_deref()
-            .is_some_and(|m| passes_through(m, text, p)) =>
-        {
-            return parse_passthrough(p);
-        }
-        None => typed_params(method.as_deref(), text, p)?,
+        Some(kind) if kind.spec().inphp_flag.is_some() || !passes => declared_params(kind, p)?,
+        _ if passes => return parse_passthrough(p),
+        _ => typed_params(method.as_deref(), text, p)?,
     };
     let mut req = SolveRequest::new(params);
     req.proxy = proxy(p)?;
@@ -149,9 +148,8 @@ fn declared_params(kind: Kind, p: &Params) -> Result<TaskParams, Validation> {
         let value = match param.check {
             Check::Flag => declared_flag(p, &names, param.name)?,
             Check::Object => opt(p, &names).or_else(|| keyed_object(p, param.name)),
-            Check::Text | Check::Page | Check::Key | Check::Count | Check::OneOf(_) => {
-                opt(p, &names)
-            }
+            Check::Count(_) => opt(p, &names).filter(|v| v.trim() != "0"),
+            Check::Text | Check::Page | Check::Key | Check::OneOf(_) => opt(p, &names),
             Check::Image => declared_image(p, &names, param.name)?,
         };
         if let Some(value) = value {
@@ -232,23 +230,6 @@ fn typed_known(params: &TaskParams) -> &'static [&'static str] {
             "data-s",
             "domain",
         ],
-        TaskParams::Image { .. } => &[
-            "body",
-            "file",
-            "phrase",
-            "regsense",
-            "caseSensitive",
-            "numeric",
-            "calc",
-            "min_len",
-            "max_len",
-            "minLen",
-            "maxLen",
-            "language",
-            "lang",
-            "textinstructions",
-            "instructions",
-        ],
         TaskParams::Declared { .. } | TaskParams::Passthrough(_) => &[],
     }
 }
@@ -263,7 +244,7 @@ fn keyed_object(p: &Params, name: &str) -> Option<String> {
     (!object.is_empty()).then(|| serde_json::Value::Object(object).to_string())
 }
 
-/// The parameters of the six typed kinds, whose methods are read by hand.
+/// The parameters of the typed kinds (reCAPTCHA v2 and v3), whose method is read by hand.
 fn typed_params(
     method: Option<&str>,
     text: Option<&str>,
@@ -271,23 +252,6 @@ fn typed_params(
 ) -> Result<TaskParams, Validation> {
     let params = match (method, text) {
         (Some("userrecaptcha"), _) => recaptcha(p)?,
-        (Some("base64"), _) => TaskParams::Image {
-            body: decode_base64_image(p.get(&["body"]))?,
-            options: image_options(p)?,
-        },
-        (Some("post"), _) => TaskParams::Image {
-            body: p
-                .file("file")
-                .cloned()
-                .filter(|b| !b.is_empty())
-                .ok_or_else(|| {
-                    Validation::new(
-                        codes::ZERO_CAPTCHA_FILESIZE,
-                        "multipart field `file` is empty or missing",
-                    )
-                })?,
-            options: image_options(p)?,
-        },
         (Some("textcaptcha"), None) => {
             return Err(Validation::new(
                 codes::BAD_PARAMETERS,
@@ -355,59 +319,6 @@ fn another_task(p: &Params) -> bool {
 fn flag_set(p: &Params, name: &str) -> bool {
     let flag_off = |v: &str| matches!(v, "0" | "false");
     p.get(&[name]).is_some_and(|v| !flag_off(v)) || p.file(name).is_some()
-}
-
-/// Image hints. A number that does not parse is refused (naming the parameter) rather than
-/// dropped, and ranges are checked by `model::limits` before any narrowing.
-fn image_options(p: &Params) -> Result<ImageOptions, Validation> {
-    let num = |names: &[&str]| -> Result<Option<u32>, Validation> {
-        match p.get(names) {
-            None => Ok(None),
-            Some(v) => v.parse::<u32>().map(Some).map_err(|_| {
-                Validation::new(
-                    codes::BAD_PARAMETERS,
-                    format!("`{}` must be a whole number", names[0]),
-                )
-            }),
-        }
-    };
-    let small = |names: &[&str], max: u8| -> Result<Option<u8>, Validation> {
-        match num(names)? {
-            None => Ok(None),
-            Some(n) => u8::try_from(n)
-                .ok()
-                .filter(|n| *n <= max)
-                .map(Some)
-                .ok_or_else(|| {
-                    Validation::new(
-                        codes::BAD_PARAMETERS,
-                        format!("`{}` must be from 0 to {max}", names[0]),
-                    )
-                }),
-        }
-    };
-    Ok(ImageOptions {
-        phrase: p.flag(&["phrase"]),
-        case_sensitive: p.flag(&["regsense", "caseSensitive"]),
-        numeric: small(&["numeric"], limits::MAX_NUMERIC)?.unwrap_or(0),
-        calc: p.flag(&["calc"]),
-        min_len: num(&["min_len", "minLen"])?,
-        max_len: num(&["max_len", "maxLen"])?,
-        language: small(&["language"], limits::MAX_LANGUAGE)?,
-        lang: opt(p, &["lang"]),
-        instructions: opt(p, &["textinstructions", "instructions"]),
-    })
-}
-
-fn decode_base64_image(raw: Option<&str>) -> Result<Bytes, Validation> {
-    let raw = raw.ok_or_else(|| {
-        Validation::new(
-            codes::ZERO_CAPTCHA_FILESIZE,
-            "parameter `body` is empty or missing",
-        )
-    })?;
-    crate::model::decode_base64_image(raw)
-        .ok_or_else(|| Validation::new(codes::UPLOAD, "parameter `body` is not valid base64"))
 }
 
 fn proxy(p: &Params) -> Result<Option<Proxy>, Validation> {
@@ -569,14 +480,10 @@ mod tests {
             ("minLen", "4"),
         ])
         .unwrap();
-        match r.params {
-            TaskParams::Image { body, options } => {
-                assert_eq!(&body[..], PNG);
-                assert!(options.case_sensitive);
-                assert_eq!(options.min_len, Some(4));
-            }
-            other => panic!("unexpected {other:?}"),
-        }
+        assert_eq!(r.kind(), Kind::Image);
+        assert_eq!(r.params.declared("body"), Some(b64.as_str()));
+        assert_eq!(r.params.declared("regsense"), Some("1"));
+        assert_eq!(r.params.declared("min_len"), Some("4"));
         let mut p = Params::from_pairs([("method", "post")]);
         p.insert_file("file", Bytes::from_static(PNG));
         assert_eq!(parse_submit(&p).unwrap().kind(), Kind::Image);

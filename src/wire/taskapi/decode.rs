@@ -6,14 +6,13 @@
 
 use std::cell::RefCell;
 
-use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::names::{ProxyUse, Shape, shape_of};
 use super::reply::{TASK_ABSENT, TASK_NOT_SUPPORTED};
 use crate::model::{
-    ImageOptions, Kind, Passthrough, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams,
-    Validation, limits,
+    Kind, Passthrough, Proxy, ProxyType, RecaptchaVersion, SolveRequest, TaskParams, Validation,
+    limits,
 };
 use crate::wire::inphp::codes;
 
@@ -94,10 +93,6 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
                 domain: t.string("apiDomain")?,
             }
         }
-        Shape::Image => TaskParams::Image {
-            body: image_body(t.string("body")?)?,
-            options: image_options(&t)?,
-        },
         Shape::Declared(kind) => {
             check_version(kind, &type_name, &t)?;
             declared::params(kind, &t)?
@@ -297,34 +292,6 @@ fn is_empty(v: &Value) -> bool {
 
 fn bad(message: String) -> Validation {
     Validation::new(codes::BAD_PARAMETERS, message)
-}
-
-fn image_body(raw: Option<String>) -> Result<Bytes, Validation> {
-    let raw = raw.ok_or_else(|| {
-        Validation::new(codes::ZERO_CAPTCHA_FILESIZE, "`body` is empty or missing")
-    })?;
-    crate::model::decode_base64_image(&raw)
-        .ok_or_else(|| Validation::new(codes::UPLOAD, "`body` is not valid base64"))
-}
-
-/// anti-captcha's `ImageToTextTask` hints: `numeric` 0-2 (any, digits, letters), `math`,
-/// `minLength`/`maxLength` (0 no limit), `case`, `phrase`, `comment`.
-fn image_options(t: &Fields<'_>) -> Result<ImageOptions, Validation> {
-    Ok(ImageOptions {
-        phrase: t.flag("phrase")?,
-        case_sensitive: t.flag("case")?,
-        numeric: match t.whole("numeric", u32::from(limits::MAX_NUMERIC))? {
-            // Checked against MAX_NUMERIC (4) just above.
-            Some(n) => u8::try_from(n).unwrap_or(0),
-            None => 0,
-        },
-        calc: t.flag("math")?,
-        min_len: t.whole("minLength", limits::MAX_ANSWER_LEN_HINT)?,
-        max_len: t.whole("maxLength", limits::MAX_ANSWER_LEN_HINT)?,
-        language: None,
-        lang: t.string("languagePool")?,
-        instructions: t.string("comment")?,
-    })
 }
 
 /// The caller's proxy: anti-captcha's split fields, or CapSolver's one `proxy` string

@@ -1,7 +1,6 @@
 //! A [`SolveRequest`] as one flavor's JSON task: the inverse of `decode_task`, which a test
 //! checks for every kind and flavor.
 
-use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use super::names::{ProxyUse, Shape, TaskApiDialect, name_for};
@@ -90,31 +89,6 @@ pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, 
                 }
             }
         }
-        TaskParams::Image { body, options } => {
-            put(
-                "body",
-                Value::from(base64::engine::general_purpose::STANDARD.encode(body)),
-            );
-            put("phrase", Value::Bool(options.phrase));
-            put("case", Value::Bool(options.case_sensitive));
-            // anti-captcha's numeric has 0-2; "either" (3) and "no digits" (4) are 0 and 2 there.
-            let numeric = match options.numeric {
-                1 => 1,
-                2 | 4 => 2,
-                _ => 0,
-            };
-            put("numeric", Value::from(numeric));
-            put("math", Value::Bool(options.calc));
-            put("minLength", Value::from(options.min_len.unwrap_or(0)));
-            put("maxLength", Value::from(options.max_len.unwrap_or(0)));
-            if let Some(comment) = &options.instructions {
-                put("comment", text(comment));
-            }
-            if let Some(lang) = &options.lang {
-                put("languagePool", text(lang));
-            }
-            Shape::Image
-        }
         TaskParams::Declared { kind, values } => {
             // Object fields that carry declared values inside them (`enterprisePayload`).
             let mut objects: Map<String, Value> = Map::new();
@@ -139,7 +113,7 @@ pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, 
                     | Check::Image
                     | Check::OneOf(_) => text(value),
                     // Validated as a whole number; 2captcha's `minClicks` is an integer.
-                    Check::Count => value
+                    Check::Count(_) => value
                         .parse::<u32>()
                         .map_or_else(|_| text(value), Value::from),
                 };

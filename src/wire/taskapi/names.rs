@@ -77,7 +77,6 @@ pub enum Shape {
     RecaptchaV3 {
         enterprise: bool,
     },
-    Image,
     /// A type read and written from its declaration (`model::Parameters::Declared`).
     Declared(Kind),
 }
@@ -88,7 +87,6 @@ impl Shape {
         match self {
             Shape::RecaptchaV2 { .. } => Kind::RecaptchaV2,
             Shape::RecaptchaV3 { .. } => Kind::RecaptchaV3,
-            Shape::Image => Kind::Image,
             Shape::Declared(kind) => kind,
         }
     }
@@ -110,7 +108,6 @@ pub fn shape_of(type_name: &str) -> Option<(Shape, ProxyUse)> {
     let shape = match kind {
         Kind::RecaptchaV2 => Shape::RecaptchaV2 { enterprise },
         Kind::RecaptchaV3 => Shape::RecaptchaV3 { enterprise },
-        Kind::Image => Shape::Image,
         declared => Shape::Declared(declared),
     };
     let proxy = match name.proxy {

@@ -72,7 +72,6 @@ pub fn solution(kind: Kind, answer: &Answer, dialect: TaskApiDialect) -> Value {
         Kind::RecaptchaV2 | Kind::RecaptchaV3 => {
             json!({"gRecaptchaResponse": text, "token": text})
         }
-        Kind::Image => json!({"text": text}),
         declared => match declared.spec().answer {
             shape @ AnswerShape::Token { fields, .. } => {
                 let (token, extras) = shape.token_parts(&answer.text);
@@ -119,7 +118,6 @@ pub fn read_solution(kind: Kind, solution: &Value) -> Option<(String, Option<Str
         Kind::RecaptchaV2 | Kind::RecaptchaV3 => {
             field("gRecaptchaResponse").or_else(|| field("token"))?
         }
-        Kind::Image => field("text")?,
         declared => match declared.spec().answer {
             // The token, with what the kind keeps beside it (hCaptcha's `respKey`).
             shape @ AnswerShape::Token { fields, .. } => {

@@ -4,7 +4,9 @@
 
 use captcha_gateway::engine::SolveFailure;
 use captcha_gateway::engine::store::SharedArrival;
-use captcha_gateway::model::{ImageOptions, SolveRequest, Target, TargetPolicy, TaskParams};
+use captcha_gateway::model::{Target, TargetPolicy};
+
+use crate::support::image_request;
 
 use super::backend::*;
 
@@ -14,10 +16,7 @@ const NOW: u64 = 1_000_000;
 pub fn image_target() -> Target {
     let mut body = b"\x89PNG\r\n\x1a\n".to_vec();
     body.extend_from_slice(target().id.as_bytes());
-    let req = SolveRequest::new(TaskParams::Image {
-        body: body.into(),
-        options: ImageOptions::default(),
-    });
+    let req = image_request(&body);
     Target::of(&req, TargetPolicy::default())
 }
 

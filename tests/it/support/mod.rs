@@ -16,6 +16,14 @@ pub mod gateway;
 pub mod host_crash;
 pub mod redis;
 
+/// An image task of `picture`, with no hints.
+pub fn image_request(picture: &[u8]) -> captcha_gateway::model::SolveRequest {
+    use base64::Engine as _;
+    use captcha_gateway::model::{Kind, SolveRequest, TaskParams};
+    let body = base64::engine::general_purpose::STANDARD.encode(picture);
+    SolveRequest::new(TaskParams::declared_of(Kind::Image, &[("body", &body)]))
+}
+
 /// A simulator's `/verify` answer for `token`; `sim_base` is `http://host:port`.
 pub async fn verify_at(http: &reqwest::Client, sim_base: &str, token: &str) -> Value {
     http.get(format!("{sim_base}/verify"))

@@ -44,7 +44,7 @@ fn read(
             _ => t.string(field)?,
         },
         (_, Check::Text | Check::Page | Check::Key | Check::OneOf(_)) => t.string(field)?,
-        (_, Check::Count) => t.number_text(field)?,
+        (_, Check::Count(max)) => t.whole(field, max)?.map(|n| n.to_string()),
         (_, Check::Image) => match t.string(field)? {
             None => None,
             Some(raw) => Some(crate::model::image_base64(&raw).ok_or_else(|| {

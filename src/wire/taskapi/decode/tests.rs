@@ -92,23 +92,19 @@ fn samples() -> Vec<SolveRequest> {
             ),
         ],
     }));
-    let body = base64::engine::general_purpose::STANDARD
-        .decode(png_b64())
-        .unwrap();
-    out.push(SolveRequest::new(TaskParams::Image {
-        body: body.into(),
-        options: ImageOptions {
-            phrase: true,
-            case_sensitive: true,
-            numeric: 1,
-            calc: false,
-            min_len: Some(4),
-            max_len: Some(8),
-            language: None,
-            lang: Some("en".into()),
-            instructions: Some("type the red letters".into()),
-        },
-    }));
+    out.push(SolveRequest::new(TaskParams::declared_of(
+        crate::model::Kind::Image,
+        &[
+            ("body", &png_b64()),
+            ("phrase", "1"),
+            ("regsense", "1"),
+            ("numeric", "1"),
+            ("min_len", "4"),
+            ("max_len", "8"),
+            ("lang", "en"),
+            ("textinstructions", "type the red letters"),
+        ],
+    )));
     out.push(SolveRequest::new(TaskParams::declared_of(
         crate::model::Kind::Text,
         &[("textcaptcha", "2+2?"), ("lang", "en")],
@@ -169,14 +165,11 @@ fn the_anticaptcha_clients_bodies_read_with_their_empty_values() {
         "languagePool": "en"
     }))
     .unwrap();
-    match r.params {
-        TaskParams::Image { options, .. } => {
-            assert_eq!(options.min_len, None);
-            assert_eq!(options.instructions, None);
-            assert_eq!(options.lang.as_deref(), Some("en"));
-        }
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(r.kind(), Kind::Image);
+    assert_eq!(r.params.declared("min_len"), None);
+    assert_eq!(r.params.declared("numeric"), None);
+    assert_eq!(r.params.declared("textinstructions"), None);
+    assert_eq!(r.params.declared("lang"), Some("en"));
     let r = decode(json!({
         "type": "GeeTestTaskProxyless", "websiteURL": PAGE, "gt": "g", "challenge": "c",
         "geetestApiServerSubdomain": "", "geetestGetLib": "", "version": 3, "initParameters": {}
