@@ -17,12 +17,13 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use super::AppState;
+use crate::callback::Payload;
 use crate::engine::{ReportOutcome, SolveError, TaskRecord, TaskState};
 use crate::tenants::Refusal;
 use crate::wire::inphp::{Mode, Reply, codes};
 use crate::wire::taskapi::caller::{self, Finished, Hints};
 use crate::wire::taskapi::reply::{BAD_REQUEST, NO_SUCH_CAPCHA_ID, TASK_NOT_SUPPORTED, error_body};
-use crate::wire::taskapi::{TaskApiDialect, decode_task, task_id_from};
+use crate::wire::taskapi::{TaskApiDialect, decode_create, task_id_from};
 
 /// One reply: the body, and the code it carries for the request counter (`ok` for success).
 struct Answer {
@@ -120,9 +121,28 @@ async fn create(state: AppState, body: Map<String, Value>, dialect: TaskApiDiale
         Ok(t) => t,
         Err(answer) => return answer,
     };
-    let mut req = match decode_task(body.get("task")) {
+    let mut req = match decode_create(&body) {
         Ok(r) => r,
         Err(v) => return Answer::error(v.code, Some(&v.message)),
+    };
+    // anti-captcha's and 2captcha v2's `callbackUrl`: checked now, so a refused URL is refused
+    // before any money is spent.
+    let callback = match body.get("callbackUrl") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(url)) if url.trim().is_empty() => None,
+        Some(Value::String(url)) => match state.callbacks.check(url) {
+            Ok(url) => Some(url),
+            Err(e) => {
+                let reason = format!("`callbackUrl`: {e}");
+                return Answer::error(codes::BAD_PARAMETERS, Some(&reason));
+            }
+        },
+        Some(_) => {
+            return Answer::error(
+                codes::BAD_PARAMETERS,
+                Some("`callbackUrl` must be a string"),
+            );
+        }
     };
     // As for in.php: refuse only when this process holds as many tasks as it may, or the
     // fleet's threads are all taken with `max_thread_waiters` callers waiting here.
@@ -141,7 +161,27 @@ async fn create(state: AppState, body: Map<String, Value>, dialect: TaskApiDiale
         .submit_task(&tenant, req, timeout, (permit, pass))
         .await
     {
-        Ok(id) => Answer::ok(caller::created(dialect, &id)),
+        Ok(id) => {
+            if let Some(url) = callback {
+                // What `getTaskResult` would answer once the task ended, with its id.
+                let render = move |record: &TaskRecord| {
+                    let mut body = result_body(dialect, record).body;
+                    if let Value::Object(map) = &mut body {
+                        map.insert("taskId".into(), caller::id_value(dialect, &record.id));
+                    }
+                    Payload::Json(body)
+                };
+                state.callbacks.after_task(
+                    state.engine.clone(),
+                    tenant,
+                    id.clone(),
+                    url,
+                    timeout,
+                    render,
+                );
+            }
+            Answer::ok(caller::created(dialect, &id))
+        }
         // Why no account here takes the task (the accounts there are, a pass-through type's
         // plain name), as `in.php` cannot say.
         Err(SolveError::Failed(f)) => Answer::error(&f.code, Some(&f.message)),
@@ -172,7 +212,12 @@ async fn result(state: AppState, body: Map<String, Value>, dialect: TaskApiDiale
         }
         Err(code) => return Answer::error(code, None),
     };
-    match record.state {
+    result_body(dialect, &record)
+}
+
+/// `getTaskResult`'s answer for a task in `dialect`.
+fn result_body(dialect: TaskApiDialect, record: &TaskRecord) -> Answer {
+    match &record.state {
         TaskState::Pending => Answer::ok(caller::processing(dialect, &record.id)),
         TaskState::Ready(handout) => Answer::ok(caller::ready(
             dialect,

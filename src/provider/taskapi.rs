@@ -32,7 +32,7 @@ use crate::model::{SolveRequest, TaskParams};
 use crate::wire::inphp::InPhpDialect;
 use crate::wire::inphp::codes;
 use crate::wire::taskapi::TaskApiDialect;
-use crate::wire::taskapi::encode_task;
+use crate::wire::taskapi::{beside_task, encode_task};
 
 /// The code of [`TaskApiProvider::threads_info`]'s error: this protocol has no way to ask for the
 /// plan's threads, so the figure is unknown (configure `threads`).
@@ -375,7 +375,7 @@ impl Provider for TaskApiProvider {
                 e.to_string(),
             )
         })?;
-        let mut body = Map::new();
+        let mut body = beside_task(self.flavor, req);
         body.insert("task".into(), task);
         let reply = self.call("createTask", body).await?;
         let whole = matches!(req.params, TaskParams::Passthrough(_));

@@ -25,7 +25,7 @@ use super::{Simulator, Submit, answers};
 use crate::wire::inphp::codes;
 use crate::wire::taskapi::caller::{self, Finished, Hints};
 use crate::wire::taskapi::reply::{BAD_REQUEST, NO_SUCH_CAPCHA_ID, TASK_NOT_SUPPORTED, error_body};
-use crate::wire::taskapi::{TaskApiDialect, decode_task, task_id_from};
+use crate::wire::taskapi::{TaskApiDialect, decode_create, task_id_from};
 
 pub(super) fn routes() -> Router<Arc<Simulator>> {
     Router::new()
@@ -114,7 +114,7 @@ async fn authorized(
 }
 
 fn create(sim: &Simulator, body: &Map<String, Value>, dialect: TaskApiDialect) -> Response {
-    let request = match decode_task(body.get("task")) {
+    let request = match decode_create(body) {
         Ok(r) => r,
         Err(invalid) => {
             return Json(error_body(invalid.code, Some(&invalid.message))).into_response();

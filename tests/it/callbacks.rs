@@ -211,6 +211,67 @@ async fn callback_url_posts_the_task_document() {
         .unwrap();
 }
 
+/// anti-captcha's and 2captcha v2's `callbackUrl` beside a `createTask`'s task: the receiver
+/// gets what `getTaskResult` answers, with the task's id; a URL off the allow-list is refused
+/// by name before anything is solved. Before, the field was read by no one, and the caller's
+/// callback never came.
+#[tokio::test]
+async fn createtask_callback_url_posts_the_task_result() {
+    let mut receiver = Receiver::start(&[]).await;
+    let gw = gateway_allowing_loopback().await;
+    let create = |callback: String| {
+        json!({"clientKey": KEY, "softId": 0, "callbackUrl": callback,
+            "task": {"type": "TurnstileTaskProxyless", "websiteURL": "https://example.com/",
+                "websiteKey": "0x4AAA-createtask-cb"}})
+    };
+    let hook = format!("http://{}/anti?secret=abc", receiver.addr);
+    let res = gw
+        .http
+        .post(gw.url("/createTask"))
+        .json(&create(hook))
+        .send()
+        .await;
+    let created: Value = res.unwrap().json().await.unwrap();
+    assert_eq!(created["errorId"], 0, "{created}");
+    let got = receiver.next(Duration::from_secs(30)).await;
+    assert_eq!(got.content_type, "application/json");
+    assert_eq!(got.query.as_deref(), Some("secret=abc"));
+    let result: Value = serde_json::from_slice(&got.body).unwrap();
+    assert_eq!(result["taskId"], created["taskId"], "{result}");
+    assert_eq!(
+        (result["errorId"].as_u64(), result["status"].as_str()),
+        (Some(0), Some("ready")),
+        "{result}"
+    );
+    let polled: Value = gw
+        .http
+        .post(gw.url("/getTaskResult"))
+        .json(&json!({"clientKey": KEY, "taskId": created["taskId"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(result["solution"], polled["solution"]);
+    gw.verify(result["solution"]["token"].as_str().unwrap())
+        .await
+        .unwrap();
+
+    let off_list = create("http://hooks.example.com/anti".into());
+    let res = gw
+        .http
+        .post(gw.url("/createTask"))
+        .json(&off_list)
+        .send()
+        .await;
+    let refused: Value = res.unwrap().json().await.unwrap();
+    assert_eq!(refused["errorCode"], "ERROR_BAD_PARAMETERS", "{refused}");
+    let why = refused["errorDescription"].as_str().unwrap_or_default();
+    assert!(why.contains("callbackUrl"), "{refused}");
+    assert_eq!(receiver.count_now(), 0, "one callback, for the one task");
+}
+
 /// Submits one task with callback `hook` through both APIs: (native status, native body, in.php
 /// reply).
 async fn submit_with_callback(gw: &TestGateway, hook: String) -> (u16, Value, String) {

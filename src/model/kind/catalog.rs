@@ -250,6 +250,15 @@ pub const GEETEST_V3: TypeSpec = TypeSpec {
 /// `in.php`, which follows 2captcha's. anti-captcha's `numeric` has 0-2 (any, digits, no digits).
 const NUMERIC_ALL: Dialects = Dialects::INPHP.union(TWOCAPTCHA_V2);
 
+/// The workers' language: 2captcha's `in.php` `lang` (a language code); anti-captcha's and
+/// 2captcha v2's `languagePool`, a field of the `createTask` request beside the task ("en", and
+/// anti-captcha's "rn" for its Russian-speaking group), for images and questions alone.
+/// CapSolver documents none.
+const LANGUAGE_POOL: Param = Param::optional("lang", "languagePool", Check::Text)
+    .longest(MAX_WORD_LEN)
+    .beside_task()
+    .only(Dialects::INPHP.union(ANTI));
+
 pub const IMAGE: TypeSpec = TypeSpec {
     name: "image",
     // A flag or parameter of another kind's on these methods makes that kind (`coordinatescaptcha`,
@@ -283,7 +292,7 @@ pub const IMAGE: TypeSpec = TypeSpec {
         Param::optional("max_len", "maxLength", Check::Count(20)).aliases(&["maxLen"]),
         // 1 Cyrillic, 2 Latin: `in.php`'s alone.
         Param::only_in("language", Check::Count(2), Dialects::INPHP),
-        Param::optional("lang", "languagePool", Check::Text).longest(MAX_WORD_LEN),
+        LANGUAGE_POOL,
         Param::optional("textinstructions", "comment", Check::Text)
             .aliases(&["instructions"])
             .longest(MAX_TEXT_LEN),
@@ -362,7 +371,7 @@ pub const TEXT: TypeSpec = TypeSpec {
         Param::required("textcaptcha", "comment", Check::Text)
             .aliases(&["text"])
             .longest(MAX_TEXT_LEN),
-        Param::optional("lang", "languagePool", Check::Text).longest(MAX_WORD_LEN),
+        LANGUAGE_POOL,
     ]),
     answer: TEXT_ANSWER,
     answer_user_agent: false,

@@ -373,6 +373,10 @@ pub struct Param {
     /// The most bytes its value may hold, where its form's bound (`model::limits`) is too
     /// generous for what it is (an image's instructions, a word).
     pub longest: Option<usize>,
+    /// Documented beside the task in the `createTask` request rather than inside it
+    /// (anti-captcha's and 2captcha v2's `languagePool`). anti-captcha's own clients put it
+    /// inside, so it is read from either place and written to both.
+    pub beside_task: bool,
 }
 
 impl Param {
@@ -389,6 +393,7 @@ impl Param {
             above: None,
             not_above: None,
             longest: None,
+            beside_task: false,
         }
     }
 
@@ -446,6 +451,14 @@ impl Param {
                 self.only.intersection(dialects)
             }
             _ => self.only,
+        }
+    }
+
+    /// Carried beside the task in the `createTask` request, not inside it.
+    pub const fn beside_task(self) -> Param {
+        Param {
+            beside_task: true,
+            ..self
         }
     }
 

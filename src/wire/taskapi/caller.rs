@@ -70,7 +70,7 @@ pub fn dialect_of(hints: &Hints, body: &Map<String, Value>) -> TaskApiDialect {
 
 /// A task id as `dialect` carries it: a string for CapSolver, a number where it fits for the
 /// others (their clients may do arithmetic on it).
-fn id_value(dialect: TaskApiDialect, id: &str) -> Value {
+pub fn id_value(dialect: TaskApiDialect, id: &str) -> Value {
     match dialect {
         TaskApiDialect::CapSolver => Value::from(id),
         TaskApiDialect::AntiCaptcha | TaskApiDialect::TwoCaptchaV2 => task_id_value(id),

@@ -16,8 +16,26 @@ use crate::model::{
 };
 use crate::wire::inphp::codes;
 
-/// Reads the `task` object of a `createTask` body.
+/// The fields of a `createTask` body that are the call's own rather than the task's: the key,
+/// the caller's software id (anti-captcha's `softId`, CapSolver's `appId`: the gateway's
+/// accounts send none of the caller's), and the callback, which the HTTP layer reads.
+const OWN: [&str; 5] = ["clientKey", "task", "softId", "appId", "callbackUrl"];
+
+/// Reads a whole `createTask` body: its task, and the fields a kind carries beside it
+/// (`languagePool`). Any other field of the body is refused by name unless it is empty.
+pub fn decode_create(body: &Map<String, Value>) -> Result<SolveRequest, Validation> {
+    let beside = Fields::new(body);
+    let req = decode(body.get("task"), Some(&beside))?;
+    beside.refuse_unread(req.kind(), |name| OWN.contains(&name))?;
+    Ok(req)
+}
+
+/// Reads the `task` object of a `createTask` body, without the fields beside it.
 pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
+    decode(task, None)
+}
+
+fn decode(task: Option<&Value>, beside: Option<&Fields<'_>>) -> Result<SolveRequest, Validation> {
     let Some(Value::Object(task)) = task else {
         return Err(Validation::new(TASK_ABSENT, "`task` must be an object"));
     };
@@ -95,7 +113,7 @@ pub fn decode_task(task: Option<&Value>) -> Result<SolveRequest, Validation> {
         }
         Shape::Declared(kind) => {
             check_version(kind, &type_name, &t)?;
-            declared::params(kind, &t)?
+            declared::params(kind, &t, beside)?
         }
     };
     let mut req = SolveRequest::new(params);

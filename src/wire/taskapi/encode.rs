@@ -17,6 +17,28 @@ pub struct Unsupported {
     pub kind: &'static str,
 }
 
+/// The fields of the `createTask` request beside the task for `req` (`languagePool`): each
+/// declared so, also written inside the task, where anti-captcha's own clients put it.
+pub fn beside_task(flavor: TaskApiDialect, req: &SolveRequest) -> Map<String, Value> {
+    let TaskParams::Declared { kind, values } = &req.params else {
+        return Map::new();
+    };
+    let beside = kind
+        .spec()
+        .declared_params()
+        .iter()
+        .filter(|p| p.beside_task);
+    beside
+        .filter_map(|param| {
+            let (_, value) = values.iter().find(|(n, _)| *n == param.name)?;
+            Some((
+                param.task_field(flavor.dialect()).to_owned(),
+                Value::from(value.as_str()),
+            ))
+        })
+        .collect()
+}
+
 /// The `task` object for `req` in `flavor`'s dialect.
 pub fn encode_task(flavor: TaskApiDialect, req: &SolveRequest) -> Result<Value, Unsupported> {
     let mut task = Map::new();

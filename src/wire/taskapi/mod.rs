@@ -16,6 +16,6 @@ mod encode;
 pub mod names;
 pub mod reply;
 
-pub use decode::{decode_task, task_id_from};
-pub use encode::{Unsupported, encode_task};
+pub use decode::{decode_create, decode_task, task_id_from};
+pub use encode::{Unsupported, beside_task, encode_task};
 pub use names::TaskApiDialect;

@@ -9,16 +9,24 @@ use crate::model::{Check, Kind, Param, TaskParams, Validation};
 /// A declared type's fields, each by its name in any dialect (anti-captcha's, 2captcha v2's or
 /// CapSolver's; the first set wins). A field the declaration does not name is left unread, for
 /// `decode_task` to refuse by name; so is a key of an object field that no declaration carries
-/// inside it.
-pub(super) fn params(kind: Kind, t: &Fields<'_>) -> Result<TaskParams, Validation> {
+/// inside it. A field carried beside the task (`languagePool`) is read from `beside`, the
+/// request's other fields, or from the task where a caller put it there.
+pub(super) fn params(
+    kind: Kind,
+    t: &Fields<'_>,
+    beside: Option<&Fields<'_>>,
+) -> Result<TaskParams, Validation> {
     let params = kind.spec().declared_params();
     let mut values = Vec::new();
     for param in params.iter().filter(|p| p.in_task_api()) {
         let mut value = None;
-        for field in param.task_fields() {
-            // Each spelling sent is read (so none is refused as unread); the first set wins.
-            if t.0.contains_key(Param::split_field(field).0) {
-                value = value.or(read(kind, t, param, field)?);
+        let outer = beside.filter(|_| param.beside_task);
+        for fields in std::iter::once(t).chain(outer) {
+            for field in param.task_fields() {
+                // Each spelling sent is read (so none is refused as unread); the first set wins.
+                if fields.0.contains_key(Param::split_field(field).0) {
+                    value = value.or(read(kind, fields, param, field)?);
+                }
             }
         }
         if let Some(value) = value {

@@ -4,8 +4,8 @@ use serde_json::json;
 
 use super::*;
 use crate::model::Kind;
-use crate::wire::taskapi::encode_task;
 use crate::wire::taskapi::names::TaskApiDialect;
+use crate::wire::taskapi::{beside_task, encode_task};
 
 const PAGE: &str = "https://example.com/login";
 
@@ -562,4 +562,50 @@ fn turnstile_values_go_under_each_dialects_names() {
     for task in [anti, two] {
         assert_eq!(decode(task.clone()).unwrap(), req, "{task}");
     }
+}
+
+/// A `createTask` body's own fields beside the task: `languagePool` where anti-captcha's docs
+/// put it (beside) or where its clients do (inside), read as the kind's `lang`; the call's own
+/// fields taken; any other field, or `languagePool` on a kind without it, refused by name. The
+/// upstream writer puts it in both places.
+#[test]
+fn a_createtask_body_is_read_beside_its_task() {
+    let image = json!({"type": "ImageToTextTask", "body": png_b64()});
+    let body = |extra: Value| {
+        let mut body = json!({"clientKey": "k", "task": image, "softId": 0, "appId": "",
+            "callbackUrl": "https://hooks.example/x"});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body.as_object().unwrap().clone()
+    };
+    let beside = decode_create(&body(json!({"languagePool": "rn"}))).unwrap();
+    assert_eq!(beside.params.declared("lang"), Some("rn"));
+    let mut inside = image.clone();
+    inside["languagePool"] = json!("en");
+    let inside = decode_create(&body(json!({"task": inside}))).unwrap();
+    assert_eq!(inside.params.declared("lang"), Some("en"));
+    assert_eq!(
+        decode_create(&body(json!({})))
+            .unwrap()
+            .params
+            .declared("lang"),
+        None
+    );
+
+    let refused = decode_create(&body(json!({"priority": 5}))).unwrap_err();
+    assert!(refused.message.contains("`priority`"), "{refused:?}");
+    let recaptcha = json!({"type": "RecaptchaV2TaskProxyless", "websiteURL": PAGE,
+        "websiteKey": "k"});
+    let refused = decode_create(&body(json!({"task": recaptcha, "languagePool": "en"})));
+    assert!(refused.unwrap_err().message.contains("`languagePool`"));
+
+    for flavor in [TaskApiDialect::AntiCaptcha, TaskApiDialect::TwoCaptchaV2] {
+        assert_eq!(
+            beside_task(flavor, &beside),
+            *json!({"languagePool": "rn"}).as_object().unwrap()
+        );
+        assert_eq!(encode_task(flavor, &beside).unwrap()["languagePool"], "rn");
+    }
+    assert!(beside_task(TaskApiDialect::AntiCaptcha, &decode(recaptcha).unwrap()).is_empty());
 }
