@@ -475,3 +475,38 @@ pub fn image_format(body: &[u8]) -> Option<&'static str> {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Dialect;
+
+    fn image(hints: &[(&str, &str)]) -> TaskParams {
+        let body = crate::model::kind::sample_image("restricted");
+        let mut pairs = vec![("body", body.as_str())];
+        pairs.extend_from_slice(hints);
+        TaskParams::declared_of(Kind::Image, &pairs)
+    }
+
+    /// A value only some providers take narrows where a task goes; two such parameters narrow
+    /// it to the providers that take both, which may be none.
+    #[test]
+    fn restricted_values_narrow_the_providers_together() {
+        assert_eq!(image(&[("numeric", "2")]).restricted(), None);
+        let (name, taken) = image(&[("numeric", "4")]).restricted().unwrap();
+        assert_eq!(name, "numeric");
+        assert!(!taken.contains(Dialect::AntiCaptcha) && !taken.contains(Dialect::CapSolver));
+        assert!(taken.contains(Dialect::TwoCaptcha) && taken.contains(Dialect::TwoCaptchaV2));
+        let (_, taken) = image(&[("numeric", "4"), ("language", "1")])
+            .restricted()
+            .unwrap();
+        assert_eq!(taken, Dialects::INPHP);
+
+        let body = crate::model::kind::sample_image("clicks");
+        let both = TaskParams::declared_of(
+            Kind::Coordinates,
+            &[("body", &body), ("lang", "en"), ("mode", "rectangles")],
+        );
+        assert_eq!(both.restricted(), Some(("lang", Dialects::NONE)));
+    }
+}

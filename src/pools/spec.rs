@@ -174,7 +174,7 @@ impl PoolTable {
                         .spec()
                         .declared_params()
                         .iter()
-                        .any(|p| p.name == *f)
+                        .any(|p| p.name == *f && !p.per_load)
                 })
                 .collect(),
         };
@@ -187,10 +187,22 @@ impl PoolTable {
             ("data", self.data.is_some()),
         ];
         if let Some((field, _)) = given.iter().find(|(f, set)| *set && !allowed.contains(f)) {
+            let per_load = kind
+                .spec()
+                .declared_params()
+                .iter()
+                .any(|p| p.name == *field && p.per_load);
+            let problem = if per_load {
+                format!(
+                    "changes with every load of a {kind} page: answers solved ahead could never carry it"
+                )
+            } else {
+                format!("is not a {kind} parameter")
+            };
             return Err(bad(
                 i,
                 field,
-                format!("is not a {kind} parameter"),
+                problem,
                 format!("remove it; {kind} pools take {}", allowed.join(", ")),
             ));
         }

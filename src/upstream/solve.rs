@@ -16,7 +16,7 @@ use tokio::time::{Instant, sleep_until};
 use super::passthrough::described;
 use super::{Admit, Member, Upstream, Verdict, lock};
 use crate::engine::{Priority, Solution, SolveFailure, Solver};
-use crate::model::{Kind, SolveRequest, TaskParams, UpstreamRef, now_ms};
+use crate::model::{Dialects, Kind, SolveRequest, TaskParams, UpstreamRef, now_ms};
 use crate::provider::{self, ErrorClass, ProviderError, Schedule};
 use crate::wire::inphp::codes;
 use crate::wire::taskapi::reply::TASK_NOT_SUPPORTED;
@@ -125,6 +125,10 @@ impl Upstream {
                 pass.protocol().as_str()
             ),
             params => match params.restricted() {
+                Some((name, taken)) if taken == Dialects::NONE => format!(
+                    "{} with `{name}` and parameters no one provider takes together",
+                    req.kind()
+                ),
                 Some((name, taken)) => format!(
                     "{} with `{name}` as sent, which only {} accounts take: none here is one, or its `kinds` leave the kind out",
                     req.kind(),

@@ -135,7 +135,9 @@ pub const TURNSTILE: TypeSpec = TypeSpec {
         Param::optional("data", "cData", Check::Text)
             .capsolver("metadata.cdata")
             .twocaptcha_v2("data"),
-        Param::optional("pagedata", "chlPageData", Check::Text).twocaptcha_v2("pagedata"),
+        Param::optional("pagedata", "chlPageData", Check::Text)
+            .twocaptcha_v2("pagedata")
+            .per_load(),
     ]),
     answer: TOKEN,
     answer_user_agent: false,
@@ -428,8 +430,9 @@ pub const HCAPTCHA: TypeSpec = TypeSpec {
         SITEKEY,
         PAGE,
         Param::optional("invisible", "isInvisible", Check::Flag),
-        // The site's `rqdata` (2captcha's `data`), inside `createTask`'s `enterprisePayload`.
-        Param::optional("data", "enterprisePayload.rqdata", Check::Text),
+        // The site's `rqdata` (2captcha's `data`), inside `createTask`'s `enterprisePayload`:
+        // fresh with each load of the page, where the site uses it.
+        Param::optional("data", "enterprisePayload.rqdata", Check::Text).per_load(),
         // `hcaptcha.com` or `js.hcaptcha.com`: 2captcha's alone; `createTask` has no field for it.
         Param::only_in("domain", Check::Key, TWOCAPTCHA),
     ]),

@@ -377,6 +377,9 @@ pub struct Param {
     /// (anti-captcha's and 2captcha v2's `languagePool`). anti-captcha's own clients put it
     /// inside, so it is read from either place and written to both.
     pub beside_task: bool,
+    /// Changes with every page load (hCaptcha's `rqdata`, a challenge page's `chlPageData`):
+    /// answers solved ahead of a load could never carry it, so no `[[pools]]` table sets it.
+    pub per_load: bool,
 }
 
 impl Param {
@@ -394,6 +397,7 @@ impl Param {
             not_above: None,
             longest: None,
             beside_task: false,
+            per_load: false,
         }
     }
 
@@ -458,6 +462,14 @@ impl Param {
     pub const fn beside_task(self) -> Param {
         Param {
             beside_task: true,
+            ..self
+        }
+    }
+
+    /// Changes with every page load: never set in a pool.
+    pub const fn per_load(self) -> Param {
+        Param {
+            per_load: true,
             ..self
         }
     }

@@ -168,6 +168,12 @@ fn each_mistake_names_its_setting() {
             "pools[0].action",
             "not a hcaptcha parameter",
         ),
+        // hCaptcha's `rqdata` is fresh with each page load: no pooled answer could carry it.
+        (
+            "kind = \"hcaptcha\"\nsize = 5\ndata = \"rq-1\"",
+            "pools[0].data",
+            "changes with every load",
+        ),
         ("kind = \"recaptcha_v2\"", "pools[0].size", "count or"),
         (
             "kind = \"recaptcha_v2\"\nsize = 0",
