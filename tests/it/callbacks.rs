@@ -225,13 +225,7 @@ async fn createtask_callback_url_posts_the_task_result() {
                 "websiteKey": "0x4AAA-createtask-cb"}})
     };
     let hook = format!("http://{}/anti?secret=abc", receiver.addr);
-    let res = gw
-        .http
-        .post(gw.url("/createTask"))
-        .json(&create(hook))
-        .send()
-        .await;
-    let created: Value = res.unwrap().json().await.unwrap();
+    let created = gw.post_json("/createTask", &create(hook)).await;
     assert_eq!(created["errorId"], 0, "{created}");
     let got = receiver.next(Duration::from_secs(30)).await;
     assert_eq!(got.content_type, "application/json");
@@ -243,29 +237,15 @@ async fn createtask_callback_url_posts_the_task_result() {
         (Some(0), Some("ready")),
         "{result}"
     );
-    let polled: Value = gw
-        .http
-        .post(gw.url("/getTaskResult"))
-        .json(&json!({"clientKey": KEY, "taskId": created["taskId"]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let poll = json!({"clientKey": KEY, "taskId": created["taskId"]});
+    let polled = gw.post_json("/getTaskResult", &poll).await;
     assert_eq!(result["solution"], polled["solution"]);
     gw.verify(result["solution"]["token"].as_str().unwrap())
         .await
         .unwrap();
 
     let off_list = create("http://hooks.example.com/anti".into());
-    let res = gw
-        .http
-        .post(gw.url("/createTask"))
-        .json(&off_list)
-        .send()
-        .await;
-    let refused: Value = res.unwrap().json().await.unwrap();
+    let refused = gw.post_json("/createTask", &off_list).await;
     assert_eq!(refused["errorCode"], "ERROR_BAD_PARAMETERS", "{refused}");
     let why = refused["errorDescription"].as_str().unwrap_or_default();
     assert!(why.contains("callbackUrl"), "{refused}");

@@ -108,6 +108,14 @@ impl TestGateway {
         (res.status().as_u16(), res.text().await.expect("a body"))
     }
 
+    /// A JSON POST (the `createTask` family): the reply, which that family always sends as
+    /// JSON.
+    pub async fn post_json(&self, path: &str, body: &Value) -> Value {
+        let res = self.http.post(self.url(path)).json(body).send().await;
+        let res = res.expect("gateway answers");
+        res.json().await.expect("a JSON reply")
+    }
+
     /// The simulator's `/stats`.
     pub async fn sim_stats(&self) -> HashMap<String, Value> {
         self.http
