@@ -282,7 +282,9 @@ pub const IMAGE: TypeSpec = TypeSpec {
         // "at least two words".
         Param::optional("phrase", "phrase", Check::Flag),
         // The official captchaai SDK sends `caseSensitive`.
-        Param::optional("regsense", "case", Check::Flag).aliases(&["caseSensitive"]),
+        Param::optional("regsense", "case", Check::Flag)
+            .aliases(&["caseSensitive"])
+            .also_sent_as("caseSensitive"),
         // 1 digits only, 2 letters only, 3 either alone, 4 both.
         Param::optional("numeric", "numeric", Check::Count(4)).above(2, NUMERIC_ALL),
         // The answer is the sum the image asks for.

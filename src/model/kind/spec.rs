@@ -380,6 +380,10 @@ pub struct Param {
     /// Changes with every page load (hCaptcha's `rqdata`, a challenge page's `chlPageData`):
     /// answers solved ahead of a load could never carry it, so no `[[pools]]` table sets it.
     pub per_load: bool,
+    /// A second `in.php` spelling it is also sent under, where providers' docs and their own
+    /// clients disagree (CaptchaAI documents `regsense`; its official SDK sends
+    /// `caseSensitive`): each reads its own, and ignores the other.
+    pub also_sent_as: Option<&'static str>,
 }
 
 impl Param {
@@ -398,6 +402,7 @@ impl Param {
             longest: None,
             beside_task: false,
             per_load: false,
+            also_sent_as: None,
         }
     }
 
@@ -462,6 +467,14 @@ impl Param {
     pub const fn beside_task(self) -> Param {
         Param {
             beside_task: true,
+            ..self
+        }
+    }
+
+    /// Also sent to `in.php` under `name`.
+    pub const fn also_sent_as(self, name: &'static str) -> Param {
+        Param {
+            also_sent_as: Some(name),
             ..self
         }
     }

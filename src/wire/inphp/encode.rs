@@ -88,7 +88,17 @@ pub fn submit_params(req: &SolveRequest) -> Vec<(Cow<'static, str>, String)> {
                             keyed.push((format!("{name}[{key}]").into(), v));
                         }
                     }
-                    None => put(name, value),
+                    None => {
+                        put(name, value);
+                        let param = kind
+                            .spec()
+                            .declared_params()
+                            .iter()
+                            .find(|p| p.name == *name);
+                        if let Some(also) = param.and_then(|p| p.also_sent_as) {
+                            put(also, value);
+                        }
+                    }
                 }
             }
         }
@@ -307,5 +317,19 @@ mod tests {
         assert_eq!(get("invisible"), None);
         assert_eq!(get("min_score"), Some("0.3"));
         assert_eq!(get("key"), None);
+
+        // Case sensitivity under both spellings: CaptchaAI's docs' and its SDK's.
+        let body = crate::model::kind::sample_image("case");
+        let image = SolveRequest::new(TaskParams::declared_of(
+            Kind::Image,
+            &[("body", &body), ("regsense", "1")],
+        ));
+        let pairs = submit_params(&image);
+        let sent: Vec<(&str, &str)> = pairs
+            .iter()
+            .map(|(k, v)| (k.as_ref(), v.as_str()))
+            .collect();
+        assert!(sent.contains(&("method", "base64")), "{sent:?}");
+        assert!(sent.contains(&("regsense", "1")) && sent.contains(&("caseSensitive", "1")));
     }
 }
