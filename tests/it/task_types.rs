@@ -187,6 +187,25 @@ async fn a_parameter_only_captchaai_takes_keeps_the_task_to_captchaai_accounts()
     passed_over_for(AccountProvider::TwoCaptcha, &form, ("version", "v2")).await;
 }
 
+/// A Turnstile challenge page's `chlPageData` (`pagedata`), for which CapSolver documents no
+/// field, passes a preferred CapSolver account by: before, CapSolver was sent it under a name
+/// its docs do not have, and the answer came back as if it had been honoured.
+#[tokio::test]
+async fn a_challenge_pages_data_capsolver_has_no_field_for_passes_it_by() {
+    let form = [
+        ("method", "turnstile"),
+        ("sitekey", "0x4AAAAAAApagedata"),
+        ("pageurl", PAGE),
+        ("data", "cdata-1"),
+    ];
+    passed_over_for(
+        AccountProvider::CapSolver,
+        &form,
+        ("pagedata", "chl-page-1"),
+    )
+    .await;
+}
+
 /// hCaptcha's `domain` (2captcha's alone; `createTask` has no field for it) keeps a task to
 /// `in.php` accounts: a preferred CapSolver account is passed over for it (and takes the same
 /// task without it), and with no account that takes it the caller is told, naming the parameter.

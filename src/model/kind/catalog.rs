@@ -127,8 +127,9 @@ pub const TURNSTILE: TypeSpec = TypeSpec {
         SITEKEY.aliases(&["googlekey"]),
         PAGE,
         // The widget's `data-action`, `data-cdata` and, on a challenge page, `chlPageData`;
-        // CapSolver carries the first two in `metadata` (its Turnstile docs), 2captcha v2 the
-        // last two as `data` and `pagedata` (as its callers send them).
+        // CapSolver carries the first two in `metadata` (its Turnstile docs) and documents no
+        // field for the third, 2captcha v2 the last two as `data` and `pagedata` (as its
+        // callers send them).
         Param::optional("action", "action", Check::Text)
             .capsolver("metadata.action")
             .longest(MAX_WORD_LEN),
@@ -137,6 +138,7 @@ pub const TURNSTILE: TypeSpec = TypeSpec {
             .twocaptcha_v2("data"),
         Param::optional("pagedata", "chlPageData", Check::Text)
             .twocaptcha_v2("pagedata")
+            .only(Dialects::INPHP.union(ANTI))
             .per_load(),
     ]),
     answer: TOKEN,
