@@ -223,26 +223,30 @@ async fn a_parameter_only_inphp_carries_keeps_the_task_to_inphp_accounts() {
     )
     .await;
 
-    let only_capsolver = TestGateway::with(settings(vec![json_account(
-        "cs",
-        AccountProvider::CapSolver,
-        &capsolver,
-    )]))
-    .await;
-    let (status, reply) = solve(
-        &only_capsolver.http,
-        &only_capsolver.url(""),
-        json!({"kind": "hcaptcha", "sitekey": "10000000-ffff-ffff-ffff-000000000001",
-            "pageurl": PAGE, "domain": "js.hcaptcha.com"}),
-    )
-    .await;
+    let hcaptcha = json!({"kind": "hcaptcha", "sitekey": "10000000-ffff-ffff-ffff-000000000001",
+        "pageurl": PAGE, "domain": "js.hcaptcha.com"});
+    let account = ("cs", AccountProvider::CapSolver);
+    refused_by_its_only_account(account, &capsolver, hcaptcha, "domain").await;
+    assert_eq!(capsolver.sim.stats().submits, 1, "CapSolver was not asked");
+}
+
+/// A native `body` sent to a gateway whose only account is `account` (at `sim`), which does not
+/// take `param` as sent: refused with 422, the message naming the parameter and the account.
+async fn refused_by_its_only_account(
+    (name, provider): (&str, AccountProvider),
+    sim: &SimServer,
+    body: Value,
+    param: &str,
+) {
+    let gw = TestGateway::with(settings(vec![json_account(name, provider, sim)])).await;
+    let (status, reply) = solve(&gw.http, &gw.url(""), body).await;
     assert_eq!(status, 422, "{reply}");
     let message = reply["error"]["message"].as_str().unwrap_or_default();
+    let label = format!("{name} ({})", provider.as_str());
     assert!(
-        message.contains("`domain`") && message.contains("cs (capsolver)"),
+        message.contains(&format!("`{param}`")) && message.contains(&label),
         "{reply}"
     );
-    assert_eq!(capsolver.sim.stats().submits, 1, "CapSolver was not asked");
 }
 
 /// A `createTask` Lemin caller (2captcha v2's names) is solved by an `in.php` account, and its
@@ -490,24 +494,9 @@ async fn an_image_hint_anticaptcha_has_no_word_for_keeps_the_task_from_it() {
     assert!(digits.bytes().all(|b| b.is_ascii_digit()), "{digits}");
     assert_eq!(anti_sim.sim.stats().submits, 1, "1 to anti-captcha");
 
-    let only_anti = TestGateway::with(settings(vec![json_account(
-        "ac",
-        AccountProvider::AntiCaptcha,
-        &anti_sim,
-    )]))
-    .await;
-    let (status, reply) = solve(
-        &only_anti.http,
-        &only_anti.url(""),
-        json!({"kind": "image", "body": body, "numeric": 4}),
-    )
-    .await;
-    assert_eq!(status, 422, "{reply}");
-    let message = reply["error"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("`numeric`") && message.contains("ac (anticaptcha)"),
-        "{reply}"
-    );
+    let image = json!({"kind": "image", "body": body, "numeric": 4});
+    let account = ("ac", AccountProvider::AntiCaptcha);
+    refused_by_its_only_account(account, &anti_sim, image, "numeric").await;
     assert_eq!(
         anti_sim.sim.stats().submits,
         1,

@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use crate::model::{Check, Passthrough, RecaptchaVersion, SolveRequest, TaskParams};
+use crate::model::{Check, Param, Passthrough, RecaptchaVersion, SolveRequest, TaskParams};
 
 /// The files `req` uploads beside [`submit_params`]: a pass-through task's, as the caller sent
 /// them; none for any other.
@@ -79,8 +79,12 @@ pub fn submit_params(req: &SolveRequest) -> Vec<(Cow<'static, str>, String)> {
                     put(flag, "1");
                 }
             }
-            for (name, value) in values {
-                match declared_object(*kind, name, value) {
+            // Values are kept in declaration order: each is sent as its declaration says.
+            for param in kind.spec().declared_params() {
+                let Some((name, value)) = values.iter().find(|(n, _)| *n == param.name) else {
+                    continue;
+                };
+                match declared_object(param, value) {
                     // `data[blob]=...`: how in.php takes an object (FunCaptcha's `data`).
                     Some(object) => {
                         for (key, v) in object {
@@ -90,12 +94,7 @@ pub fn submit_params(req: &SolveRequest) -> Vec<(Cow<'static, str>, String)> {
                     }
                     None => {
                         put(name, value);
-                        let param = kind
-                            .spec()
-                            .declared_params()
-                            .iter()
-                            .find(|p| p.name == *name);
-                        if let Some(also) = param.and_then(|p| p.also_sent_as) {
+                        if let Some(also) = param.also_sent_as {
                             put(also, value);
                         }
                     }
@@ -120,15 +119,9 @@ pub fn submit_params(req: &SolveRequest) -> Vec<(Cow<'static, str>, String)> {
 /// A declared parameter's value as the object it is, where its declaration says so
 /// (`validate` checked it is an object of strings).
 fn declared_object(
-    kind: crate::model::Kind,
-    name: &str,
+    param: &Param,
     value: &str,
 ) -> Option<serde_json::Map<String, serde_json::Value>> {
-    let param = kind
-        .spec()
-        .declared_params()
-        .iter()
-        .find(|p| p.name == name)?;
     (param.check == Check::Object)
         .then(|| serde_json::from_str(value).ok())
         .flatten()
