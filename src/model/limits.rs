@@ -5,6 +5,8 @@
 //! The bounds are generous for real use (each comment says what real values look like) and small
 //! enough that one request cannot make the gateway hold, hash, forward or label megabytes.
 
+// Declarations bound their words and texts by these too (`Param::longest`), so they live there.
+pub use super::kind::{MAX_TEXT_LEN, MAX_WORD_LEN};
 use super::kind::{PassProtocol, Passthrough};
 use super::{Check, SolveRequest, TaskParams, Validation};
 
@@ -12,15 +14,11 @@ use super::{Check, SolveRequest, TaskParams, Validation};
 pub const MAX_PAGEURL_LEN: usize = 4096;
 /// reCAPTCHA (40), Turnstile (~24), GeeTest `gt` (32) and `challenge` (32-34) are far shorter.
 pub const MAX_SITEKEY_LEN: usize = 256;
-/// A reCAPTCHA action, a min score, a Turnstile action, a domain or an API server: short words.
-pub const MAX_WORD_LEN: usize = 256;
 /// reCAPTCHA `data-s` and Turnstile `cData`/`pagedata`: opaque values of a few hundred bytes.
 pub const MAX_DATA_LEN: usize = 8192;
 /// An image parameter's base64 text: the largest image's (`MAX_IMAGE_BYTES`) and room for a
 /// data-URI prefix and line breaks.
 pub const MAX_IMAGE_BASE64_LEN: usize = super::MAX_IMAGE_BYTES / 3 * 4 + 64 * 1024;
-/// A text captcha's question or an image's instructions (2captcha takes 140 characters).
-pub const MAX_TEXT_LEN: usize = 2048;
 /// Browser user agents are 100-300 characters.
 pub const MAX_USER_AGENT_LEN: usize = 1024;
 /// Cookies passed to the provider's worker; browsers cap one cookie at 4 KB.

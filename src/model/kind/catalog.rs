@@ -5,11 +5,11 @@
 
 use super::Reuse;
 use super::spec::{
-    AnswerShape, Check, Dialect, Dialects, IdForm, IdPart, Identity, MAX_COUNT, PAGE, Param,
-    Parameters, ProxyName, SITEKEY, TYPICAL_TOKEN, TaskName, TypeSpec, Typical, secs,
+    AnswerShape, Check, Dialect, Dialects, IdForm, IdPart, Identity, MAX_COUNT, MAX_TEXT_LEN,
+    MAX_WORD_LEN, PAGE, Param, Parameters, ProxyName, SITEKEY, TYPICAL_TOKEN, TaskName, TypeSpec,
+    Typical, secs,
 };
 
-use crate::model::limits::{MAX_TEXT_LEN, MAX_WORD_LEN};
 use ProxyName::{Either, Proxied, Proxyless};
 
 const ANTI: Dialects = Dialects::ANTI_NAMES;

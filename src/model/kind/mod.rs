@@ -10,8 +10,8 @@ pub mod table;
 
 pub use passthrough::{PassProtocol, Passthrough, UNLISTED, documented as passthrough_documented};
 pub use spec::{
-    AnswerShape, Check, Dialect, Dialects, IdForm, Identity, MAX_COUNT, PAGE, Param, Parameters,
-    ProxyName, SITEKEY, Sourced, TaskName, TypeSpec,
+    AnswerShape, Check, Dialect, Dialects, IdForm, Identity, MAX_COUNT, MAX_TEXT_LEN, MAX_WORD_LEN,
+    PAGE, Param, Parameters, ProxyName, SITEKEY, Sourced, TaskName, TypeSpec,
 };
 
 /// How an answer of a kind may be handed out (docs/PROTOCOL.md, "Answer lifetimes").

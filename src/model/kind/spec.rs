@@ -341,6 +341,11 @@ pub enum Check {
 
 /// The largest click count: more clicks than any challenge image holds.
 pub const MAX_COUNT: u32 = 1000;
+/// A reCAPTCHA action, a min score, a Turnstile action, a language, a domain or an API server:
+/// short words (`model::limits`).
+pub const MAX_WORD_LEN: usize = 256;
+/// A text captcha's question or an image's instructions (2captcha takes 140 characters).
+pub const MAX_TEXT_LEN: usize = 2048;
 
 /// One parameter of a declared type, under its name in each protocol.
 #[derive(Debug, Clone, Copy)]
